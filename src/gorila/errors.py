@@ -1,0 +1,46 @@
+"""Typed errors. Every failure a user or a worker can act on has its own class."""
+
+from __future__ import annotations
+
+
+class GorilaError(Exception):
+    """Base class of every error gorila raises on purpose."""
+
+
+class ConfigError(GorilaError, ValueError):
+    """Invalid configuration, raised before anything starts.
+
+    ``field`` is the config field (and, with dashes, the CLI flag) at fault::
+
+        raise ConfigError("aggregate", "must be an integer >= 1, got 0")
+    """
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")
+
+    @property
+    def flag(self) -> str:
+        """The CLI flag spelling of ``field`` (``count_within`` -> ``--count-within``)."""
+        return "--" + self.field.replace("_", "-")
+
+
+class GradientError(GorilaError, ValueError):
+    """A pushed gradient has the wrong shape or dtype; the message names both."""
+
+
+class VersionError(GorilaError, ValueError):
+    """A push claims a version the shard has not reached yet (a version from the future)."""
+
+
+class WorkerTimeoutError(GorilaError, TimeoutError):
+    """A remote call or a wait did not finish within its ``timeout_s``."""
+
+
+class SchedulingError(GorilaError, RuntimeError):
+    """A worker could not be placed (e.g. it asks for more CPUs than the cluster has)."""
+
+
+class CheckpointError(GorilaError, RuntimeError):
+    """A checkpoint is missing, corrupt (checksum mismatch) or of another run."""

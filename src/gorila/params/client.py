@@ -1,0 +1,131 @@
+"""A worker's side of the parameter server, independent of where the shards live."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+import numpy as np
+
+from gorila.params.layout import ShardLayout
+from gorila.params.shard import ParameterShard, PushResult
+
+T = TypeVar("T")
+
+
+class Pending(Protocol[T]):
+    """A reply that may still be on its way; ``result`` waits at most ``timeout_s``."""
+
+    def result(self, timeout_s: float) -> T: ...
+
+
+@dataclass(frozen=True)
+class Done(Generic[T]):
+    """A reply that is already here (in-process shards)."""
+
+    value: T
+
+    def result(self, timeout_s: float) -> T:
+        return self.value
+
+
+class ShardEndpoint(Protocol):
+    """How a client reaches one shard: in process, or a Ray worker (see ``gorila.runtime``)."""
+
+    def push(self, grad: np.ndarray, version: int, worker_id: int) -> Pending[PushResult]: ...
+    def pull(self) -> Pending[tuple[np.ndarray, int]]: ...
+
+
+class LocalEndpoint:
+    """A shard in this process; replies are immediate."""
+
+    def __init__(self, shard: ParameterShard):
+        self.shard = shard
+
+    def push(self, grad: np.ndarray, version: int, worker_id: int) -> Done[PushResult]:
+        return Done(self.shard.push(grad, version, worker_id))
+
+    def pull(self) -> Done[tuple[np.ndarray, int]]:
+        return Done(self.shard.pull())
+
+
+@dataclass(frozen=True)
+class ClientPush:
+    """The outcome of one client push over all shards."""
+
+    outcomes: tuple[str, ...]
+    applied: bool
+    refreshed: bool  # the client's parameters changed with this reply
+
+    @property
+    def rejected(self) -> bool:
+        return "rejected" in self.outcomes
+
+
+class ParameterClient:
+    """Holds a worker's copy of the flat parameters and the version of each shard::
+
+        client = ParameterClient(endpoints, layout, worker_id=k, barrier=rule.barrier)
+        w = client.params()     # pulls on first use, and when a barrier push left it behind
+        client.push(grad)       # gradient computed on w; the reply may carry fresh params
+
+    With a barrier rule whose shards answer before the next version exists (in-process
+    shards cannot block), the client marks itself behind and pulls on the next ``params()``.
+    """
+
+    def __init__(self, endpoints: list[ShardEndpoint], layout: ShardLayout, worker_id: int = 0,
+                 barrier: bool = False, timeout_s: float = 120.0):
+        if len(endpoints) != layout.num_shards:
+            raise ValueError(f"{len(endpoints)} endpoints for {layout.num_shards} shards")
+        self.endpoints = endpoints
+        self.layout = layout
+        self.worker_id = worker_id
+        self.barrier = barrier
+        self.timeout_s = timeout_s
+        self._flat = np.zeros(layout.size, np.float32)
+        self._parts = layout.split(self._flat)
+        self.versions = [-1] * layout.num_shards  # -1: never pulled
+        self.outcomes: Counter = Counter()
+
+    @property
+    def version(self) -> int:
+        """The oldest shard version this client holds (shards advance together)."""
+        return min(self.versions)
+
+    def params(self) -> np.ndarray:
+        """The current flat parameters (this client's buffer; copy it to keep it)."""
+        stale = [i for i, v in enumerate(self.versions) if v < 0]
+        if stale:
+            self._pull(stale)
+        return self._flat
+
+    def pull(self) -> np.ndarray:
+        """Fetch every shard's current parameters now."""
+        self._pull(range(self.layout.num_shards))
+        return self._flat
+
+    def push(self, grad: np.ndarray) -> ClientPush:
+        """Push a flat gradient computed on ``params()``; all shards are sent to before any wait."""
+        pending = [ep.push(g, v, self.worker_id)
+                   for ep, g, v in zip(self.endpoints, self.layout.split(grad), self.versions)]
+        outcomes, applied, refreshed = [], False, False
+        for i, p in enumerate(pending):
+            result = p.result(self.timeout_s)
+            outcomes.append(result.outcome)
+            self.outcomes[result.outcome] += 1
+            applied |= result.applied
+            if result.params is not None:
+                np.copyto(self._parts[i], result.params)
+                self.versions[i] = result.version
+                refreshed = True
+            elif self.barrier and result.outcome != "rejected" and result.version == self.versions[i]:
+                self.versions[i] = -1
+        return ClientPush(tuple(outcomes), applied, refreshed)
+
+    def _pull(self, indices) -> None:
+        pending = [(i, self.endpoints[i].pull()) for i in indices]
+        for i, p in pending:
+            params, version = p.result(self.timeout_s)
+            np.copyto(self._parts[i], params)
+            self.versions[i] = version

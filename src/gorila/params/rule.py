@@ -1,0 +1,91 @@
+"""The update rule: which pushes a shard takes, and when it applies them.
+
+For a push computed on version ``X`` arriving at a shard at version ``C`` the staleness is
+``s = C - X``:
+
+=======================================  ==========================================
+``s <= count_within``                    **counted**: joins the aggregate, ``R += 1``
+``count_within < s <= accept_within``    **accepted**: joins the aggregate, not counted
+``s > accept_within``                    **rejected**: dropped; the pusher gets fresh params
+=======================================  ==========================================
+
+When ``R`` reaches ``aggregate`` the mean of everything joined since the last update is
+applied and the version increases by one. With ``barrier`` a pusher waits until that
+version exists (the runtime implements the wait).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from gorila import validate
+from gorila.errors import ConfigError
+
+Outcome = Literal["counted", "accepted", "rejected"]
+OUTCOMES: tuple[Outcome, ...] = ("counted", "accepted", "rejected")
+
+
+@dataclass(frozen=True)
+class UpdateRule:
+    """A value object: four numbers decide every push. Build one with a preset::
+
+        UpdateRule.synchronous(num_workers=4)      # standard (mini-batch) gradient descent
+        UpdateRule.asynchronous(max_staleness=10)  # Hogwild-style, Gorila's max delay
+        UpdateRule.semi_async()                    # aggregate 20, counted <= 3, accepted <= 5
+        rule.classify(staleness=4)                 # -> "accepted"
+    """
+
+    aggregate: int
+    count_within: float
+    accept_within: float
+    barrier: bool = False
+
+    def __post_init__(self) -> None:
+        validate.integer("aggregate", self.aggregate, low=1)
+        for field in ("count_within", "accept_within"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+                raise ConfigError(field, f"must be an integer >= 0 or infinity, got {value!r}")
+            if value < 0 or (math.isfinite(value) and value != int(value)):
+                raise ConfigError(field, f"must be an integer >= 0 or infinity, got {value!r}")
+        if self.accept_within < self.count_within:
+            raise ConfigError(
+                "accept_within",
+                f"must be >= count_within ({self.count_within}), got {self.accept_within}",
+            )
+
+    @classmethod
+    def synchronous(cls, num_workers: int) -> UpdateRule:
+        """Every worker's gradient of version ``v`` is averaged into version ``v + 1``."""
+        validate.integer("workers", num_workers, low=1)
+        return cls(aggregate=num_workers, count_within=0, accept_within=0, barrier=True)
+
+    @classmethod
+    def asynchronous(cls, max_staleness: int | None = None) -> UpdateRule:
+        """Each push is applied at once; pushes staler than ``max_staleness`` are rejected."""
+        if max_staleness is None:
+            return cls(aggregate=1, count_within=math.inf, accept_within=math.inf)
+        validate.integer("max_staleness", max_staleness, low=0)
+        return cls(aggregate=1, count_within=max_staleness, accept_within=max_staleness)
+
+    @classmethod
+    def semi_async(cls, aggregate: int = 20, count_within: int = 3, accept_within: int = 5) -> UpdateRule:
+        """Aggregate ``aggregate`` counted pushes; tolerate a little staleness."""
+        return cls(aggregate=aggregate, count_within=count_within, accept_within=accept_within)
+
+    def classify(self, staleness: int) -> Outcome:
+        """The outcome of a push with this staleness (``>= 0``)."""
+        if staleness <= self.count_within:
+            return "counted"
+        if staleness <= self.accept_within:
+            return "accepted"
+        return "rejected"
+
+    def describe(self) -> str:
+        """A one-line human description, e.g. for the run header."""
+        def fmt(x: float) -> str:
+            return "inf" if math.isinf(x) else str(int(x))
+        return (f"aggregate={self.aggregate} count_within={fmt(self.count_within)} "
+                f"accept_within={fmt(self.accept_within)} barrier={self.barrier}")

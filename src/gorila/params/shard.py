@@ -1,0 +1,208 @@
+"""One contiguous slice of the flat parameter vector, with its version and optimizer."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gorila.errors import GradientError, VersionError
+from gorila.params.optim import LearningRate, ServerOptimizer, make_optimizer
+from gorila.params.rule import Outcome, UpdateRule
+
+
+@dataclass(frozen=True)
+class PushResult:
+    """What a push did.
+
+    ``params`` holds the shard's current parameters whenever the pusher is behind after the
+    push (its version < ``version``), so a worker's round trip is one call.
+    ``reason`` says why a push was rejected: ``"stale"`` or ``"nonfinite"``.
+    """
+
+    outcome: Outcome
+    applied: bool
+    version: int
+    staleness: int
+    reason: str | None = None
+    params: np.ndarray | None = None
+
+
+@dataclass
+class ShardStats:
+    """Counters of one shard; ``merge`` adds another shard's."""
+
+    pushes_counted: int = 0
+    pushes_accepted: int = 0
+    pushes_rejected_stale: int = 0
+    pushes_rejected_nonfinite: int = 0
+    updates: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    staleness: Counter = field(default_factory=Counter)
+
+    @property
+    def pushes_rejected(self) -> int:
+        return self.pushes_rejected_stale + self.pushes_rejected_nonfinite
+
+    def as_dict(self) -> dict:
+        out = {k: v for k, v in self.__dict__.items() if k != "staleness"}
+        out["pushes_rejected"] = self.pushes_rejected
+        out["staleness"] = {int(k): int(v) for k, v in sorted(self.staleness.items())}
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ShardStats:
+        fields = {k: int(v) for k, v in data.items() if k not in ("staleness", "pushes_rejected")}
+        return cls(**fields, staleness=Counter({int(k): int(v) for k, v in data["staleness"].items()}))
+
+    def merge(self, other: ShardStats) -> ShardStats:
+        merged = ShardStats(staleness=self.staleness + other.staleness)
+        for name in self.__dataclass_fields__:
+            if name != "staleness":
+                setattr(merged, name, getattr(self, name) + getattr(other, name))
+        return merged
+
+
+_STAT_FIELDS = tuple(f for f in ShardStats.__dataclass_fields__ if f != "staleness")
+
+
+class ParameterShard:
+    """A parameter shard: plain Python, placed in-process or as a Ray worker by a runtime.
+
+    ::
+
+        shard = ParameterShard(np.zeros(d, np.float32), rule=UpdateRule.semi_async(),
+                               optimizer="sgd", lr=0.1)
+        result = shard.push(grad, version=x, worker_id=k)   # -> PushResult
+        params, version = shard.pull()                      # a copy
+
+    A gradient that is not finite is rejected and leaves parameters, optimizer state and the
+    pending aggregate bit-for-bit unchanged. A gradient of the wrong shape or dtype raises
+    :class:`GradientError`; a version ahead of the shard raises :class:`VersionError`.
+    """
+
+    def __init__(self, params: np.ndarray, rule: UpdateRule, optimizer: str | ServerOptimizer = "sgd",
+                 lr: LearningRate = 0.1, shard_id: int = 0):
+        params = np.asarray(params)
+        if params.ndim != 1 or params.dtype != np.float32:
+            raise GradientError(f"shard parameters must be a flat float32 vector, got "
+                                f"shape {params.shape} dtype {params.dtype}")
+        self.shard_id = shard_id
+        self.rule = rule
+        self._params = params.copy()
+        self._optimizer = (make_optimizer(optimizer, params.size, lr) if isinstance(optimizer, str)
+                           else optimizer)
+        self._pending = np.zeros_like(self._params)  # sum of gradients joined since the last update
+        self._joined = 0  # R in the rule's terms counts only "counted" pushes; this counts all joined
+        self._counted = 0
+        self._version = 0
+        self.stats = ShardStats()
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    @property
+    def size(self) -> int:
+        return self._params.size
+
+    @property
+    def params_view(self) -> np.ndarray:
+        """The live parameters, read-only; valid until the next push (no copy)."""
+        view = self._params.view()
+        view.flags.writeable = False
+        return view
+
+    def push(self, grad: np.ndarray, version: int, worker_id: int = 0) -> PushResult:
+        """Offer a gradient computed on ``version``; see the module doc of ``rule`` for the outcome."""
+        self._check_gradient(grad)
+        if isinstance(version, bool) or not isinstance(version, (int, np.integer)) or version < 0:
+            raise VersionError(f"version must be an integer >= 0, got {version!r}")
+        if version > self._version:
+            raise VersionError(f"shard {self.shard_id}: version {version} from worker {worker_id} is "
+                               f"from the future (shard is at version {self._version})")
+        self.stats.bytes_in += grad.nbytes
+        staleness = self._version - int(version)
+        self.stats.staleness[staleness] += 1
+        outcome = self.rule.classify(staleness)
+        reason = None
+        applied = False
+        if outcome == "rejected":
+            reason = "stale"
+            self.stats.pushes_rejected_stale += 1
+        elif not np.isfinite(grad).all():
+            outcome, reason = "rejected", "nonfinite"
+            self.stats.pushes_rejected_nonfinite += 1
+        else:
+            applied = self._join(grad, counted=outcome == "counted")
+            if outcome == "counted":
+                self.stats.pushes_counted += 1
+            else:
+                self.stats.pushes_accepted += 1
+        fresh = None
+        if version < self._version:
+            fresh = self._params.copy()
+            self.stats.bytes_out += fresh.nbytes
+        return PushResult(outcome, applied, self._version, staleness, reason, fresh)
+
+    def pull(self) -> tuple[np.ndarray, int]:
+        """A copy of the current parameters and their version."""
+        self.stats.bytes_out += self._params.nbytes
+        return self._params.copy(), self._version
+
+    def _join(self, grad: np.ndarray, counted: bool) -> bool:
+        if self.rule.aggregate == 1 and self._joined == 0 and counted:
+            # Fast path for asynchronous rules: nothing pending, apply this gradient as is.
+            self._optimizer.step(self._params, grad)
+            self._advance()
+            return True
+        self._pending += grad
+        self._joined += 1
+        self._counted += int(counted)
+        if self._counted < self.rule.aggregate:
+            return False
+        self._pending /= np.float32(self._joined)
+        self._optimizer.step(self._params, self._pending)
+        self._pending.fill(0.0)
+        self._joined = self._counted = 0
+        self._advance()
+        return True
+
+    def _advance(self) -> None:
+        self._version += 1
+        self.stats.updates += 1
+
+    def _check_gradient(self, grad: np.ndarray) -> None:
+        if not isinstance(grad, np.ndarray):
+            raise GradientError(f"shard {self.shard_id}: expected a numpy float32 array of shape "
+                                f"({self.size},), got {type(grad).__name__}")
+        if grad.dtype != np.float32 or grad.shape != self._params.shape:
+            raise GradientError(f"shard {self.shard_id}: expected float32 of shape ({self.size},), "
+                                f"got {grad.dtype} of shape {grad.shape}")
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Parameters, pending aggregate, counters and optimizer state, as numpy arrays only."""
+        hist = sorted(self.stats.staleness.items())
+        state = {
+            "params": self._params.copy(),
+            "pending": self._pending.copy(),
+            "counters": np.array([self._version, self._joined, self._counted], np.int64),
+            "stats": np.array([getattr(self.stats, f) for f in _STAT_FIELDS], np.int64),
+            "staleness": np.array(hist, np.int64).reshape(-1, 2),
+        }
+        state.update({f"optim.{k}": v for k, v in self._optimizer.state_dict().items()})
+        return state
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        if state["params"].shape != self._params.shape:
+            raise GradientError(f"shard {self.shard_id}: checkpoint has {state['params'].shape} "
+                                f"parameters, shard has {self._params.shape}")
+        np.copyto(self._params, state["params"])
+        np.copyto(self._pending, state["pending"])
+        self._version, self._joined, self._counted = (int(x) for x in state["counters"])
+        self.stats = ShardStats(**dict(zip(_STAT_FIELDS, (int(x) for x in state["stats"]))),
+                                staleness=Counter({int(k): int(v) for k, v in state["staleness"]}))
+        self._optimizer.load_state_dict(
+            {k[len("optim."):]: v for k, v in state.items() if k.startswith("optim.")})

@@ -1,0 +1,38 @@
+"""Field checks used by the config dataclasses; each raises :class:`ConfigError` naming the field."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+
+from gorila.errors import ConfigError
+
+
+def integer(field: str, value: object, *, low: int | None = None, high: int | None = None) -> None:
+    """Require an ``int`` within ``[low, high]``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(field, f"must be an integer, got {value!r}")
+    _check_range(field, value, low, high)
+
+
+def number(field: str, value: object, *, low: float | None = None, high: float | None = None,
+           low_open: bool = False) -> None:
+    """Require a finite real number within ``[low, high]`` (``(low, high]`` with ``low_open``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(field, f"must be a finite number, got {value!r}")
+    if low_open and low is not None and value <= low:
+        raise ConfigError(field, f"must be > {low}, got {value!r}")
+    _check_range(field, value, low, high)
+
+
+def choice(field: str, value: object, allowed: Collection[str]) -> None:
+    """Require one of ``allowed``."""
+    if value not in allowed:
+        raise ConfigError(field, f"must be one of {', '.join(map(str, allowed))}; got {value!r}")
+
+
+def _check_range(field: str, value: float, low: float | None, high: float | None) -> None:
+    if low is not None and value < low:
+        raise ConfigError(field, f"must be >= {low}, got {value!r}")
+    if high is not None and value > high:
+        raise ConfigError(field, f"must be <= {high}, got {value!r}")
