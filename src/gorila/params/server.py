@@ -37,15 +37,15 @@ class ServerSpec:
     def layout(self, size: int) -> ShardLayout:
         return ShardLayout(size, self.num_shards)
 
-    def build_shard(self, params: np.ndarray, shard_id: int) -> ParameterShard:
-        """Shard ``shard_id`` of the flat ``params`` (a copy of its slice)."""
-        part = self.layout(params.size).slices[shard_id]
-        lr = self.lr[part] if isinstance(self.lr, np.ndarray) else self.lr
-        return ParameterShard(params[part], rule=self.rule, optimizer=self.optimizer, lr=lr,
-                              shard_id=shard_id)
+    def build_shard(self, part: np.ndarray, size: int, shard_id: int) -> ParameterShard:
+        """Shard ``shard_id`` holding ``part``, its slice of a flat vector of ``size`` parameters."""
+        lr = self.lr[self.layout(size).slices[shard_id]] if isinstance(self.lr, np.ndarray) else self.lr
+        return ParameterShard(part, rule=self.rule, optimizer=self.optimizer, lr=lr, shard_id=shard_id)
 
     def build(self, params: np.ndarray) -> list[ParameterShard]:
-        return [self.build_shard(params, i) for i in range(self.num_shards)]
+        """Every shard of the flat ``params``."""
+        parts = self.layout(params.size).split(params)
+        return [self.build_shard(part, params.size, i) for i, part in enumerate(parts)]
 
 
 def merge_stats(stats: list[ShardStats]) -> ShardStats:

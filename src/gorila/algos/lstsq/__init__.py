@@ -1,0 +1,1 @@
+"""MapReduce parallel gradient descent on synthetic least squares (the first workload)."""

@@ -1,0 +1,105 @@
+"""The ``gorila`` command: ``train``, ``bench``, ``info``.
+
+Invalid flags are refused before anything starts, naming the flag, with exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from gorila.algos.registry import ALGORITHMS
+from gorila.cliargs import add_flags, from_flags
+from gorila.config import RunConfig
+from gorila.errors import ConfigError, GorilaError
+
+EXIT_USAGE = 2
+
+
+def _train_parser(algo: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gorila train", description="Train an algorithm on the parameter server.")
+    add_flags(parser.add_argument_group("run"), RunConfig)
+    add_flags(parser.add_argument_group(f"{algo} (shown for --algo {algo})"), ALGORITHMS[algo].load("config"))
+    return parser
+
+
+def _configs(argv: list[str]):
+    # --algo decides which flags exist, so read it first.
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--algo", default=RunConfig.algo, choices=sorted(ALGORITHMS))
+    known, _ = pre.parse_known_args(argv)
+    parser = _train_parser(known.algo)
+    args = parser.parse_args(argv)
+    try:
+        run = from_flags(RunConfig, args)
+        cfg = from_flags(ALGORITHMS[run.algo].load("config"), args)
+    except ConfigError as err:
+        parser.exit(EXIT_USAGE, f"gorila train: error: {err.flag}: {err.message}\n")
+    return run, cfg
+
+
+def cmd_train(argv: list[str]) -> int:
+    run, cfg = _configs(argv)
+    summary = ALGORITHMS[run.algo].load("train")(run, cfg)
+    print(json.dumps({k: v for k, v in summary.items() if not isinstance(v, dict)}, indent=2))
+    return 0
+
+
+def cmd_info(argv: list[str]) -> int:
+    import platform
+
+    from gorila import __version__
+    parser = argparse.ArgumentParser(prog="gorila info", description="Versions and hardware.")
+    parser.parse_args(argv)
+    lines = {"gorila": __version__, "python": platform.python_version()}
+    for module in ("numpy", "torch", "ray", "gymnasium", "ale_py", "envpool"):
+        try:
+            lines[module] = __import__(module).__version__
+        except ImportError:
+            lines[module] = "not installed"
+    import os
+
+    import torch
+    lines["cpus"] = str(os.cpu_count())
+    lines["cuda"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "not available"
+    lines["algorithms"] = ", ".join(sorted(ALGORITHMS))
+    for key, value in lines.items():
+        print(f"{key:>10}: {value}")
+    return 0
+
+
+def cmd_bench(argv: list[str]) -> int:
+    from gorila.bench import BENCHMARKS
+
+    parser = argparse.ArgumentParser(prog="gorila bench", description="Measure a figure next to its limit.")
+    parser.add_argument("name", choices=sorted(BENCHMARKS), help="which benchmark")
+    known, rest = parser.parse_known_args(argv)
+    return BENCHMARKS[known.name](rest)
+
+
+COMMANDS = {"train": cmd_train, "bench": cmd_bench, "info": cmd_info}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        print("usage: gorila {train,bench,info} [flags]   (gorila COMMAND --help for its flags)",
+              file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)
+        return 0 if argv and argv[0] in ("-h", "--help") else EXIT_USAGE
+    try:
+        return COMMANDS[argv[0]](argv[1:])
+    except ConfigError as err:
+        print(f"gorila {argv[0]}: error: {err.flag}: {err.message}", file=sys.stderr)
+        return EXIT_USAGE
+    except GorilaError as err:
+        print(f"gorila {argv[0]}: {type(err).__name__}: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"gorila {argv[0]}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""CLI flags generated from config dataclasses, so a field, its flag and its help never drift.
+
+A field declares its help in metadata; ``--flag`` is the field name with dashes::
+
+    @dataclass(frozen=True)
+    class LstsqConfig:
+        n: int = field(default=100_000, metadata={"help": "rows of the synthetic data"})
+
+    add_flags(parser.add_argument_group("lstsq"), LstsqConfig)
+    cfg = from_flags(LstsqConfig, parser.parse_args())   # only flags the user gave override defaults
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def _base_type(hint: Any) -> tuple[Any, bool]:
+    """(the non-None type, whether None is allowed) of a type hint."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        return rest[0], True
+    return hint, False
+
+
+def _parser_for(hint: Any):
+    base, _ = _base_type(hint)
+    if typing.get_origin(base) is tuple:
+        item = typing.get_args(base)[0]
+        return lambda text: tuple(item(part) for part in text.split(",") if part.strip())
+    if base is Path:
+        return Path
+    return base
+
+
+def add_flags(group: argparse._ActionsContainer, cls: type, *, skip: tuple[str, ...] = ()) -> None:
+    """One ``--flag`` per field of ``cls`` that has a ``help`` in its metadata."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.name in skip or "help" not in f.metadata:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+        help_text = f"{f.metadata['help']} (default: {shown})"
+        base, _ = _base_type(hints[f.name])
+        if base is bool:
+            group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
+                               help=help_text)
+            continue
+        kwargs: dict[str, Any] = dict(dest=f.name, default=None, type=_parser_for(hints[f.name]), help=help_text)
+        if "choices" in f.metadata:
+            kwargs["choices"] = f.metadata["choices"]
+        if "metavar" in f.metadata:
+            kwargs["metavar"] = f.metadata["metavar"]
+        group.add_argument(flag, **kwargs)
+
+
+def from_flags(cls: type[T], namespace: argparse.Namespace, **overrides: Any) -> T:
+    """An instance of ``cls`` from the flags the user gave (the rest keep their defaults)."""
+    values = {f.name: getattr(namespace, f.name) for f in dataclasses.fields(cls)
+              if getattr(namespace, f.name, None) is not None}
+    values.update(overrides)
+    return cls(**values)

@@ -1,0 +1,284 @@
+"""The Ray runtime: shards and workers as Ray processes; the only module that imports Ray.
+
+With neither ``address`` nor ``RAY_ADDRESS`` it starts an embedded Ray on this machine,
+bound to loopback with no dashboard; otherwise it joins that cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import os
+import warnings
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from gorila.errors import GorilaError, SchedulingError, WorkerTimeoutError
+from gorila.metrics.cputime import CpuClock, process_cpu_seconds
+from gorila.params import ParameterShard, PushResult, ServerSpec, ShardEndpoint, ShardStats
+from gorila.runtime.base import WorkerFactory, shard_state, split_shard_state
+
+# Must be in the environment before Ray starts: then every Ray socket binds to 127.0.0.1.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+import ray  # noqa: E402
+from ray.exceptions import GetTimeoutError, RayActorError  # noqa: E402
+
+# One BLAS / torch thread per process: parallelism comes from processes, and oversubscribed
+# threads would make every speedup measurement lie.
+_ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+
+
+class RayPending:
+    """A reply on its way from a Ray worker."""
+
+    def __init__(self, ref: ray.ObjectRef, what: str):
+        self.ref, self.what = ref, what
+
+    def result(self, timeout_s: float) -> Any:
+        try:
+            return ray.get(self.ref, timeout=timeout_s)
+        except GetTimeoutError as err:
+            raise WorkerTimeoutError(f"{self.what} did not answer within {timeout_s:.0f} s") from err
+
+
+@ray.remote
+class _ShardProcess:
+    """Hosts one :class:`ParameterShard`. Async, so a barrier push can wait for the version
+    that completes it while the other workers' pushes keep arriving."""
+
+    def __init__(self, barrier_timeout_s: float):
+        self.cpu = CpuClock()
+        self.barrier_timeout_s = barrier_timeout_s
+        self.shard: ParameterShard | None = None
+        self.changed = asyncio.Condition()
+
+    def ready(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    def load(self, shard: ParameterShard) -> None:
+        # Arrays that arrive through Ray's object store are read-only views: own a copy.
+        self.shard = copy.deepcopy(shard)
+
+    async def push(self, grad: np.ndarray, version: int, worker_id: int) -> PushResult:
+        result = self.shard.push(grad, version, worker_id)
+        if result.applied:
+            async with self.changed:
+                self.changed.notify_all()
+        elif self.shard.rule.barrier and result.outcome != "rejected" and self.shard.version <= version:
+            async with self.changed:
+                try:
+                    await asyncio.wait_for(self.changed.wait_for(lambda: self.shard.version > version),
+                                           self.barrier_timeout_s)
+                except asyncio.TimeoutError as err:
+                    raise WorkerTimeoutError(
+                        f"shard {self.shard.shard_id}: worker {worker_id} waited {self.barrier_timeout_s:.0f} s "
+                        f"at the barrier of version {version + 1}; a worker stopped pushing") from err
+            params, current = self.shard.pull()
+            result = replace(result, version=current, params=params)
+        return result
+
+    def pull(self) -> tuple[np.ndarray, int]:
+        return self.shard.pull()
+
+    def stats(self) -> ShardStats:
+        return self.shard.stats
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return self.shard.state_dict()
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        self.shard.load_state_dict(state)
+
+    def cpu_seconds(self) -> float:
+        return self.cpu.seconds()
+
+
+class RayShardEndpoint:
+    """A client's way to one shard process (picklable: workers receive it)."""
+
+    def __init__(self, handle: Any, shard_id: int):
+        self.handle, self.shard_id = handle, shard_id
+
+    def push(self, grad: np.ndarray, version: int, worker_id: int) -> RayPending:
+        return RayPending(self.handle.push.remote(grad, version, worker_id), f"shard {self.shard_id} push")
+
+    def pull(self) -> RayPending:
+        return RayPending(self.handle.pull.remote(), f"shard {self.shard_id} pull")
+
+
+@ray.remote
+class _WorkerProcess:
+    """Hosts one worker object, built here from its factory (never from large arguments, so a
+    restart rebuilds it the same way and it pulls fresh parameters before its first step)."""
+
+    def __init__(self, factory: WorkerFactory, worker_id: int, endpoints: list[ShardEndpoint]):
+        self.cpu = CpuClock()
+        self.worker = factory(worker_id, endpoints)
+        with warnings.catch_warnings():  # Ray deprecates an internal it calls here; the API stays
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
+
+    def ready(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    def run_steps(self, steps: int) -> dict[str, Any]:
+        for _ in range(steps):
+            self.worker.step()
+        return self.report()
+
+    def report(self) -> dict[str, Any]:
+        return {**self.worker.report(), "cpu_s": self.cpu.seconds(), "restarted": self.restarted,
+                "pid": os.getpid()}
+
+    def call(self, method: str, *args: Any) -> Any:
+        return getattr(self.worker, method)(*args)
+
+
+class RayShards:
+    """The shard processes of one parameter server."""
+
+    def __init__(self, handles: list[Any], size: int, call_timeout_s: float):
+        self.handles = handles
+        self.size = size
+        self.timeout_s = call_timeout_s
+        self.endpoints: list[ShardEndpoint] = [RayShardEndpoint(h, i) for i, h in enumerate(handles)]
+        self.node_ids: list[str] = []
+
+    def _get(self, refs: list, what: str) -> list:
+        try:
+            return ray.get(refs, timeout=self.timeout_s)
+        except GetTimeoutError as err:
+            raise WorkerTimeoutError(f"shards did not answer {what} within {self.timeout_s:.0f} s") from err
+
+    def pull(self) -> tuple[np.ndarray, list[int]]:
+        parts = self._get([h.pull.remote() for h in self.handles], "pull")
+        return np.concatenate([p for p, _ in parts]), [v for _, v in parts]
+
+    def stats(self) -> list[ShardStats]:
+        return self._get([h.stats.remote() for h in self.handles], "stats")
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return shard_state(self._get([h.state_dict.remote() for h in self.handles], "state_dict"))
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        parts = split_shard_state(state, len(self.handles))
+        self._get([h.load_state_dict.remote(p) for h, p in zip(self.handles, parts)], "load_state_dict")
+
+    def cpu_seconds(self) -> float:
+        return float(sum(self._get([h.cpu_seconds.remote() for h in self.handles], "cpu_seconds")))
+
+
+class RayWorkers:
+    """A group of worker processes. A worker that dies is restarted by Ray (its call retried),
+    and its report says ``restarted``."""
+
+    def __init__(self, handles: list[Any], name: str, call_timeout_s: float):
+        self.handles, self.name, self.timeout_s = handles, name, call_timeout_s
+        self.node_ids: list[str] = []
+
+    def _gather(self, refs: list, what: str) -> list[Any]:
+        out = []
+        for k, ref in enumerate(refs):
+            try:
+                out.append(ray.get(ref, timeout=self.timeout_s))
+            except GetTimeoutError as err:
+                raise WorkerTimeoutError(f"{self.name} {k} did not finish {what} within "
+                                         f"{self.timeout_s:.0f} s") from err
+            except RayActorError as err:
+                raise GorilaError(f"{self.name} {k} died and could not be restarted: {err}") from err
+        return out
+
+    def run_steps(self, steps: int) -> list[dict[str, Any]]:
+        return self._gather([h.run_steps.remote(steps) for h in self.handles], f"{steps} steps")
+
+    def run_steps_async(self, steps: int) -> list[Any]:
+        """Start ``steps`` steps on every worker; returns the refs (see :meth:`gather`)."""
+        return [h.run_steps.remote(steps) for h in self.handles]
+
+    def call(self, method: str, *args: Any) -> list[Any]:
+        return self._gather([h.call.remote(method, *args) for h in self.handles], method)
+
+    def kill(self, index: int) -> None:
+        """Kill worker ``index``'s process, as a crash would (Ray restarts it)."""
+        ray.kill(self.handles[index], no_restart=False)
+
+
+class RayRuntime:
+    """Places shards and workers as Ray processes::
+
+        runtime = RayRuntime()                       # embedded local Ray, loopback only
+        runtime = RayRuntime(address="ray://...")    # or join a cluster (also via RAY_ADDRESS)
+
+    Every process asks for ``cpus_per_process`` CPUs (a fraction on a small machine, so no
+    worker waits forever for a CPU that does not exist); a worker that cannot be placed
+    within ``schedule_timeout_s`` is a :class:`SchedulingError`.
+    """
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, num_cpus: int | None = None,
+                 schedule_timeout_s: float = 60.0, call_timeout_s: float = 600.0,
+                 max_restarts: int = 10):
+        self.schedule_timeout_s = schedule_timeout_s
+        self.call_timeout_s = call_timeout_s
+        self.max_restarts = max_restarts
+        self._owns = not ray.is_initialized()
+        if self._owns:
+            address = address or os.environ.get("RAY_ADDRESS")
+            if address:
+                ray.init(address=address, logging_level=logging.WARNING)
+            else:
+                ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
+                         logging_level=logging.WARNING)
+        self.cpus_per_process = 1.0
+
+    @property
+    def total_cpus(self) -> float:
+        return float(ray.cluster_resources().get("CPU", 1.0))
+
+    def plan(self, processes: int) -> None:
+        """Share the cluster's CPUs among ``processes`` processes (at most one CPU each)."""
+        self.cpus_per_process = max(0.01, min(1.0, int(100 * self.total_cpus / max(processes, 1)) / 100))
+
+    def _worker_options(self) -> dict:
+        return dict(num_cpus=self.cpus_per_process, max_restarts=self.max_restarts,
+                    max_task_retries=3, runtime_env={"env_vars": _ONE_THREAD})
+
+    def _wait_ready(self, handles: list[Any], what: str) -> list[str]:
+        try:
+            return ray.get([h.ready.remote() for h in handles], timeout=self.schedule_timeout_s)
+        except GetTimeoutError as err:
+            raise SchedulingError(
+                f"{what} could not be placed within {self.schedule_timeout_s:.0f} s: each asks for "
+                f"{self.cpus_per_process} CPU and the cluster has {ray.available_resources().get('CPU', 0)} "
+                f"of {self.total_cpus} CPUs free. Use fewer workers or a bigger cluster.") from err
+
+    def start_shards(self, spec: ServerSpec, params: np.ndarray) -> RayShards:
+        handles = [_ShardProcess.options(num_cpus=self.cpus_per_process, scheduling_strategy="SPREAD",
+                                         max_concurrency=1000).remote(self.call_timeout_s)
+                   for _ in range(spec.num_shards)]
+        group = RayShards(handles, params.size, self.call_timeout_s)
+        group.node_ids = self._wait_ready(handles, f"{spec.num_shards} parameter shards")
+        shards = spec.build(params)
+        group._get([h.load.remote(s) for h, s in zip(handles, shards)], "load")
+        return group
+
+    def start_workers(self, factory: WorkerFactory, count: int, endpoints: list[ShardEndpoint],
+                      *, name: str = "worker") -> RayWorkers:
+        handles = [_WorkerProcess.options(**self._worker_options()).remote(factory, k, endpoints)
+                   for k in range(count)]
+        group = RayWorkers(handles, name, self.call_timeout_s)
+        group.node_ids = self._wait_ready(handles, f"{count} {name}s")
+        return group
+
+    def cpu_seconds(self) -> float:
+        """This (driver) process's CPU time; groups report their own."""
+        return process_cpu_seconds()
+
+    def shutdown(self) -> None:
+        if self._owns and ray.is_initialized():
+            ray.shutdown()

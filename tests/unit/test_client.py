@@ -1,0 +1,35 @@
+"""The worker-side client over in-process shards."""
+
+import numpy as np
+
+from gorila.params import LocalEndpoint, ParameterClient, ServerSpec, UpdateRule
+
+
+def make(rule, size=10, shards=3, workers=2):
+    spec = ServerSpec(rule=rule, num_shards=shards, optimizer="sgd", lr=1.0)
+    built = spec.build(np.zeros(size, np.float32))
+    endpoints = [LocalEndpoint(s) for s in built]
+    clients = [ParameterClient(endpoints, spec.layout(size), worker_id=k, barrier=rule.barrier)
+               for k in range(workers)]
+    return built, clients
+
+
+def test_shards_cover_the_vector_and_push_lands_in_the_right_slices():
+    shards, (client, _) = make(UpdateRule.asynchronous())
+    assert [s.size for s in shards] == [3, 4, 3]
+    grad = np.arange(10, dtype=np.float32)
+    client.params()
+    push = client.push(grad)
+    assert push.applied and push.refreshed and push.outcomes == ("counted",) * 3
+    np.testing.assert_array_equal(client.params(), -grad)
+    assert client.versions == [1, 1, 1]
+
+
+def test_barrier_client_is_behind_until_all_workers_pushed():
+    shards, (a, b) = make(UpdateRule.synchronous(2))
+    a.params(), b.params()
+    assert not a.push(np.ones(10, np.float32)).applied
+    assert a.versions == [-1, -1, -1]  # will pull before computing again
+    assert b.push(np.full(10, 3.0, np.float32)).applied
+    np.testing.assert_array_equal(a.params(), np.full(10, -2.0, np.float32))
+    assert a.version == 1
