@@ -235,6 +235,7 @@ class RayRuntime:
                 ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
                          logging_level=logging.WARNING)
         self.cpus_per_process = 1.0
+        self._handles: list[Any] = []  # every process this runtime started, ended by shutdown()
 
     @property
     def total_cpus(self) -> float:
@@ -261,6 +262,7 @@ class RayRuntime:
         handles = [_ShardProcess.options(num_cpus=self.cpus_per_process, scheduling_strategy="SPREAD",
                                          max_concurrency=1000).remote(self.call_timeout_s)
                    for _ in range(spec.num_shards)]
+        self._handles += handles
         group = RayShards(handles, params.size, self.call_timeout_s)
         group.node_ids = self._wait_ready(handles, f"{spec.num_shards} parameter shards")
         shards = spec.build(params)
@@ -271,6 +273,7 @@ class RayRuntime:
                       *, name: str = "worker") -> RayWorkers:
         handles = [_WorkerProcess.options(**self._worker_options()).remote(factory, k, endpoints)
                    for k in range(count)]
+        self._handles += handles
         group = RayWorkers(handles, name, self.call_timeout_s)
         group.node_ids = self._wait_ready(handles, f"{count} {name}s")
         return group
@@ -280,5 +283,11 @@ class RayRuntime:
         return process_cpu_seconds()
 
     def shutdown(self) -> None:
-        if self._owns and ray.is_initialized():
+        """End this runtime's processes (and the embedded Ray, if this runtime started it)."""
+        if not ray.is_initialized():
+            return
+        for handle in self._handles:
+            ray.kill(handle, no_restart=True)
+        self._handles.clear()
+        if self._owns:
             ray.shutdown()

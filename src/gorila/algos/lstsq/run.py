@@ -67,7 +67,7 @@ def train(run: RunConfig, cfg: LstsqConfig, *, call_timeout_s: float = 600.0,
                 "bytes_pushed": stats.bytes_in, "bytes_pulled": stats.bytes_out,
                 # Synchronous rounds move m*d floats each way (the seed's analytic count).
                 "bytes_per_round_analytic": run.workers * cfg.d * 4,
-                "final_loss": result["loss"], "optimal_loss": best, "final_distance": result["distance"],
+                "initial_loss": best + gap0, "final_loss": result["loss"], "optimal_loss": best, "final_distance": result["distance"],
                 "reached_target": result["time_to_target_s"] is not None,
                 "staleness_histogram": stats.as_dict()["staleness"],
                 "run_dir": str(Path(run_dir)),

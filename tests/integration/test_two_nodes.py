@@ -1,0 +1,41 @@
+"""Shards spread over a two-node Ray cluster simulated on loopback."""
+
+import os
+
+import pytest
+
+from gorila.algos.lstsq.config import LstsqConfig
+from gorila.algos.lstsq.run import train
+from gorila.config import RunConfig
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+
+@pytest.fixture(scope="module")
+def two_nodes():
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def test_shards_on_both_nodes_and_training_converges(two_nodes, tmp_path):
+    from gorila.params import ServerSpec, UpdateRule
+    from gorila.runtime.ray_runtime import RayRuntime
+    import numpy as np
+
+    runtime = RayRuntime()
+    runtime.plan(4)
+    shards = runtime.start_shards(ServerSpec(UpdateRule.asynchronous(), num_shards=2), np.zeros(10, np.float32))
+    assert len(set(shards.node_ids)) == 2, shards.node_ids
+    runtime.shutdown()  # frees the CPUs its shards hold
+    s = train(RunConfig(algo="lstsq", mode="sync", workers=2, shards=2, runtime="ray", run_dir=tmp_path),
+              LstsqConfig(n=4000, d=10, iterations=200, tol=1e-3))
+    assert s["reached_target"]
