@@ -1,0 +1,161 @@
+"""Atomic, checksummed checkpoints that never unpickle code.
+
+A checkpoint is two files with the same increasing sequence number::
+
+    ckpt-000007.safetensors   the arrays (safetensors: a header and raw bytes, no code)
+    ckpt-000007.json          {"sequence", "file", "bytes", "sha256", "meta"}
+
+The arrays are written first and the JSON sidecar last, each atomically, so the sidecar is
+the commit mark: a checkpoint without one, or whose arrays don't match its size and
+checksum, was cut short or damaged and is skipped in favour of the one before::
+
+    save_checkpoint(run_dir / "ckpt", {"params": flat, "replay_obs": obs}, {"step": 10_000})
+    arrays, meta = load_checkpoint(run_dir / "ckpt")      # newest good one
+    timer = CheckpointTimer(every_s=300)
+    if timer.due(): save_checkpoint(...)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import numpy as np
+import safetensors.numpy
+
+from gorila import validate
+from gorila.atomic import fsync_dir, jsonable, write_bytes, write_json
+from gorila.errors import CheckpointError
+
+_log = logging.getLogger(__name__)
+_NAME = re.compile(r"^ckpt-(\d+)\.")
+_FORMAT = "gorila-checkpoint/1"
+
+
+def save_checkpoint(directory: Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str, object],
+                    keep: int = 2) -> Path:
+    """Write the next checkpoint into ``directory`` and delete all but the newest ``keep``.
+
+    ``meta`` must be JSON-like (numpy scalars, tuples and paths are converted, see
+    :func:`gorila.atomic.jsonable`). Returns the path of the sidecar JSON.
+    """
+    validate.integer("keep", keep, low=1)
+    for name, value in arrays.items():
+        if not isinstance(name, str) or not isinstance(value, np.ndarray):
+            raise TypeError(f"checkpoint arrays must map str -> numpy.ndarray; {name!r} is a "
+                            f"{type(value).__name__}")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    # Counting on from every file present, damaged ones included, means a name is never reused.
+    sequence = max(_sequences(directory), default=0) + 1
+    payload = safetensors.numpy.save({k: np.ascontiguousarray(v) for k, v in arrays.items()})
+    data_path = write_bytes(directory / f"ckpt-{sequence:06d}.safetensors", payload)
+    sidecar = write_json(directory / f"ckpt-{sequence:06d}.json", {
+        "format": _FORMAT,
+        "sequence": sequence,
+        "file": data_path.name,
+        "bytes": len(payload),
+        "sha256": hashlib.sha256(payload).hexdigest(),
+        "saved_at": time.time(),
+        "meta": jsonable(meta),
+    })
+    _prune(directory, keep)
+    return sidecar
+
+
+def load_checkpoint(directory: Path) -> tuple[dict[str, np.ndarray], dict]:
+    """The arrays and meta of the newest checkpoint in ``directory`` that verifies.
+
+    Raises :class:`CheckpointError` when there is none, listing why each one was refused.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise CheckpointError(f"no checkpoint directory at {directory}")
+    refused = []
+    for sequence in sorted(_sequences(directory), reverse=True):
+        try:
+            arrays, meta = _read(directory, sequence)
+        except CheckpointError as err:
+            refused.append(str(err))
+            continue
+        if refused:
+            _log.warning("using checkpoint %d; skipped newer ones: %s", sequence, "; ".join(refused))
+        return arrays, meta
+    if not refused:
+        raise CheckpointError(f"no checkpoint in {directory}")
+    raise CheckpointError(f"no usable checkpoint in {directory}: " + "; ".join(refused))
+
+
+class CheckpointTimer:
+    """Says when a checkpoint is due: ``every_s`` seconds after the last time it said so.
+
+    ::
+
+        timer = CheckpointTimer(every_s=300)
+        while training:
+            ...
+            if timer.due():
+                save_checkpoint(...)
+
+    The clock is monotonic (wall-clock jumps don't trigger or starve checkpoints); the first
+    checkpoint is due ``every_s`` after construction.
+    """
+
+    def __init__(self, every_s: float, clock: Callable[[], float] = time.monotonic):
+        validate.number("every_s", every_s, low=0.0, low_open=True)
+        self.every_s = float(every_s)
+        self._clock = clock
+        self._last = clock()
+
+    def due(self) -> bool:
+        """True at most once per ``every_s``; saying so starts the next interval."""
+        now = self._clock()
+        if now - self._last < self.every_s:
+            return False
+        self._last = now
+        return True
+
+
+def _sequences(directory: Path) -> set[int]:
+    return {int(m.group(1)) for p in directory.iterdir() if (m := _NAME.match(p.name))}
+
+
+def _read(directory: Path, sequence: int) -> tuple[dict[str, np.ndarray], dict]:
+    sidecar = directory / f"ckpt-{sequence:06d}.json"
+    try:
+        record = json.loads(sidecar.read_text(encoding="utf-8"))
+        if record.get("format") != _FORMAT:
+            raise ValueError(f"format {record.get('format')!r}, expected {_FORMAT!r}")
+        data = (directory / record["file"]).read_bytes()
+        expected_bytes, expected_sha = record["bytes"], record["sha256"]
+        meta = record["meta"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise CheckpointError(f"{sidecar.name}: unreadable ({type(err).__name__}: {err})") from err
+    if len(data) != expected_bytes:
+        raise CheckpointError(f"{sidecar.name}: {record['file']} has {len(data)} bytes, "
+                              f"expected {expected_bytes} (truncated?)")
+    if hashlib.sha256(data).hexdigest() != expected_sha:
+        raise CheckpointError(f"{sidecar.name}: {record['file']} fails its sha256 check")
+    try:
+        arrays = safetensors.numpy.load(data)
+    except Exception as err:  # the checksum matched, so this is a file saved broken
+        raise CheckpointError(f"{sidecar.name}: {record['file']} is not valid safetensors: {err}") from err
+    return arrays, meta
+
+
+def _prune(directory: Path, keep: int) -> None:
+    # Only checkpoints with a sidecar count towards ``keep``: leftovers of a save that
+    # crashed never push a complete checkpoint out. Everything else goes, leftovers included.
+    complete = sorted((s for s in _sequences(directory)
+                       if (directory / f"ckpt-{s:06d}.json").exists()), reverse=True)
+    kept = set(complete[:keep])
+    for path in directory.iterdir():
+        m = _NAME.match(path.name)
+        if m and int(m.group(1)) not in kept:
+            path.unlink(missing_ok=True)
+    fsync_dir(directory)

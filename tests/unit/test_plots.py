@@ -1,0 +1,58 @@
+import numpy as np
+import pytest
+
+from gorila.metrics import plot_learning_curve, plot_speedup, read_series
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _csv(tmp_path):
+    path = tmp_path / "metrics.csv"
+    path.write_text("step,time_s,return,loss\n"
+                    "100,0.5,,0.9\n"
+                    "200,1.0,12.5,0.7\n"
+                    "300,1.5,,0.4\n"
+                    "400,2.0,30,\n")
+    return path
+
+
+def _assert_png(path):
+    data = path.read_bytes()
+    assert data[:8] == PNG_MAGIC
+    assert len(data) > 5_000  # axes, labels and lines, not an empty canvas
+
+
+def test_read_series_skips_blank_cells(tmp_path):
+    xs, ys = read_series(_csv(tmp_path), "step", "return")
+    assert xs.tolist() == [200.0, 400.0] and ys.tolist() == [12.5, 30.0]
+    xs, ys = read_series(_csv(tmp_path), "step", "loss")
+    assert xs.tolist() == [100.0, 200.0, 300.0] and np.allclose(ys, [0.9, 0.7, 0.4])
+
+
+def test_read_series_names_a_missing_column(tmp_path):
+    with pytest.raises(ValueError, match="'reward'.*return"):
+        read_series(_csv(tmp_path), "step", "reward")
+
+
+def test_learning_curve_png(tmp_path):
+    out = plot_learning_curve(_csv(tmp_path), "step", "return", tmp_path / "plots" / "return.png", "DQN")
+    assert out == tmp_path / "plots" / "return.png"
+    _assert_png(out)
+
+
+def test_learning_curve_several_columns(tmp_path):
+    _assert_png(plot_learning_curve(_csv(tmp_path), "time_s", ["return", "loss"], tmp_path / "c.png", "two"))
+
+
+def test_speedup_png(tmp_path):
+    out = plot_speedup([1, 2, 4], [1.0, 1.7, 2.9], tmp_path / "speedup.png", "sync", efficiency=[1.0, 0.85, 0.72])
+    _assert_png(out)
+    _assert_png(plot_speedup([1, 2], [1.0, 1.9], tmp_path / "plain.png", "no efficiency"))
+
+
+def test_speedup_needs_matching_lengths(tmp_path):
+    with pytest.raises(ValueError, match="2 worker counts, 3 speedups"):
+        plot_speedup([1, 2], [1.0, 1.5, 2.0], tmp_path / "x.png", "bad")
+    with pytest.raises(ValueError, match="1 efficiencies"):
+        plot_speedup([1, 2], [1.0, 1.5], tmp_path / "x.png", "bad", efficiency=[1.0])
+    assert not (tmp_path / "x.png").exists()

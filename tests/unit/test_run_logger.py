@@ -1,0 +1,198 @@
+import csv
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from gorila.metrics import RunLogger
+from gorila.metrics.progress import LINE_INTERVAL_S, LineProgress
+
+COLUMNS = ["return", "loss", "lag"]
+
+
+def _plain() -> tuple[Console, io.StringIO]:
+    out = io.StringIO()
+    return Console(file=out, width=200), out
+
+
+def _logger(run_dir: Path, **kwargs) -> RunLogger:
+    kwargs.setdefault("console", _plain()[0])
+    kwargs.setdefault("tensorboard", False)
+    return RunLogger(run_dir, kwargs.pop("config", {"algo": "dqn"}), COLUMNS, **kwargs)
+
+
+def _rows(path: Path) -> list[list[str]]:
+    with open(path, newline="") as f:
+        return list(csv.reader(f))
+
+
+def test_csv_header_rows_and_blank_cells(tmp_path):
+    logger = _logger(tmp_path / "run")
+    logger.log(100, {"loss": 0.5, "lag": 2})
+    # Rows are flushed as they are logged: readable before close, as after a kill.
+    assert _rows(tmp_path / "run" / "metrics.csv")[1][0] == "100"
+    logger.log(200, {"return": np.float32(12.5), "loss": None, "lag": np.int64(3)})
+    logger.close({})
+    rows = _rows(tmp_path / "run" / "metrics.csv")
+    assert rows[0] == ["step", "time_s", "return", "loss", "lag"]
+    assert [r[:1] + r[2:] for r in rows[1:]] == [["100", "", "0.5", "2"], ["200", "12.5", "", "3"]]
+    times = [float(r[1]) for r in rows[1:]]
+    assert 0 <= times[0] <= times[1]
+
+
+def test_unknown_keys_are_refused_by_name(tmp_path):
+    logger = _logger(tmp_path)
+    with pytest.raises(ValueError, match="'reward', 'x'.*return, loss, lag"):
+        logger.log(1, {"loss": 1.0, "x": 1, "reward": 2})
+    with pytest.raises(TypeError, match="'loss'"):
+        logger.log(1, {"loss": "high"})
+    logger.close({})
+    assert len(_rows(tmp_path / "metrics.csv")) == 1  # header only: nothing half-logged
+
+
+def test_column_names_are_checked(tmp_path):
+    with pytest.raises(ValueError, match="reserved"):
+        RunLogger(tmp_path, {}, ["step", "loss"], tensorboard=False, console=_plain()[0])
+    with pytest.raises(ValueError, match="repeat: loss"):
+        RunLogger(tmp_path, {}, ["loss", "loss"], tensorboard=False, console=_plain()[0])
+
+
+@dataclass(frozen=True)
+class _Net:
+    hidden: tuple[int, ...] = (64, 64)
+
+
+def test_config_json_converts_non_json_values(tmp_path):
+    config = {"lr": np.float32(0.5), "max_staleness": float("inf"), "min": float("-inf"),
+              "hidden": (64, 64), "seeds": np.arange(3), "out": tmp_path / "x", "net": _Net(),
+              "steps": np.int64(10)}
+    _logger(tmp_path / "run", config=config).close({})
+    assert json.loads((tmp_path / "run" / "config.json").read_text()) == {
+        "lr": 0.5, "max_staleness": "inf", "min": "-inf", "hidden": [64, 64], "seeds": [0, 1, 2],
+        "out": str(tmp_path / "x"), "net": {"hidden": [64, 64]}, "steps": 10}
+
+
+def test_config_with_an_unstorable_value_names_it(tmp_path):
+    with pytest.raises(TypeError, match=r"\$\.env\.make"):
+        _logger(tmp_path, config={"env": {"make": object()}})
+
+
+def test_summary_json_and_idempotent_close(tmp_path):
+    logger = _logger(tmp_path)
+    logger.log(1, {"loss": 1.0})
+    path = logger.close({"final_return": np.float64(500.0), "versions": (1, 2)})
+    assert path == tmp_path / "summary.json"
+    summary = json.loads(path.read_text())
+    assert summary["final_return"] == 500.0 and summary["versions"] == [1, 2]
+    assert summary["time_s"] >= 0
+    assert logger.close({"other": 1}) == path
+    assert json.loads(path.read_text()) == summary
+    with pytest.raises(RuntimeError, match="closed"):
+        logger.log(2, {"loss": 1.0})
+
+
+def test_bad_summary_leaves_the_logger_open(tmp_path):
+    logger = _logger(tmp_path)
+    with pytest.raises(TypeError):
+        logger.close({"bad": object()})
+    logger.log(1, {"loss": 1.0})
+    logger.close({"ok": True})
+    assert json.loads((tmp_path / "summary.json").read_text())["ok"] is True
+
+
+def test_context_manager_records_a_failure(tmp_path):
+    with pytest.raises(RuntimeError):
+        with _logger(tmp_path) as logger:
+            logger.log(1, {"loss": 1.0})
+            raise RuntimeError("actor crashed")
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["error"] == "RuntimeError: actor crashed"
+
+
+def test_resume_appends_and_checks_header(tmp_path):
+    logger = _logger(tmp_path)
+    logger.log(1, {"loss": 1.0})
+    logger.log(2, {"loss": 0.5})
+    logger.close({})
+    last_time = float(_rows(tmp_path / "metrics.csv")[-1][1])
+    # A run killed mid-write leaves a partial row behind.
+    with open(tmp_path / "metrics.csv", "a") as f:
+        f.write("3,0.9,,0.")
+
+    with pytest.raises(FileExistsError, match="resume=True"):
+        _logger(tmp_path)
+    with pytest.raises(ValueError, match="header is step,time_s,return,loss,lag"):
+        RunLogger(tmp_path, {}, ["return"], resume=True, tensorboard=False, console=_plain()[0])
+
+    resumed = _logger(tmp_path, resume=True)
+    resumed.log(3, {"return": 7})
+    resumed.close({})
+    rows = _rows(tmp_path / "metrics.csv")
+    assert rows[0] == ["step", "time_s", "return", "loss", "lag"]
+    assert [r[0] for r in rows[1:]] == ["1", "2", "3"]
+    assert rows[3][2:] == ["7", "", ""]
+    assert float(rows[3][1]) >= last_time  # time_s continues across the resume
+
+
+def test_resume_without_existing_csv_starts_fresh(tmp_path):
+    _logger(tmp_path, resume=True).close({})
+    assert _rows(tmp_path / "metrics.csv") == [["step", "time_s", "return", "loss", "lag"]]
+
+
+def test_tensorboard_scalars_are_written(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    logger = _logger(tmp_path, tensorboard=True)
+    logger.log(10, {"loss": 0.5, "return": 3})
+    logger.log(20, {"loss": 0.25})
+    logger.close({})
+    assert list(tmp_path.glob("events.out.tfevents.*"))
+    events = EventAccumulator(str(tmp_path))
+    events.Reload()
+    assert set(events.Tags()["scalars"]) == {"loss", "return"}
+    assert [(e.step, e.value) for e in events.Scalars("loss")] == [(10, 0.5), (20, 0.25)]
+    assert [(e.step, e.value) for e in events.Scalars("return")] == [(10, 3.0)]
+
+
+def test_plain_progress_lines_and_messages(tmp_path):
+    console, out = _plain()
+    logger = _logger(tmp_path, console=console, total=1000, description="dqn")
+    logger.log(100, {"loss": 0.5, "return": 21})
+    logger.message("eval return 500.0")
+    logger.log(200, {"loss": 0.25})  # within the interval: held back until close
+    logger.close({})
+    assert out.getvalue().splitlines() == [
+        "dqn 100/1,000 steps (10%) | return 21  loss 0.5",
+        "eval return 500.0",
+        "dqn 200/1,000 steps (20%) | return 21  loss 0.25",
+    ]
+
+
+def test_live_progress_on_a_terminal(tmp_path):
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=160)
+    logger = _logger(tmp_path, console=console, total=1000, description="dqn")
+    logger.log(500, {"loss": 0.125, "return": 42})
+    logger.message("eval return 500.0")
+    logger.close({})
+    text = out.getvalue()
+    assert "\x1b[" in text  # drawn with terminal control codes, not plain lines
+    assert "eval return 500.0" in text
+    assert "return 42  loss 0.125" in text and "500 steps" in text
+
+
+def test_line_progress_prints_at_most_once_per_interval():
+    console, out = _plain()
+    now = [0.0]
+    display = LineProgress(console, total=None, unit="frames", description="", clock=lambda: now[0])
+    display.update(1, {})
+    now[0] = LINE_INTERVAL_S / 2
+    display.update(2, {"loss": 1.0})
+    now[0] = LINE_INTERVAL_S
+    display.update(3, {"loss": 2.0})
+    display.close()
+    assert out.getvalue().splitlines() == ["1 frames", "3 frames | loss 2"]
