@@ -1,0 +1,1 @@
+"""Algorithms assembled from gorila components: one subpackage (config, networks, builder) each."""

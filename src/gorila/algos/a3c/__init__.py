@@ -1,0 +1,1 @@
+"""A3C: asynchronous advantage actor-critic on the parameter server."""

@@ -1,0 +1,62 @@
+"""A3C's configuration: one frozen dataclass, validated on construction.
+
+Field names are the CLI flags with underscores (``rollout_steps`` is ``--rollout-steps``).
+The defaults are starting points for CartPole-v1: 5-step rollouts, gamma 0.99 and an
+entropy bonus of 0.01 as in the A3C paper (Mnih et al., 2016), two hidden layers of 64
+units, the plain A3C target (``target_tau = 1``: the target value network is the freshly
+pulled one) and gradients clipped to norm 0.5. The learning rates are not tuned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gorila import validate
+from gorila.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class A3CConfig:
+    """What one A3C worker and the server's per-group learning rates need::
+
+        cfg = A3CConfig(rollout_steps=20, lr_value=5e-3)
+        A3CConfig(rollout_steps=0)   # ConfigError: rollout_steps: must be >= 1, got 0
+    """
+
+    envs_per_worker: int = 4
+    """Vectorised environments each worker steps."""
+    rollout_steps: int = 5
+    """Steps per rollout (fewer when an episode ends first); the n of the n-step target."""
+    gamma: float = 0.99
+    """Discount factor, in (0, 1]."""
+    entropy_coef: float = 0.01
+    """Weight of the entropy bonus (>= 0)."""
+    lr_policy: float = 1e-3
+    """Server learning rate of the policy parameters (and of a shared torso)."""
+    lr_value: float = 1e-3
+    """Server learning rate of the value parameters."""
+    target_tau: float = 1.0
+    """Soft update of the worker's target value network, in (0, 1]; 1 copies the pulled one."""
+    hidden: tuple[int, ...] = (64, 64)
+    """Hidden layer widths of the policy and value MLPs (or of the shared torso)."""
+    shared_torso: bool = False
+    """One torso with a policy head and a value head instead of two networks."""
+    max_grad_norm: float | None = 0.5
+    """Clip each pushed gradient to this L2 norm (> 0); None disables clipping."""
+
+    def __post_init__(self) -> None:
+        validate.integer("envs_per_worker", self.envs_per_worker, low=1)
+        validate.integer("rollout_steps", self.rollout_steps, low=1)
+        validate.number("gamma", self.gamma, low=0.0, high=1.0, low_open=True)
+        validate.number("entropy_coef", self.entropy_coef, low=0.0)
+        validate.number("lr_policy", self.lr_policy, low=0.0, low_open=True)
+        validate.number("lr_value", self.lr_value, low=0.0, low_open=True)
+        validate.number("target_tau", self.target_tau, low=0.0, high=1.0, low_open=True)
+        if not isinstance(self.hidden, tuple):
+            raise ConfigError("hidden", f"must be a tuple of integers >= 1, got {self.hidden!r}")
+        for width in self.hidden:
+            validate.integer("hidden", width, low=1)
+        if not isinstance(self.shared_torso, bool):
+            raise ConfigError("shared_torso", f"must be True or False, got {self.shared_torso!r}")
+        if self.max_grad_norm is not None:
+            validate.number("max_grad_norm", self.max_grad_norm, low=0.0, low_open=True)

@@ -1,0 +1,1 @@
+"""Losses and their targets as pure functions (returns, TD targets, policy-gradient losses)."""

@@ -1,0 +1,151 @@
+"""The A2C / A3C loss, its n-step targets, and the gradient a worker pushes.
+
+For a rollout of ``T`` steps of ``N`` environments, with a policy pi(a|s; theta), a value
+network v(s; w) and a target value network v(s; w-)::
+
+    y_t     = r_t + gamma * r_{t+1} + ... + gamma^k * v(s_{t+k}; w-)   (n-step TD target)
+    delta_t = v(s_t; w) - y_t
+    loss    = mean_t [ 1/2 * delta_t^2  -  (y_t - v(s_t; w)) * ln pi(a_t|s_t; theta) ]
+              - entropy_coef * mean_t H(pi(.|s_t; theta))
+
+``y_t`` and the advantage ``y_t - v(s_t)`` carry no gradient, so the gradient of the loss is
+``delta_t * grad v`` for the value parameters and ``delta_t * grad ln pi`` for the policy
+parameters: the server's descent step ``theta <- theta - beta * g`` is policy-gradient
+ascent on ``advantage * ln pi``. Usage on a worker::
+
+    target = soft_update(target, pulled, tau)       # w- <- tau * w + (1 - tau) * w-
+    target_flat.set(target); flat.set(pulled)
+    grad, info = a3c_gradients(net, target_net, rollout, gamma=0.99, entropy_coef=0.01, flat=flat)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from gorila.nets.flat import FlatParams
+
+Array = torch.Tensor | np.ndarray
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """``T`` steps of ``N`` vectorised environments (numpy arrays or tensors).
+
+    ``dones[t, n]`` is true when the episode of env ``n`` ended at step ``t``, terminated or
+    truncated. A terminated episode bootstraps from nothing; a truncated one (time limit)
+    bootstraps from the value of the observation it was cut at: pass ``truncated`` and
+    ``final_obs`` (read only where ``truncated`` is true). Without them every end counts
+    as a termination.
+    """
+
+    obs: Array            # (T, N, *obs_shape)
+    actions: Array        # (T, N) integer actions
+    rewards: Array        # (T, N)
+    dones: Array          # (T, N) bool
+    last_obs: Array       # (N, *obs_shape): the observation after step T - 1
+    truncated: Array | None = None  # (T, N) bool, a subset of the ends
+    final_obs: Array | None = None  # (T, N, *obs_shape): where a truncated episode stopped
+
+
+def n_step_returns(rewards: torch.Tensor, dones: torch.Tensor, bootstrap_value: torch.Tensor,
+                   gamma: float, bootstrap_at_truncation: torch.Tensor | None = None) -> torch.Tensor:
+    """The n-step TD target of every step of a rollout, ``(T, N)``.
+
+    ``y_t = r_t + gamma * y_{t+1}`` within an episode; after the last step the rollout
+    bootstraps from ``bootstrap_value`` (``(N,)``, the target value of ``last_obs``). Where
+    ``dones[t]`` is true the sum stops at ``t`` and bootstraps from
+    ``bootstrap_at_truncation[t]`` (``(T, N)``: the value of the state a truncated episode
+    was cut at, ``0`` where it terminated); without it, from ``0``.
+    """
+    if rewards.dim() != 2 or dones.shape != rewards.shape:
+        raise ValueError(f"rewards and dones must both be (T, N), got {tuple(rewards.shape)} "
+                         f"and {tuple(dones.shape)}")
+    if bootstrap_value.shape != rewards.shape[1:]:
+        raise ValueError(f"bootstrap_value must be (N,) = {tuple(rewards.shape[1:])}, "
+                         f"got {tuple(bootstrap_value.shape)}")
+    ended = dones.to(rewards.dtype)
+    at_end = torch.zeros_like(rewards) if bootstrap_at_truncation is None else bootstrap_at_truncation
+    returns = torch.empty_like(rewards)
+    following = bootstrap_value.to(rewards.dtype)
+    for t in reversed(range(rewards.shape[0])):
+        following = rewards[t] + gamma * ((1.0 - ended[t]) * following + ended[t] * at_end[t])
+        returns[t] = following
+    return returns
+
+
+def a3c_loss(logits: torch.Tensor, values: torch.Tensor, actions: torch.Tensor,
+             returns: torch.Tensor, entropy_coef: float) -> tuple[torch.Tensor, dict[str, float]]:
+    """The A2C loss, averaged over every step: ``(loss, info)``.
+
+    ``logits (..., A)``, ``values``, ``actions`` and ``returns`` of the same leading shape;
+    ``returns`` are the targets y (no gradient flows into them). ``info`` holds the floats
+    ``policy_loss``, ``value_loss``, ``entropy`` and ``advantage`` (the mean of y - v).
+    """
+    returns = returns.detach()
+    log_probs = torch.log_softmax(logits, dim=-1)
+    log_pi = log_probs.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+    advantage = (returns - values).detach()
+    policy_loss = -(advantage * log_pi).mean()
+    value_loss = 0.5 * (values - returns).pow(2).mean()
+    entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
+    loss = policy_loss + value_loss - entropy_coef * entropy
+    info = {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
+            "entropy": entropy.item(), "advantage": advantage.mean().item()}
+    return loss, info
+
+
+def soft_update(target: np.ndarray, online: np.ndarray, tau: float) -> np.ndarray:
+    """``tau * online + (1 - tau) * target`` as a new float32 vector; ``tau = 1`` copies ``online``."""
+    if not 0.0 < tau <= 1.0:
+        raise ValueError(f"tau must be in (0, 1], got {tau!r}")
+    if target.shape != online.shape:
+        raise ValueError(f"target has shape {target.shape}, online {online.shape}")
+    if tau == 1.0:
+        return np.array(online, dtype=np.float32, copy=True)
+    tau32 = np.float32(tau)
+    return (tau32 * online + (np.float32(1.0) - tau32) * target).astype(np.float32, copy=False)
+
+
+def a3c_gradients(net: nn.Module, target_net: nn.Module, rollout: Rollout, gamma: float,
+                  entropy_coef: float, flat: FlatParams,
+                  max_grad_norm: float | None = None) -> tuple[np.ndarray, dict[str, float]]:
+    """The gradient of :func:`a3c_loss` on ``rollout`` as one flat float32 vector (a copy).
+
+    ``net(obs) -> (logits, value)`` is the online network whose parameters ``flat`` covers;
+    ``target_net`` gives the values the targets bootstrap from. With ``max_grad_norm`` the
+    vector is scaled down to that L2 norm when longer. ``info`` adds ``loss`` and
+    ``grad_norm`` (before clipping) to the loss's info.
+    """
+    if flat.module is not net:
+        raise ValueError("flat must be the FlatParams of net")
+    obs = torch.as_tensor(rollout.obs, dtype=torch.float32)
+    rewards = torch.as_tensor(rollout.rewards, dtype=torch.float32)
+    dones = torch.as_tensor(rollout.dones, dtype=torch.bool)
+    actions = torch.as_tensor(rollout.actions)
+    with torch.no_grad():
+        _, bootstrap = target_net(torch.as_tensor(rollout.last_obs, dtype=torch.float32))
+        at_truncation = None
+        if rollout.truncated is not None:
+            if rollout.final_obs is None:
+                raise ValueError("a rollout with truncated steps needs final_obs")
+            truncated = torch.as_tensor(rollout.truncated, dtype=torch.bool)
+            dones = dones | truncated
+            at_truncation = torch.zeros_like(rewards)
+            if truncated.any():
+                final_obs = torch.as_tensor(rollout.final_obs, dtype=torch.float32)
+                at_truncation[truncated] = target_net(final_obs[truncated])[1]
+        returns = n_step_returns(rewards, dones, bootstrap, gamma, at_truncation)
+    net.zero_grad(set_to_none=True)
+    logits, values = net(obs)
+    loss, info = a3c_loss(logits, values, actions, returns, entropy_coef)
+    loss.backward()
+    grad = flat.grad().copy()
+    norm = float(np.linalg.norm(grad.astype(np.float64)))
+    if max_grad_norm is not None and norm > max_grad_norm:
+        grad *= np.float32(max_grad_norm / norm)
+    info.update(loss=loss.item(), grad_norm=norm)
+    return grad, info
