@@ -105,7 +105,8 @@ def test_asking_for_envpool_without_it_is_a_config_error():
 
 @pytest.mark.skipif(not envpool_supports("CartPole-v1"), reason="envpool is not installed (optional extra)")
 def test_envpool_backend_produces_the_same_transition_format():
-    runners = [make_env_runner("CartPole-v1", 3, seed=0, training=True, backend=b) for b in ("gymnasium", "envpool")]
+    runners = [make_env_runner("CartPole-v1", 3, seed=0, training=True, backend=b)
+               for b in ("gymnasium", "envpool")]
     outputs = []
     for runner in runners:
         for _ in range(30):

@@ -53,7 +53,8 @@ def make_env(env_id: str, *, seed: int, training: bool, terminal_on_life_loss: b
     ``training=True`` rewards are clipped to their sign (:class:`SignReward`; the raw reward
     stays in ``info["raw_reward"]``) and ``terminal_on_life_loss`` may end an episode when a
     life is lost — note that Gymnasium then resets the whole game, not just the life.
-    Evaluation (``training=False``) never clips and never ends on a life loss.
+    Evaluation (``training=False``) never clips and never ends on a life loss. Other ids ignore
+    ``training``, ``terminal_on_life_loss`` and ``noop_max``.
     """
     if is_atari(env_id):
         env = _make_atari(env_id, training=training, terminal_on_life_loss=terminal_on_life_loss,

@@ -9,6 +9,7 @@ true final observation, not the first observation of the next episode.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 import gymnasium as gym
@@ -22,8 +23,9 @@ from gorila.errors import ConfigError
 BACKENDS = ("auto", "gymnasium", "envpool")
 
 
-class Transitions(NamedTuple):
-    """One row per environment that took a real step; ``env_index`` says which."""
+@dataclass(frozen=True)
+class Transitions:
+    """One row per environment that took a real step; ``env_index`` says which. ``len`` counts rows."""
 
     obs: np.ndarray
     action: np.ndarray
@@ -33,7 +35,7 @@ class Transitions(NamedTuple):
     truncated: np.ndarray    # bool
     env_index: np.ndarray    # int64
 
-    def __len__(self) -> int:  # the number of rows, not the number of fields
+    def __len__(self) -> int:
         return len(self.env_index)
 
 

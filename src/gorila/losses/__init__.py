@@ -1,0 +1,1 @@
+"""Loss functions: pure functions of tensors."""
