@@ -1,1 +1,1 @@
-"""Losses and their targets as pure functions (returns, TD targets, policy-gradient losses)."""
+"""Losses and their targets as pure functions of tensors (returns, TD targets, policy-gradient losses)."""

@@ -1,0 +1,90 @@
+"""Evaluate a greedy policy with null-op starts, and put Atari scores on the human-normalized scale."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from functools import cache
+from importlib import resources
+
+import numpy as np
+
+from gorila import validate
+from gorila.envs.make import make_env
+from gorila.errors import ConfigError
+
+
+def evaluate(policy_fn: Callable[[np.ndarray], np.ndarray], env_id: str, episodes: int, epsilon: float,
+             seed: int, noop_max: int = 30) -> list[float]:
+    """Unclipped returns of ``episodes`` episodes played ε-greedily with ``policy_fn``::
+
+        scores = evaluate(lambda obs: q(torch.as_tensor(obs)).argmax(1).numpy(),
+                          "ALE/Pong-v5", episodes=30, epsilon=0.05, seed=123)
+
+    ``policy_fn`` maps a batch of observations to greedy actions. Each episode starts with a random
+    number (0..``noop_max``) of no-op actions (action 0) — the "null-op starts" of the DQN and
+    Gorila papers — which makes the start state vary even for deterministic games. Their rewards
+    count toward the return. The environment is built with ``training=False``: real rewards, no
+    end on a life loss; the Atari preprocessing's own no-ops are turned off so they are not doubled.
+    """
+    validate.integer("eval_episodes", episodes, low=1)
+    validate.number("eval_epsilon", epsilon, low=0.0, high=1.0)
+    validate.integer("noop_max", noop_max, low=0)
+    env = make_env(env_id, seed=seed, training=False, noop_max=0)
+    n_actions = env.action_space.n
+    rng = np.random.default_rng(seed)
+    returns = []
+    try:
+        for _ in range(episodes):
+            obs, _ = env.reset()
+            total, done = 0.0, False
+            for _ in range(int(rng.integers(0, noop_max + 1))):
+                obs, reward, terminated, truncated, _ = env.step(0)
+                total += float(reward)
+                if terminated or truncated:
+                    done = True
+                    break
+            while not done:
+                if rng.random() < epsilon:
+                    action = int(rng.integers(n_actions))
+                else:
+                    action = int(np.asarray(policy_fn(obs[None]))[0])
+                obs, reward, terminated, truncated, _ = env.step(action)
+                total += float(reward)
+                done = terminated or truncated
+            returns.append(total)
+    finally:
+        env.close()
+    return returns
+
+
+def human_normalized(game_id: str, score: float) -> float:
+    """``100 · (score − random) / (human − random)``: 0 plays like a random agent, 100 like a human::
+
+        human_normalized("ALE/Pong-v5", 14.6)      # 100.0
+        human_normalized("Breakout", 1.7)          # 0.0
+
+    Accepts ``ALE/Breakout-v5``, ``BreakoutNoFrameskip-v4``, ``Breakout`` or ``breakout``. The
+    reference scores are in ``gorila/data/atari_scores.json`` (57 games).
+    """
+    table = _scores()
+    key = _game_key(game_id)
+    if key not in table:
+        raise ConfigError("env", f"no published random/human scores for {game_id!r}; "
+                                 f"known games: {', '.join(sorted(table))}")
+    random, human = table[key]
+    return 100.0 * (score - random) / (human - random)
+
+
+def _game_key(game_id: str) -> str:
+    name = game_id.split("/")[-1]
+    name = re.sub(r"(NoFrameskip|Deterministic)?-v\d+$", "", name)
+    return name.replace("_", "").replace("-", "").lower()
+
+
+@cache
+def _scores() -> dict[str, tuple[float, float]]:
+    text = resources.files("gorila").joinpath("data/atari_scores.json").read_text()
+    games = json.loads(text)["games"]
+    return {_game_key(name): (g["random"], g["human"]) for name, g in games.items()}

@@ -1,0 +1,92 @@
+"""Build one Gymnasium environment by id, with the DQN preprocessing for Atari games."""
+
+from __future__ import annotations
+
+import difflib
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+from gorila.errors import ConfigError
+
+#: Key under which :class:`SignReward` leaves the unclipped reward in ``info``.
+RAW_REWARD = "raw_reward"
+
+ATARI_FRAME_STACK = 4
+
+
+def is_atari(env_id: str) -> bool:
+    """True for the ALE namespace (``ALE/Pong-v5``), the ids that get DQN preprocessing."""
+    return env_id.startswith("ALE/")
+
+
+class SignReward(gym.Wrapper):
+    """Replaces each reward by its sign (DQN's reward clipping) and keeps the original in ``info``::
+
+        env = SignReward(env)
+        _, r, _, _, info = env.step(a)    # r in {-1, 0, 1}; info["raw_reward"] is the game's reward
+
+    Training sees clipped rewards so one learning rate suits every game; statistics and
+    evaluation need the real score, hence the copy in ``info``.
+    """
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        info = dict(info)
+        info[RAW_REWARD] = float(reward)
+        return obs, float(np.sign(reward)), terminated, truncated, info
+
+
+def make_env(env_id: str, *, seed: int, training: bool, terminal_on_life_loss: bool = False,
+             noop_max: int = 30) -> gym.Env:
+    """One environment for ``env_id``, reset with ``seed``; later ``reset()`` calls continue its RNG::
+
+        env = make_env("CartPole-v1", seed=0, training=True)
+        env = make_env("ALE/Pong-v5", seed=1, training=True)    # obs (4, 84, 84) uint8
+
+    Any registered Gymnasium id works as it is. ``ALE/<Game>-v5`` ids get the preprocessing of
+    Mnih et al. (2015): sticky actions off (``repeat_action_probability=0``; v5 defaults to 0.25,
+    which the DQN papers did not use), ``frameskip=1`` in the emulator so that
+    ``AtariPreprocessing`` skips 4 frames with max-pooling over the last two, 84×84 grayscale,
+    1..``noop_max`` no-op frames at reset, and a stack of the last 4 frames. With
+    ``training=True`` rewards are clipped to their sign (:class:`SignReward`; the raw reward
+    stays in ``info["raw_reward"]``) and ``terminal_on_life_loss`` may end an episode when a
+    life is lost — note that Gymnasium then resets the whole game, not just the life.
+    Evaluation (``training=False``) never clips and never ends on a life loss. Other ids ignore
+    ``training``, ``terminal_on_life_loss`` and ``noop_max``.
+    """
+    if is_atari(env_id):
+        env = _make_atari(env_id, training=training, terminal_on_life_loss=terminal_on_life_loss,
+                          noop_max=noop_max)
+    else:
+        env = _make(env_id)
+    env.action_space.seed(seed)
+    env.reset(seed=seed)
+    return env
+
+
+def _make_atari(env_id: str, *, training: bool, terminal_on_life_loss: bool, noop_max: int) -> gym.Env:
+    try:
+        import ale_py
+    except ImportError as e:
+        raise ConfigError("env", f"{env_id} needs ale-py: pip install 'gorila[atari]'") from e
+    gym.register_envs(ale_py)
+    env = _make(env_id, frameskip=1, repeat_action_probability=0.0)
+    env = AtariPreprocessing(env, noop_max=noop_max, frame_skip=4, screen_size=84,
+                             terminal_on_life_loss=training and terminal_on_life_loss,
+                             grayscale_obs=True)
+    env = FrameStackObservation(env, ATARI_FRAME_STACK)
+    return SignReward(env) if training else env
+
+
+def _make(env_id: str, **kwargs) -> gym.Env:
+    try:
+        return gym.make(env_id, **kwargs)
+    except gym.error.DependencyNotInstalled as e:
+        raise ConfigError("env", f"{env_id} needs an optional dependency: {e}") from e
+    except gym.error.Error as e:
+        close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else (
+            "; use a registered Gymnasium id such as CartPole-v1 or ALE/Pong-v5")
+        raise ConfigError("env", f"unknown environment {env_id!r} ({e}){hint}") from e

@@ -1,0 +1,227 @@
+"""Step several environments of one id at once and hand out clean transitions.
+
+Both backends auto-reset in the "next step" style: the step after an episode ends only resets
+that environment (its action is ignored and it carries no reward). :class:`EnvRunner` hides that
+step, so every transition it returns is a real ``(s, a, r, s')`` and ``s'`` at an episode end is the
+true final observation, not the first observation of the next episode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+from gorila import validate
+from gorila.envs.make import RAW_REWARD, is_atari, make_env
+from gorila.errors import ConfigError
+
+BACKENDS = ("auto", "gymnasium", "envpool")
+
+
+@dataclass(frozen=True)
+class Transitions:
+    """One row per environment that took a real step; ``env_index`` says which. ``len`` counts rows."""
+
+    obs: np.ndarray
+    action: np.ndarray
+    reward: np.ndarray       # float32, the training reward (sign-clipped for Atari training)
+    next_obs: np.ndarray
+    terminated: np.ndarray   # bool
+    truncated: np.ndarray    # bool
+    env_index: np.ndarray    # int64
+
+    def __len__(self) -> int:
+        return len(self.env_index)
+
+
+class Episode(NamedTuple):
+    """A finished episode: undiscounted return of the unclipped rewards, and its length in steps."""
+
+    score: float
+    length: int
+    env_index: int
+
+
+class VectorBackend(Protocol):
+    """``num_envs`` environments stepped together, auto-resetting on the step after a done."""
+
+    num_envs: int
+    single_observation_space: gym.Space
+    single_action_space: gym.Space
+
+    def reset(self) -> np.ndarray: ...
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(obs, reward, raw_reward, terminated, truncated)``, each with a leading ``num_envs`` axis."""
+
+    def close(self) -> None: ...
+
+
+class GymnasiumBackend:
+    """Gymnasium's ``SyncVectorEnv`` over ``env_fns``, in ``NEXT_STEP`` autoreset mode::
+
+        backend = GymnasiumBackend([lambda: CountingEnv(3), lambda: CountingEnv(4)])
+    """
+
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]]):
+        self.envs = SyncVectorEnv(env_fns, autoreset_mode=AutoresetMode.NEXT_STEP)
+        self.num_envs = self.envs.num_envs
+        self.single_observation_space = self.envs.single_observation_space
+        self.single_action_space = self.envs.single_action_space
+
+    def reset(self) -> np.ndarray:
+        obs, _ = self.envs.reset()
+        return obs
+
+    def step(self, actions):
+        obs, reward, terminated, truncated, info = self.envs.step(actions)
+        reward = np.asarray(reward, np.float32)
+        raw = reward
+        if RAW_REWARD in info:  # rows without the key are reset steps or unwrapped envs
+            raw = np.where(info["_" + RAW_REWARD], info[RAW_REWARD], reward).astype(np.float32)
+        return obs, reward, raw, np.asarray(terminated, bool), np.asarray(truncated, bool)
+
+    def close(self) -> None:
+        self.envs.close()
+
+
+class EnvPoolBackend:
+    """EnvPool's threaded environments for ``env_id``, with the same preprocessing as :func:`make_env`::
+
+        if envpool_supports("ALE/Pong-v5"):
+            backend = EnvPoolBackend("ALE/Pong-v5", 8, seed=0, training=True)
+
+    Rewards are clipped here rather than by EnvPool so the raw reward stays available. EnvPool's
+    ``episodic_life`` continues the game after a lost life instead of resetting it.
+    """
+
+    def __init__(self, env_id: str, num_envs: int, *, seed: int, training: bool,
+                 terminal_on_life_loss: bool = False):
+        import envpool
+
+        kwargs: dict = {"num_envs": num_envs, "seed": seed}
+        self._clip = training and is_atari(env_id)
+        if is_atari(env_id):
+            kwargs.update(episodic_life=training and terminal_on_life_loss, reward_clip=False,
+                          stack_num=4, gray_scale=True, img_height=84, img_width=84, frame_skip=4,
+                          noop_max=30, repeat_action_probability=0.0, use_fire_reset=False)
+        self.envs = envpool.make_gymnasium(_envpool_task(env_id), **kwargs)
+        self.num_envs = num_envs
+        self.single_observation_space = self.envs.observation_space
+        self.single_action_space = self.envs.action_space
+
+    def reset(self) -> np.ndarray:
+        obs, _ = self.envs.reset()
+        return obs
+
+    def step(self, actions):
+        obs, reward, terminated, truncated, _ = self.envs.step(np.asarray(actions))
+        raw = np.asarray(reward, np.float32)
+        reward = np.sign(raw) if self._clip else raw
+        return obs, reward, raw, np.asarray(terminated, bool), np.asarray(truncated, bool)
+
+    def close(self) -> None:
+        self.envs.close()
+
+
+def envpool_supports(env_id: str) -> bool:
+    """True when ``envpool`` is importable and has a task for ``env_id``."""
+    try:
+        import envpool
+    except ImportError:
+        return False
+    return _envpool_task(env_id) in envpool.list_all_envs()
+
+
+def _envpool_task(env_id: str) -> str:
+    return env_id.removeprefix("ALE/")
+
+
+class EnvRunner:
+    """Steps ``num_envs`` environments with a batch of actions; returns only real transitions::
+
+        runner = make_env_runner("CartPole-v1", 4, seed=0, training=True)
+        actions = policy(runner.observations)          # one action per environment
+        t = runner.step(actions)                       # Transitions, len(t) <= 4
+        replay.add_batch(t.obs, t.action, t.reward, t.next_obs, t.terminated, streams=t.env_index)
+        for ep in runner.pop_episodes(): log(ep.score, ep.length)
+
+    An environment that finished on the previous step spends this step resetting: its action is
+    ignored and it contributes no row. Episode scores sum the raw (unclipped) rewards.
+    """
+
+    def __init__(self, backend: VectorBackend):
+        self.backend = backend
+        self.num_envs = backend.num_envs
+        self.observations = backend.reset()
+        self._resetting = np.zeros(self.num_envs, bool)
+        self._scores = np.zeros(self.num_envs, np.float64)
+        self._lengths = np.zeros(self.num_envs, np.int64)
+        self._finished: list[Episode] = []
+
+    @property
+    def observation_space(self) -> gym.Space:
+        return self.backend.single_observation_space
+
+    @property
+    def action_space(self) -> gym.Space:
+        return self.backend.single_action_space
+
+    def step(self, actions: np.ndarray) -> Transitions:
+        actions = np.asarray(actions)
+        obs = self.observations
+        next_obs, reward, raw, terminated, truncated = self.backend.step(actions)
+        live = ~self._resetting
+        self._scores[live] += raw[live]
+        self._lengths[live] += 1
+        done = (terminated | truncated) & live
+        for i in np.flatnonzero(done):
+            self._finished.append(Episode(float(self._scores[i]), int(self._lengths[i]), int(i)))
+        self._scores[done] = 0.0
+        self._lengths[done] = 0
+        rows = np.flatnonzero(live)
+        self._resetting = done
+        self.observations = next_obs
+        return Transitions(obs[rows], actions[rows], reward[rows], next_obs[rows], terminated[rows],
+                           truncated[rows], rows.astype(np.int64))
+
+    def pop_episodes(self) -> list[Episode]:
+        """Episodes finished since the last call, in the order they ended."""
+        out, self._finished = self._finished, []
+        return out
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def __enter__(self) -> EnvRunner:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def make_env_runner(env_id: str, num_envs: int, *, seed: int, training: bool,
+                    terminal_on_life_loss: bool = False, backend: str = "auto") -> EnvRunner:
+    """An :class:`EnvRunner` over ``num_envs`` copies of ``env_id``; environment ``i`` gets ``seed + i``.
+
+    ``backend="auto"`` uses EnvPool when it is installed and knows the id, else Gymnasium.
+    """
+    validate.integer("num_envs", num_envs, low=1)
+    validate.choice("env_backend", backend, BACKENDS)
+    if backend == "envpool" and not envpool_supports(env_id):
+        raise ConfigError("env_backend", f"envpool is not installed or has no task for {env_id!r}; "
+                                         "use --env-backend gymnasium")
+    if backend == "envpool" or (backend == "auto" and envpool_supports(env_id)):
+        return EnvRunner(EnvPoolBackend(env_id, num_envs, seed=seed, training=training,
+                                        terminal_on_life_loss=terminal_on_life_loss))
+    fns = [_env_fn(env_id, seed + i, training, terminal_on_life_loss) for i in range(num_envs)]
+    return EnvRunner(GymnasiumBackend(fns))
+
+
+def _env_fn(env_id: str, seed: int, training: bool, terminal_on_life_loss: bool) -> Callable[[], gym.Env]:
+    return lambda: make_env(env_id, seed=seed, training=training, terminal_on_life_loss=terminal_on_life_loss)

@@ -1,0 +1,45 @@
+"""Pick the Q-network for an observation space."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import gymnasium as gym
+import torch
+from torch import nn
+
+from gorila.errors import ConfigError
+from gorila.nets.cnn import NatureCNN
+from gorila.nets.mlp import mlp
+
+
+class VectorQNetwork(nn.Module):
+    """An MLP over flat float observations (casts its input, so uint8 or float64 arrays work)::
+
+        net = VectorQNetwork(4, (64, 64), 2)     # CartPole
+    """
+
+    def __init__(self, in_dim: int, hidden: Sequence[int], n_actions: int):
+        super().__init__()
+        self.body = mlp(in_dim, hidden, n_actions)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.body(obs.float().flatten(1))
+
+
+def make_q_network(obs_space: gym.Space, n_actions: int, hidden: Sequence[int] = (64, 64)) -> nn.Module:
+    """The MLP for vector observations, the Nature CNN for ``(channels, height, width)`` images::
+
+        q = make_q_network(env.observation_space, env.action_space.n)
+
+    ``hidden`` sizes the MLP's hidden layers; the CNN's shape is fixed by the paper.
+    """
+    if not isinstance(obs_space, gym.spaces.Box):
+        raise ConfigError("env", f"Q-networks need a Box observation space, got {obs_space}")
+    shape = obs_space.shape
+    if len(shape) == 3:
+        return NatureCNN(n_actions, in_channels=shape[0], image_size=(shape[1], shape[2]))
+    if len(shape) == 1:
+        return VectorQNetwork(shape[0], hidden, n_actions)
+    raise ConfigError("env", f"no Q-network for observations of shape {shape}: "
+                             "expected (features,) or (channels, height, width)")

@@ -1,0 +1,156 @@
+import numpy as np
+import pytest
+
+from gorila.envs import CountingEnv, EnvRunner, evaluate, human_normalized, is_atari, make_env, make_env_runner
+from gorila.envs.make import SignReward
+from gorila.envs.vector import GymnasiumBackend, envpool_supports
+from gorila.errors import ConfigError
+
+
+def runner_of(*envs) -> EnvRunner:
+    return EnvRunner(GymnasiumBackend([lambda e=e: e for e in envs]))
+
+
+def run(runner: EnvRunner, steps: int):
+    rows = []
+    for _ in range(steps):
+        t = runner.step(np.zeros(runner.num_envs, np.int64))
+        rows += [(int(t.env_index[i]), float(t.obs[i, 0]), float(t.next_obs[i, 0]), bool(t.terminated[i]),
+                  bool(t.truncated[i]), float(t.reward[i])) for i in range(len(t))]
+    return rows
+
+
+def test_counting_env_observation_is_the_step_index():
+    env = CountingEnv(episode_length=3)
+    obs, _ = env.reset()
+    assert obs.dtype == np.float32 and obs.shape == (1,) and obs[0] == 0
+    results = [env.step(0) for _ in range(3)]
+    assert [r[0][0] for r in results] == [1, 2, 3]
+    assert [r[2] for r in results] == [False, False, True]
+    assert all(r[1] == 1.0 and not r[3] for r in results)
+
+
+def test_counting_env_can_truncate_instead_of_terminate():
+    env = CountingEnv(episode_length=1, truncate=True)
+    env.reset()
+    _, _, terminated, truncated, _ = env.step(0)
+    assert (terminated, truncated) == (False, True)
+
+
+def test_runner_never_returns_the_autoreset_step():
+    runner = runner_of(CountingEnv(3), CountingEnv(2))
+    rows = run(runner, 12)
+    # A reset step would show up as (obs=L, next_obs=0); every real step has next_obs = obs + 1.
+    assert all(next_obs == obs + 1 for _, obs, next_obs, *_ in rows)
+    for env, length in ((0, 3), (1, 2)):
+        mine = [(obs, nxt, term) for e, obs, nxt, term, *_ in rows if e == env]
+        episode = [(float(t), float(t + 1), t + 1 == length) for t in range(length)]
+        assert mine == (episode * 12)[:len(mine)]
+        # 12 vector steps, one of every (length + 1) spent resetting.
+        assert len(mine) == 12 - 12 // (length + 1)
+
+
+def test_runner_final_next_obs_is_the_true_final_observation_and_episodes_are_counted():
+    runner = runner_of(CountingEnv(4), CountingEnv(2, truncate=True))
+    rows = run(runner, 10)
+    ends = [(e, nxt, term, trunc) for e, _, nxt, term, trunc, _ in rows if term or trunc]
+    assert (0, 4.0, True, False) in ends and (1, 2.0, False, True) in ends
+    episodes = runner.pop_episodes()
+    assert sorted({(ep.env_index, ep.score, ep.length) for ep in episodes}) == [(0, 4.0, 4), (1, 2.0, 2)]
+    assert len(episodes) == len(ends)
+    assert runner.pop_episodes() == []
+
+
+def test_runner_keeps_raw_rewards_for_scores_while_training_rewards_are_clipped():
+    runner = runner_of(SignReward(CountingEnv(3, reward=-2.5)))
+    rows = run(runner, 4)
+    assert [r[-1] for r in rows] == [-1.0, -1.0, -1.0]
+    (episode,) = runner.pop_episodes()
+    assert episode.score == pytest.approx(-7.5) and episode.length == 3
+
+
+def test_make_env_runner_builds_registered_ids_with_distinct_seeds():
+    with make_env_runner("CartPole-v1", 2, seed=3, training=True, backend="gymnasium") as runner:
+        assert runner.observations.shape == (2, 4)
+        assert not np.array_equal(runner.observations[0], runner.observations[1])
+        t = runner.step(np.array([0, 1]))
+        assert t.obs.shape == t.next_obs.shape == (2, 4) and t.reward.dtype == np.float32
+
+
+def test_make_env_runner_rejects_bad_arguments():
+    with pytest.raises(ConfigError) as e:
+        make_env_runner("gorila/Counting-v0", 1, seed=0, training=True, backend="fast")
+    assert e.value.field == "env_backend"
+    with pytest.raises(ConfigError) as e:
+        make_env_runner("gorila/Counting-v0", 0, seed=0, training=True)
+    assert e.value.field == "num_envs"
+
+
+def test_unknown_env_id_is_a_config_error_with_a_suggestion():
+    with pytest.raises(ConfigError) as e:
+        make_env("CartPol-v1", seed=0, training=True)
+    assert e.value.field == "env" and "CartPole-v1" in e.value.message
+
+
+def test_is_atari():
+    assert is_atari("ALE/Pong-v5") and not is_atari("CartPole-v1")
+
+
+@pytest.mark.skipif(envpool_supports("CartPole-v1"), reason="envpool is installed")
+def test_asking_for_envpool_without_it_is_a_config_error():
+    with pytest.raises(ConfigError) as e:
+        make_env_runner("CartPole-v1", 2, seed=0, training=True, backend="envpool")
+    assert e.value.field == "env_backend"
+
+
+@pytest.mark.skipif(not envpool_supports("CartPole-v1"), reason="envpool is not installed (optional extra)")
+def test_envpool_backend_produces_the_same_transition_format():
+    runners = [make_env_runner("CartPole-v1", 3, seed=0, training=True, backend=b)
+               for b in ("gymnasium", "envpool")]
+    outputs = []
+    for runner in runners:
+        for _ in range(30):
+            t = runner.step(np.zeros(3, np.int64))
+        outputs.append(t)
+        assert all(ep.length > 0 for ep in runner.pop_episodes())
+        runner.close()
+    for field in ("obs", "action", "reward", "next_obs", "terminated", "truncated", "env_index"):
+        a, b = (getattr(t, field) for t in outputs)
+        assert a.shape[1:] == b.shape[1:] and a.dtype == b.dtype, field
+
+
+def test_evaluate_returns_unclipped_returns_after_null_op_starts():
+    calls = []
+
+    def greedy(obs_batch):
+        calls.append(obs_batch.copy())
+        return np.zeros(len(obs_batch), np.int64)
+
+    returns = evaluate(greedy, "gorila/Counting-v0", episodes=4, epsilon=0.0, seed=0, noop_max=0)
+    assert returns == [5.0] * 4 and len(calls) == 20
+    assert calls[0].shape == (1, 1) and [c[0, 0] for c in calls[:5]] == [0, 1, 2, 3, 4]
+
+    calls.clear()
+    returns = evaluate(greedy, "gorila/Counting-v0", episodes=20, epsilon=0.0, seed=0, noop_max=3)
+    assert returns == [5.0] * 20  # no-op steps count toward the return
+    assert 20 * 2 <= len(calls) < 20 * 5  # ... and were not chosen by the policy
+    assert sum(c[0, 0] == 0 for c in calls) < 20  # some episodes began after a no-op
+
+
+def test_evaluate_with_epsilon_one_never_asks_the_policy():
+    def never(obs_batch):
+        raise AssertionError("policy called")
+
+    assert evaluate(never, "gorila/Counting-v0", episodes=2, epsilon=1.0, seed=1, noop_max=0) == [5.0, 5.0]
+
+
+def test_human_normalized_uses_the_published_random_and_human_scores():
+    assert human_normalized("ALE/Pong-v5", 14.6) == pytest.approx(100.0)
+    assert human_normalized("Pong", -20.7) == pytest.approx(0.0)
+    assert human_normalized("BreakoutNoFrameskip-v4", 30.5) == pytest.approx(100.0)
+    assert human_normalized("ALE/SpaceInvaders-v5", 148.0) == pytest.approx(0.0)
+    for game in ("Seaquest", "BeamRider", "Enduro", "Qbert", "space_invaders"):
+        assert np.isfinite(human_normalized(game, 1000.0))
+    with pytest.raises(ConfigError) as e:
+        human_normalized("ALE/NotAGame-v5", 1.0)
+    assert e.value.field == "env"
