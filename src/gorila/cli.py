@@ -21,7 +21,8 @@ def _train_parser(algo: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gorila train", description="Train an algorithm on the parameter server.")
     add_flags(parser.add_argument_group("run"), RunConfig)
-    add_flags(parser.add_argument_group(f"{algo} (shown for --algo {algo})"), ALGORITHMS[algo].load("config"))
+    for cls in ALGORITHMS[algo].config_classes():
+        add_flags(parser.add_argument_group(f"{cls.__name__} (--algo {algo})"), cls)
     return parser
 
 
@@ -34,16 +35,16 @@ def _configs(argv: list[str]):
     args = parser.parse_args(argv)
     try:
         run = from_flags(RunConfig, args)
-        cfg = from_flags(ALGORITHMS[run.algo].load("config"), args)
+        configs = [from_flags(cls, args) for cls in ALGORITHMS[run.algo].config_classes()]
     except ConfigError as err:
         parser.exit(EXIT_USAGE, f"gorila train: error: {err.flag}: {err.message}\n")
-    return run, cfg
+    return run, configs
 
 
 def cmd_train(argv: list[str]) -> int:
-    run, cfg = _configs(argv)
-    summary = ALGORITHMS[run.algo].load("train")(run, cfg)
-    print(json.dumps({k: v for k, v in summary.items() if not isinstance(v, dict)}, indent=2))
+    run, configs = _configs(argv)
+    summary = ALGORITHMS[run.algo].train_fn()(run, *configs)
+    print(json.dumps({k: v for k, v in summary.items() if not isinstance(v, (dict, list))}, indent=2))
     return 0
 
 

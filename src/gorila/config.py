@@ -15,7 +15,7 @@ from gorila.errors import ConfigError
 from gorila.params import OPTIMIZERS, UpdateRule
 
 MODES = ("sync", "async", "semi-async")
-ALGOS = ("lstsq",)
+ALGOS = ("lstsq", "dqn")
 RUNTIMES = ("local", "ray")
 
 
@@ -75,10 +75,11 @@ class RunConfig:
                 raise ConfigError("max_staleness", f"applies to --mode async only (mode is {self.mode})")
         self.rule()  # e.g. --count-within 5 --accept-within 3 is refused here, before anything starts
 
-    def rule(self) -> UpdateRule:
-        """The update rule ``mode`` and the rule knobs select."""
+    def rule(self, num_workers: int | None = None) -> UpdateRule:
+        """The update rule ``mode`` and the rule knobs select; ``num_workers`` (default ``workers``)
+        is how many gradients a synchronous update waits for."""
         if self.mode == "sync":
-            return UpdateRule.synchronous(num_workers=self.workers)
+            return UpdateRule.synchronous(num_workers=num_workers or self.workers)
         if self.mode == "async":
             return UpdateRule.asynchronous(max_staleness=self.max_staleness)
         defaults = UpdateRule.semi_async()
@@ -88,8 +89,12 @@ class RunConfig:
             accept_within=defaults.accept_within if self.accept_within is None else self.accept_within)
 
     def resolved_run_dir(self, env_label: str) -> Path:
-        """``run_dir`` or ``runs/<algo>-<env>-<time>``."""
-        if self.run_dir is not None:
-            return Path(self.run_dir)
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        return Path("runs") / f"{self.algo}-{env_label.replace('/', '_')}-{stamp}"
+        """``run_dir`` or ``runs/<algo>-<env>-<time>``; a directory holding another run is refused."""
+        if self.run_dir is None:
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            return Path("runs") / f"{self.algo}-{env_label.replace('/', '_')}-{stamp}"
+        path = Path(self.run_dir)
+        if (path / "metrics.csv").exists():
+            raise ConfigError("run_dir", f"{path} already holds a run; continue it with --resume {path} "
+                                         "or choose another --run-dir")
+        return path

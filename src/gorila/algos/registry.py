@@ -12,16 +12,25 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Algorithm:
     name: str
-    config: str  # "module:Class"
-    train: str  # "module:function(run: RunConfig, cfg) -> summary dict"
-    env_label: str | None = None  # run-dir label when the algorithm has no Gymnasium env
+    configs: tuple[str, ...]  # "module:Class" of each config, in train()'s argument order
+    train: str  # "module:function(run: RunConfig, *configs) -> summary dict"
 
-    def load(self, what: str):
-        module, _, attr = getattr(self, what).partition(":")
-        return getattr(importlib.import_module(module), attr)
+    def config_classes(self) -> list[type]:
+        return [_load(path) for path in self.configs]
+
+    def train_fn(self):
+        return _load(self.train)
+
+
+def _load(path: str):
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+_TRAIN = "gorila.rl.config:TrainConfig"
 
 
 ALGORITHMS = {
-    "lstsq": Algorithm("lstsq", "gorila.algos.lstsq.config:LstsqConfig", "gorila.algos.lstsq.run:train",
-                       env_label="synthetic"),
+    "lstsq": Algorithm("lstsq", ("gorila.algos.lstsq.config:LstsqConfig",), "gorila.algos.lstsq.run:train"),
+    "dqn": Algorithm("dqn", ("gorila.algos.dqn.config:DQNConfig", _TRAIN), "gorila.algos.dqn.builder:train"),
 }

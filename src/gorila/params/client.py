@@ -18,6 +18,7 @@ class Pending(Protocol[T]):
     """A reply that may still be on its way; ``result`` waits at most ``timeout_s``."""
 
     def result(self, timeout_s: float) -> T: ...
+    def ready(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,9 @@ class Done(Generic[T]):
 
     def result(self, timeout_s: float) -> T:
         return self.value
+
+    def ready(self) -> bool:
+        return True
 
 
 class ShardEndpoint(Protocol):

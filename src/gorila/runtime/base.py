@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from gorila.params import ServerSpec, ShardEndpoint, ShardStats
+from gorila.params import Pending, ServerSpec, ShardEndpoint, ShardStats
 
 
 class Worker(Protocol):
@@ -40,8 +40,20 @@ class WorkerGroup(Protocol):
     def run_steps(self, steps: int) -> list[dict[str, Any]]:
         """Every worker takes ``steps`` steps; returns each worker's ``report()``."""
 
+    def start_steps(self, steps: int) -> list[Pending[dict[str, Any]]]:
+        """Like :meth:`run_steps` without waiting: one pending report per worker."""
+
     def call(self, method: str, *args: Any) -> list[Any]:
         """Call ``method`` on every worker object and return the results in worker order."""
+
+    def endpoints(self) -> list[ServiceEndpoint]:
+        """A way for other workers to call these (e.g. actors adding to replay shards)."""
+
+
+class ServiceEndpoint(Protocol):
+    """How one worker calls a method of another (picklable; handed to factories)."""
+
+    def call(self, method: str, *args: Any) -> Pending[Any]: ...
 
 
 class ShardGroup(Protocol):

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from gorila.metrics.cputime import process_cpu_seconds
-from gorila.params import LocalEndpoint, ServerSpec, ShardEndpoint, ShardStats
+from gorila.params import Done, LocalEndpoint, ServerSpec, ShardEndpoint, ShardStats
 from gorila.runtime.base import Worker, WorkerFactory, shard_state, split_shard_state
 
 
@@ -50,8 +50,24 @@ class LocalWorkers:
                 worker.step()
         return [w.report() for w in self.workers]
 
+    def start_steps(self, steps: int) -> list[Done[dict[str, Any]]]:
+        return [Done(r) for r in self.run_steps(steps)]
+
     def call(self, method: str, *args: Any) -> list[Any]:
         return [getattr(w, method)(*args) for w in self.workers]
+
+    def endpoints(self) -> list[LocalService]:
+        return [LocalService(w) for w in self.workers]
+
+
+class LocalService:
+    """Calls a method of an object in this process; the reply is immediate."""
+
+    def __init__(self, target: Any):
+        self.target = target
+
+    def call(self, method: str, *args: Any) -> Done[Any]:
+        return Done(getattr(self.target, method)(*args))
 
 
 class LocalRuntime:

@@ -44,6 +44,10 @@ class RayPending:
         except GetTimeoutError as err:
             raise WorkerTimeoutError(f"{self.what} did not answer within {timeout_s:.0f} s") from err
 
+    def ready(self) -> bool:
+        done, _ = ray.wait([self.ref], timeout=0)
+        return bool(done)
+
 
 @ray.remote
 class _ShardProcess:
@@ -108,6 +112,16 @@ class RayShardEndpoint:
 
     def pull(self) -> RayPending:
         return RayPending(self.handle.pull.remote(), f"shard {self.shard_id} pull")
+
+
+class RayService:
+    """Calls a method of the object hosted by a worker process (picklable)."""
+
+    def __init__(self, handle: Any, what: str):
+        self.handle, self.what = handle, what
+
+    def call(self, method: str, *args: Any) -> RayPending:
+        return RayPending(self.handle.call.remote(method, *args), f"{self.what}.{method}")
 
 
 @ray.remote
@@ -195,9 +209,11 @@ class RayWorkers:
     def run_steps(self, steps: int) -> list[dict[str, Any]]:
         return self._gather([h.run_steps.remote(steps) for h in self.handles], f"{steps} steps")
 
-    def run_steps_async(self, steps: int) -> list[Any]:
-        """Start ``steps`` steps on every worker; returns the refs (see :meth:`gather`)."""
-        return [h.run_steps.remote(steps) for h in self.handles]
+    def start_steps(self, steps: int) -> list[RayPending]:
+        return [RayPending(h.run_steps.remote(steps), f"{self.name} {k}") for k, h in enumerate(self.handles)]
+
+    def endpoints(self) -> list[RayService]:
+        return [RayService(h, f"{self.name} {k}") for k, h in enumerate(self.handles)]
 
     def call(self, method: str, *args: Any) -> list[Any]:
         return self._gather([h.call.remote(method, *args) for h in self.handles], method)

@@ -30,6 +30,7 @@ def train(run: RunConfig, cfg: LstsqConfig, *, call_timeout_s: float = 600.0,
     started = time.perf_counter()
     rule = run.rule()
     data.partition(cfg.n, run.workers)  # refuse too many workers before anything starts
+    run_dir = run.resolved_run_dir("synthetic")
     runtime = make_runtime(run.runtime, run.address) if run.runtime == "local" else make_runtime(
         run.runtime, run.address, call_timeout_s=call_timeout_s)
     try:
@@ -48,7 +49,6 @@ def train(run: RunConfig, cfg: LstsqConfig, *, call_timeout_s: float = 600.0,
         # the target, not at the end of a logging round.
         exact_stop = (moments.iterations_to(cfg.tol, cfg.step_size, cfg.iterations)
                       if run.mode == "sync" and (run.optimizer or "sgd") == "sgd" else None)
-        run_dir = run.resolved_run_dir("synthetic")
         config = {"run": asdict(run), "lstsq": asdict(cfg), "rule": asdict(rule), "lr": cfg.step_size}
         with RunLogger(run_dir, config, COLUMNS, total=cfg.iterations, unit="updates",
                        description=f"lstsq {run.mode} x{run.workers}", **(logger_options or {})) as logger:

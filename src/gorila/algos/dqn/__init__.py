@@ -1,0 +1,1 @@
+"""Gorila DQN: actors, learners, local or global replay, on the parameter server."""

@@ -1,0 +1,113 @@
+"""Configuration of Gorila DQN; field names are the CLI flags."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gorila import validate
+from gorila.errors import ConfigError
+from gorila.params import OPTIMIZERS
+
+REPLAY_MODES = ("local", "global")
+LOSSES = ("huber", "mse")
+
+
+def parse_target_update(text: str) -> tuple[str, float]:
+    """``"hard:500"`` -> ``("hard", 500)``; ``"soft:0.01"`` -> ``("soft", 0.01)``."""
+    kind, _, value = text.partition(":")
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if kind == "hard" and number >= 1 and number == int(number):
+        return kind, int(number)
+    if kind == "soft" and 0 < number <= 1:
+        return kind, number
+    raise ConfigError("target_update", f"must be hard:N (N >= 1 global updates) or soft:TAU (0 < TAU <= 1), "
+                                       f"got {text!r}")
+
+
+@dataclass(frozen=True)
+class DQNConfig:
+    """Gorila DQN. Bundled mode (``replay=local``): each bundle is an Actor, its own replay and a
+    Learner in one worker, talking to others only through the parameter server. Global mode
+    (``replay=global``): Actors write to ``replay_shards`` replay shards that every Learner samples."""
+
+    actors: int = field(default=2, metadata={"help": "actors (bundles in local-replay mode)"})
+    learners: int | None = field(default=None, metadata={
+        "help": "learners (default: = actors with local replay, 1 with global replay)"})
+    replay: str = field(default="local", metadata={"help": "local: bundles; global: a sharded replay service",
+                                                   "choices": REPLAY_MODES})
+    replay_shards: int = field(default=1, metadata={"help": "replay shards (global replay)"})
+    replay_capacity: int = field(default=50_000, metadata={"help": "transitions per replay (shard)"})
+    envs_per_actor: int = field(default=1, metadata={"help": "vectorised envs per actor"})
+    env_backend: str = field(default="auto", metadata={"help": "auto (EnvPool when installed), gymnasium, envpool",
+                                                       "choices": ("auto", "gymnasium", "envpool")})
+    batch_size: int = field(default=64, metadata={"help": "minibatch size"})
+    learning_starts: int = field(default=1000, metadata={"help": "transitions in replay before learning"})
+    train_every: int = field(default=1, metadata={"help": "actor steps per learner gradient (bundled mode)"})
+    gamma: float = field(default=0.99, metadata={"help": "discount"})
+    loss: str = field(default="huber", metadata={"help": "TD loss", "choices": LOSSES})
+    target_update: str = field(default="hard:500", metadata={
+        "help": "hard:N (copy server params every N global updates) or soft:TAU"})
+    eps_start: float = field(default=1.0, metadata={"help": "initial exploration rate"})
+    eps_end: float = field(default=0.1, metadata={"help": "final exploration rate"})
+    eps_decay_updates: int = field(default=5_000, metadata={"help": "global updates to anneal epsilon over"})
+    apex_alpha: float | None = field(default=None, metadata={
+        "help": "per-actor epsilon as in Ape-X: eps_i = 0.4^(1 + alpha*i/(N-1)) (e.g. 7)"})
+    actor_refresh: int = field(default=10, metadata={"help": "actor steps between parameter refreshes"})
+    outlier_k: float | None = field(default=None, metadata={
+        "help": "skip pushes whose loss exceeds the running mean + k*std of recent losses"})
+    lr: float = field(default=1e-3, metadata={"help": "server learning rate"})
+    hidden: tuple[int, ...] = field(default=(64, 64), metadata={"help": "MLP hidden sizes (vector observations)"})
+    max_grad_norm: float | None = field(default=10.0, metadata={"help": "clip each pushed gradient to this norm"})
+    terminal_on_life_loss: bool = field(default=False, metadata={"help": "Atari: a lost life ends the episode"})
+
+    def __post_init__(self) -> None:
+        validate.integer("actors", self.actors, low=1)
+        validate.choice("replay", self.replay, REPLAY_MODES)
+        if self.learners is not None:
+            validate.integer("learners", self.learners, low=1)
+            if self.replay == "local" and self.learners != self.actors:
+                raise ConfigError("learners", f"with --replay local each bundle has one actor and one learner, "
+                                              f"so --learners must equal --actors ({self.actors})")
+        validate.integer("replay_shards", self.replay_shards, low=1)
+        validate.integer("replay_capacity", self.replay_capacity, low=1)
+        validate.integer("envs_per_actor", self.envs_per_actor, low=1)
+        validate.integer("batch_size", self.batch_size, low=1)
+        validate.integer("learning_starts", self.learning_starts, low=0)
+        if self.learning_starts > self.replay_capacity:
+            raise ConfigError("learning_starts", f"must be <= replay_capacity ({self.replay_capacity})")
+        validate.integer("train_every", self.train_every, low=1)
+        validate.number("gamma", self.gamma, low=0.0, high=1.0)
+        validate.choice("loss", self.loss, LOSSES)
+        parse_target_update(self.target_update)
+        validate.number("eps_start", self.eps_start, low=0.0, high=1.0)
+        validate.number("eps_end", self.eps_end, low=0.0, high=1.0)
+        validate.integer("eps_decay_updates", self.eps_decay_updates, low=1)
+        if self.apex_alpha is not None:
+            validate.number("apex_alpha", self.apex_alpha, low=0.0)
+        validate.integer("actor_refresh", self.actor_refresh, low=1)
+        if self.outlier_k is not None:
+            validate.number("outlier_k", self.outlier_k, low=0.0, low_open=True)
+        validate.number("lr", self.lr, low=0.0, low_open=True)
+        if not self.hidden or any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in self.hidden):
+            raise ConfigError("hidden", f"must be one or more integers >= 1, got {self.hidden!r}")
+        if self.max_grad_norm is not None:
+            validate.number("max_grad_norm", self.max_grad_norm, low=0.0, low_open=True)
+
+    @property
+    def num_learners(self) -> int:
+        return self.learners if self.learners is not None else (self.actors if self.replay == "local" else 1)
+
+    def epsilon(self, actor: int, global_updates: int) -> float:
+        """The exploration rate of actor ``actor`` after ``global_updates`` server updates."""
+        if self.apex_alpha is not None:
+            if self.actors == 1:
+                return 0.4
+            return 0.4 ** (1 + self.apex_alpha * actor / (self.actors - 1))
+        frac = min(1.0, global_updates / self.eps_decay_updates)
+        return self.eps_start + frac * (self.eps_end - self.eps_start)
+
+
+OPTIMIZER_DEFAULT = "adagrad"  # Gorila's server optimizer
