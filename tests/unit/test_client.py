@@ -33,3 +33,16 @@ def test_barrier_client_is_behind_until_all_workers_pushed():
     assert b.push(np.full(10, 3.0, np.float32)).applied
     np.testing.assert_array_equal(a.params(), np.full(10, -2.0, np.float32))
     assert a.version == 1
+
+
+def test_push_without_wait_is_collected_before_the_next_push():
+    shards, (client, _) = make(UpdateRule.asynchronous())
+    client.params()
+    assert client.push(np.ones(10, np.float32), wait=False) is None
+    assert client.versions == [0, 0, 0]  # reply not read yet
+    second = client.push(np.ones(10, np.float32), wait=False)
+    assert second is None and client.versions == [1, 1, 1]  # the first reply landed first
+    done = client.complete()
+    assert done.applied and client.versions == [2, 2, 2]
+    np.testing.assert_array_equal(client.params(), np.full(10, -2.0, np.float32))
+    assert client.complete() is None

@@ -25,38 +25,54 @@ def evaluate(policy_fn: Callable[[np.ndarray], np.ndarray], env_id: str, episode
     ``policy_fn`` maps a batch of observations to greedy actions. Each episode starts with a random
     number (0..``noop_max``) of no-op actions (action 0) — the "null-op starts" of the DQN and
     Gorila papers — which makes the start state vary even for deterministic games. Their rewards
-    count toward the return. The environment is built with ``training=False``: real rewards, no
+    count toward the return. Envs whose action 0 is not a no-op (CartPole's is "push left") get
+    none: see :func:`has_noop`. The environment is built with ``training=False``: real rewards, no
     end on a life loss; the Atari preprocessing's own no-ops are turned off so they are not doubled.
     """
     validate.integer("eval_episodes", episodes, low=1)
     validate.number("eval_epsilon", epsilon, low=0.0, high=1.0)
     validate.integer("noop_max", noop_max, low=0)
-    env = make_env(env_id, seed=seed, training=False, noop_max=0)
-    n_actions = env.action_space.n
+    # All episodes run side by side, so the policy sees one batch per step instead of one
+    # observation per step per episode.
+    envs = [make_env(env_id, seed=seed + i, training=False, noop_max=0) for i in range(episodes)]
+    n_actions = envs[0].action_space.n
+    if not has_noop(envs[0]):
+        noop_max = 0  # action 0 is a real move (CartPole: push left), not "do nothing"
     rng = np.random.default_rng(seed)
-    returns = []
+    returns = np.zeros(episodes)
+    live = np.ones(episodes, bool)
     try:
-        for _ in range(episodes):
-            obs, _ = env.reset()
-            total, done = 0.0, False
+        obs = []
+        for i, env in enumerate(envs):
+            o, _ = env.reset(seed=seed + i)
             for _ in range(int(rng.integers(0, noop_max + 1))):
-                obs, reward, terminated, truncated, _ = env.step(0)
-                total += float(reward)
+                o, reward, terminated, truncated, _ = env.step(0)
+                returns[i] += float(reward)
                 if terminated or truncated:
-                    done = True
+                    live[i] = False
                     break
-            while not done:
-                if rng.random() < epsilon:
-                    action = int(rng.integers(n_actions))
-                else:
-                    action = int(np.asarray(policy_fn(obs[None]))[0])
-                obs, reward, terminated, truncated, _ = env.step(action)
-                total += float(reward)
-                done = terminated or truncated
-            returns.append(total)
+            obs.append(o)
+        while live.any():
+            idx = np.flatnonzero(live)
+            explore = rng.random(len(idx)) < epsilon
+            actions = rng.integers(n_actions, size=len(idx))
+            if not explore.all():
+                greedy = np.asarray(policy_fn(np.stack([obs[i] for i in idx[~explore]])))
+                actions[~explore] = greedy
+            for i, action in zip(idx, actions):
+                obs[i], reward, terminated, truncated, _ = envs[i].step(int(action))
+                returns[i] += float(reward)
+                live[i] = not (terminated or truncated)
     finally:
-        env.close()
-    return returns
+        for env in envs:
+            env.close()
+    return [float(r) for r in returns]
+
+
+def has_noop(env) -> bool:
+    """Whether action 0 means "do nothing" (Atari's NOOP); only then are no-op starts meaningful."""
+    meanings = getattr(env.unwrapped, "get_action_meanings", None)
+    return meanings is not None and meanings()[0] == "NOOP"
 
 
 def human_normalized(game_id: str, score: float) -> float:

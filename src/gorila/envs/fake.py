@@ -46,5 +46,9 @@ class CountingEnv(gym.Env):
         terminated, truncated = (False, end) if self.truncate else (end, False)
         return self._obs(), self.reward, terminated, truncated, {}
 
+    def get_action_meanings(self) -> list[str]:
+        """Action 0 does nothing, as in Atari, so evaluation's no-op starts apply."""
+        return ["NOOP"] + [f"ACT{i}" for i in range(1, self.action_space.n)]
+
     def _obs(self) -> np.ndarray:
         return np.array([self._t], dtype=np.float32)

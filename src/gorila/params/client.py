@@ -91,6 +91,7 @@ class ParameterClient:
         self._parts = layout.split(self._flat)
         self.versions = [-1] * layout.num_shards  # -1: never pulled
         self.outcomes: Counter = Counter()
+        self._in_flight: list[Pending[PushResult]] | None = None
 
     @property
     def version(self) -> int:
@@ -109,10 +110,29 @@ class ParameterClient:
         self._pull(range(self.layout.num_shards))
         return self._flat
 
-    def push(self, grad: np.ndarray) -> ClientPush:
-        """Push a flat gradient computed on ``params()``; all shards are sent to before any wait."""
+    def push(self, grad: np.ndarray, wait: bool = True) -> ClientPush | None:
+        """Push a flat gradient computed on ``params()``; all shards are sent to before any wait.
+
+        With ``wait=False`` the reply is collected later (by :meth:`complete`, or the next push or
+        pull), so the worker can compute its next gradient while this one travels: that gradient is
+        then one version staler, which asynchronous rules accept and a barrier rule would not.
+        """
+        self.complete()
         pending = [ep.push(g, v, self.worker_id)
                    for ep, g, v in zip(self.endpoints, self.layout.split(grad), self.versions)]
+        if not wait:
+            self._in_flight = pending
+            return None
+        return self._collect(pending)
+
+    def complete(self) -> ClientPush | None:
+        """Wait for the reply of a ``push(wait=False)`` still in flight, if any."""
+        if self._in_flight is None:
+            return None
+        pending, self._in_flight = self._in_flight, None
+        return self._collect(pending)
+
+    def _collect(self, pending: list[Pending[PushResult]]) -> ClientPush:
         outcomes, applied, refreshed = [], False, False
         for i, p in enumerate(pending):
             result = p.result(self.timeout_s)
@@ -128,6 +148,7 @@ class ParameterClient:
         return ClientPush(tuple(outcomes), applied, refreshed)
 
     def _pull(self, indices) -> None:
+        self.complete()  # an older reply must not land on top of what this pull brings
         pending = [(i, self.endpoints[i].pull()) for i in indices]
         for i, p in pending:
             params, version = p.result(self.timeout_s)

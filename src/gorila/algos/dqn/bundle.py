@@ -70,7 +70,8 @@ class Bundle:
         params = self.client.params()
         grad, self.last_info = self.learner.gradient(params, self.client.version, batch)
         if grad is not None:
-            self.client.push(grad)
+            # Under asynchronous rules the reply travels while the next actor steps run.
+            self.client.push(grad, wait=self.client.barrier)
             self.pushes += 1
 
     def report(self) -> dict[str, Any]:
