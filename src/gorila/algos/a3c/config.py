@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from gorila import validate
 from gorila.errors import ConfigError
+from gorila.params import OPTIMIZERS
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ class A3CConfig:
     """Discount factor, in (0, 1]."""
     entropy_coef: float = 0.01
     """Weight of the entropy bonus (>= 0)."""
+    optimizer: str = "rmsprop"
+    """The server's optimizer (one of gorila.params.OPTIMIZERS)."""
     lr_policy: float = 1e-3
     """Server learning rate of the policy parameters (and of a shared torso)."""
     lr_value: float = 1e-3
@@ -49,6 +52,7 @@ class A3CConfig:
         validate.integer("rollout_steps", self.rollout_steps, low=1)
         validate.number("gamma", self.gamma, low=0.0, high=1.0, low_open=True)
         validate.number("entropy_coef", self.entropy_coef, low=0.0)
+        validate.choice("optimizer", self.optimizer, OPTIMIZERS)
         validate.number("lr_policy", self.lr_policy, low=0.0, low_open=True)
         validate.number("lr_value", self.lr_value, low=0.0, low_open=True)
         validate.number("target_tau", self.target_tau, low=0.0, high=1.0, low_open=True)
