@@ -1,3 +1,4 @@
+import dataclasses
 import math
 
 import numpy as np
@@ -6,7 +7,8 @@ import torch
 
 from gorila.algos.a3c.config import A3CConfig
 from gorila.errors import ConfigError
-from gorila.losses.a3c import Rollout, a3c_gradients, a3c_loss, n_step_returns, soft_update
+from gorila.losses.a3c import (Rollout, a3c_gradients, a3c_loss, n_step_returns, rollout_targets,
+                               soft_update)
 from gorila.nets import FlatParams
 from gorila.nets.actor_critic import ActorCritic
 
@@ -203,3 +205,34 @@ def test_config_rejects_bad_values_naming_the_field(field, value):
         A3CConfig(**{field: value})
     assert err.value.field == field
     assert str(err.value).startswith(f"{field}: ")
+
+
+# --- invalid slots (a vectorised env's reset step) -------------------------------------------
+
+def test_masked_loss_is_the_loss_of_the_valid_steps_alone():
+    g = torch.Generator().manual_seed(5)
+    logits, values = torch.randn(6, 3, generator=g), torch.randn(6, generator=g)
+    actions, returns = torch.randint(0, 3, (6,), generator=g), torch.randn(6, generator=g)
+    mask = torch.tensor([True, False, True, True, False, True])
+    masked, info = a3c_loss(logits, values, actions, returns, ENTROPY_COEF, mask)
+    alone, alone_info = a3c_loss(logits[mask], values[mask], actions[mask], returns[mask], ENTROPY_COEF)
+    assert masked.item() == pytest.approx(alone.item(), abs=1e-6)
+    assert info == pytest.approx(alone_info, abs=1e-6)
+
+
+def test_an_invalid_slot_joins_no_loss_term_and_no_return():
+    torch.manual_seed(2)
+    net, target_net = ActorCritic(3, 2, (5,)), ActorCritic(3, 2, (5,))
+    base = _rollout(3, 2)
+    valid = torch.ones(4, 2, dtype=torch.bool)
+    valid[2, 0] = False   # env 0 resets at t=2, after terminating at t=1
+    garbage = dataclasses.replace(base, obs=base.obs.clone(), rewards=base.rewards.clone(), valid=valid)
+    garbage.obs[2, 0] += 100.0
+    garbage.rewards[2, 0] = 1e6
+    clean = dataclasses.replace(base, valid=valid)
+    targets = rollout_targets(target_net, garbage, GAMMA)
+    assert targets[1, 0].item() == pytest.approx(base.rewards[1, 0].item())  # terminated: no bootstrap
+    flat = FlatParams(net)
+    g_garbage, _ = a3c_gradients(net, target_net, garbage, GAMMA, ENTROPY_COEF, flat)
+    g_clean, _ = a3c_gradients(net, target_net, clean, GAMMA, ENTROPY_COEF, flat)
+    np.testing.assert_allclose(g_garbage, g_clean, rtol=0, atol=1e-7)

@@ -40,6 +40,10 @@ class Rollout:
     bootstraps from the value of the observation it was cut at: pass ``truncated`` and
     ``final_obs`` (read only where ``truncated`` is true). Without them every end counts
     as a termination.
+
+    ``valid[t, n]`` is false where env ``n`` took no real step at ``t`` (a vectorised env spends
+    the step after an episode end resetting): such a slot joins no loss term, and no return
+    flows across it. Without ``valid`` every slot is a real step.
     """
 
     obs: Array            # (T, N, *obs_shape)
@@ -49,6 +53,7 @@ class Rollout:
     last_obs: Array       # (N, *obs_shape): the observation after step T - 1
     truncated: Array | None = None  # (T, N) bool, a subset of the ends
     final_obs: Array | None = None  # (T, N, *obs_shape): where a truncated episode stopped
+    valid: Array | None = None      # (T, N) bool: a real step (default: all)
 
 
 def n_step_returns(rewards: torch.Tensor, dones: torch.Tensor, bootstrap_value: torch.Tensor,
@@ -78,23 +83,33 @@ def n_step_returns(rewards: torch.Tensor, dones: torch.Tensor, bootstrap_value: 
 
 
 def a3c_loss(logits: torch.Tensor, values: torch.Tensor, actions: torch.Tensor,
-             returns: torch.Tensor, entropy_coef: float) -> tuple[torch.Tensor, dict[str, float]]:
-    """The A2C loss, averaged over every step: ``(loss, info)``.
+             returns: torch.Tensor, entropy_coef: float,
+             mask: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """The A2C loss, averaged over every step (or over the steps where ``mask`` is true).
 
-    ``logits (..., A)``, ``values``, ``actions`` and ``returns`` of the same leading shape;
-    ``returns`` are the targets y (no gradient flows into them). ``info`` holds the floats
-    ``policy_loss``, ``value_loss``, ``entropy`` and ``advantage`` (the mean of y - v).
+    ``logits (..., A)``, ``values``, ``actions``, ``returns`` and ``mask`` of the same leading
+    shape; ``returns`` are the targets y (no gradient flows into them). Returns ``(loss, info)``;
+    ``info`` holds the floats ``policy_loss``, ``value_loss``, ``entropy`` and ``advantage``
+    (the mean of y - v).
     """
+    if mask is None:
+        mean = torch.mean
+    else:
+        weight = mask.to(values.dtype)
+        count = weight.sum().clamp(min=1.0)
+
+        def mean(x: torch.Tensor) -> torch.Tensor:
+            return (x * weight).sum() / count
     returns = returns.detach()
     log_probs = torch.log_softmax(logits, dim=-1)
     log_pi = log_probs.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
     advantage = (returns - values).detach()
-    policy_loss = -(advantage * log_pi).mean()
-    value_loss = 0.5 * (values - returns).pow(2).mean()
-    entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
+    policy_loss = -mean(advantage * log_pi)
+    value_loss = 0.5 * mean((values - returns).pow(2))
+    entropy = mean(-(log_probs.exp() * log_probs).sum(-1))
     loss = policy_loss + value_loss - entropy_coef * entropy
     info = {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
-            "entropy": entropy.item(), "advantage": advantage.mean().item()}
+            "entropy": entropy.item(), "advantage": mean(advantage).item()}
     return loss, info
 
 
@@ -110,22 +125,17 @@ def soft_update(target: np.ndarray, online: np.ndarray, tau: float) -> np.ndarra
     return (tau32 * online + (np.float32(1.0) - tau32) * target).astype(np.float32, copy=False)
 
 
-def a3c_gradients(net: nn.Module, target_net: nn.Module, rollout: Rollout, gamma: float,
-                  entropy_coef: float, flat: FlatParams,
-                  max_grad_norm: float | None = None) -> tuple[np.ndarray, dict[str, float]]:
-    """The gradient of :func:`a3c_loss` on ``rollout`` as one flat float32 vector (a copy).
+def rollout_targets(target_net: nn.Module, rollout: Rollout, gamma: float) -> torch.Tensor:
+    """The n-step TD target ``y`` of every slot of ``rollout``, ``(T, N)``, without gradient.
 
-    ``net(obs) -> (logits, value)`` is the online network whose parameters ``flat`` covers;
-    ``target_net`` gives the values the targets bootstrap from. With ``max_grad_norm`` the
-    vector is scaled down to that L2 norm when longer. ``info`` adds ``loss`` and
-    ``grad_norm`` (before clipping) to the loss's info.
+    Bootstraps from ``target_net``'s value of ``last_obs`` and, where an episode was
+    truncated, of its ``final_obs``. An invalid slot ends the recursion (its own target is
+    meaningless and never used), so a reset step can never join two episodes.
     """
-    if flat.module is not net:
-        raise ValueError("flat must be the FlatParams of net")
-    obs = torch.as_tensor(rollout.obs, dtype=torch.float32)
     rewards = torch.as_tensor(rollout.rewards, dtype=torch.float32)
     dones = torch.as_tensor(rollout.dones, dtype=torch.bool)
-    actions = torch.as_tensor(rollout.actions)
+    if rollout.valid is not None:
+        dones = dones | ~torch.as_tensor(rollout.valid, dtype=torch.bool)
     with torch.no_grad():
         _, bootstrap = target_net(torch.as_tensor(rollout.last_obs, dtype=torch.float32))
         at_truncation = None
@@ -138,10 +148,27 @@ def a3c_gradients(net: nn.Module, target_net: nn.Module, rollout: Rollout, gamma
             if truncated.any():
                 final_obs = torch.as_tensor(rollout.final_obs, dtype=torch.float32)
                 at_truncation[truncated] = target_net(final_obs[truncated])[1]
-        returns = n_step_returns(rewards, dones, bootstrap, gamma, at_truncation)
+        return n_step_returns(rewards, dones, bootstrap, gamma, at_truncation)
+
+
+def a3c_gradients(net: nn.Module, target_net: nn.Module, rollout: Rollout, gamma: float,
+                  entropy_coef: float, flat: FlatParams,
+                  max_grad_norm: float | None = None) -> tuple[np.ndarray, dict[str, float]]:
+    """The gradient of :func:`a3c_loss` on ``rollout`` as one flat float32 vector (a copy).
+
+    ``net(obs) -> (logits, value)`` is the online network whose parameters ``flat`` covers;
+    ``target_net`` gives the values the targets bootstrap from (:func:`rollout_targets`).
+    Invalid slots are left out of the loss. With ``max_grad_norm`` the vector is scaled down
+    to that L2 norm when longer. ``info`` adds ``loss`` and ``grad_norm`` (before clipping)
+    to the loss's info.
+    """
+    if flat.module is not net:
+        raise ValueError("flat must be the FlatParams of net")
+    returns = rollout_targets(target_net, rollout, gamma)
+    mask = None if rollout.valid is None else torch.as_tensor(rollout.valid, dtype=torch.bool)
     net.zero_grad(set_to_none=True)
-    logits, values = net(obs)
-    loss, info = a3c_loss(logits, values, actions, returns, entropy_coef)
+    logits, values = net(torch.as_tensor(rollout.obs, dtype=torch.float32))
+    loss, info = a3c_loss(logits, values, torch.as_tensor(rollout.actions), returns, entropy_coef, mask)
     loss.backward()
     grad = flat.grad().copy()
     norm = float(np.linalg.norm(grad.astype(np.float64)))

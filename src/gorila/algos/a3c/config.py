@@ -1,10 +1,12 @@
 """A3C's configuration: one frozen dataclass, validated on construction.
 
 Field names are the CLI flags with underscores (``rollout_steps`` is ``--rollout-steps``).
-The defaults are starting points for CartPole-v1: 5-step rollouts, gamma 0.99 and an
-entropy bonus of 0.01 as in the A3C paper (Mnih et al., 2016), two hidden layers of 64
-units, the plain A3C target (``target_tau = 1``: the target value network is the freshly
-pulled one) and gradients clipped to norm 0.5. The learning rates are not tuned.
+The defaults learn CartPole-v1 quickly on a small CPU: 8 environments per worker, 8-step
+rollouts (n-step targets), gamma 0.99, an entropy bonus of 0.01 as in the A3C paper
+(Mnih et al., 2016), two tanh layers of 64 units, the plain A3C target (``target_tau = 1``),
+RMSProp on the server at 3e-3 for both groups, and no gradient clipping (RMSProp already
+normalises each parameter's step; clipping the whole vector let the value gradient shrink
+the policy's).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 
 from gorila import validate
 from gorila.errors import ConfigError
+from gorila.params import OPTIMIZERS
 
 
 @dataclass(frozen=True)
@@ -23,17 +26,19 @@ class A3CConfig:
         A3CConfig(rollout_steps=0)   # ConfigError: rollout_steps: must be >= 1, got 0
     """
 
-    envs_per_worker: int = 4
+    envs_per_worker: int = 8
     """Vectorised environments each worker steps."""
-    rollout_steps: int = 5
+    rollout_steps: int = 8
     """Steps per rollout (fewer when an episode ends first); the n of the n-step target."""
     gamma: float = 0.99
     """Discount factor, in (0, 1]."""
     entropy_coef: float = 0.01
     """Weight of the entropy bonus (>= 0)."""
-    lr_policy: float = 1e-3
+    optimizer: str = "rmsprop"
+    """The server's optimizer (one of gorila.params.OPTIMIZERS); a run's --optimizer overrides it."""
+    lr_policy: float = 3e-3
     """Server learning rate of the policy parameters (and of a shared torso)."""
-    lr_value: float = 1e-3
+    lr_value: float = 3e-3
     """Server learning rate of the value parameters."""
     target_tau: float = 1.0
     """Soft update of the worker's target value network, in (0, 1]; 1 copies the pulled one."""
@@ -41,7 +46,7 @@ class A3CConfig:
     """Hidden layer widths of the policy and value MLPs (or of the shared torso)."""
     shared_torso: bool = False
     """One torso with a policy head and a value head instead of two networks."""
-    max_grad_norm: float | None = 0.5
+    max_grad_norm: float | None = None
     """Clip each pushed gradient to this L2 norm (> 0); None disables clipping."""
 
     def __post_init__(self) -> None:
@@ -49,6 +54,7 @@ class A3CConfig:
         validate.integer("rollout_steps", self.rollout_steps, low=1)
         validate.number("gamma", self.gamma, low=0.0, high=1.0, low_open=True)
         validate.number("entropy_coef", self.entropy_coef, low=0.0)
+        validate.choice("optimizer", self.optimizer, OPTIMIZERS)
         validate.number("lr_policy", self.lr_policy, low=0.0, low_open=True)
         validate.number("lr_value", self.lr_value, low=0.0, low_open=True)
         validate.number("target_tau", self.target_tau, low=0.0, high=1.0, low_open=True)

@@ -1,0 +1,175 @@
+"""The A3C worker against in-process shards, with CountingEnv so every step can be traced."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from gorila.algos.a3c.builder import greedy_policy, learning_rates, make_network
+from gorila.algos.a3c.config import A3CConfig
+from gorila.algos.a3c.worker import A3CWorker
+from gorila.envs import CountingEnv
+from gorila.errors import ConfigError
+from gorila.losses.a3c import a3c_gradients, rollout_targets
+from gorila.nets.flat import FlatParams
+from gorila.params import LocalEndpoint, ServerSpec, UpdateRule
+
+# Counting-v0 episodes last 5 steps; a 7-step rollout crosses an end, then a hidden reset step.
+COUNTING = "gorila/Counting-v0"
+TRUNCATING = "gorila-test/CountingTruncated-v0"
+if TRUNCATING not in gym.registry:
+    gym.register(TRUNCATING, entry_point="gorila.envs.fake:CountingEnv", kwargs={"truncate": True})
+
+
+
+class CountingImageEnv(CountingEnv):
+    """CountingEnv whose observation is a 1x1 image: not a vector."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_space = gym.spaces.Box(0.0, np.inf, shape=(1, 1), dtype=np.float32)
+
+    def _obs(self):
+        return super()._obs().reshape(1, 1)
+
+
+IMAGE = "gorila-test/CountingImage-v0"
+if IMAGE not in gym.registry:
+    gym.register(IMAGE, entry_point=CountingImageEnv)
+
+CFG = A3CConfig(envs_per_worker=2, rollout_steps=7, gamma=0.5, hidden=(8,), max_grad_norm=None)
+
+
+class RecordingEndpoint(LocalEndpoint):
+    """An in-process shard that also keeps every gradient pushed to it."""
+
+    def __init__(self, shard):
+        super().__init__(shard)
+        self.pushed = []
+
+    def push(self, grad, version, worker_id):
+        self.pushed.append(grad.copy())
+        return super().push(grad, version, worker_id)
+
+
+def _server(env_id, cfg, num_shards=1, rule=None):
+    net = make_network(env_id, cfg, seed=0)
+    spec = ServerSpec(rule=rule or UpdateRule.asynchronous(), num_shards=num_shards, optimizer="sgd",
+                      lr=learning_rates(net, cfg))
+    shards = spec.build(FlatParams(net).get())
+    return shards, [RecordingEndpoint(s) for s in shards]
+
+
+def _worker(endpoints, env_id=COUNTING, cfg=CFG, worker_id=0, barrier=False):
+    return A3CWorker(worker_id, endpoints, env_id=env_id, cfg=cfg, seed=3, barrier=barrier, timeout_s=1.0)
+
+
+def test_one_step_pushes_one_gradient_and_counts_only_real_env_steps():
+    shards, endpoints = _server(COUNTING, CFG, num_shards=2)
+    worker = _worker(endpoints)
+    worker.step()
+
+    size = FlatParams(worker.net).size
+    assert [len(ep.pushed) for ep in endpoints] == [1, 1]
+    assert sum(ep.pushed[0].size for ep in endpoints) == size
+    assert [s.version for s in shards] == [1, 1]
+    report = worker.report()
+    # Per env: steps 0-4 finish an episode, step 5 is the hidden reset, step 6 is real.
+    assert report["env_steps"] == 2 * 6 == CFG.rollout_steps * CFG.envs_per_worker - 2
+    assert report["episodes"] == 2 and report["recent_returns"] == [5.0, 5.0]
+    assert report["updates_pushed"] == 1 and report["pushes_counted"] == 1
+    assert report["pushes_rejected"] == 0 and report["version"] == 0
+    worker.step()
+    assert worker.report()["version"] == 1 and [s.version for s in shards] == [2, 2]
+
+
+def test_rollout_holds_exactly_the_steps_that_arrived():
+    _, endpoints = _server(COUNTING, CFG)
+    worker = _worker(endpoints)
+    worker.refresh()
+    rollout = worker.collect()
+    # CountingEnv's observation is the step index: 0..4, then the reset slot, then 0 again.
+    assert rollout.valid[:, 0].tolist() == [True] * 5 + [False, True]
+    assert rollout.obs[rollout.valid[:, 0], 0, 0].tolist() == [0, 1, 2, 3, 4, 0]
+    assert rollout.dones[:, 0].tolist() == [False] * 4 + [True, False, False]
+    assert rollout.last_obs[:, 0].tolist() == [1.0, 1.0]
+
+
+def test_pushed_gradient_is_the_a3c_gradient_of_the_same_rollout():
+    _, endpoints = _server(COUNTING, CFG)
+    twin_endpoints = _server(COUNTING, CFG)[1]
+    worker, twin = _worker(endpoints), _worker(twin_endpoints)  # same seed: same rollout
+    twin.refresh()
+    expected, _ = a3c_gradients(twin.net, twin.target_net, twin.collect(), CFG.gamma, CFG.entropy_coef,
+                                twin.flat)
+    worker.step()
+    np.testing.assert_array_equal(endpoints[0].pushed[0], expected)
+
+
+@pytest.mark.parametrize("env_id", [COUNTING, TRUNCATING])
+def test_returns_never_mix_two_episodes(env_id):
+    _, endpoints = _server(env_id, CFG)
+    worker = _worker(endpoints, env_id=env_id)
+    worker.refresh()
+    rollout = worker.collect()
+    targets = rollout_targets(worker.target_net, rollout, CFG.gamma)[:, 0].tolist()
+
+    def value(k):
+        with torch.no_grad():
+            return float(worker.target_net(torch.tensor([[float(k)]]))[1])
+    # Episode 1 is steps 0..4 (reward 1 each); its last step bootstraps only when truncated at obs 5.
+    tail = CFG.gamma * value(5) if env_id == TRUNCATING else 0.0
+    expected_end = 1.0 + tail
+    assert targets[4] == pytest.approx(expected_end, abs=1e-6)
+    assert targets[3] == pytest.approx(1.0 + CFG.gamma * expected_end, abs=1e-6)
+    # The step after the reset (obs 0 of episode 2) bootstraps from obs 1 only.
+    assert targets[6] == pytest.approx(1.0 + CFG.gamma * value(1), abs=1e-6)
+
+
+def test_target_value_network_moves_by_tau_once_per_new_version():
+    cfg = A3CConfig(envs_per_worker=1, rollout_steps=2, hidden=(4,), target_tau=0.25)
+    shards, endpoints = _server(COUNTING, cfg)
+    worker = _worker(endpoints, cfg=cfg)
+    worker.step()                       # target starts at version 0's parameters
+    w0 = worker.target_flat.get()
+    worker.refresh()                    # version 1 arrived with the push's reply
+    w1 = shards[0].pull()[0]
+    np.testing.assert_allclose(worker.target_flat.get(), 0.25 * w1 + 0.75 * w0, rtol=1e-6, atol=1e-7)
+    moved = worker.target_flat.get()
+    worker.refresh()                    # same version: the target stays put
+    np.testing.assert_array_equal(worker.target_flat.get(), moved)
+
+
+# --- builder ---------------------------------------------------------------------------------
+
+def test_network_is_determined_by_the_seed_and_leaves_the_global_rng_alone():
+    cfg = A3CConfig(hidden=(8,))
+    state = torch.random.get_rng_state()
+    a, b = make_network("CartPole-v1", cfg, 1), make_network("CartPole-v1", cfg, 1)
+    np.testing.assert_array_equal(FlatParams(a).get(), FlatParams(b).get())
+    assert not np.array_equal(FlatParams(a).get(), FlatParams(make_network("CartPole-v1", cfg, 2)).get())
+    assert torch.equal(state, torch.random.get_rng_state())
+
+
+def test_learning_rates_follow_the_parameter_groups():
+    cfg = A3CConfig(hidden=(8,), lr_policy=0.5, lr_value=0.25)
+    net = make_network("CartPole-v1", cfg, 0)
+    flat = FlatParams(net)
+    lr = learning_rates(net, cfg)
+    assert lr.dtype == np.float32 and lr.shape == (flat.size,)
+    assert set(lr[flat.slices()["policy.0.weight"]]) == {0.5}
+    assert set(lr[flat.slices()["value.0.weight"]]) == {0.25}
+
+
+def test_greedy_policy_takes_the_argmax_of_the_logits():
+    net = make_network("CartPole-v1", A3CConfig(hidden=(8,)), 0)
+    obs = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)
+    logits, _ = net(torch.as_tensor(obs))
+    np.testing.assert_array_equal(greedy_policy(net)(obs), logits.argmax(-1).numpy())
+
+
+@pytest.mark.parametrize("env_id", ["Pendulum-v1", IMAGE])
+def test_only_vector_observations_and_discrete_actions(env_id):
+    with pytest.raises(ConfigError, match="a3c supports discrete actions and vector observations") as e:
+        make_network(env_id, A3CConfig(), 0)
+    assert e.value.field == "env"
