@@ -15,7 +15,7 @@ from gorila.errors import ConfigError
 from gorila.params import OPTIMIZERS, UpdateRule
 
 MODES = ("sync", "async", "semi-async")
-ALGOS = ("lstsq", "dqn")
+ALGOS = ("lstsq", "dqn", "a3c")
 RUNTIMES = ("local", "ray")
 
 

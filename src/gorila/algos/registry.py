@@ -32,5 +32,6 @@ _TRAIN = "gorila.rl.config:TrainConfig"
 
 ALGORITHMS = {
     "lstsq": Algorithm("lstsq", ("gorila.algos.lstsq.config:LstsqConfig",), "gorila.algos.lstsq.run:train"),
+    "a3c": Algorithm("a3c", ("gorila.algos.a3c.config:A3CConfig", _TRAIN), "gorila.algos.a3c.run:train"),
     "dqn": Algorithm("dqn", ("gorila.algos.dqn.config:DQNConfig", _TRAIN), "gorila.algos.dqn.builder:train"),
 }

@@ -11,7 +11,7 @@ the policy's).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gorila import validate
 from gorila.errors import ConfigError
@@ -26,28 +26,17 @@ class A3CConfig:
         A3CConfig(rollout_steps=0)   # ConfigError: rollout_steps: must be >= 1, got 0
     """
 
-    envs_per_worker: int = 8
-    """Vectorised environments each worker steps."""
-    rollout_steps: int = 8
-    """Steps per rollout (fewer when an episode ends first); the n of the n-step target."""
-    gamma: float = 0.99
-    """Discount factor, in (0, 1]."""
-    entropy_coef: float = 0.01
-    """Weight of the entropy bonus (>= 0)."""
-    optimizer: str = "rmsprop"
-    """The server's optimizer (one of gorila.params.OPTIMIZERS); a run's --optimizer overrides it."""
-    lr_policy: float = 3e-3
-    """Server learning rate of the policy parameters (and of a shared torso)."""
-    lr_value: float = 3e-3
-    """Server learning rate of the value parameters."""
-    target_tau: float = 1.0
-    """Soft update of the worker's target value network, in (0, 1]; 1 copies the pulled one."""
-    hidden: tuple[int, ...] = (64, 64)
-    """Hidden layer widths of the policy and value MLPs (or of the shared torso)."""
-    shared_torso: bool = False
-    """One torso with a policy head and a value head instead of two networks."""
-    max_grad_norm: float | None = None
-    """Clip each pushed gradient to this L2 norm (> 0); None disables clipping."""
+    envs_per_worker: int = field(default=8, metadata={"help": "Vectorised environments each worker steps."})
+    rollout_steps: int = field(default=8, metadata={"help": "Steps per rollout (fewer when an episode ends first); the n of the n-step target."})
+    gamma: float = field(default=0.99, metadata={"help": "Discount factor, in (0, 1]."})
+    entropy_coef: float = field(default=0.01, metadata={"help": "Weight of the entropy bonus (>= 0)."})
+    optimizer: str = "rmsprop"  # no flag of its own: --optimizer (RunConfig) overrides it
+    lr_policy: float = field(default=3e-3, metadata={"help": "Server learning rate of the policy parameters (and of a shared torso)."})
+    lr_value: float = field(default=3e-3, metadata={"help": "Server learning rate of the value parameters."})
+    target_tau: float = field(default=1.0, metadata={"help": "Soft update of the worker's target value network, in (0, 1]; 1 copies the pulled one."})
+    hidden: tuple[int, ...] = field(default=(64, 64), metadata={"help": "Hidden layer widths of the policy and value MLPs (or of the shared torso)."})
+    shared_torso: bool = field(default=False, metadata={"help": "One torso with a policy head and a value head instead of two networks."})
+    max_grad_norm: float | None = field(default=None, metadata={"help": "Clip each pushed gradient to this L2 norm (> 0); None disables clipping."})
 
     def __post_init__(self) -> None:
         validate.integer("envs_per_worker", self.envs_per_worker, low=1)

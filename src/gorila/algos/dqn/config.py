@@ -48,17 +48,18 @@ class DQNConfig:
     train_every: int = field(default=1, metadata={"help": "actor steps per learner gradient (bundled mode)"})
     gamma: float = field(default=0.99, metadata={"help": "discount"})
     loss: str = field(default="huber", metadata={"help": "TD loss", "choices": LOSSES})
-    target_update: str = field(default="hard:500", metadata={
+    target_update: str = field(default="hard:200", metadata={
         "help": "hard:N (copy server params every N global updates) or soft:TAU"})
     eps_start: float = field(default=1.0, metadata={"help": "initial exploration rate"})
-    eps_end: float = field(default=0.1, metadata={"help": "final exploration rate"})
-    eps_decay_updates: int = field(default=5_000, metadata={"help": "global updates to anneal epsilon over"})
+    eps_end: float = field(default=0.05, metadata={"help": "final exploration rate"})
+    eps_decay_updates: int = field(default=2_000, metadata={"help": "global updates to anneal epsilon over"})
     apex_alpha: float | None = field(default=None, metadata={
         "help": "per-actor epsilon as in Ape-X: eps_i = 0.4^(1 + alpha*i/(N-1)) (e.g. 7)"})
     actor_refresh: int = field(default=10, metadata={"help": "actor steps between parameter refreshes"})
     outlier_k: float | None = field(default=None, metadata={
         "help": "skip pushes whose loss exceeds the running mean + k*std of recent losses"})
-    lr: float = field(default=1e-3, metadata={"help": "server learning rate"})
+    lr: float = field(default=3e-2, metadata={
+        "help": "server learning rate (the default suits AdaGrad on small MLPs; Atari wants ~1e-4 with adam)"})
     hidden: tuple[int, ...] = field(default=(64, 64), metadata={"help": "MLP hidden sizes (vector observations)"})
     max_grad_norm: float | None = field(default=10.0, metadata={"help": "clip each pushed gradient to this norm"})
     terminal_on_life_loss: bool = field(default=False, metadata={"help": "Atari: a lost life ends the episode"})
