@@ -1,4 +1,4 @@
-"""The ``gorila`` command: ``train``, ``bench``, ``info``.
+"""The ``gorila`` command: ``train``, ``eval``, ``bench``, ``info``.
 
 Invalid flags are refused before anything starts, naming the flag, with exit code 2.
 """
@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from gorila.algos.registry import ALGORITHMS
 from gorila.cliargs import add_flags, from_flags
@@ -26,12 +27,36 @@ def _train_parser(algo: str) -> argparse.ArgumentParser:
     return parser
 
 
+def _saved_defaults(run_dir: Path) -> tuple[str, dict]:
+    """The algorithm and flag values a run was started with (its ``config.json``)."""
+    path = run_dir / "config.json"
+    if not path.is_file():
+        raise ConfigError("resume", f"{run_dir} has no config.json: not a gorila run directory")
+    saved = json.loads(path.read_text())
+    algo = saved.get("algo")
+    if algo not in ALGORITHMS or "run" not in saved:
+        raise ConfigError("resume", f"{path} does not describe a gorila training run")
+    values = {**saved["run"], **saved.get("train", {}), **saved.get(algo, {})}
+    # JSON has no tuples; config fields that are tuples (e.g. --hidden) come back as lists.
+    return algo, {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+
+
 def _configs(argv: list[str]):
-    # --algo decides which flags exist, so read it first.
+    # --algo (or the run being resumed) decides which flags exist, so read it first.
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--algo", default=RunConfig.algo, choices=sorted(ALGORITHMS))
+    pre.add_argument("--resume", type=Path, default=None)
     known, _ = pre.parse_known_args(argv)
-    parser = _train_parser(known.algo)
+    saved: dict = {}
+    algo = known.algo
+    if known.resume is not None:
+        try:
+            algo, saved = _saved_defaults(known.resume)
+        except ConfigError as err:
+            pre.exit(EXIT_USAGE, f"gorila train: error: {err.flag}: {err.message}\n")
+        saved.update(algo=algo, run_dir=None)  # flags given now override what the run started with
+    parser = _train_parser(algo)
+    parser.set_defaults(**saved)
     args = parser.parse_args(argv)
     try:
         run = from_flags(RunConfig, args)
@@ -45,6 +70,21 @@ def cmd_train(argv: list[str]) -> int:
     run, configs = _configs(argv)
     summary = ALGORITHMS[run.algo].train_fn()(run, *configs)
     print(json.dumps({k: v for k, v in summary.items() if not isinstance(v, (dict, list))}, indent=2))
+    return 0
+
+
+def cmd_eval(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="gorila eval", description="Evaluate a saved run's newest checkpoint with no-op starts.")
+    parser.add_argument("path", type=Path, help="run directory (or its checkpoints/ directory)")
+    parser.add_argument("--episodes", type=int, default=10, help="evaluation episodes (default: 10)")
+    parser.add_argument("--epsilon", type=float, default=0.05, help="exploration rate (default: 0.05)")
+    parser.add_argument("--noop-max", type=int, default=30, help="no-op actions at most before acting (default: 30)")
+    parser.add_argument("--seed", type=int, default=12345, help="evaluation seed (default: 12345)")
+    args = parser.parse_args(argv)
+    from gorila.rl.evaluation_report import evaluate_saved
+
+    print(json.dumps(evaluate_saved(args.path, args.episodes, args.epsilon, args.noop_max, args.seed), indent=2))
     return 0
 
 
@@ -80,13 +120,13 @@ def cmd_bench(argv: list[str]) -> int:
     return BENCHMARKS[known.name](rest)
 
 
-COMMANDS = {"train": cmd_train, "bench": cmd_bench, "info": cmd_info}
+COMMANDS = {"train": cmd_train, "eval": cmd_eval, "bench": cmd_bench, "info": cmd_info}
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        print("usage: gorila {train,bench,info} [flags]   (gorila COMMAND --help for its flags)",
+        print("usage: gorila {train,eval,bench,info} [flags]   (gorila COMMAND --help for its flags)",
               file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)
         return 0 if argv and argv[0] in ("-h", "--help") else EXIT_USAGE
     try:

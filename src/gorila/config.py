@@ -27,7 +27,7 @@ class RunConfig:
         rule = run.rule()          # UpdateRule.synchronous(num_workers=4)
     """
 
-    algo: str = field(default="lstsq", metadata={"help": "algorithm", "choices": ALGOS})
+    algo: str = field(default="dqn", metadata={"help": "algorithm", "choices": ALGOS})
     env: str = field(default="CartPole-v1", metadata={"help": "Gymnasium env id (ALE/<Game>-v5 for Atari)"})
     mode: str = field(default="async", metadata={
         "help": "update rule: sync (barrier, mean of all workers), async (apply each push), "

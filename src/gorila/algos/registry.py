@@ -14,12 +14,16 @@ class Algorithm:
     name: str
     configs: tuple[str, ...]  # "module:Class" of each config, in train()'s argument order
     train: str  # "module:function(run: RunConfig, *configs) -> summary dict"
+    policy: str | None = None  # "module:function(run, cfg) -> (network_fn, policy_fn)" for gorila eval
 
     def config_classes(self) -> list[type]:
         return [_load(path) for path in self.configs]
 
     def train_fn(self):
         return _load(self.train)
+
+    def policy_fn(self):
+        return _load(self.policy)
 
 
 def _load(path: str):
@@ -32,6 +36,8 @@ _TRAIN = "gorila.rl.config:TrainConfig"
 
 ALGORITHMS = {
     "lstsq": Algorithm("lstsq", ("gorila.algos.lstsq.config:LstsqConfig",), "gorila.algos.lstsq.run:train"),
-    "a3c": Algorithm("a3c", ("gorila.algos.a3c.config:A3CConfig", _TRAIN), "gorila.algos.a3c.run:train"),
-    "dqn": Algorithm("dqn", ("gorila.algos.dqn.config:DQNConfig", _TRAIN), "gorila.algos.dqn.builder:train"),
+    "a3c": Algorithm("a3c", ("gorila.algos.a3c.config:A3CConfig", _TRAIN), "gorila.algos.a3c.run:train",
+                     "gorila.algos.a3c.run:evaluation_policy"),
+    "dqn": Algorithm("dqn", ("gorila.algos.dqn.config:DQNConfig", _TRAIN), "gorila.algos.dqn.builder:train",
+                     "gorila.algos.dqn.builder:evaluation_policy"),
 }

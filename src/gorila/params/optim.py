@@ -45,13 +45,13 @@ class _Base:
 
     def state_dict(self) -> dict[str, np.ndarray]:
         state = {slot: getattr(self, slot).copy() for slot in self._slots}
-        state["steps"] = np.array(self.steps, np.int64)
+        state["steps"] = np.array([self.steps], np.int64)  # 1-d: checkpoint formats drop 0-d shapes
         return state
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         for slot in self._slots:
             np.copyto(getattr(self, slot), state[slot])
-        self.steps = int(state["steps"])
+        self.steps = int(state["steps"][0])
 
 
 class SGD(_Base):

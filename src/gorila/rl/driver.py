@@ -28,7 +28,7 @@ from gorila.envs.evaluation import human_normalized
 from gorila.envs.make import is_atari
 from gorila.metrics import RunLogger, plot_learning_curve
 from gorila.nets import FlatParams
-from gorila.params import ServerSpec, merge_stats
+from gorila.params import ServerSpec, ShardStats, merge_stats
 from gorila.rl.config import TrainConfig
 from gorila.rl.evaluator import Evaluator
 from gorila.runtime import WorkerFactory, make_runtime
@@ -110,8 +110,12 @@ def command_seconds() -> float:
     return time.time() - psutil.Process().create_time()
 
 
-def run_rl(run: RunConfig, train: TrainConfig, plan: RLPlan) -> dict[str, Any]:
-    """Train until the target, the step budget or the time limit; returns ``summary.json``'s dict."""
+def run_rl(run: RunConfig, train: TrainConfig, plan: RLPlan,
+           on_chunk: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Train until the target, the step budget or the time limit; returns ``summary.json``'s dict.
+
+    ``on_chunk(groups)`` (tests, tools) is called after every chunk with the worker groups by name.
+    """
     run_dir = Path(train.resume) if train.resume else run.resolved_run_dir(plan.env_id)
     target = train.target_for(plan.env_id)  # run-dir and env problems surface before Ray starts
     initial = FlatParams(plan.network_fn()).get()
@@ -138,6 +142,7 @@ def run_rl(run: RunConfig, train: TrainConfig, plan: RLPlan) -> dict[str, Any]:
         with RunLogger(run_dir, config, COLUMNS, total=train.total_steps, unit="env steps",
                        description=f"{plan.algo} {plan.env_id} {run.mode}", resume=bool(train.resume)) as logger:
             loop = _Loop(run, train, plan, target, shards, groups, evaluator, logger, meta, run_dir)
+            loop.on_chunk = on_chunk
             result = loop.execute()
             summary = loop.summary(result, runtime, services)
             logger.close(summary)
@@ -160,6 +165,9 @@ class _Loop:
         self.time_to_target = meta.get("time_to_target_s")
         self.last_eval: dict[str, Any] = {}
         self.evaluations: list[dict[str, Any]] = []
+        self.on_chunk: Callable[[dict[str, Any]], None] | None = None
+        self.checkpoints = 0
+        self.stats = ShardStats()  # the servers' counters at the last logged chunk
 
     def execute(self) -> dict[str, Any]:
         train = self.train
@@ -177,6 +185,8 @@ class _Loop:
             if eval_pending is not None and eval_pending.ready():
                 self._record_eval(eval_pending.result(train.call_timeout_s))
                 eval_pending = None
+            if self.on_chunk is not None:
+                self.on_chunk(self.groups)
             elapsed = self.elapsed_before + time.perf_counter() - start
             self._log(elapsed)
             if timer.due():
@@ -222,8 +232,10 @@ class _Loop:
 
     def checkpoint(self, elapsed: float) -> None:
         meta = {"env_steps": self.counters.env_steps, "train_time_s": elapsed, "best_eval_return": self.best_eval,
-                "time_to_target_s": self.time_to_target, "updates": self.stats.updates if hasattr(self, "stats") else 0}
-        save_checkpoint(self.run_dir / "checkpoints", self.shards.state_dict(), meta)
+                "time_to_target_s": self.time_to_target, "updates": self.stats.updates}
+        path = save_checkpoint(self.run_dir / "checkpoints", self.shards.state_dict(), meta)
+        self.checkpoints += 1
+        self.logger.message(f"checkpoint {path.name}: {meta['env_steps']} env steps, {meta['updates']} updates")
 
     def summary(self, result: dict[str, Any], runtime, services) -> dict[str, Any]:
         stats = merge_stats(self.shards.stats())
@@ -233,7 +245,7 @@ class _Loop:
         final = self.evaluations[-1]["eval_return"] if self.evaluations else None
         out = {
             "algo": self.plan.algo, "env": self.plan.env_id, "mode": self.run_config.mode, "runtime": self.run_config.runtime,
-            "workers": {name: len(g.call("report")) for name, g in self.groups.items()},
+            "workers": {name: len(g.reports()) for name, g in self.groups.items()},
             "shards": self.run_config.shards, "wall_time_s": command_seconds(), "train_time_s": train_time,
             "cpu_time_s": cpu, "env_steps": self.counters.env_steps,
             "env_steps_per_s": self.counters.env_steps / max(train_time, 1e-9),

@@ -40,6 +40,9 @@ class WorkerGroup(Protocol):
     def run_steps(self, steps: int) -> list[dict[str, Any]]:
         """Every worker takes ``steps`` steps; returns each worker's ``report()``."""
 
+    def reports(self) -> list[dict[str, Any]]:
+        """Every worker's ``report()`` now (with process facts such as ``pid`` where there are processes)."""
+
     def start_steps(self, steps: int) -> list[Pending[dict[str, Any]]]:
         """Like :meth:`run_steps` without waiting: one pending report per worker."""
 

@@ -50,6 +50,9 @@ class LocalWorkers:
                 worker.step()
         return [w.report() for w in self.workers]
 
+    def reports(self) -> list[dict[str, Any]]:
+        return [w.report() for w in self.workers]
+
     def start_steps(self, steps: int) -> list[Done[dict[str, Any]]]:
         return [Done(r) for r in self.run_steps(steps)]
 

@@ -218,6 +218,9 @@ class RayWorkers:
     def call(self, method: str, *args: Any) -> list[Any]:
         return self._gather([h.call.remote(method, *args) for h in self.handles], method)
 
+    def reports(self) -> list[dict[str, Any]]:
+        return self._gather([h.report.remote() for h in self.handles], "report")
+
     def kill(self, index: int) -> None:
         """Kill worker ``index``'s process, as a crash would (Ray restarts it)."""
         ray.kill(self.handles[index], no_restart=False)

@@ -15,6 +15,11 @@ from gorila.rl.config import TrainConfig
 from gorila.rl.driver import RLPlan, WorkerSpec, run_rl
 
 
+def evaluation_policy(run: RunConfig, cfg: A3CConfig):
+    """``(network_fn, policy_fn)`` for ``gorila eval``: the architecture and its greedy policy."""
+    return functools.partial(make_network, run.env, cfg, run.seed), greedy_policy
+
+
 def make_plan(run: RunConfig, cfg: A3CConfig, train: TrainConfig) -> RLPlan:
     """``--workers`` A3C workers; under ``sync`` they are A2C, under ``semi-async`` seed 002's variant."""
     network_fn = functools.partial(make_network, run.env, cfg, run.seed)

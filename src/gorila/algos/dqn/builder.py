@@ -10,9 +10,15 @@ from gorila.algos.dqn.agent import build_q_network, greedy_policy
 from gorila.algos.dqn.bundle import Bundle
 from gorila.algos.dqn.config import OPTIMIZER_DEFAULT, DQNConfig
 from gorila.config import RunConfig
+from gorila.errors import ConfigError
 from gorila.params import ServerSpec
 from gorila.rl.config import TrainConfig, resolve_device
 from gorila.rl.driver import RLPlan, WorkerSpec, run_rl
+
+
+def evaluation_policy(run: RunConfig, cfg: DQNConfig):
+    """``(network_fn, policy_fn)`` for ``gorila eval``: the architecture and its greedy policy."""
+    return functools.partial(build_q_network, run.env, cfg.hidden, run.seed), greedy_policy
 
 
 def make_plan(run: RunConfig, cfg: DQNConfig, train: TrainConfig) -> RLPlan:
@@ -21,6 +27,9 @@ def make_plan(run: RunConfig, cfg: DQNConfig, train: TrainConfig) -> RLPlan:
     network_fn = functools.partial(build_q_network, run.env, cfg.hidden, run.seed)
     network_fn()  # an unknown env or a continuous action space is refused before anything starts
     rule = run.rule(num_workers=cfg.num_learners)
+    if rule.barrier and cfg.outlier_k is not None:
+        raise ConfigError("outlier_k", "cannot be used with --mode sync: a skipped push would leave the other "
+                                       "learners waiting at the barrier")
     spec = ServerSpec(rule=rule, num_shards=run.shards, optimizer=run.optimizer or OPTIMIZER_DEFAULT, lr=cfg.lr)
     common = dict(env_id=run.env, cfg=cfg, seed=run.seed, network_fn=network_fn, barrier=rule.barrier,
                   timeout_s=train.call_timeout_s)

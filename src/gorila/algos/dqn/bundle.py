@@ -47,6 +47,8 @@ class Bundle:
                                       worker_id=worker_id, barrier=barrier, timeout_s=timeout_s)
         self.actor.load(self.client.params())  # a (re)started bundle acts on fresh parameters
         self.actor_steps = 0
+        # Twice the batch: even if every other step were a hidden reset step, a batch fits.
+        self.learning_starts = max(cfg.learning_starts, 2 * cfg.batch_size)
         self.pushes = 0
         self.last_info: dict[str, float] = {}
 
@@ -62,7 +64,10 @@ class Bundle:
             with self.replay_lock:
                 self.replay.add_batch(t.obs, t.action, t.reward, t.next_obs, t.terminated, streams=t.env_index)
             self.actor_steps += 1
-        if len(self.replay) < max(self.cfg.learning_starts, self.cfg.batch_size):
+        # Decided by step count, not replay size (hidden reset steps make sizes differ between
+        # bundles): under the synchronous rule every bundle must push at the same steps, or a
+        # barrier would wait for a push that only comes in the next driver chunk.
+        if self.actor_steps * self.cfg.envs_per_actor < self.learning_starts:
             return
         if self.prefetch is None:
             self.prefetch = Prefetcher(self._sample, depth=2)
