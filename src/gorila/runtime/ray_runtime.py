@@ -135,8 +135,9 @@ class RayShardEndpoint:
     """
 
     def __init__(self, handle: Any, shard_id: int, fast_path: FastPathAddress | None = None,
-                 timeout_s: float = 30.0):
-        self.handle, self.shard_id, self.fast_path, self.timeout_s = handle, shard_id, fast_path, timeout_s
+                 connect_timeout_s: float = 60.0):
+        self.handle, self.shard_id, self.fast_path = handle, shard_id, fast_path
+        self.connect_timeout_s = connect_timeout_s
         self._channel: FastPathChannel | None = None
         self._tried = False  # one attempt per process: a failed channel is not retried
 
@@ -155,7 +156,7 @@ class RayShardEndpoint:
             if ray.get_runtime_context().get_node_id() == self.fast_path.node_id:
                 try:
                     self._channel = FastPathChannel(self.fast_path.path, self.fast_path.size, self.shard_id,
-                                                    self.timeout_s)
+                                                    self.connect_timeout_s)
                 except OSError:  # e.g. the socket is gone: the Ray calls still reach the shard
                     self._channel = None
         return None if self.transport == "ray" else self._channel
@@ -363,7 +364,8 @@ class RayRuntime:
 
     def start_shards(self, spec: ServerSpec, params: np.ndarray) -> RayShards:
         handles = [_ShardProcess.options(num_cpus=self.cpus_per_process, scheduling_strategy="SPREAD",
-                                         max_concurrency=1000).remote(self.call_timeout_s)
+                                         max_concurrency=1000, runtime_env={"env_vars": _ONE_THREAD}
+                                         ).remote(self.call_timeout_s)
                    for _ in range(spec.num_shards)]
         self._handles += handles
         group = RayShards(handles, params.size, self.call_timeout_s)

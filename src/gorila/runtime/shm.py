@@ -1,11 +1,12 @@
 """Same-node fast path to a shard process: shared memory for the arrays, a Unix socket for control.
 
-A client on the shard's node owns one anonymous shared-memory block (``memfd``) with two slots,
-gradient in and parameters out, and hands its descriptor to the shard once, over a
-``SOCK_SEQPACKET`` Unix socket in a private temp dir. Each push is then one copy into the
-gradient slot, a 17-byte request, the shard's update, a copy into the parameter slot and a
-small reply: no serialization, no object store, no Ray call. The block has no name, so
-nothing can leak: the kernel frees it when both processes have unmapped it (or died).
+A client on the shard's node owns an anonymous shared-memory slot (``memfd``) of the shard's
+length and hands its descriptor to the shard once, over a ``SOCK_SEQPACKET`` Unix socket in a
+private temp dir. Each push is then one copy of the gradient into the slot, a 17-byte
+request, the shard's update, a copy of the parameters into the same slot (the gradient is
+spent by then: one slot keeps the working set small) and a small reply: no serialization, no
+object store, no Ray call. The slot has no name, so nothing can leak: the kernel frees it
+once both processes have unmapped it (or died).
 
 The server runs on the shard process's asyncio loop, the same single thread that serves its
 Ray methods, so fast-path pushes, Ray pushes from other nodes, pulls and ``state_dict`` never
@@ -20,7 +21,7 @@ Client side (what :class:`~gorila.runtime.ray_runtime.RayShardEndpoint` does on 
 
     channel = FastPathChannel(path, size=n, shard_id=0, timeout_s=30)
     pending = channel.push(grad, version, worker_id)   # None while a reply is still unread
-    result = pending.result(timeout_s=30)              # PushResult; params view the out slot
+    result = pending.result(timeout_s=30)              # PushResult; its params view the slot
     channel.close()
 """
 
@@ -64,16 +65,17 @@ def supported() -> bool:
     return hasattr(os, "memfd_create") and hasattr(socket, "SOCK_SEQPACKET") and hasattr(socket, "send_fds")
 
 
-def _slots(buffer: Any, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """The gradient slot and the parameter slot of a mapped block of ``2 * size`` float32s."""
-    grad = np.frombuffer(buffer, np.float32, size, 0)
-    params = np.frombuffer(buffer, np.float32, size, size * 4)
-    return grad, params
+def _slot(buffer: Any, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two views of one mapped slot of ``size`` float32s: the gradient goes in, and once the
+    shard is done reading it (the update applied or the push rejected), parameters come out."""
+    return np.frombuffer(buffer, np.float32, size), np.frombuffer(buffer, np.float32, size)
 
 
 def _encode_error(err: BaseException) -> bytes:
-    kind = max(i for i, cls in enumerate(_ERRORS) if isinstance(err, cls)) if isinstance(err, GorilaError) else 0
-    message = str(err) if isinstance(err, GorilaError) else f"{type(err).__name__}: {err}"
+    if isinstance(err, GorilaError):  # the most specific of the types the client raises again
+        kind, message = max(i for i, cls in enumerate(_ERRORS) if isinstance(err, cls)), str(err)
+    else:  # a failure the shard did not decide on: keep its type's name in the message
+        kind, message = 0, f"{type(err).__name__}: {err}"
     return bytes([_FAILED, kind]) + message.encode()[: _MAX_MESSAGE - 2]
 
 
@@ -152,11 +154,11 @@ class FastPathServer:
         try:
             if len(fds) != 1 or len(data) != _ATTACH.size or _ATTACH.unpack(data)[0] != self.size:
                 raise ValueError("a client attached without a block of this shard's size")
-            block = mmap.mmap(fds[0], 2 * self.size * 4)
+            block = mmap.mmap(fds[0], self.size * 4)
         finally:
             for fd in fds:
                 os.close(fd)
-        grad, params = _slots(block, self.size)
+        grad, params = _slot(block, self.size)
         grad.flags.writeable = False  # the shard only reads the client's gradient
         await asyncio.get_running_loop().sock_sendall(conn, bytes([_OK]))
         return grad, params
@@ -188,7 +190,7 @@ async def _readable(sock: socket.socket) -> None:
 
 
 class FastPathChannel:
-    """One client's connection to a shard process on its node, with its own two slots.
+    """One client's connection to a shard process on its node, with its own slot.
 
     At most one request is in flight: :meth:`push` and :meth:`pull` return None while an
     earlier reply is unread, and the caller takes another path. A reply's ``params`` is a
@@ -206,8 +208,8 @@ class FastPathChannel:
             self._sock.connect(path)
             fd = os.memfd_create(f"gorila-shard-{shard_id}", os.MFD_CLOEXEC)
             try:
-                os.ftruncate(fd, 2 * size * 4)
-                block = mmap.mmap(fd, 2 * size * 4)
+                os.ftruncate(fd, size * 4)
+                block = mmap.mmap(fd, size * 4)
                 socket.send_fds(self._sock, [_ATTACH.pack(size)], [fd])
             finally:
                 os.close(fd)  # the mapping (and the shard's) keeps the block alive
@@ -216,7 +218,7 @@ class FastPathChannel:
         except OSError:  # TimeoutError included
             self._sock.close()
             raise
-        self._grad, params = _slots(block, size)
+        self._grad, params = _slot(block, size)
         self._params = params.view()
         self._params.flags.writeable = False
 
@@ -256,7 +258,7 @@ class FastPathChannel:
         except TimeoutError as err:
             self.close()  # a late reply would answer the next request: this channel is done
             raise WorkerTimeoutError(f"shard {self.shard_id} {what} did not answer within "
-                                     f"{timeout_s:.0f} s") from err
+                                     f"{timeout_s:g} s") from err
         except OSError as err:
             self.close()
             raise GorilaError(f"shard {self.shard_id} {what}: connection lost: {err}") from err
@@ -275,8 +277,8 @@ class FastPathChannel:
         return self.closed or bool(select.select([self._sock], [], [], 0)[0])
 
     def close(self) -> None:
-        """Close the socket and let go of the slots: the block is unmapped once no reply's
-        ``params`` view of it remains, and freed once the shard has dropped it too."""
+        """Close the socket and let go of the slot: it is unmapped once no reply's ``params``
+        view of it remains, and freed once the shard has dropped it too."""
         self._close_socket()
         self._grad = self._params = None
 
