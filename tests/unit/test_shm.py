@@ -138,3 +138,20 @@ def test_close_ends_connections_and_removes_the_socket():
     with pytest.raises(GorilaError, match="closed the connection before answering push"):
         pending.result(10)
     assert channel.closed and channel.pull() is None  # the caller goes another way
+
+
+def test_dirs_of_killed_shards_are_removed_and_live_ones_kept(served):
+    import socket
+    import tempfile
+
+    dead = tempfile.mkdtemp(prefix="gorila-shard-")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as gone:  # as a killed shard leaves it
+        gone.bind(os.path.join(dead, "shard.sock"))
+        gone.listen()
+    other = Served(UpdateRule.asynchronous())  # starting a server sweeps the temp dir
+    try:
+        assert not os.path.exists(dead)
+        assert os.path.exists(served.path) and os.path.exists(other.path)
+        assert FastPathChannel(served.path, N, 0, timeout_s=10).pull().result(10)[1] == 0
+    finally:
+        other.close()

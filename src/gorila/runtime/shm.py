@@ -28,6 +28,7 @@ Client side (what :class:`~gorila.runtime.ray_runtime.RayShardEndpoint` does on 
 from __future__ import annotations
 
 import asyncio
+import glob
 import mmap
 import os
 import select
@@ -57,6 +58,7 @@ _REASONS = (None, "stale", "nonfinite")
 # Errors the shard raises on purpose cross as (kind, message) and are raised again as that type.
 _ERRORS = (GorilaError, GradientError, VersionError, WorkerTimeoutError)
 _MAX_MESSAGE = 64 * 1024
+_DIR_PREFIX = "gorila-shard-"
 _SOCKET_NAME = "shard.sock"
 
 
@@ -98,15 +100,20 @@ class FastPathServer:
         """Listen on a socket in a fresh private temp dir; its path, or None where unsupported."""
         if not supported():
             return None
-        self._dir = tempfile.mkdtemp(prefix="gorila-shard-")  # mode 0700: only this user connects
+        remove_stale_dirs(tempfile.gettempdir())
+        self._dir = tempfile.mkdtemp(prefix=_DIR_PREFIX)  # mode 0700: only this user connects
         path = os.path.join(self._dir, _SOCKET_NAME)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            listener.bind(path)
+            # Bound under another name and renamed once listening, so that a socket at ``path``
+            # refusing connections always means its process is gone (see remove_stale_dirs).
+            listener.bind(path + ".new")
+            listener.listen()
+            os.rename(path + ".new", path)
         except OSError:  # e.g. a temp dir path too long for a Unix socket: the Ray path remains
+            listener.close()
             await self.close()
             return None
-        listener.listen()
         listener.setblocking(False)
         self._listener = listener
         self._spawn(self._accept(listener))
@@ -177,6 +184,19 @@ class FastPathServer:
             np.copyto(params, result.params)
         return _REPLY.pack(_OK, OUTCOMES.index(result.outcome), _REASONS.index(result.reason),
                            result.applied, result.params is not None, result.version, result.staleness)
+
+
+def remove_stale_dirs(tmp: str) -> None:
+    """Remove socket dirs left by shard processes that were killed before they could close:
+    their socket refuses connections. A live shard accepts the probe and drops it."""
+    for path in glob.glob(os.path.join(tmp, _DIR_PREFIX + "*", _SOCKET_NAME)):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as probe:
+            try:
+                probe.connect(path)
+            except ConnectionRefusedError:
+                shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+            except OSError:
+                continue  # another user's, or gone meanwhile: not ours to judge
 
 
 async def _readable(sock: socket.socket) -> None:
