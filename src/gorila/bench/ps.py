@@ -24,43 +24,60 @@ def memcpy_seconds(nbytes: int, repeats: int = 50) -> float:
     return float(np.median(times))
 
 
+def _round_trips(client: ParameterClient, grad: np.ndarray, rounds: int) -> tuple[float, float]:
+    """Median seconds of a push+pull round trip and of a pull alone."""
+    client.params()
+    for _ in range(5):  # warm-up: first calls pay for worker start, connections and page faults
+        client.push(grad)
+    rt = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        result = client.push(grad)  # the reply carries the new parameters: push + pull in one trip
+        rt.append(time.perf_counter() - t)
+        assert result.refreshed
+    pulls = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        client.pull()
+        pulls.append(time.perf_counter() - t)
+    return float(np.median(rt)), float(np.median(pulls))
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="gorila bench ps", description=__doc__)
     parser.add_argument("--params", type=int, default=NATURE_CNN_PARAMS, help="parameters in the vector")
     parser.add_argument("--shards", type=int, default=1, help="parameter-server shards")
     parser.add_argument("--rounds", type=int, default=50, help="measured round trips")
+    parser.add_argument("--transport", choices=("shm", "ray", "both"), default="both",
+                        help="shm: same-node fast path (shared memory + Unix socket); ray: Ray calls")
     parser.add_argument("--address", default=None, help="Ray cluster to join (default: embedded)")
     args = parser.parse_args(argv)
     from gorila.runtime.ray_runtime import RayRuntime
 
+    transports = ("shm", "ray") if args.transport == "both" else (args.transport,)
     runtime = RayRuntime(address=args.address)
+    figures = {}
     try:
         runtime.plan(args.shards + 1)
         spec = ServerSpec(rule=UpdateRule.asynchronous(), num_shards=args.shards, optimizer="sgd", lr=1e-3)
         shards = runtime.start_shards(spec, np.zeros(args.params, np.float32))
-        client = ParameterClient(shards.endpoints, spec.layout(args.params), worker_id=0)
         grad = np.full(args.params, 1e-3, np.float32)
-        client.params()
-        for _ in range(5):  # warm-up: first calls pay for worker start and page faults
-            client.push(grad)
-        rt = []
-        for _ in range(args.rounds):
-            t = time.perf_counter()
-            result = client.push(grad)  # the reply carries the new parameters: push + pull in one call
-            rt.append(time.perf_counter() - t)
-            assert result.refreshed
-        pulls = []
-        for _ in range(args.rounds):
-            t = time.perf_counter()
-            client.pull()
-            pulls.append(time.perf_counter() - t)
+        for transport in transports:
+            endpoints = shards.endpoints if transport == "shm" else shards.ray_call_endpoints()
+            client = ParameterClient(endpoints, spec.layout(args.params), worker_id=0)
+            figures[transport] = _round_trips(client, grad, args.rounds)
+            used = {ep.transport for ep in endpoints}
+            if used != {transport}:  # e.g. shards on another node: say what was measured
+                figures[f"{transport} (went by {'+'.join(sorted(used))})"] = figures.pop(transport)
     finally:
         runtime.shutdown()
     copy = memcpy_seconds(args.params * 4)
-    round_trip, pull = float(np.median(rt)), float(np.median(pulls))
     mb = args.params * 4 / 1e6
     print(f"parameters       {args.params:,} float32 ({mb:.2f} MB), {args.shards} shard(s)")
     print(f"memcpy           {copy * 1e3:8.3f} ms   (the limit, measured now)")
-    print(f"push+pull        {round_trip * 1e3:8.3f} ms   = {round_trip / copy:6.1f} x memcpy  (median of {args.rounds})")
-    print(f"pull             {pull * 1e3:8.3f} ms   = {pull / copy:6.1f} x memcpy")
+    for transport, (round_trip, pull) in figures.items():
+        print(f"{transport}")
+        print(f"  push+pull      {round_trip * 1e3:8.3f} ms   = {round_trip / copy:6.1f} x memcpy  "
+              f"(median of {args.rounds})")
+        print(f"  pull           {pull * 1e3:8.3f} ms   = {pull / copy:6.1f} x memcpy")
     return 0

@@ -11,15 +11,16 @@ import copy
 import logging
 import os
 import warnings
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from gorila.errors import GorilaError, SchedulingError, WorkerTimeoutError
 from gorila.metrics.cputime import CpuClock, process_cpu_seconds
-from gorila.params import ParameterShard, PushResult, ServerSpec, ShardEndpoint, ShardStats
+from gorila.params import ParameterShard, Pending, PushResult, ServerSpec, ShardEndpoint, ShardStats
 from gorila.runtime.base import WorkerFactory, shard_state, split_shard_state
+from gorila.runtime.shm import FastPathChannel, FastPathServer
 
 # Must be in the environment before Ray starts: then every Ray socket binds to 127.0.0.1.
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -52,13 +53,16 @@ class RayPending:
 @ray.remote
 class _ShardProcess:
     """Hosts one :class:`ParameterShard`. Async, so a barrier push can wait for the version
-    that completes it while the other workers' pushes keep arriving."""
+    that completes it while the other workers' pushes keep arriving. Every method, and the
+    same-node fast path (:mod:`gorila.runtime.shm`), runs on the one asyncio loop thread, so
+    none of them can see the shard halfway through another's update."""
 
     def __init__(self, barrier_timeout_s: float):
         self.cpu = CpuClock()
         self.barrier_timeout_s = barrier_timeout_s
         self.shard: ParameterShard | None = None
         self.changed = asyncio.Condition()
+        self.fast_path: FastPathServer | None = None
 
     def ready(self) -> str:
         return ray.get_runtime_context().get_node_id()
@@ -100,18 +104,79 @@ class _ShardProcess:
     def cpu_seconds(self) -> float:
         return self.cpu.seconds()
 
+    async def open_fast_path(self) -> str | None:
+        """Start serving same-node clients; the socket's path, or None where unsupported."""
+        self.fast_path = FastPathServer(self.push, self.pull, self.shard.size)
+        return await self.fast_path.start()
+
+    async def close_fast_path(self) -> None:
+        if self.fast_path is not None:
+            await self.fast_path.close()
+
+
+@dataclass(frozen=True)
+class FastPathAddress:
+    """Where a shard process serves clients on its own node."""
+
+    node_id: str
+    path: str
+    size: int
+
 
 class RayShardEndpoint:
-    """A client's way to one shard process (picklable: workers receive it)."""
+    """A client's way to one shard process (picklable: workers receive it).
 
-    def __init__(self, handle: Any, shard_id: int):
-        self.handle, self.shard_id = handle, shard_id
+    With a ``fast_path`` address, a process on the shard's node opens a
+    :class:`~gorila.runtime.shm.FastPathChannel` on first use and sends pushes and pulls
+    through it; elsewhere, or once that channel fails, calls go through Ray::
 
-    def push(self, grad: np.ndarray, version: int, worker_id: int) -> RayPending:
-        return RayPending(self.handle.push.remote(grad, version, worker_id), f"shard {self.shard_id} push")
+        endpoint.push(grad, version, worker_id).result(timeout_s)   # -> PushResult
+        endpoint.transport                                         # "shm" or "ray"
+    """
 
-    def pull(self) -> RayPending:
-        return RayPending(self.handle.pull.remote(), f"shard {self.shard_id} pull")
+    def __init__(self, handle: Any, shard_id: int, fast_path: FastPathAddress | None = None,
+                 connect_timeout_s: float = 60.0):
+        self.handle, self.shard_id, self.fast_path = handle, shard_id, fast_path
+        self.connect_timeout_s = connect_timeout_s
+        self._channel: FastPathChannel | None = None
+        self._tried = False  # one attempt per process: a failed channel is not retried
+
+    def __getstate__(self) -> dict:
+        # A channel belongs to the process that opened it; a copy elsewhere opens its own.
+        return {**self.__dict__, "_channel": None, "_tried": False}
+
+    @property
+    def transport(self) -> str:
+        """``"shm"`` while this process's fast path is open, else ``"ray"``."""
+        return "ray" if self._channel is None or self._channel.closed else "shm"
+
+    def _fast(self) -> FastPathChannel | None:
+        if not self._tried and self.fast_path is not None:
+            self._tried = True
+            if ray.get_runtime_context().get_node_id() == self.fast_path.node_id:
+                try:
+                    self._channel = FastPathChannel(self.fast_path.path, self.fast_path.size, self.shard_id,
+                                                    self.connect_timeout_s)
+                except OSError:  # e.g. the socket is gone: the Ray calls still reach the shard
+                    self._channel = None
+        return None if self.transport == "ray" else self._channel
+
+    def push(self, grad: np.ndarray, version: int, worker_id: int) -> Pending:
+        channel = self._fast()
+        pending = channel.push(grad, version, worker_id) if channel is not None else None
+        return pending or RayPending(self.handle.push.remote(grad, version, worker_id),
+                                     f"shard {self.shard_id} push")
+
+    def pull(self) -> Pending:
+        channel = self._fast()
+        pending = channel.pull() if channel is not None else None
+        return pending or RayPending(self.handle.pull.remote(), f"shard {self.shard_id} pull")
+
+    def close(self) -> None:
+        """Close this process's fast path (later calls go through Ray)."""
+        self._tried = True
+        if self._channel is not None:
+            self._channel.close()
 
 
 class RayService:
@@ -159,8 +224,30 @@ class RayShards:
         self.handles = handles
         self.size = size
         self.timeout_s = call_timeout_s
-        self.endpoints: list[ShardEndpoint] = [RayShardEndpoint(h, i) for i, h in enumerate(handles)]
+        self.endpoints: list[RayShardEndpoint] = self.ray_call_endpoints()
         self.node_ids: list[str] = []
+
+    def ray_call_endpoints(self) -> list[RayShardEndpoint]:
+        """Endpoints that always call through Ray, even on the shards' node (for comparisons)."""
+        return [RayShardEndpoint(h, i, None, self.timeout_s) for i, h in enumerate(self.handles)]
+
+    def open_fast_paths(self, sizes: list[int]) -> None:
+        """Have each shard serve clients on its node; ``endpoints`` then use that where they can."""
+        paths = self._get([h.open_fast_path.remote() for h in self.handles], "open_fast_path")
+        self.endpoints = [RayShardEndpoint(h, i, FastPathAddress(node, path, size) if path else None,
+                                           self.timeout_s)
+                          for i, (h, node, path, size) in enumerate(zip(self.handles, self.node_ids, paths, sizes))]
+
+    def close(self) -> None:
+        """Close the fast paths: this process's channels, then the shards' sockets and dirs.
+        A shard that already died has nothing left to close and is skipped."""
+        for endpoint in self.endpoints:
+            endpoint.close()
+        refs = [h.close_fast_path.remote() for h in self.handles]
+        _, unfinished = ray.wait(refs, num_returns=len(refs), timeout=self.timeout_s)
+        if unfinished:
+            raise WorkerTimeoutError(f"{len(unfinished)} shards did not close their fast path within "
+                                     f"{self.timeout_s:.0f} s")
 
     def _get(self, refs: list, what: str) -> list:
         try:
@@ -255,6 +342,7 @@ class RayRuntime:
                          logging_level=logging.WARNING)
         self.cpus_per_process = 1.0
         self._handles: list[Any] = []  # every process this runtime started, ended by shutdown()
+        self._shard_groups: list[RayShards] = []  # their fast paths are closed before the kill
 
     @property
     def total_cpus(self) -> float:
@@ -279,13 +367,16 @@ class RayRuntime:
 
     def start_shards(self, spec: ServerSpec, params: np.ndarray) -> RayShards:
         handles = [_ShardProcess.options(num_cpus=self.cpus_per_process, scheduling_strategy="SPREAD",
-                                         max_concurrency=1000).remote(self.call_timeout_s)
+                                         max_concurrency=1000, runtime_env={"env_vars": _ONE_THREAD}
+                                         ).remote(self.call_timeout_s)
                    for _ in range(spec.num_shards)]
         self._handles += handles
         group = RayShards(handles, params.size, self.call_timeout_s)
         group.node_ids = self._wait_ready(handles, f"{spec.num_shards} parameter shards")
+        self._shard_groups.append(group)
         shards = spec.build(params)
         group._get([h.load.remote(s) for h, s in zip(handles, shards)], "load")
+        group.open_fast_paths([s.size for s in shards])
         return group
 
     def start_workers(self, factory: WorkerFactory, count: int, endpoints: list[ShardEndpoint],
@@ -305,8 +396,13 @@ class RayRuntime:
         """End this runtime's processes (and the embedded Ray, if this runtime started it)."""
         if not ray.is_initialized():
             return
-        for handle in self._handles:
-            ray.kill(handle, no_restart=True)
-        self._handles.clear()
-        if self._owns:
-            ray.shutdown()
+        try:
+            for group in self._shard_groups:
+                group.close()
+        finally:
+            self._shard_groups.clear()
+            for handle in self._handles:
+                ray.kill(handle, no_restart=True)
+            self._handles.clear()
+            if self._owns:
+                ray.shutdown()

@@ -1,0 +1,318 @@
+"""Same-node fast path to a shard process: shared memory for the arrays, a Unix socket for control.
+
+A client on the shard's node owns an anonymous shared-memory slot (``memfd``) of the shard's
+length and hands its descriptor to the shard once, over a ``SOCK_SEQPACKET`` Unix socket in a
+private temp dir. Each push is then one copy of the gradient into the slot, a 17-byte
+request, the shard's update, a copy of the parameters into the same slot (the gradient is
+spent by then: one slot keeps the working set small) and a small reply: no serialization, no
+object store, no Ray call. The slot has no name, so nothing can leak: the kernel frees it
+once both processes have unmapped it (or died).
+
+The server runs on the shard process's asyncio loop, the same single thread that serves its
+Ray methods, so fast-path pushes, Ray pushes from other nodes, pulls and ``state_dict`` never
+run concurrently and need no lock. Shard-side code (no Ray here)::
+
+    server = FastPathServer(push=shard_process.push, pull=shard_process.pull, size=n)
+    path = await server.start()          # on the running loop; None where unsupported
+    ...
+    await server.close()
+
+Client side (what :class:`~gorila.runtime.ray_runtime.RayShardEndpoint` does on that node)::
+
+    channel = FastPathChannel(path, size=n, shard_id=0, timeout_s=30)
+    pending = channel.push(grad, version, worker_id)   # None while a reply is still unread
+    result = pending.result(timeout_s=30)              # PushResult; its params view the slot
+    channel.close()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import mmap
+import os
+import select
+import shutil
+import socket
+import struct
+import tempfile
+import threading
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import numpy as np
+
+from gorila.errors import GorilaError, GradientError, VersionError, WorkerTimeoutError
+from gorila.params.rule import OUTCOMES
+from gorila.params.shard import PushResult
+
+# Requests: op, version, worker id. The gradient is already in the slot.
+_REQUEST = struct.Struct("<Bqq")
+_PUSH, _PULL = 1, 2
+# Replies: status, outcome, reason, applied, has params, version, staleness.
+_REPLY = struct.Struct("<BBBBBqq")
+_OK, _FAILED = 0, 1
+_ATTACH = struct.Struct("<q")  # the slot length in float32s, sent with the memfd
+_REASONS = (None, "stale", "nonfinite")
+# Errors the shard raises on purpose cross as (kind, message) and are raised again as that type.
+_ERRORS = (GorilaError, GradientError, VersionError, WorkerTimeoutError)
+_MAX_MESSAGE = 64 * 1024
+_DIR_PREFIX = "gorila-shard-"
+_SOCKET_NAME = "shard.sock"
+
+
+def supported() -> bool:
+    """Whether this platform has what the fast path needs (Linux: memfd and seqpacket sockets)."""
+    return hasattr(os, "memfd_create") and hasattr(socket, "SOCK_SEQPACKET") and hasattr(socket, "send_fds")
+
+
+def _slot(buffer: Any, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two views of one mapped slot of ``size`` float32s: the gradient goes in, and once the
+    shard is done reading it (the update applied or the push rejected), parameters come out."""
+    return np.frombuffer(buffer, np.float32, size), np.frombuffer(buffer, np.float32, size)
+
+
+def _encode_error(err: BaseException) -> bytes:
+    if isinstance(err, GorilaError):  # the most specific of the types the client raises again
+        kind, message = max(i for i, cls in enumerate(_ERRORS) if isinstance(err, cls)), str(err)
+    else:  # a failure the shard did not decide on: keep its type's name in the message
+        kind, message = 0, f"{type(err).__name__}: {err}"
+    return bytes([_FAILED, kind]) + message.encode()[: _MAX_MESSAGE - 2]
+
+
+class FastPathServer:
+    """Serves same-node clients of one shard on the running asyncio loop (see the module doc).
+
+    ``push(grad, version, worker_id)`` is awaited and returns a :class:`PushResult` (a barrier
+    push waits there for its version); ``pull()`` returns ``(params, version)``. The gradient
+    they receive is a read-only view of the client's slot, valid until they return.
+    """
+
+    def __init__(self, push: Callable[[np.ndarray, int, int], Awaitable[PushResult]],
+                 pull: Callable[[], tuple[np.ndarray, int]], size: int):
+        self._push, self._pull, self.size = push, pull, size
+        self._dir: str | None = None
+        self._listener: socket.socket | None = None
+        self._tasks: set[asyncio.Task] = set()
+
+    async def start(self) -> str | None:
+        """Listen on a socket in a fresh private temp dir; its path, or None where unsupported."""
+        if not supported():
+            return None
+        remove_stale_dirs(tempfile.gettempdir())
+        self._dir = tempfile.mkdtemp(prefix=_DIR_PREFIX)  # mode 0700: only this user connects
+        path = os.path.join(self._dir, _SOCKET_NAME)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            # Bound under another name and renamed once listening, so that a socket at ``path``
+            # refusing connections always means its process is gone (see remove_stale_dirs).
+            listener.bind(path + ".new")
+            listener.listen()
+            os.rename(path + ".new", path)
+        except OSError:  # e.g. a temp dir path too long for a Unix socket: the Ray path remains
+            listener.close()
+            await self.close()
+            return None
+        listener.setblocking(False)
+        self._listener = listener
+        self._spawn(self._accept(listener))
+        return path
+
+    async def close(self) -> None:
+        """Stop listening, drop every client connection and remove the socket and its dir."""
+        tasks, self._tasks = list(self._tasks), set()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def _spawn(self, coro: Awaitable) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _accept(self, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            conn, _ = await loop.sock_accept(listener)
+            conn.setblocking(False)
+            self._spawn(self._serve(conn))
+
+    async def _serve(self, conn: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        with conn:
+            try:
+                grad, params = await self._attach(conn)
+                while request := await loop.sock_recv(conn, _MAX_MESSAGE):
+                    await loop.sock_sendall(conn, await self._answer(request, grad, params))
+            except (OSError, ValueError):
+                return  # the client went away (or spoke nonsense): drop only this connection
+
+    async def _attach(self, conn: socket.socket) -> tuple[np.ndarray, np.ndarray]:
+        """Receive the client's memfd and map it; the descriptor is closed once mapped."""
+        await _readable(conn)
+        data, fds, _, _ = socket.recv_fds(conn, _MAX_MESSAGE, 1)
+        try:
+            if len(fds) != 1 or len(data) != _ATTACH.size or _ATTACH.unpack(data)[0] != self.size:
+                raise ValueError("a client attached without a block of this shard's size")
+            block = mmap.mmap(fds[0], self.size * 4)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        grad, params = _slot(block, self.size)
+        grad.flags.writeable = False  # the shard only reads the client's gradient
+        await asyncio.get_running_loop().sock_sendall(conn, bytes([_OK]))
+        return grad, params
+
+    async def _answer(self, request: bytes, grad: np.ndarray, params: np.ndarray) -> bytes:
+        try:
+            op, version, worker_id = _REQUEST.unpack(request)
+            if op == _PULL:
+                current, version = self._pull()
+                np.copyto(params, current)
+                return _REPLY.pack(_OK, 0, 0, False, True, version, 0)
+            result = await self._push(grad, version, worker_id)
+        except Exception as err:  # noqa: BLE001 - every failure goes back to the caller, typed
+            return _encode_error(err)
+        if result.params is not None:
+            np.copyto(params, result.params)
+        return _REPLY.pack(_OK, OUTCOMES.index(result.outcome), _REASONS.index(result.reason),
+                           result.applied, result.params is not None, result.version, result.staleness)
+
+
+def remove_stale_dirs(tmp: str) -> None:
+    """Remove socket dirs left by shard processes that were killed before they could close:
+    their socket refuses connections. A live shard accepts the probe and drops it."""
+    for path in glob.glob(os.path.join(tmp, _DIR_PREFIX + "*", _SOCKET_NAME)):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as probe:
+            try:
+                probe.connect(path)
+            except ConnectionRefusedError:
+                shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+            except OSError:
+                continue  # another user's, or gone meanwhile: not ours to judge
+
+
+async def _readable(sock: socket.socket) -> None:
+    loop = asyncio.get_running_loop()
+    ready = loop.create_future()
+    loop.add_reader(sock, lambda: ready.done() or ready.set_result(None))
+    try:
+        await ready
+    finally:
+        loop.remove_reader(sock)
+
+
+class FastPathChannel:
+    """One client's connection to a shard process on its node, with its own slot.
+
+    At most one request is in flight: :meth:`push` and :meth:`pull` return None while an
+    earlier reply is unread, and the caller takes another path. A reply's ``params`` is a
+    read-only view of the parameter slot, valid until the next request: copy it to keep it.
+    Any transport failure or timeout closes the channel (``closed`` becomes True).
+    """
+
+    def __init__(self, path: str, size: int, shard_id: int, timeout_s: float):
+        self.size, self.shard_id = size, shard_id
+        self._busy = threading.Lock()
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._close_socket = weakref.finalize(self, self._sock.close)  # also when dropped unclosed
+        try:
+            self._sock.settimeout(timeout_s)
+            self._sock.connect(path)
+            fd = os.memfd_create(f"gorila-shard-{shard_id}", os.MFD_CLOEXEC)
+            try:
+                os.ftruncate(fd, size * 4)
+                block = mmap.mmap(fd, size * 4)
+                socket.send_fds(self._sock, [_ATTACH.pack(size)], [fd])
+            finally:
+                os.close(fd)  # the mapping (and the shard's) keeps the block alive
+            if self._sock.recv(_MAX_MESSAGE) != bytes([_OK]):
+                raise ConnectionError(f"shard {shard_id} refused the fast path")
+        except OSError:  # TimeoutError included
+            self._sock.close()
+            raise
+        self._grad, params = _slot(block, size)
+        self._params = params.view()
+        self._params.flags.writeable = False
+
+    @property
+    def closed(self) -> bool:
+        return self._sock.fileno() < 0
+
+    def push(self, grad: np.ndarray, version: int, worker_id: int) -> FastPending | None:
+        """Send a push. None (take another path) while busy, or for a gradient that is not
+        float32 of this shard's size: the shard's own check then names the mismatch."""
+        if (not isinstance(grad, np.ndarray) or grad.dtype != np.float32 or grad.shape != self._grad.shape
+                or not self._busy.acquire(blocking=False)):
+            return None
+        np.copyto(self._grad, grad)
+        return self._send(_REQUEST.pack(_PUSH, version, worker_id), "push")
+
+    def pull(self) -> FastPending | None:
+        """Ask for the shard's parameters and version; None while busy."""
+        if not self._busy.acquire(blocking=False):
+            return None
+        return self._send(_REQUEST.pack(_PULL, 0, 0), "pull")
+
+    def _send(self, request: bytes, what: str) -> FastPending | None:
+        try:
+            self._sock.send(request)
+        except OSError:
+            self.close()
+            self._busy.release()
+            return None
+        return FastPending(self, what)
+
+    def receive(self, timeout_s: float, what: str) -> PushResult:
+        """The reply to the request in flight; frees the channel for the next one."""
+        try:
+            self._sock.settimeout(timeout_s)
+            reply = self._sock.recv(_MAX_MESSAGE)
+        except TimeoutError as err:
+            self.close()  # a late reply would answer the next request: this channel is done
+            raise WorkerTimeoutError(f"shard {self.shard_id} {what} did not answer within "
+                                     f"{timeout_s:g} s") from err
+        except OSError as err:
+            self.close()
+            raise GorilaError(f"shard {self.shard_id} {what}: connection lost: {err}") from err
+        finally:
+            self._busy.release()
+        if not reply:
+            self.close()
+            raise GorilaError(f"shard {self.shard_id} closed the connection before answering {what}")
+        if reply[0] == _FAILED:
+            raise _ERRORS[reply[1]](reply[2:].decode())
+        _, outcome, reason, applied, has_params, version, staleness = _REPLY.unpack(reply)
+        return PushResult(OUTCOMES[outcome], bool(applied), version, staleness, _REASONS[reason],
+                          self._params if has_params else None)
+
+    def ready(self) -> bool:
+        return self.closed or bool(select.select([self._sock], [], [], 0)[0])
+
+    def close(self) -> None:
+        """Close the socket and let go of the slot: it is unmapped once no reply's ``params``
+        view of it remains, and freed once the shard has dropped it too."""
+        self._close_socket()
+        self._grad = self._params = None
+
+
+class FastPending:
+    """A reply on its way over a :class:`FastPathChannel` (read it once): a
+    :class:`PushResult` for a push, ``(params, version)`` for a pull."""
+
+    def __init__(self, channel: FastPathChannel, what: str):
+        self.channel, self.what = channel, what
+
+    def result(self, timeout_s: float) -> PushResult | tuple[np.ndarray, int]:
+        result = self.channel.receive(timeout_s, self.what)
+        return (result.params, result.version) if self.what == "pull" else result
+
+    def ready(self) -> bool:
+        return self.channel.ready()

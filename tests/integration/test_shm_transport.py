@@ -1,0 +1,132 @@
+"""The same-node fast path on real Ray: bit-identical to Ray calls, safeguards kept, nothing left behind."""
+
+import copy
+import gc
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from gorila.params import ParameterClient, ServerSpec, UpdateRule
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+SIZE = 10_001  # two shards of unequal length
+
+
+@pytest.fixture
+def runtime(ray_local):
+    from gorila.runtime.ray_runtime import RayRuntime
+
+    rt = RayRuntime()
+    rt.plan(4)
+    yield rt
+    rt.shutdown()
+
+
+def _clients(endpoints, spec, count):
+    """One client per worker, each with its own copy of the endpoints, as each worker process gets."""
+    return [ParameterClient([copy.copy(e) for e in endpoints], spec.layout(SIZE), worker_id=k,
+                            barrier=spec.rule.barrier, timeout_s=60) for k in range(count)]
+
+
+def _grads(seed, rounds, workers):
+    rng = np.random.default_rng(seed)
+    return [[rng.standard_normal(SIZE).astype(np.float32) for _ in range(workers)] for _ in range(rounds)]
+
+
+def _transports(clients):
+    return {e.transport for c in clients for e in c.endpoints}
+
+
+def test_async_pushes_match_ray_calls_bit_for_bit(runtime):
+    # max_staleness=1 with three workers pushing in turn: counted, counted, then rejected as stale.
+    spec = ServerSpec(UpdateRule.asynchronous(max_staleness=1), num_shards=2, optimizer="adam", lr=1e-2)
+    init = np.linspace(-1, 1, SIZE, dtype=np.float32)
+    fast_shards, ray_shards = runtime.start_shards(spec, init), runtime.start_shards(spec, init)
+    fast = _clients(fast_shards.endpoints, spec, 3)
+    slow = _clients(ray_shards.ray_call_endpoints(), spec, 3)
+    for c in fast + slow:
+        c.params()
+    for round_grads in _grads(0, 6, 3):
+        for f, s, grad in zip(fast, slow, round_grads):
+            assert f.push(grad) == s.push(grad)
+            assert np.array_equal(f.params(), s.params()) and f.versions == s.versions
+    assert _transports(fast) == {"shm"} and _transports(slow) == {"ray"}
+    assert fast[0].outcomes == slow[0].outcomes and fast[2].outcomes["rejected"] > 0
+    assert fast_shards.stats() == ray_shards.stats()
+    fast_state, ray_state = fast_shards.state_dict(), ray_shards.state_dict()
+    assert fast_state.keys() == ray_state.keys()
+    for key in fast_state:
+        assert np.array_equal(fast_state[key], ray_state[key]), key
+
+
+def test_synchronous_barrier_matches_ray_calls_bit_for_bit(runtime):
+    spec = ServerSpec(UpdateRule.synchronous(num_workers=2), num_shards=2, optimizer="sgd", lr=0.1)
+    init = np.zeros(SIZE, np.float32)
+    fast_shards, ray_shards = runtime.start_shards(spec, init), runtime.start_shards(spec, init)
+    fast = _clients(fast_shards.endpoints, spec, 2)
+    slow = _clients(ray_shards.ray_call_endpoints(), spec, 2)
+    with ThreadPoolExecutor(2) as pool:  # each push waits at the barrier for the other worker's
+        for version, round_grads in enumerate(_grads(1, 5, 2), start=1):
+            for clients in (fast, slow):
+                for c in clients:
+                    c.params()
+                futures = [pool.submit(c.push, g) for c, g in zip(clients, round_grads)]
+                for f in futures:
+                    assert f.result(timeout=60).refreshed
+                assert all(c.versions == [version, version] for c in clients)
+            expected = -0.1 * np.mean([g for g in round_grads], axis=0)
+            for f_client, s_client in zip(fast, slow):
+                assert np.array_equal(f_client.params(), s_client.params())
+            assert np.array_equal(fast[0].params(), fast[1].params())
+            assert version > 1 or np.array_equal(fast[0].params(), expected)
+    assert _transports(fast) == {"shm"}
+    assert fast_shards.stats() == ray_shards.stats()
+
+
+def test_a_nonfinite_gradient_is_rejected_through_the_fast_path(runtime):
+    spec = ServerSpec(UpdateRule.asynchronous(), num_shards=2, optimizer="momentum", lr=0.1)
+    shards = runtime.start_shards(spec, np.ones(SIZE, np.float32))
+    client, = _clients(shards.endpoints, spec, 1)
+    client.params()
+    client.push(np.ones(SIZE, np.float32))
+    before = shards.state_dict()
+    grad = np.ones(SIZE, np.float32)
+    grad[[3, SIZE - 2]] = np.nan, -np.inf  # one bad value in each shard
+    result = client.push(grad)
+    assert result.outcomes == ("rejected", "rejected") and not result.applied
+    assert _transports([client]) == {"shm"}
+    after = shards.state_dict()
+    for key in ("params", "pending", "counters", "optim.velocity"):
+        for shard in range(2):
+            assert np.array_equal(after[f"shard{shard}.{key}"], before[f"shard{shard}.{key}"]), key
+    assert [s.pushes_rejected_nonfinite for s in shards.stats()] == [1, 1]
+
+
+def _gorila_mappings() -> list[str]:
+    with open("/proc/self/maps") as maps:
+        return [line for line in maps if "memfd:gorila-shard" in line]
+
+
+def test_nothing_is_left_after_shutdown(ray_local):
+    from gorila.runtime.ray_runtime import RayRuntime
+
+    gc.collect()
+    mapped_before = _gorila_mappings()  # other tests' clients may still be collected later
+    rt = RayRuntime()
+    rt.plan(2)
+    spec = ServerSpec(UpdateRule.asynchronous(), num_shards=2)
+    shards = rt.start_shards(spec, np.zeros(SIZE, np.float32))
+    client = ParameterClient(shards.endpoints, spec.layout(SIZE))
+    client.params()
+    client.push(np.ones(SIZE, np.float32))
+    socket_dirs = [os.path.dirname(e.fast_path.path) for e in shards.endpoints]
+    assert all(os.path.isdir(d) for d in socket_dirs)
+    assert len(_gorila_mappings()) == len(mapped_before) + 2
+    rt.shutdown()
+    gc.collect()
+    assert not any(os.path.exists(d) for d in socket_dirs)
+    assert _gorila_mappings() == mapped_before
+    assert [e.transport for e in shards.endpoints] == ["ray", "ray"]

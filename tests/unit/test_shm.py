@@ -1,0 +1,157 @@
+"""The same-node fast path without Ray: a FastPathServer on a loop thread, channels in this one."""
+
+import asyncio
+import os
+import threading
+
+import numpy as np
+import pytest
+
+from gorila.errors import GorilaError, VersionError, WorkerTimeoutError
+from gorila.params import ParameterShard, UpdateRule
+from gorila.runtime.shm import FastPathChannel, FastPathServer, supported
+
+pytestmark = [pytest.mark.timeout(60),
+              pytest.mark.skipif(not supported(), reason="needs memfd and Unix seqpacket sockets")]
+
+N = 1000
+
+
+class Served:
+    """A shard behind a FastPathServer on its own event-loop thread, as in a shard process."""
+
+    def __init__(self, rule: UpdateRule):
+        self.shard = ParameterShard(np.zeros(N, np.float32), rule, "sgd", lr=0.5)
+        self.release = None  # set by hold(): pushes then wait on this event
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.server = FastPathServer(self._push, self.shard.pull, N)
+        self.path = self.call(self.server.start())
+
+    async def _push(self, grad, version, worker_id):
+        if self.release is not None:
+            await self.release.wait()
+        return self.shard.push(grad, version, worker_id)
+
+    def hold(self) -> None:
+        self.release = self.call(_make_event())
+
+    def call(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=10)
+
+    def close(self) -> None:
+        self.call(self.server.close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+
+async def _make_event() -> asyncio.Event:
+    return asyncio.Event()
+
+
+@pytest.fixture
+def served():
+    s = Served(UpdateRule.asynchronous())
+    yield s
+    s.close()
+
+
+def test_push_and_pull_match_the_shard_itself(served):
+    reference = ParameterShard(np.zeros(N, np.float32), UpdateRule.asynchronous(), "sgd", lr=0.5)
+    channel = FastPathChannel(served.path, N, 0, timeout_s=10)
+    rng = np.random.default_rng(0)
+    for version in (0, 0, 1):  # the second push is stale, so its reply carries fresh params
+        grad = rng.standard_normal(N).astype(np.float32)
+        got = channel.push(grad, version, 3).result(10)
+        want = reference.push(grad, version, 3)
+        assert (got.outcome, got.applied, got.version, got.staleness, got.reason) == \
+               (want.outcome, want.applied, want.version, want.staleness, want.reason)
+        assert (got.params is None) == (want.params is None)
+        if want.params is not None:
+            assert np.array_equal(got.params, want.params) and not got.params.flags.writeable
+    params, version = channel.pull().result(10)
+    assert version == reference.version and np.array_equal(params, reference.pull()[0])
+    assert served.shard.stats == reference.stats
+    channel.close()
+
+
+def test_a_nonfinite_gradient_is_rejected_and_changes_nothing(served):
+    channel = FastPathChannel(served.path, N, 0, timeout_s=10)
+    channel.push(np.ones(N, np.float32), 0, 0).result(10)
+    before = served.shard.state_dict()
+    grad = np.ones(N, np.float32)
+    grad[7] = np.inf
+    result = channel.push(grad, 1, 0).result(10)
+    assert (result.outcome, result.reason, result.applied, result.version) == ("rejected", "nonfinite", False, 1)
+    for key, value in served.shard.state_dict().items():
+        if key not in ("stats", "staleness"):  # counters move; nothing else may
+            assert np.array_equal(value, before[key]), key
+    assert served.shard.stats.pushes_rejected_nonfinite == 1
+    channel.close()
+
+
+def test_shard_errors_arrive_typed_and_the_channel_stays_usable(served):
+    channel = FastPathChannel(served.path, N, 0, timeout_s=10)
+    with pytest.raises(VersionError, match="from the future"):
+        channel.push(np.ones(N, np.float32), 5, 0).result(10)
+    assert channel.push(np.ones(N, np.float32), 0, 0).result(10).applied
+
+
+def test_other_gradients_and_a_second_request_in_flight_are_left_to_the_caller(served):
+    channel = FastPathChannel(served.path, N, 0, timeout_s=10)
+    assert channel.push(np.ones(N, np.float64), 0, 0) is None
+    assert channel.push(np.ones(N + 1, np.float32), 0, 0) is None
+    served.hold()
+    pending = channel.push(np.ones(N, np.float32), 0, 0)
+    assert pending is not None and not pending.ready()
+    assert channel.push(np.ones(N, np.float32), 0, 0) is None and channel.pull() is None
+    served.loop.call_soon_threadsafe(served.release.set)
+    assert pending.result(10).applied
+    assert channel.pull() is not None
+
+
+def test_a_reply_that_does_not_come_is_a_timeout_and_closes_the_channel(served):
+    channel = FastPathChannel(served.path, N, 0, timeout_s=10)
+    served.hold()
+    pending = channel.push(np.ones(N, np.float32), 0, 0)
+    with pytest.raises(WorkerTimeoutError, match="shard 0 push did not answer"):
+        pending.result(timeout_s=0.2)
+    assert channel.closed
+    served.loop.call_soon_threadsafe(served.release.set)
+
+
+def test_a_client_of_the_wrong_size_is_refused(served):
+    with pytest.raises(OSError):
+        FastPathChannel(served.path, N + 1, 0, timeout_s=10)
+    assert FastPathChannel(served.path, N, 0, timeout_s=10).pull().result(10)[1] == 0
+
+
+def test_close_ends_connections_and_removes_the_socket():
+    s = Served(UpdateRule.asynchronous())
+    channel = FastPathChannel(s.path, N, 0, timeout_s=10)
+    s.hold()
+    pending = channel.push(np.ones(N, np.float32), 0, 0)
+    s.close()
+    assert not os.path.exists(os.path.dirname(s.path))
+    with pytest.raises(GorilaError, match="closed the connection before answering push"):
+        pending.result(10)
+    assert channel.closed and channel.pull() is None  # the caller goes another way
+
+
+def test_dirs_of_killed_shards_are_removed_and_live_ones_kept(served):
+    import socket
+    import tempfile
+
+    dead = tempfile.mkdtemp(prefix="gorila-shard-")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as gone:  # as a killed shard leaves it
+        gone.bind(os.path.join(dead, "shard.sock"))
+        gone.listen()
+    other = Served(UpdateRule.asynchronous())  # starting a server sweeps the temp dir
+    try:
+        assert not os.path.exists(dead)
+        assert os.path.exists(served.path) and os.path.exists(other.path)
+        assert FastPathChannel(served.path, N, 0, timeout_s=10).pull().result(10)[1] == 0
+    finally:
+        other.close()
