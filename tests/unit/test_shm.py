@@ -29,10 +29,10 @@ class Served:
         self.server = FastPathServer(self._push, self.shard.pull, N)
         self.path = self.call(self.server.start())
 
-    async def _push(self, grad, version, worker_id):
+    async def _push(self, grad, version, worker_id, out=None):
         if self.release is not None:
             await self.release.wait()
-        return self.shard.push(grad, version, worker_id)
+        return self.shard.push(grad, version, worker_id, out=out)
 
     def hold(self) -> None:
         self.release = self.call(_make_event())

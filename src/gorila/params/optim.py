@@ -57,9 +57,16 @@ class _Base:
 class SGD(_Base):
     """``w <- w - lr * g``."""
 
+    # Blocks small enough that the scratch stays in cache: one pass over memory instead of two.
+    _BLOCK = 1 << 15
+
     def step(self, params: np.ndarray, grad: np.ndarray) -> None:
-        np.multiply(grad, self.lr, out=self._tmp)
-        params -= self._tmp
+        for start in range(0, params.size, self._BLOCK):
+            block = slice(start, start + self._BLOCK)
+            tmp = self._tmp[block]
+            lr = self.lr[block] if isinstance(self.lr, np.ndarray) else self.lr
+            np.multiply(grad[block], lr, out=tmp)
+            params[block] -= tmp
         self.steps += 1
 
 

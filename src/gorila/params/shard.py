@@ -127,8 +127,12 @@ class ParameterShard:
         view.flags.writeable = False
         return view
 
-    def push(self, grad: np.ndarray, version: int, worker_id: int = 0) -> PushResult:
-        """Offer a gradient computed on ``version``; see the module doc of ``rule`` for the outcome."""
+    def push(self, grad: np.ndarray, version: int, worker_id: int = 0,
+             out: np.ndarray | None = None) -> PushResult:
+        """Offer a gradient computed on ``version``; see the module doc of ``rule`` for the outcome.
+
+        Fresh parameters in the reply are written into ``out`` when given (e.g. a shared-memory
+        slot the pusher reads), instead of a new array."""
         self._check_gradient(grad)
         if isinstance(version, bool) or not isinstance(version, (int, np.integer)) or version < 0:
             raise VersionError(f"version must be an integer >= 0, got {version!r}")
@@ -155,14 +159,20 @@ class ParameterShard:
                 self.stats.pushes_accepted += 1
         fresh = None
         if version < self._version:
-            fresh = self._params.copy()
+            fresh = self._copy_params(out)
             self.stats.bytes_out += fresh.nbytes
         return PushResult(outcome, applied, self._version, staleness, reason, fresh)
 
-    def pull(self) -> tuple[np.ndarray, int]:
-        """A copy of the current parameters and their version."""
+    def pull(self, out: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+        """A copy of the current parameters (into ``out`` when given) and their version."""
         self.stats.bytes_out += self._params.nbytes
-        return self._params.copy(), self._version
+        return self._copy_params(out), self._version
+
+    def _copy_params(self, out: np.ndarray | None) -> np.ndarray:
+        if out is None:
+            return self._params.copy()
+        np.copyto(out, self._params)
+        return out
 
     def _join(self, grad: np.ndarray, counted: bool) -> bool:
         if self.rule.aggregate == 1 and self._joined == 0 and counted:

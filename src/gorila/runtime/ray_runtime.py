@@ -71,8 +71,9 @@ class _ShardProcess:
         # Arrays that arrive through Ray's object store are read-only views: own a copy.
         self.shard = copy.deepcopy(shard)
 
-    async def push(self, grad: np.ndarray, version: int, worker_id: int) -> PushResult:
-        result = self.shard.push(grad, version, worker_id)
+    async def push(self, grad: np.ndarray, version: int, worker_id: int,
+                   out: np.ndarray | None = None) -> PushResult:
+        result = self.shard.push(grad, version, worker_id, out=out)
         if result.applied:
             async with self.changed:
                 self.changed.notify_all()
@@ -85,12 +86,12 @@ class _ShardProcess:
                     raise WorkerTimeoutError(
                         f"shard {self.shard.shard_id}: worker {worker_id} waited {self.barrier_timeout_s:.0f} s "
                         f"at the barrier of version {version + 1}; a worker stopped pushing") from err
-            params, current = self.shard.pull()
+            params, current = self.shard.pull(out=out)
             result = replace(result, version=current, params=params)
         return result
 
-    def pull(self) -> tuple[np.ndarray, int]:
-        return self.shard.pull()
+    def pull(self, out: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+        return self.shard.pull(out=out)
 
     def stats(self) -> ShardStats:
         return self.shard.stats

@@ -84,13 +84,14 @@ def _encode_error(err: BaseException) -> bytes:
 class FastPathServer:
     """Serves same-node clients of one shard on the running asyncio loop (see the module doc).
 
-    ``push(grad, version, worker_id)`` is awaited and returns a :class:`PushResult` (a barrier
-    push waits there for its version); ``pull()`` returns ``(params, version)``. The gradient
-    they receive is a read-only view of the client's slot, valid until they return.
+    ``push(grad, version, worker_id, out=slot)`` is awaited and returns a :class:`PushResult` (a
+    barrier push waits there for its version); ``pull(out=slot)`` returns ``(params, version)``;
+    both write parameters into ``out``, the client's slot. The gradient they receive is a
+    read-only view of that slot, valid until they return.
     """
 
-    def __init__(self, push: Callable[[np.ndarray, int, int], Awaitable[PushResult]],
-                 pull: Callable[[], tuple[np.ndarray, int]], size: int):
+    def __init__(self, push: Callable[..., Awaitable[PushResult]],
+                 pull: Callable[..., tuple[np.ndarray, int]], size: int):
         self._push, self._pull, self.size = push, pull, size
         self._dir: str | None = None
         self._listener: socket.socket | None = None
@@ -174,14 +175,11 @@ class FastPathServer:
         try:
             op, version, worker_id = _REQUEST.unpack(request)
             if op == _PULL:
-                current, version = self._pull()
-                np.copyto(params, current)
+                _, version = self._pull(out=params)
                 return _REPLY.pack(_OK, 0, 0, False, True, version, 0)
-            result = await self._push(grad, version, worker_id)
+            result = await self._push(grad, version, worker_id, out=params)  # fresh params land in the slot
         except Exception as err:  # noqa: BLE001 - every failure goes back to the caller, typed
             return _encode_error(err)
-        if result.params is not None:
-            np.copyto(params, result.params)
         return _REPLY.pack(_OK, OUTCOMES.index(result.outcome), _REASONS.index(result.reason),
                            result.applied, result.params is not None, result.version, result.staleness)
 
