@@ -73,6 +73,9 @@ class DQNConfig:
                 raise ConfigError("learners", f"with --replay local each bundle has one actor and one learner, "
                                               f"so --learners must equal --actors ({self.actors})")
         validate.integer("replay_shards", self.replay_shards, low=1)
+        if self.replay == "global" and self.replay_shards > self.actors:
+            raise ConfigError("replay_shards", f"each shard is fed by its own actors, so at most --actors "
+                                               f"({self.actors}) shards; got {self.replay_shards}")
         validate.integer("replay_capacity", self.replay_capacity, low=1)
         validate.integer("envs_per_actor", self.envs_per_actor, low=1)
         validate.integer("batch_size", self.batch_size, low=1)
