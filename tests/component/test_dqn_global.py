@@ -17,7 +17,7 @@ ENV = "gorila/Counting-v0"   # observation = step index in a 5-step episode
 
 def cfg(**overrides) -> DQNConfig:
     return DQNConfig(**{"replay": "global", "replay_shards": 2, "actors": 2, "learners": 1,
-                        "learning_starts": 150, "batch_size": 16, "hidden": (8,), **overrides})
+                        "learning_starts": 150, "batch_size": 16, "hidden": (8,), "actor_refresh": 10, **overrides})
 
 
 def start(mode: str, dqn: DQNConfig):
