@@ -40,7 +40,9 @@ def greedy_policy(net: nn.Module) -> Callable[[np.ndarray], np.ndarray]:
     device = next(net.parameters()).device
 
     def act(obs: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
+        # inference_mode skips the version counters and view tracking no_grad still keeps: this
+        # runs once per actor step, where that overhead is a visible share of a small network's forward.
+        with torch.inference_mode():
             return net(torch.as_tensor(obs, device=device)).argmax(1).cpu().numpy()
     return act
 
@@ -127,8 +129,9 @@ class QLearner:
         if self.target_params is None:
             self.target_params, self.target_version = params.copy(), version
         elif self.target_kind == "hard":
-            if version - self.target_version >= self.target_value:
-                self.target_params, self.target_version = params.copy(), version
+            if version - self.target_version < self.target_value:
+                return  # the target network still holds target_params: no copy on the hot path
+            self.target_params, self.target_version = params.copy(), version
         elif version != self.seen_version:
             tau = np.float32(self.target_value)
             self.target_params = tau * params + (1 - tau) * self.target_params
