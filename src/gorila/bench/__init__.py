@@ -15,4 +15,15 @@ def _speedup(argv: list[str]) -> int:
     return main(argv)
 
 
-BENCHMARKS: dict[str, Callable[[list[str]], int]] = {"ps": _ps, "speedup": _speedup}
+def _sampling(argv: list[str]) -> int:
+    from gorila.bench.sampling import main
+    return main(argv)
+
+
+def _learner(argv: list[str]) -> int:
+    from gorila.bench.learner import main
+    return main(argv)
+
+
+BENCHMARKS: dict[str, Callable[[list[str]], int]] = {"ps": _ps, "speedup": _speedup, "sampling": _sampling,
+                                                     "learner": _learner}

@@ -40,7 +40,9 @@ def greedy_policy(net: nn.Module) -> Callable[[np.ndarray], np.ndarray]:
     device = next(net.parameters()).device
 
     def act(obs: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
+        # inference_mode skips the version counters and view tracking no_grad still keeps: this
+        # runs once per actor step, where that overhead is a visible share of a small network's forward.
+        with torch.inference_mode():
             return net(torch.as_tensor(obs, device=device)).argmax(1).cpu().numpy()
     return act
 
@@ -127,8 +129,9 @@ class QLearner:
         if self.target_params is None:
             self.target_params, self.target_version = params.copy(), version
         elif self.target_kind == "hard":
-            if version - self.target_version >= self.target_value:
-                self.target_params, self.target_version = params.copy(), version
+            if version - self.target_version < self.target_value:
+                return  # the target network still holds target_params: no copy on the hot path
+            self.target_params, self.target_version = params.copy(), version
         elif version != self.seen_version:
             tau = np.float32(self.target_value)
             self.target_params = tau * params + (1 - tau) * self.target_params
@@ -140,12 +143,15 @@ class QLearner:
         self._sync_target(params, version)
         self.seen_version = version
         self.flat.set(params)
-        self.online.zero_grad(set_to_none=False)
+        # The flat's parameter list, not Module.zero_grad / .parameters(), which walk the module
+        # tree on every call: a visible share of a small network's update.
+        for p in self.flat.params:
+            p.grad = None
         loss, info = dqn_loss(self.online, self.target, batch, self.cfg.gamma, self.cfg.loss)
         if self.outliers.is_outlier(info["loss"]):
             self.skipped_outliers += 1
             return None, info
         loss.backward()
         if self.cfg.max_grad_norm is not None:
-            nn.utils.clip_grad_norm_(self.online.parameters(), self.cfg.max_grad_norm)
+            nn.utils.clip_grad_norm_(self.flat.params, self.cfg.max_grad_norm)
         return self.flat.grad(), info
