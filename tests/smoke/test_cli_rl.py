@@ -36,7 +36,8 @@ def test_dqn_on_pong_runs_end_to_end_and_evaluates(tmp_path):
 def test_rl_algorithms_run_on_embedded_ray(tmp_path, algo, extra, mode):
     semi = ["--aggregate", "2", "--count-within", "1", "--accept-within", "2"] if mode == "semi-async" else []
     result = gorila("train", "--algo", algo, "--env", "CartPole-v1", "--mode", mode, *extra, *semi,
-                    "--total-steps", "2000", "--eval-episodes", "2", "--run-dir", str(tmp_path))
+                    "--total-steps", "2000", "--no-stop-at-target", "--eval-episodes", "2",
+                    "--run-dir", str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["env_steps"] >= 2000 and summary["updates"] > 0
