@@ -26,6 +26,8 @@ test: setup
 bench: setup
 	$(BIN)/gorila bench ps
 	$(BIN)/gorila bench speedup --algo lstsq --workers 1,2 --mode sync
+	$(BIN)/gorila bench sampling --env CartPole-v1
+	$(BIN)/gorila bench learner --env CartPole-v1
 
 clean:
 	rm -rf $(VENV) runs build src/*.egg-info
