@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -28,7 +29,7 @@ class ShardLayout:
             raise ConfigError("shards", f"must be <= the number of parameters ({self.size}), "
                                         f"got {self.num_shards}")
 
-    @property
+    @cached_property  # split() runs on every push: compute the bounds once
     def slices(self) -> tuple[slice, ...]:
         bounds = np.linspace(0, self.size, self.num_shards + 1).round().astype(int)
         return tuple(slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]))

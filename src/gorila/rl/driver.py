@@ -119,8 +119,7 @@ def run_rl(run: RunConfig, train: TrainConfig, plan: RLPlan,
     run_dir = Path(train.resume) if train.resume else run.resolved_run_dir(plan.env_id)
     target = train.target_for(plan.env_id)  # run-dir and env problems surface before Ray starts
     initial = FlatParams(plan.network_fn()).get()
-    runtime = make_runtime(run.runtime, run.address) if run.runtime == "local" else make_runtime(
-        run.runtime, run.address, call_timeout_s=train.call_timeout_s)
+    runtime = make_runtime(run.runtime, run.address, call_timeout_s=train.call_timeout_s)
     try:
         if run.runtime == "ray":
             runtime.plan(plan.processes + run.shards + 1)  # + shards + the evaluator

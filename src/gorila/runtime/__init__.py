@@ -12,7 +12,8 @@ RUNTIMES = ("local", "ray")
 
 
 def make_runtime(name: str, address: str | None = None, **options) -> Runtime:
-    """``make_runtime("local")`` or ``make_runtime("ray", address=None)`` (embedded Ray)."""
+    """``make_runtime("local")`` or ``make_runtime("ray", address=None)`` (embedded Ray);
+    ``options`` are :class:`RayRuntime`'s and mean nothing to the local runtime."""
     if name == "local":
         return LocalRuntime()
     from gorila.runtime.ray_runtime import RayRuntime

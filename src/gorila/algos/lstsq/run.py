@@ -31,8 +31,7 @@ def train(run: RunConfig, cfg: LstsqConfig, *, call_timeout_s: float = 600.0,
     rule = run.rule()
     data.partition(cfg.n, run.workers)  # refuse too many workers before anything starts
     run_dir = run.resolved_run_dir("synthetic")
-    runtime = make_runtime(run.runtime, run.address) if run.runtime == "local" else make_runtime(
-        run.runtime, run.address, call_timeout_s=call_timeout_s)
+    runtime = make_runtime(run.runtime, run.address, call_timeout_s=call_timeout_s)
     try:
         if run.runtime == "ray":
             runtime.plan(run.workers + run.shards)
