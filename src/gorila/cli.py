@@ -116,8 +116,10 @@ def cmd_bench(argv: list[str]) -> int:
 
     parser = argparse.ArgumentParser(prog="gorila bench", description="Measure a figure next to its limit.")
     parser.add_argument("name", choices=sorted(BENCHMARKS), help="which benchmark")
-    known, rest = parser.parse_known_args(argv)
-    return BENCHMARKS[known.name](rest)
+    if argv and argv[0] in BENCHMARKS:  # the benchmark parses the rest, --help included
+        return BENCHMARKS[argv[0]](argv[1:])
+    parser.parse_args(argv)  # prints usage (exit 0 for --help, 2 for an unknown name)
+    return EXIT_USAGE
 
 
 COMMANDS = {"train": cmd_train, "eval": cmd_eval, "bench": cmd_bench, "info": cmd_info}
