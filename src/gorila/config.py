@@ -64,11 +64,11 @@ class RunConfig:
         if self.address and self.runtime != "ray":
             raise ConfigError("address", "joins a Ray cluster: use it with --runtime ray")
         semi_knobs = {k: getattr(self, k) for k in ("aggregate", "count_within", "accept_within")}
-        for field, value in semi_knobs.items():
+        for name, value in semi_knobs.items():
             if value is not None:
-                validate.integer(field, value, low=1 if field == "aggregate" else 0)
+                validate.integer(name, value, low=1 if name == "aggregate" else 0)
                 if self.mode != "semi-async":
-                    raise ConfigError(field, f"applies to --mode semi-async only (mode is {self.mode})")
+                    raise ConfigError(name, f"applies to --mode semi-async only (mode is {self.mode})")
         if self.max_staleness is not None:
             validate.integer("max_staleness", self.max_staleness, low=0)
             if self.mode != "async":

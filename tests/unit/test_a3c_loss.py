@@ -7,9 +7,8 @@ import torch
 
 from gorila.algos.a3c.config import A3CConfig
 from gorila.errors import ConfigError
-from gorila.losses.a3c import (Rollout, a3c_gradients, a3c_loss, n_step_returns, rollout_targets,
-                               soft_update)
-from gorila.nets import FlatParams
+from gorila.losses.a3c import Rollout, a3c_gradients, a3c_loss, n_step_returns, rollout_targets
+from gorila.nets import FlatParams, soft_update
 from gorila.nets.actor_critic import ActorCritic
 
 GAMMA = 0.9

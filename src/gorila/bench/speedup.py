@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import csv
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from gorila.algos.lstsq.config import LstsqConfig

@@ -13,7 +13,7 @@ network v(s; w) and a target value network v(s; w-)::
 parameters: the server's descent step ``theta <- theta - beta * g`` is policy-gradient
 ascent on ``advantage * ln pi``. Usage on a worker::
 
-    target = soft_update(target, pulled, tau)       # w- <- tau * w + (1 - tau) * w-
+    target = soft_update(target, pulled, tau)       # gorila.nets.soft_update: w- <- tau w + (1-tau) w-
     target_flat.set(target); flat.set(pulled)
     grad, info = a3c_gradients(net, target_net, rollout, gamma=0.99, entropy_coef=0.01, flat=flat)
 """
@@ -111,18 +111,6 @@ def a3c_loss(logits: torch.Tensor, values: torch.Tensor, actions: torch.Tensor,
     info = {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
             "entropy": entropy.item(), "advantage": mean(advantage).item()}
     return loss, info
-
-
-def soft_update(target: np.ndarray, online: np.ndarray, tau: float) -> np.ndarray:
-    """``tau * online + (1 - tau) * target`` as a new float32 vector; ``tau = 1`` copies ``online``."""
-    if not 0.0 < tau <= 1.0:
-        raise ValueError(f"tau must be in (0, 1], got {tau!r}")
-    if target.shape != online.shape:
-        raise ValueError(f"target has shape {target.shape}, online {online.shape}")
-    if tau == 1.0:
-        return np.array(online, dtype=np.float32, copy=True)
-    tau32 = np.float32(tau)
-    return (tau32 * online + (np.float32(1.0) - tau32) * target).astype(np.float32, copy=False)
 
 
 def rollout_targets(target_net: nn.Module, rollout: Rollout, gamma: float) -> torch.Tensor:

@@ -62,3 +62,17 @@ class FlatParams:
             out[names[id(p)]] = slice(offset, offset + n)
             offset += n
         return out
+
+
+def soft_update(target: np.ndarray, online: np.ndarray, tau: float) -> np.ndarray:
+    """``tau * online + (1 - tau) * target`` as a new float32 vector; ``tau = 1`` copies ``online``.
+
+    The soft target-network update of DQN (``--target-update soft:TAU``) and A3C (``--target-tau``)."""
+    if not 0.0 < tau <= 1.0:
+        raise ValueError(f"tau must be in (0, 1], got {tau!r}")
+    if target.shape != online.shape:
+        raise ValueError(f"target has shape {target.shape}, online {online.shape}")
+    if tau == 1.0:
+        return np.array(online, dtype=np.float32, copy=True)
+    tau32 = np.float32(tau)
+    return (tau32 * online + (np.float32(1.0) - tau32) * target).astype(np.float32, copy=False)

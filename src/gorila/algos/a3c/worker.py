@@ -11,8 +11,8 @@ import torch
 from gorila.algos.a3c.builder import network_for
 from gorila.algos.a3c.config import A3CConfig
 from gorila.envs import make_env_runner
-from gorila.losses.a3c import Rollout, a3c_gradients, soft_update
-from gorila.nets.flat import FlatParams
+from gorila.losses.a3c import Rollout, a3c_gradients
+from gorila.nets.flat import FlatParams, soft_update
 from gorila.params import OUTCOMES, ParameterClient, ShardEndpoint, ShardLayout
 
 RECENT_EPISODES = 20

@@ -17,7 +17,7 @@ from gorila.envs import make_env
 from gorila.errors import ConfigError
 from gorila.envs.vector import Transitions, make_env_runner
 from gorila.losses.dqn import dqn_loss
-from gorila.nets import FlatParams
+from gorila.nets import FlatParams, soft_update
 from gorila.nets.q import make_q_network
 from gorila.replay import Batch
 
@@ -133,8 +133,7 @@ class QLearner:
                 return  # the target network still holds target_params: no copy on the hot path
             self.target_params, self.target_version = params.copy(), version
         elif version != self.seen_version:
-            tau = np.float32(self.target_value)
-            self.target_params = tau * params + (1 - tau) * self.target_params
+            self.target_params = soft_update(self.target_params, params, self.target_value)
         else:
             return
         self.target_flat.set(self.target_params)

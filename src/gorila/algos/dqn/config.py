@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 
 from gorila import validate
 from gorila.errors import ConfigError
-from gorila.params import OPTIMIZERS
 
 REPLAY_MODES = ("local", "global")
 LOSSES = ("huber", "mse")
