@@ -78,7 +78,8 @@ def cmd_eval(argv: list[str]) -> int:
         prog="gorila eval", description="Evaluate a saved run's newest checkpoint with no-op starts.")
     parser.add_argument("path", type=Path, help="run directory (or its checkpoints/ directory)")
     parser.add_argument("--episodes", type=int, default=10, help="evaluation episodes (default: 10)")
-    parser.add_argument("--epsilon", type=float, default=0.05, help="exploration rate (default: 0.05)")
+    parser.add_argument("--epsilon", type=float, default=None,
+                        help="exploration rate (default: the one the run evaluated with; 0.05 for dqn, 0 for a3c)")
     parser.add_argument("--noop-max", type=int, default=30, help="no-op actions at most before acting (default: 30)")
     parser.add_argument("--seed", type=int, default=12345, help="evaluation seed (default: 12345)")
     args = parser.parse_args(argv)

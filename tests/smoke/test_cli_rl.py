@@ -45,11 +45,14 @@ def test_rl_algorithms_run_on_embedded_ray(tmp_path, algo, extra, mode):
                 "pushes_rejected_outlier", "cpu_time_s", "bytes_pushed"):
         assert key in summary, key
     assert summary["target_return"] == 475.0
+    assert summary["eval_epsilon"] == {"dqn": 0.05, "a3c": 0.0}[algo]  # DQN papers' rate; a3c's greedy policy
 
 
 @pytest.mark.parametrize("args, flag", [
     (["--algo", "a3c", "--rollout-steps", "0"], "--rollout-steps"),
     (["--algo", "a3c", "--entropy-coef", "-0.1"], "--entropy-coef"),
+    (["--algo", "a3c", "--gae-lambda", "1.5"], "--gae-lambda"),
+    (["--algo", "a3c", "--eval-epsilon", "2"], "--eval-epsilon"),
     (["--algo", "dqn", "--target-update", "hard:0"], "--target-update"),
     (["--algo", "dqn", "--replay", "local", "--actors", "2", "--learners", "3"], "--learners"),
     (["--algo", "dqn", "--env", "NoSuchEnv-v0"], "--env"),

@@ -36,6 +36,31 @@ def test_n_step_returns_bootstrap_where_an_episode_was_truncated():
     assert returns[:, 0].tolist() == [3.5, 5.0, 8.0]
 
 
+def test_lambda_return_by_hand():
+    rewards = torch.tensor([[1.0], [2.0], [3.0]])
+    dones = torch.tensor([[False], [True], [False]])
+    next_values = torch.tensor([[4.0], [99.0], [10.0]])  # t=1 ended: its next value is never read
+    returns = n_step_returns(rewards, dones, torch.tensor([10.0]), 0.5, next_values=next_values, lam=0.5)
+    # y2 = 3 + .5*10 = 8 (the bootstrap); y1 = 2 (terminated); y0 = 1 + .5*(.5*4 + .5*2) = 2.5
+    assert returns[:, 0].tolist() == [2.5, 2.0, 8.0]
+
+
+def test_lambda_zero_is_the_one_step_target_and_lambda_one_the_n_step_target():
+    g = torch.Generator().manual_seed(0)
+    rewards, next_values = torch.randn(5, 3, generator=g), torch.randn(5, 3, generator=g)
+    dones = torch.zeros(5, 3, dtype=torch.bool)
+    bootstrap = next_values[-1]
+    one_step = n_step_returns(rewards, dones, bootstrap, 0.9, next_values=next_values, lam=0.0)
+    torch.testing.assert_close(one_step, rewards + 0.9 * next_values)
+    assert torch.equal(n_step_returns(rewards, dones, bootstrap, 0.9, next_values=next_values, lam=1.0),
+                       n_step_returns(rewards, dones, bootstrap, 0.9))
+
+
+def test_lambda_return_needs_next_values():
+    with pytest.raises(ValueError, match="next_values"):
+        n_step_returns(torch.zeros(3, 2), torch.zeros(3, 2), torch.zeros(2), 0.9, lam=0.95)
+
+
 def test_n_step_returns_reject_mismatched_shapes():
     with pytest.raises(ValueError, match="bootstrap_value"):
         n_step_returns(torch.zeros(3, 2), torch.zeros(3, 2), torch.zeros(3), 0.9)
@@ -198,6 +223,7 @@ def test_config_defaults_are_valid():
     ("rollout_steps", 0), ("entropy_coef", -0.1), ("envs_per_worker", 0), ("gamma", 0.0),
     ("gamma", 1.5), ("lr_policy", 0.0), ("lr_value", -1e-3), ("target_tau", 0.0),
     ("hidden", (64, 0)), ("hidden", [64]), ("shared_torso", "yes"), ("max_grad_norm", 0.0),
+    ("gae_lambda", 1.5), ("gae_lambda", -0.1),
 ])
 def test_config_rejects_bad_values_naming_the_field(field, value):
     with pytest.raises(ConfigError) as err:
@@ -219,7 +245,8 @@ def test_masked_loss_is_the_loss_of_the_valid_steps_alone():
     assert info == pytest.approx(alone_info, abs=1e-6)
 
 
-def test_an_invalid_slot_joins_no_loss_term_and_no_return():
+@pytest.mark.parametrize("lam", [1.0, 0.9])
+def test_an_invalid_slot_joins_no_loss_term_and_no_return(lam):
     torch.manual_seed(2)
     net, target_net = ActorCritic(3, 2, (5,)), ActorCritic(3, 2, (5,))
     base = _rollout(3, 2)
@@ -229,9 +256,22 @@ def test_an_invalid_slot_joins_no_loss_term_and_no_return():
     garbage.obs[2, 0] += 100.0
     garbage.rewards[2, 0] = 1e6
     clean = dataclasses.replace(base, valid=valid)
-    targets = rollout_targets(target_net, garbage, GAMMA)
+    targets = rollout_targets(target_net, garbage, GAMMA, lam)
     assert targets[1, 0].item() == pytest.approx(base.rewards[1, 0].item())  # terminated: no bootstrap
     flat = FlatParams(net)
-    g_garbage, _ = a3c_gradients(net, target_net, garbage, GAMMA, ENTROPY_COEF, flat)
-    g_clean, _ = a3c_gradients(net, target_net, clean, GAMMA, ENTROPY_COEF, flat)
+    g_garbage, _ = a3c_gradients(net, target_net, garbage, GAMMA, ENTROPY_COEF, flat, lam=lam)
+    g_clean, _ = a3c_gradients(net, target_net, clean, GAMMA, ENTROPY_COEF, flat, lam=lam)
     np.testing.assert_allclose(g_garbage, g_clean, rtol=0, atol=1e-7)
+
+
+def test_one_step_targets_bootstrap_from_the_target_value_of_the_next_observation():
+    torch.manual_seed(4)
+    target_net = ActorCritic(3, 2, (5,))
+    T, N = 3, 2
+    rollout = Rollout(obs=torch.randn(T, N, 3), actions=torch.zeros(T, N, dtype=torch.long),
+                      rewards=torch.randn(T, N), dones=torch.zeros(T, N, dtype=torch.bool),
+                      last_obs=torch.randn(N, 3))
+    with torch.no_grad():
+        next_obs = torch.cat([rollout.obs[1:], rollout.last_obs.unsqueeze(0)])
+        expected = rollout.rewards + GAMMA * target_net(next_obs)[1]
+    torch.testing.assert_close(rollout_targets(target_net, rollout, GAMMA, lam=0.0), expected)

@@ -11,11 +11,17 @@ network v(s; w) and a target value network v(s; w-)::
 ``y_t`` and the advantage ``y_t - v(s_t)`` carry no gradient, so the gradient of the loss is
 ``delta_t * grad v`` for the value parameters and ``delta_t * grad ln pi`` for the policy
 parameters: the server's descent step ``theta <- theta - beta * g`` is policy-gradient
-ascent on ``advantage * ln pi``. Usage on a worker::
+ascent on ``advantage * ln pi``.
+
+With ``lam < 1`` the target is the lambda-return instead,
+``y_t = r_t + gamma * ((1 - lam) * v(s_{t+1}; w-) + lam * y_{t+1})``: each step's bootstrap mixes
+its one-step and longer returns, which lowers the variance of the advantage ``y_t - v(s_t)``
+(with ``w- = w`` it is generalised advantage estimation, Schulman et al., 2016). ``lam = 1`` is
+the n-step target above. Usage on a worker::
 
     target = soft_update(target, pulled, tau)       # gorila.nets.soft_update: w- <- tau w + (1-tau) w-
     target_flat.set(target); flat.set(pulled)
-    grad, info = a3c_gradients(net, target_net, rollout, gamma=0.99, entropy_coef=0.01, flat=flat)
+    grad, info = a3c_gradients(net, target_net, rollout, gamma=0.99, entropy_coef=0.01, flat=flat, lam=1.0)
 """
 
 from __future__ import annotations
@@ -57,14 +63,17 @@ class Rollout:
 
 
 def n_step_returns(rewards: torch.Tensor, dones: torch.Tensor, bootstrap_value: torch.Tensor,
-                   gamma: float, bootstrap_at_truncation: torch.Tensor | None = None) -> torch.Tensor:
-    """The n-step TD target of every step of a rollout, ``(T, N)``.
+                   gamma: float, bootstrap_at_truncation: torch.Tensor | None = None,
+                   next_values: torch.Tensor | None = None, lam: float = 1.0) -> torch.Tensor:
+    """The n-step TD target (or, with ``lam < 1``, the lambda-return) of every step, ``(T, N)``.
 
     ``y_t = r_t + gamma * y_{t+1}`` within an episode; after the last step the rollout
     bootstraps from ``bootstrap_value`` (``(N,)``, the target value of ``last_obs``). Where
     ``dones[t]`` is true the sum stops at ``t`` and bootstraps from
     ``bootstrap_at_truncation[t]`` (``(T, N)``: the value of the state a truncated episode
-    was cut at, ``0`` where it terminated); without it, from ``0``.
+    was cut at, ``0`` where it terminated); without it, from ``0``. With ``lam < 1``,
+    ``y_t = r_t + gamma * ((1 - lam) * next_values[t] + lam * y_{t+1})`` within an episode,
+    where ``next_values[t]`` (``(T, N)``) is the target value of the state after step ``t``.
     """
     if rewards.dim() != 2 or dones.shape != rewards.shape:
         raise ValueError(f"rewards and dones must both be (T, N), got {tuple(rewards.shape)} "
@@ -72,11 +81,15 @@ def n_step_returns(rewards: torch.Tensor, dones: torch.Tensor, bootstrap_value: 
     if bootstrap_value.shape != rewards.shape[1:]:
         raise ValueError(f"bootstrap_value must be (N,) = {tuple(rewards.shape[1:])}, "
                          f"got {tuple(bootstrap_value.shape)}")
+    if lam < 1.0 and (next_values is None or next_values.shape != rewards.shape):
+        raise ValueError("a lambda-return (lam < 1) needs next_values of the rewards' shape (T, N)")
     ended = dones.to(rewards.dtype)
     at_end = torch.zeros_like(rewards) if bootstrap_at_truncation is None else bootstrap_at_truncation
     returns = torch.empty_like(rewards)
     following = bootstrap_value.to(rewards.dtype)
     for t in reversed(range(rewards.shape[0])):
+        if lam < 1.0:
+            following = (1.0 - lam) * next_values[t] + lam * following
         following = rewards[t] + gamma * ((1.0 - ended[t]) * following + ended[t] * at_end[t])
         returns[t] = following
     return returns
@@ -113,8 +126,9 @@ def a3c_loss(logits: torch.Tensor, values: torch.Tensor, actions: torch.Tensor,
     return loss, info
 
 
-def rollout_targets(target_net: nn.Module, rollout: Rollout, gamma: float) -> torch.Tensor:
-    """The n-step TD target ``y`` of every slot of ``rollout``, ``(T, N)``, without gradient.
+def rollout_targets(target_net: nn.Module, rollout: Rollout, gamma: float, lam: float = 1.0) -> torch.Tensor:
+    """The n-step TD target (lambda-return for ``lam < 1``) of every slot of ``rollout``, ``(T, N)``,
+    without gradient.
 
     Bootstraps from ``target_net``'s value of ``last_obs`` and, where an episode was
     truncated, of its ``final_obs``. An invalid slot ends the recursion (its own target is
@@ -136,23 +150,30 @@ def rollout_targets(target_net: nn.Module, rollout: Rollout, gamma: float) -> to
             if truncated.any():
                 final_obs = torch.as_tensor(rollout.final_obs, dtype=torch.float32)
                 at_truncation[truncated] = target_net(final_obs[truncated])[1]
-        return n_step_returns(rewards, dones, bootstrap, gamma, at_truncation)
+        next_values = None
+        if lam < 1.0:
+            # The state after step t is obs[t + 1], and last_obs after the final step; where the
+            # episode ended, the recursion reads at_truncation instead.
+            values = target_net(torch.as_tensor(rollout.obs, dtype=torch.float32))[1]
+            next_values = torch.cat([values[1:], bootstrap.unsqueeze(0)])
+        return n_step_returns(rewards, dones, bootstrap, gamma, at_truncation, next_values, lam)
 
 
 def a3c_gradients(net: nn.Module, target_net: nn.Module, rollout: Rollout, gamma: float,
-                  entropy_coef: float, flat: FlatParams,
-                  max_grad_norm: float | None = None) -> tuple[np.ndarray, dict[str, float]]:
+                  entropy_coef: float, flat: FlatParams, max_grad_norm: float | None = None,
+                  lam: float = 1.0) -> tuple[np.ndarray, dict[str, float]]:
     """The gradient of :func:`a3c_loss` on ``rollout`` as one flat float32 vector (a copy).
 
     ``net(obs) -> (logits, value)`` is the online network whose parameters ``flat`` covers;
-    ``target_net`` gives the values the targets bootstrap from (:func:`rollout_targets`).
+    ``target_net`` gives the values the targets bootstrap from (:func:`rollout_targets`, with
+    ``lam``).
     Invalid slots are left out of the loss. With ``max_grad_norm`` the vector is scaled down
     to that L2 norm when longer. ``info`` adds ``loss`` and ``grad_norm`` (before clipping)
     to the loss's info.
     """
     if flat.module is not net:
         raise ValueError("flat must be the FlatParams of net")
-    returns = rollout_targets(target_net, rollout, gamma)
+    returns = rollout_targets(target_net, rollout, gamma, lam)
     mask = None if rollout.valid is None else torch.as_tensor(rollout.valid, dtype=torch.bool)
     net.zero_grad(set_to_none=True)
     logits, values = net(torch.as_tensor(rollout.obs, dtype=torch.float32))

@@ -27,7 +27,8 @@ class TrainConfig:
         "help": "evaluation mean that counts as solved (default: the env's reward threshold)"})
     stop_at_target: bool = field(default=True, metadata={"help": "stop at the first evaluation reaching the target"})
     eval_episodes: int = field(default=10, metadata={"help": "episodes per evaluation"})
-    eval_epsilon: float = field(default=0.05, metadata={"help": "exploration rate during evaluation"})
+    eval_epsilon: float | None = field(default=None, metadata={
+        "help": "exploration rate during evaluation (default: 0.05 for dqn, as in the DQN papers; 0 for a3c)"})
     eval_noop_max: int = field(default=30, metadata={"help": "evaluation episodes start after 0..N no-op actions"})
     eval_every_s: float = field(default=1.0, metadata={"help": "at most one evaluation per this many seconds"})
     checkpoint_every_s: float = field(default=60.0, metadata={"help": "seconds between checkpoints"})
@@ -43,7 +44,8 @@ class TrainConfig:
         if self.target_return is not None:
             validate.number("target_return", self.target_return)
         validate.integer("eval_episodes", self.eval_episodes, low=1)
-        validate.number("eval_epsilon", self.eval_epsilon, low=0.0, high=1.0)
+        if self.eval_epsilon is not None:
+            validate.number("eval_epsilon", self.eval_epsilon, low=0.0, high=1.0)
         validate.integer("eval_noop_max", self.eval_noop_max, low=0)
         validate.number("eval_every_s", self.eval_every_s, low=0.0)
         validate.number("checkpoint_every_s", self.checkpoint_every_s, low=0.0, low_open=True)

@@ -22,6 +22,7 @@ import numpy as np
 import psutil
 from torch import nn
 
+from gorila.algos.registry import ALGORITHMS
 from gorila.checkpoint import CheckpointTimer, load_checkpoint, save_checkpoint
 from gorila.config import RunConfig
 from gorila.envs.evaluation import human_normalized
@@ -118,6 +119,7 @@ def run_rl(run: RunConfig, train: TrainConfig, plan: RLPlan,
     """
     run_dir = Path(train.resume) if train.resume else run.resolved_run_dir(plan.env_id)
     target = train.target_for(plan.env_id)  # run-dir and env problems surface before Ray starts
+    eval_epsilon = train.eval_epsilon if train.eval_epsilon is not None else ALGORITHMS[plan.algo].eval_epsilon
     initial = FlatParams(plan.network_fn()).get()
     runtime = make_runtime(run.runtime, run.address, call_timeout_s=train.call_timeout_s)
     try:
@@ -133,17 +135,19 @@ def run_rl(run: RunConfig, train: TrainConfig, plan: RLPlan,
         groups = {w.name: runtime.start_workers(w.factory, w.count, shards.endpoints, name=w.name) for w in specs}
         evaluator = runtime.start_workers(
             functools.partial(Evaluator, env_id=plan.env_id, network_fn=plan.network_fn, policy_fn=plan.policy_fn,
-                              episodes=train.eval_episodes, epsilon=train.eval_epsilon, seed=run.seed,
+                              episodes=train.eval_episodes, epsilon=eval_epsilon, seed=run.seed,
                               noop_max=train.eval_noop_max, timeout_s=train.call_timeout_s),
             1, shards.endpoints, name="evaluator")
         config = {"algo": plan.algo, "run": asdict(run), "train": asdict(train), plan.algo: plan.config,
-                  "rule": asdict(plan.spec.rule), "target_return": target}
+                  "rule": asdict(plan.spec.rule), "target_return": target,
+                  "eval_epsilon": eval_epsilon}
         with RunLogger(run_dir, config, COLUMNS, total=train.total_steps, unit="env steps",
                        description=f"{plan.algo} {plan.env_id} {run.mode}", resume=bool(train.resume)) as logger:
             loop = _Loop(run, train, plan, target, shards, groups, evaluator, logger, meta, run_dir)
             loop.on_chunk = on_chunk
             result = loop.execute()
             summary = loop.summary(result, runtime, services)
+            summary["eval_epsilon"] = eval_epsilon
             logger.close(summary)
         _plot(run_dir)
         return summary

@@ -16,10 +16,13 @@ from gorila.nets import FlatParams
 from gorila.rl.saved import SavedRun
 
 
-def evaluate_saved(path: Path, episodes: int, epsilon: float, noop_max: int, seed: int) -> dict[str, Any]:
-    """Scores of ``episodes`` episodes with the newest good checkpoint of the run at ``path``."""
+def evaluate_saved(path: Path, episodes: int, epsilon: float | None, noop_max: int, seed: int) -> dict[str, Any]:
+    """Scores of ``episodes`` episodes with the newest good checkpoint of the run at ``path``;
+    ``epsilon=None`` plays with the exploration rate the run evaluated with."""
     saved = SavedRun.open(path)
     algorithm = ALGORITHMS[saved.algo]
+    if epsilon is None:
+        epsilon = saved.config.get("eval_epsilon", algorithm.eval_epsilon)
     run = RunConfig(**{k: v for k, v in saved.config["run"].items() if k != "run_dir"})
     algo_cls = algorithm.config_classes()[0]
     cfg = algo_cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.config[saved.algo].items()})

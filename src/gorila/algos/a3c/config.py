@@ -29,6 +29,7 @@ class A3CConfig:
     envs_per_worker: int = field(default=8, metadata={"help": "Vectorised environments each worker steps."})
     rollout_steps: int = field(default=8, metadata={"help": "Steps per rollout (fewer when an episode ends first); the n of the n-step target."})
     gamma: float = field(default=0.99, metadata={"help": "Discount factor, in (0, 1]."})
+    gae_lambda: float = field(default=1.0, metadata={"help": "Lambda of the lambda-return target (generalised advantage estimation), in [0, 1]; 1 is the plain n-step target."})
     entropy_coef: float = field(default=0.01, metadata={"help": "Weight of the entropy bonus (>= 0)."})
     optimizer: str = "rmsprop"  # no flag of its own: --optimizer (RunConfig) overrides it
     lr_policy: float = field(default=3e-3, metadata={"help": "Server learning rate of the policy parameters (and of a shared torso)."})
@@ -42,6 +43,7 @@ class A3CConfig:
         validate.integer("envs_per_worker", self.envs_per_worker, low=1)
         validate.integer("rollout_steps", self.rollout_steps, low=1)
         validate.number("gamma", self.gamma, low=0.0, high=1.0, low_open=True)
+        validate.number("gae_lambda", self.gae_lambda, low=0.0, high=1.0)
         validate.number("entropy_coef", self.entropy_coef, low=0.0)
         validate.choice("optimizer", self.optimizer, OPTIMIZERS)
         validate.number("lr_policy", self.lr_policy, low=0.0, low_open=True)

@@ -110,7 +110,8 @@ class A3CWorker:
         self.refresh()
         rollout = self.collect()
         grad, self.last_info = a3c_gradients(self.net, self.target_net, rollout, self.cfg.gamma,
-                                             self.cfg.entropy_coef, self.flat, self.cfg.max_grad_norm)
+                                             self.cfg.entropy_coef, self.flat, self.cfg.max_grad_norm,
+                                             self.cfg.gae_lambda)
         self.client.push(grad)
         self.updates_pushed += 1
 
