@@ -48,6 +48,7 @@ def test_speedup_png(tmp_path):
     out = plot_speedup([1, 2, 4], [1.0, 1.7, 2.9], tmp_path / "speedup.png", "sync", efficiency=[1.0, 0.85, 0.72])
     _assert_png(out)
     _assert_png(plot_speedup([1, 2], [1.0, 1.9], tmp_path / "plain.png", "no efficiency"))
+    _assert_png(plot_speedup([1, 2], [1.0, 1.3], tmp_path / "limit.png", "limit", limit=[1.0, 1.4]))
 
 
 def test_speedup_needs_matching_lengths(tmp_path):
@@ -55,4 +56,6 @@ def test_speedup_needs_matching_lengths(tmp_path):
         plot_speedup([1, 2], [1.0, 1.5, 2.0], tmp_path / "x.png", "bad")
     with pytest.raises(ValueError, match="1 efficiencies"):
         plot_speedup([1, 2], [1.0, 1.5], tmp_path / "x.png", "bad", efficiency=[1.0])
+    with pytest.raises(ValueError, match="one limit per worker count"):
+        plot_speedup([1, 2], [1.0, 1.5], tmp_path / "x.png", "bad", limit=[1.0])
     assert not (tmp_path / "x.png").exists()

@@ -48,8 +48,9 @@ def plot_learning_curve(csv_path: Path, x: str, y: str | Sequence[str], out_png:
 
 
 def plot_speedup(workers: Sequence[int], speedup: Sequence[float], out_png: Path, title: str,
-                 efficiency: Sequence[float] | None = None) -> Path:
-    """Measured speedup against the ideal ``y = x``; ``efficiency`` on a right-hand axis. Returns ``out_png``."""
+                 efficiency: Sequence[float] | None = None, limit: Sequence[float] | None = None) -> Path:
+    """Measured speedup against the ideal ``y = x`` and, if given, the machine's ``limit`` for the
+    same work; ``efficiency`` on a right-hand axis. Returns ``out_png``."""
     if not workers or len(workers) != len(speedup) or (efficiency is not None and len(efficiency) != len(workers)):
         raise ValueError(f"need one speedup (and efficiency) per worker count; got {len(workers)} worker "
                          f"counts, {len(speedup)} speedups"
@@ -57,6 +58,10 @@ def plot_speedup(workers: Sequence[int], speedup: Sequence[float], out_png: Path
     fig, ax = _figure()
     ideal = [min(workers), max(workers)]
     ax.plot(ideal, ideal, "--", color="grey", label="ideal (y = x)")
+    if limit is not None:
+        if len(limit) != len(workers):
+            raise ValueError(f"need one limit per worker count; got {len(workers)} worker counts, {len(limit)} limits")
+        ax.plot(workers, limit, "^--", color="tab:red", label="machine limit (bare processes)")
     ax.plot(workers, speedup, "o-", color="tab:blue", label="measured speedup")
     ax.set_xlabel("workers")
     ax.set_ylabel("speedup over 1 worker")

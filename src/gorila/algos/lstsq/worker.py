@@ -11,6 +11,11 @@ from gorila.algos.lstsq.config import LstsqConfig
 from gorila.params import ParameterClient, ShardEndpoint, ShardLayout
 
 
+def local_gradient(x: np.ndarray, y: np.ndarray, w: np.ndarray, scale: np.float32) -> np.ndarray:
+    """Map and local reduce over one worker's rows: ``scale * sum_i (x_i.w - y_i) x_i``."""
+    return (x.T @ (x @ w - y)) * scale
+
+
 class LstsqWorker:
     """Map (``g = (x.w - y) x`` over local rows) and local reduce (their sum), pushed to the server.
 
@@ -30,8 +35,7 @@ class LstsqWorker:
         self.steps = 0
 
     def gradient(self, w: np.ndarray) -> np.ndarray:
-        residual = self.x @ w - self.y
-        return (self.x.T @ residual) * self.scale
+        return local_gradient(self.x, self.y, w, self.scale)
 
     def step(self) -> None:
         w = self.client.params()

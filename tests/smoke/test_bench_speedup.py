@@ -1,0 +1,30 @@
+"""``gorila bench speedup`` end to end on a tiny problem: CSV, PNG, and the machine's limit beside each speedup."""
+
+import csv
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.smoke
+
+
+def test_bench_speedup_writes_csv_and_png_with_the_machine_limit(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "gorila.cli", "bench", "speedup", "--workers", "1,2",
+                             "--n", "20000", "--d", "20", "--tol", "1e-2", "--limit-rounds", "3",
+                             "--out", str(tmp_path)], capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "limit" in result.stdout
+    rows = list(csv.DictReader(open(tmp_path / "speedup.csv")))
+    assert [int(r["workers"]) for r in rows] == [1, 2]
+    assert float(rows[0]["speedup"]) == pytest.approx(1.0) and float(rows[0]["machine_limit"]) == pytest.approx(1.0)
+    assert float(rows[1]["machine_limit"]) > 0
+    # sync: every round carries m * d floats to the server
+    assert float(rows[1]["bytes_per_round_measured"]) == pytest.approx(float(rows[1]["bytes_per_round_analytic"]))
+    assert (tmp_path / "speedup.png").stat().st_size > 0
+
+
+def test_bench_speedup_refuses_a_bad_limit_rounds():
+    result = subprocess.run([sys.executable, "-m", "gorila.cli", "bench", "speedup", "--limit-rounds", "0"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "--limit-rounds" in result.stderr
