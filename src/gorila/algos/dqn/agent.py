@@ -52,7 +52,7 @@ class QActor:
 
         actor = QActor(env_id, cfg, seed, network_fn)
         actor.load(params)
-        transitions = actor.act(epsilon)   # one step of every env (hidden reset steps excluded)
+        transitions = actor.act(epsilon)   # one step of every env (EnvPool's hidden reset steps excluded)
     """
 
     def __init__(self, env_id: str, cfg: DQNConfig, seed: int, network_fn: Callable[[], nn.Module]):
