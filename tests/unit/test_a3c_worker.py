@@ -64,7 +64,7 @@ def _worker(endpoints, env_id=COUNTING, cfg=CFG, worker_id=0, barrier=False):
     return A3CWorker(worker_id, endpoints, env_id=env_id, cfg=cfg, seed=3, barrier=barrier, timeout_s=1.0)
 
 
-def test_one_step_pushes_one_gradient_and_counts_only_real_env_steps():
+def test_one_step_pushes_one_gradient_and_counts_every_env_step():
     shards, endpoints = _server(COUNTING, CFG, num_shards=2)
     worker = _worker(endpoints)
     worker.step()
@@ -74,8 +74,8 @@ def test_one_step_pushes_one_gradient_and_counts_only_real_env_steps():
     assert sum(ep.pushed[0].size for ep in endpoints) == size
     assert [s.version for s in shards] == [1, 1]
     report = worker.report()
-    # Per env: steps 0-4 finish an episode, step 5 is the hidden reset, step 6 is real.
-    assert report["env_steps"] == 2 * 6 == CFG.rollout_steps * CFG.envs_per_worker - 2
+    # Per env: steps 0-4 finish an episode (resetting within step 4), steps 5-6 start the next.
+    assert report["env_steps"] == 2 * 7 == CFG.rollout_steps * CFG.envs_per_worker
     assert report["episodes"] == 2 and report["recent_returns"] == [5.0, 5.0]
     assert report["updates_pushed"] == 1 and report["pushes_counted"] == 1
     assert report["pushes_rejected"] == 0 and report["version"] == 0
@@ -88,11 +88,11 @@ def test_rollout_holds_exactly_the_steps_that_arrived():
     worker = _worker(endpoints)
     worker.refresh()
     rollout = worker.collect()
-    # CountingEnv's observation is the step index: 0..4, then the reset slot, then 0 again.
-    assert rollout.valid[:, 0].tolist() == [True] * 5 + [False, True]
-    assert rollout.obs[rollout.valid[:, 0], 0, 0].tolist() == [0, 1, 2, 3, 4, 0]
+    # CountingEnv's observation is the step index: 0..4, then 0 again (reset in the step that ended).
+    assert rollout.valid[:, 0].tolist() == [True] * 7
+    assert rollout.obs[:, 0, 0].tolist() == [0, 1, 2, 3, 4, 0, 1]
     assert rollout.dones[:, 0].tolist() == [False] * 4 + [True, False, False]
-    assert rollout.last_obs[:, 0].tolist() == [1.0, 1.0]
+    assert rollout.last_obs[:, 0].tolist() == [2.0, 2.0]
 
 
 def test_pushed_gradient_is_the_a3c_gradient_of_the_same_rollout():
@@ -122,8 +122,9 @@ def test_returns_never_mix_two_episodes(env_id):
     expected_end = 1.0 + tail
     assert targets[4] == pytest.approx(expected_end, abs=1e-6)
     assert targets[3] == pytest.approx(1.0 + CFG.gamma * expected_end, abs=1e-6)
-    # The step after the reset (obs 0 of episode 2) bootstraps from obs 1 only.
-    assert targets[6] == pytest.approx(1.0 + CFG.gamma * value(1), abs=1e-6)
+    # Episode 2's steps (obs 0 and 1) bootstrap from the rollout's last observation, 2, only.
+    assert targets[6] == pytest.approx(1.0 + CFG.gamma * value(2), abs=1e-6)
+    assert targets[5] == pytest.approx(1.0 + CFG.gamma * targets[6], abs=1e-6)
 
 
 def test_target_value_network_moves_by_tau_once_per_new_version():

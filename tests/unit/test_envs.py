@@ -37,17 +37,52 @@ def test_counting_env_can_truncate_instead_of_terminate():
     assert (terminated, truncated) == (False, True)
 
 
-def test_runner_never_returns_the_autoreset_step():
+def test_runner_resets_in_the_step_that_ends_an_episode_so_every_step_is_a_transition():
     runner = runner_of(CountingEnv(3), CountingEnv(2))
     rows = run(runner, 12)
-    # A reset step would show up as (obs=L, next_obs=0); every real step has next_obs = obs + 1.
+    # A transition across a reset would show up as (obs=L, next_obs=0); a real one has next_obs = obs + 1.
     assert all(next_obs == obs + 1 for _, obs, next_obs, *_ in rows)
     for env, length in ((0, 3), (1, 2)):
         mine = [(obs, nxt, term) for e, obs, nxt, term, *_ in rows if e == env]
         episode = [(float(t), float(t + 1), t + 1 == length) for t in range(length)]
-        assert mine == (episode * 12)[:len(mine)]
+        assert mine == (episode * 12)[:12]
+
+
+class NextStepBackend(GymnasiumBackend):
+    """Resets on the step after an episode ends, as EnvPool does (a step that only resets)."""
+
+    same_step_reset = False
+
+    def reset(self):
+        self.done = [False] * self.num_envs
+        return super().reset()
+
+    def step(self, actions):
+        rows = []
+        for i, (env, action) in enumerate(zip(self.envs, actions)):
+            if self.done[i]:
+                rows.append((env.reset()[0], 0.0, False, False))
+                self.done[i] = False
+            else:
+                obs, reward, terminated, truncated, _ = env.step(action)
+                rows.append((obs, reward, terminated, truncated))
+                self.done[i] = terminated or truncated
+        obs, reward, terminated, truncated = (np.array(x) for x in zip(*rows))
+        reward = reward.astype(np.float32)
+        return obs.astype(np.float32), reward, reward, terminated, truncated, obs.astype(np.float32)
+
+
+def test_runner_hides_the_reset_only_step_of_a_next_step_backend():
+    runner = EnvRunner(NextStepBackend([lambda: CountingEnv(3), lambda: CountingEnv(2, truncate=True)]))
+    rows = run(runner, 12)
+    assert all(next_obs == obs + 1 for _, obs, next_obs, *_ in rows)
+    for env, length in ((0, 3), (1, 2)):
+        mine = [(obs, nxt) for e, obs, nxt, *_ in rows if e == env]
         # 12 vector steps, one of every (length + 1) spent resetting.
-        assert len(mine) == 12 - 12 // (length + 1)
+        assert mine == ([(float(t), float(t + 1)) for t in range(length)] * 12)[:12 - 12 // (length + 1)]
+    episodes = runner.pop_episodes()
+    assert sorted({(ep.env_index, ep.score, ep.length) for ep in episodes}) == [(0, 3.0, 3), (1, 2.0, 2)]
+    assert len(episodes) == 12 // 4 + 12 // 3
 
 
 def test_runner_final_next_obs_is_the_true_final_observation_and_episodes_are_counted():
@@ -63,7 +98,7 @@ def test_runner_final_next_obs_is_the_true_final_observation_and_episodes_are_co
 
 def test_runner_keeps_raw_rewards_for_scores_while_training_rewards_are_clipped():
     runner = runner_of(SignReward(CountingEnv(3, reward=-2.5)))
-    rows = run(runner, 4)
+    rows = run(runner, 3)
     assert [r[-1] for r in rows] == [-1.0, -1.0, -1.0]
     (episode,) = runner.pop_episodes()
     assert episode.score == pytest.approx(-7.5) and episode.length == 3

@@ -175,7 +175,7 @@ def a3c_gradients(net: nn.Module, target_net: nn.Module, rollout: Rollout, gamma
         raise ValueError("flat must be the FlatParams of net")
     returns = rollout_targets(target_net, rollout, gamma, lam)
     mask = None if rollout.valid is None else torch.as_tensor(rollout.valid, dtype=torch.bool)
-    net.zero_grad(set_to_none=True)
+    flat.zero_grad()  # in place: the gradients stay views of flat's buffer
     logits, values = net(torch.as_tensor(rollout.obs, dtype=torch.float32))
     loss, info = a3c_loss(logits, values, torch.as_tensor(rollout.actions), returns, entropy_coef, mask)
     loss.backward()

@@ -8,12 +8,20 @@ from torch import nn
 
 
 class FlatParams:
-    """Moves a module's parameters and gradients to and from one flat float32 numpy vector::
+    """A module's parameters and gradients, each kept in one contiguous float32 buffer::
 
-        flat = FlatParams(net)
+        flat = FlatParams(net)       # after net.to(device): moving it later would undo the buffer
         w0 = flat.get()              # copy of all parameters, in ``net.parameters()`` order
-        flat.set(w)                  # load a vector pulled from the server
-        loss.backward(); g = flat.grad()   # gradients as one vector, ready to push
+        flat.set(w)                  # load a vector pulled from the server: one copy
+        flat.zero_grad(); loss.backward()
+        g = flat.grad()              # gradients as one vector, ready to push: no copy
+
+    Construction makes every parameter a view into the parameter buffer, and :meth:`zero_grad`
+    makes every ``.grad`` a view into the gradient buffer, which backward then accumulates into:
+    a small network's update would otherwise spend a visible share of its time copying tensor by
+    tensor. Code that replaces a ``.grad`` (``zero_grad(set_to_none=True)``) detaches it from the
+    buffer; :meth:`grad` then copies it in (reading a missing one as zeros) and :meth:`zero_grad`
+    attaches it again. A second ``FlatParams`` of the same module shares both buffers.
 
     The order is ``module.parameters()``; :meth:`slices` names where each tensor lives, so a
     caller can give parameter groups their own learning rates.
@@ -24,35 +32,54 @@ class FlatParams:
         self.params = [p for p in module.parameters() if p.requires_grad]
         self.sizes = [p.numel() for p in self.params]
         self.size = int(sum(self.sizes))
-        self._grad = np.zeros(self.size, np.float32)
+        for p in self.params:
+            if p.dtype != torch.float32 or p.device != self.params[0].device:
+                raise ValueError("FlatParams needs float32 parameters, all on one device")
+        device = self.params[0].device if self.params else torch.device("cpu")
+        self._flat = _shared_buffer(self.params, self.size)
+        if self._flat is None:
+            self._flat = torch.cat([p.detach().reshape(-1) for p in self.params]) if self.params \
+                else torch.zeros(0, device=device)
+            with torch.no_grad():
+                for p, view in zip(self.params, self._views(self._flat)):
+                    p.data = view
+        self._flat_grad = _shared_buffer([p.grad for p in self.params], self.size)
+        if self._flat_grad is None:
+            self._flat_grad = torch.zeros(self.size, device=device)
+        self._grad_views = self._views(self._flat_grad)
+        # numpy views for the CPU case: grad() then hands out the buffer itself.
+        self._grad_np = self._flat_grad.numpy() if device.type == "cpu" else None
 
     def get(self) -> np.ndarray:
-        with torch.no_grad():
-            return torch.cat([p.detach().reshape(-1).cpu() for p in self.params]).numpy().astype(
-                np.float32, copy=True)
+        return self._flat.detach().cpu().numpy().astype(np.float32, copy=True)
 
     def set(self, flat: np.ndarray) -> None:
         if flat.shape != (self.size,):
             raise ValueError(f"expected a flat vector of {self.size} parameters, got shape {flat.shape}")
-        source = torch.from_numpy(np.ascontiguousarray(flat, dtype=np.float32))
-        offset = 0
         with torch.no_grad():
-            for p, n in zip(self.params, self.sizes):
-                p.copy_(source[offset:offset + n].view_as(p), non_blocking=True)
-                offset += n
+            self._flat.copy_(torch.from_numpy(np.ascontiguousarray(flat, dtype=np.float32)))
+
+    def zero_grad(self) -> None:
+        """Zero the gradient buffer in place and make every ``.grad`` a view of it again."""
+        self._flat_grad.zero_()
+        for p, view in zip(self.params, self._grad_views):
+            if p.grad is not view:
+                p.grad = view
+
+    def clip_grad_norm_(self, max_norm: float) -> None:
+        """``torch.nn.utils.clip_grad_norm_`` of the parameters' gradients, computed on the buffer."""
+        self._sync_grads()
+        norm = torch.linalg.vector_norm(self._flat_grad)
+        self._flat_grad.mul_(torch.clamp(max_norm / (norm + 1e-6), max=1.0))
 
     def grad(self) -> np.ndarray:
         """The current ``.grad`` of every parameter as one vector (zeros where a grad is None).
 
-        Returns this object's buffer: copy it to keep it past the next call."""
-        offset = 0
-        for p, n in zip(self.params, self.sizes):
-            if p.grad is None:
-                self._grad[offset:offset + n] = 0.0
-            else:
-                self._grad[offset:offset + n] = p.grad.detach().reshape(-1).cpu().numpy()
-            offset += n
-        return self._grad
+        Returns this object's buffer: copy it to keep it past the next ``zero_grad`` or backward."""
+        self._sync_grads()
+        if self._grad_np is not None:
+            return self._grad_np
+        return self._flat_grad.cpu().numpy()
 
     def slices(self) -> dict[str, slice]:
         """Name of each parameter -> its slice of the flat vector."""
@@ -62,6 +89,35 @@ class FlatParams:
             out[names[id(p)]] = slice(offset, offset + n)
             offset += n
         return out
+
+    def _views(self, buffer: torch.Tensor) -> list[torch.Tensor]:
+        return [part.view_as(p) for part, p in zip(buffer.split(self.sizes), self.params)]
+
+    def _sync_grads(self) -> None:
+        """Copy into the buffer any ``.grad`` that is not (or no longer) a view of it."""
+        with torch.no_grad():
+            for p, view in zip(self.params, self._grad_views):
+                if p.grad is view:
+                    continue
+                if p.grad is None:
+                    view.zero_()
+                else:
+                    view.copy_(p.grad)
+
+
+def _shared_buffer(tensors: list[torch.Tensor | None], size: int) -> torch.Tensor | None:
+    """The flat tensor that ``tensors`` already are consecutive views of, in order, or None."""
+    if not tensors or any(t is None or not t.is_contiguous() for t in tensors):
+        return None
+    storage = tensors[0].untyped_storage()
+    if storage.nbytes() != size * 4:
+        return None
+    offset = 0
+    for t in tensors:
+        if t.untyped_storage().data_ptr() != storage.data_ptr() or t.storage_offset() != offset:
+            return None
+        offset += t.numel()
+    return torch.empty(0, dtype=torch.float32, device=tensors[0].device).set_(storage, 0, (size,))
 
 
 def soft_update(target: np.ndarray, online: np.ndarray, tau: float) -> np.ndarray:

@@ -52,7 +52,7 @@ class QActor:
 
         actor = QActor(env_id, cfg, seed, network_fn)
         actor.load(params)
-        transitions = actor.act(epsilon)   # one step of every env (hidden reset steps excluded)
+        transitions = actor.act(epsilon)   # one step of every env (EnvPool's hidden reset steps excluded)
     """
 
     def __init__(self, env_id: str, cfg: DQNConfig, seed: int, network_fn: Callable[[], nn.Module]):
@@ -142,15 +142,13 @@ class QLearner:
         self._sync_target(params, version)
         self.seen_version = version
         self.flat.set(params)
-        # The flat's parameter list, not Module.zero_grad / .parameters(), which walk the module
-        # tree on every call: a visible share of a small network's update.
-        for p in self.flat.params:
-            p.grad = None
+        # Zeroed in place: backward accumulates straight into the flat buffer that is pushed.
+        self.flat.zero_grad()
         loss, info = dqn_loss(self.online, self.target, batch, self.cfg.gamma, self.cfg.loss)
         if self.outliers.is_outlier(info["loss"]):
             self.skipped_outliers += 1
             return None, info
         loss.backward()
         if self.cfg.max_grad_norm is not None:
-            nn.utils.clip_grad_norm_(self.flat.params, self.cfg.max_grad_norm)
+            self.flat.clip_grad_norm_(self.cfg.max_grad_norm)
         return self.flat.grad(), info
