@@ -130,3 +130,17 @@ def test_nothing_is_left_after_shutdown(ray_local):
     assert not any(os.path.exists(d) for d in socket_dirs)
     assert _gorila_mappings() == mapped_before
     assert [e.transport for e in shards.endpoints] == ["ray", "ray"]
+
+
+def test_endpoints_travel_by_actor_name_and_find_their_shard(runtime):
+    """A restartable worker's creation arguments hold no actor handle (ray-project/ray#53727):
+    an endpoint pickles to its shard's name and looks the shard up where it is unpickled."""
+    import pickle
+
+    spec = ServerSpec(rule=UpdateRule.asynchronous(), num_shards=2, optimizer="sgd", lr=1.0)
+    shards = runtime.start_shards(spec, np.arange(6, dtype=np.float32))
+    for k, endpoint in enumerate(shards.ray_call_endpoints()):
+        travelled = pickle.loads(pickle.dumps(endpoint))
+        assert travelled.handle._handle is None  # nothing but the name went through
+        params, version = travelled.pull().result(30)
+        assert version == 0 and params.tolist() == [3.0 * k, 3.0 * k + 1, 3.0 * k + 2]

@@ -39,3 +39,4 @@ def test_shards_on_both_nodes_and_training_converges(two_nodes, tmp_path):
     s = train(RunConfig(algo="lstsq", mode="sync", workers=2, shards=2, runtime="ray", run_dir=tmp_path),
               LstsqConfig(n=4000, d=10, iterations=200, tol=1e-3))
     assert s["reached_target"]
+

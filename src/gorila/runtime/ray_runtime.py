@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import itertools
 import os
+import uuid
 import warnings
 from dataclasses import dataclass, replace
 from typing import Any
@@ -122,6 +124,39 @@ class FastPathAddress:
     node_id: str
     path: str
     size: int
+
+
+class _NamedActor:
+    """A Ray actor handle that travels by name.
+
+    Ray keeps a restartable actor's creation arguments for its restarts; actor handles among
+    them count as objects in the object store, which Ray cannot promise to keep (ray-project/ray
+    issue 53727). Endpoints therefore carry the actor's name, and a copy in another process
+    looks the actor up on first use. Calls go straight to the handle::
+
+        actor = _NamedActor(handle, "gorila-1a2b3c4d-shard-0")
+        actor.push.remote(grad, version, worker_id)
+    """
+
+    def __init__(self, handle: Any, name: str):
+        self._handle, self.name = handle, name
+
+    def __getstate__(self) -> dict:
+        return {"name": self.name}
+
+    def __setstate__(self, state: dict) -> None:
+        self._handle, self.name = None, state["name"]
+
+    @property
+    def handle(self) -> Any:
+        if self._handle is None:
+            self._handle = ray.get_actor(self.name)
+        return self._handle
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):  # copy and pickle probe dunders: not the actor's
+            raise AttributeError(attr)
+        return getattr(self.handle, attr)
 
 
 class RayShardEndpoint:
@@ -311,7 +346,7 @@ class RayWorkers:
 
     def kill(self, index: int) -> None:
         """Kill worker ``index``'s process, as a crash would (Ray restarts it)."""
-        ray.kill(self.handles[index], no_restart=False)
+        ray.kill(self.handles[index].handle, no_restart=False)
 
 
 class RayRuntime:
@@ -333,6 +368,7 @@ class RayRuntime:
         self.schedule_timeout_s = schedule_timeout_s
         self.call_timeout_s = call_timeout_s
         self.max_restarts = max_restarts
+        self._tag, self._serial = uuid.uuid4().hex[:8], itertools.count()
         self._owns = not ray.is_initialized()
         if self._owns:
             address = address or os.environ.get("RAY_ADDRESS")
@@ -357,6 +393,10 @@ class RayRuntime:
         return dict(num_cpus=self.cpus_per_process, max_restarts=self.max_restarts,
                     max_task_retries=3, runtime_env={"env_vars": _ONE_THREAD})
 
+    def _names(self, kind: str, count: int) -> list[str]:
+        """Cluster-unique actor names: a run shares a cluster with other runs."""
+        return [f"gorila-{self._tag}-{kind}-{next(self._serial)}" for _ in range(count)]
+
     def _wait_ready(self, handles: list[Any], what: str) -> list[str]:
         try:
             return ray.get([h.ready.remote() for h in handles], timeout=self.schedule_timeout_s)
@@ -367,10 +407,10 @@ class RayRuntime:
                 f"of {self.total_cpus} CPUs free. Use fewer workers or a bigger cluster.") from err
 
     def start_shards(self, spec: ServerSpec, params: np.ndarray) -> RayShards:
-        handles = [_ShardProcess.options(num_cpus=self.cpus_per_process, scheduling_strategy="SPREAD",
-                                         max_concurrency=1000, runtime_env={"env_vars": _ONE_THREAD}
-                                         ).remote(self.call_timeout_s)
-                   for _ in range(spec.num_shards)]
+        handles = [_NamedActor(_ShardProcess.options(num_cpus=self.cpus_per_process, scheduling_strategy="SPREAD",
+                                                     max_concurrency=1000, runtime_env={"env_vars": _ONE_THREAD},
+                                                     name=name).remote(self.call_timeout_s), name)
+                   for name in self._names("shard", spec.num_shards)]
         self._handles += handles
         group = RayShards(handles, params.size, self.call_timeout_s)
         group.node_ids = self._wait_ready(handles, f"{spec.num_shards} parameter shards")
@@ -382,8 +422,9 @@ class RayRuntime:
 
     def start_workers(self, factory: WorkerFactory, count: int, endpoints: list[ShardEndpoint],
                       *, name: str = "worker") -> RayWorkers:
-        handles = [_WorkerProcess.options(**self._worker_options()).remote(factory, k, endpoints)
-                   for k in range(count)]
+        handles = [_NamedActor(_WorkerProcess.options(**self._worker_options(), name=actor).remote(
+                       factory, k, endpoints), actor)
+                   for k, actor in enumerate(self._names(name, count))]
         self._handles += handles
         group = RayWorkers(handles, name, self.call_timeout_s)
         group.node_ids = self._wait_ready(handles, f"{count} {name}s")
@@ -402,8 +443,8 @@ class RayRuntime:
                 group.close()
         finally:
             self._shard_groups.clear()
-            for handle in self._handles:
-                ray.kill(handle, no_restart=True)
+            for actor in self._handles:
+                ray.kill(actor.handle, no_restart=True)
             self._handles.clear()
             if self._owns:
                 ray.shutdown()
