@@ -12,7 +12,7 @@ from pathlib import Path
 
 from gorila.algos.registry import ALGORITHMS
 from gorila.cliargs import add_flags, from_flags
-from gorila.config import RunConfig
+from gorila.config import RunConfig, values_from_json
 from gorila.errors import ConfigError, GorilaError
 
 EXIT_USAGE = 2
@@ -36,9 +36,7 @@ def _saved_defaults(run_dir: Path) -> tuple[str, dict]:
     algo = saved.get("algo")
     if algo not in ALGORITHMS or "run" not in saved:
         raise ConfigError("resume", f"{path} does not describe a gorila training run")
-    values = {**saved["run"], **saved.get("train", {}), **saved.get(algo, {})}
-    # JSON has no tuples; config fields that are tuples (e.g. --hidden) come back as lists.
-    return algo, {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    return algo, values_from_json({**saved["run"], **saved.get("train", {}), **saved.get(algo, {})})
 
 
 def _configs(argv: list[str]):

@@ -98,3 +98,9 @@ class RunConfig:
             raise ConfigError("run_dir", f"{path} already holds a run; continue it with --resume {path} "
                                          "or choose another --run-dir")
         return path
+
+
+def values_from_json(values: dict) -> dict:
+    """Config field values as read back from a run's ``config.json``: JSON has no tuples, so
+    tuple fields (e.g. ``hidden``) come back as lists and are turned back into tuples here."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}

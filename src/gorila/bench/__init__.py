@@ -2,28 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 
 
-def _ps(argv: list[str]) -> int:
-    from gorila.bench.ps import main
-    return main(argv)
+def _lazy(name: str) -> Callable[[list[str]], int]:
+    """``gorila.bench.NAME.main``, imported only when that benchmark runs (some import torch or Ray)."""
+    def run(argv: list[str]) -> int:
+        return importlib.import_module(f"gorila.bench.{name}").main(argv)
+    return run
 
 
-def _speedup(argv: list[str]) -> int:
-    from gorila.bench.speedup import main
-    return main(argv)
-
-
-def _sampling(argv: list[str]) -> int:
-    from gorila.bench.sampling import main
-    return main(argv)
-
-
-def _learner(argv: list[str]) -> int:
-    from gorila.bench.learner import main
-    return main(argv)
-
-
-BENCHMARKS: dict[str, Callable[[list[str]], int]] = {"ps": _ps, "speedup": _speedup, "sampling": _sampling,
-                                                     "learner": _learner}
+BENCHMARKS: dict[str, Callable[[list[str]], int]] = {name: _lazy(name) for name in ("ps", "speedup", "sampling",
+                                                                                     "learner")}

@@ -186,6 +186,9 @@ class EnvRunner:
         self.num_envs = backend.num_envs
         self.observations = backend.reset()
         self._resetting = np.zeros(self.num_envs, bool)
+        # The rows of a step in which every env stepped: built once, shared read-only by its transitions.
+        self._all_rows = np.arange(self.num_envs, dtype=np.int64)
+        self._all_rows.flags.writeable = False
         self._scores = np.zeros(self.num_envs, np.float64)
         self._lengths = np.zeros(self.num_envs, np.int64)
         self._finished: list[Episode] = []
@@ -207,7 +210,7 @@ class EnvRunner:
             self._scores += raw
             self._lengths += 1
             transitions = Transitions(obs, actions, reward, next_obs, terminated, truncated,
-                                      np.arange(self.num_envs, dtype=np.int64))
+                                      self._all_rows)
         else:
             live = ~self._resetting
             self._scores[live] += raw[live]

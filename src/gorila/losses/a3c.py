@@ -179,9 +179,5 @@ def a3c_gradients(net: nn.Module, target_net: nn.Module, rollout: Rollout, gamma
     logits, values = net(torch.as_tensor(rollout.obs, dtype=torch.float32))
     loss, info = a3c_loss(logits, values, torch.as_tensor(rollout.actions), returns, entropy_coef, mask)
     loss.backward()
-    grad = flat.grad().copy()
-    norm = float(np.linalg.norm(grad.astype(np.float64)))
-    if max_grad_norm is not None and norm > max_grad_norm:
-        grad *= np.float32(max_grad_norm / norm)
-    info.update(loss=loss.item(), grad_norm=norm)
-    return grad, info
+    info.update(loss=loss.item(), grad_norm=flat.clip_grad_norm_(max_grad_norm))
+    return flat.grad().copy(), info

@@ -66,11 +66,14 @@ class FlatParams:
             if p.grad is not view:
                 p.grad = view
 
-    def clip_grad_norm_(self, max_norm: float) -> None:
-        """``torch.nn.utils.clip_grad_norm_`` of the parameters' gradients, computed on the buffer."""
+    def clip_grad_norm_(self, max_norm: float | None) -> float:
+        """``torch.nn.utils.clip_grad_norm_`` of the parameters' gradients, computed on the buffer:
+        returns their norm before clipping; ``max_norm=None`` only measures it."""
         self._sync_grads()
         norm = torch.linalg.vector_norm(self._flat_grad)
-        self._flat_grad.mul_(torch.clamp(max_norm / (norm + 1e-6), max=1.0))
+        if max_norm is not None:
+            self._flat_grad.mul_(torch.clamp(max_norm / (norm + 1e-6), max=1.0))
+        return float(norm)
 
     def grad(self) -> np.ndarray:
         """The current ``.grad`` of every parameter as one vector (zeros where a grad is None).

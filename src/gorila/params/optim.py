@@ -61,11 +61,11 @@ class SGD(_Base):
     _BLOCK = 1 << 15
 
     def step(self, params: np.ndarray, grad: np.ndarray) -> None:
+        per_param = isinstance(self.lr, np.ndarray)
         for start in range(0, params.size, self._BLOCK):
             block = slice(start, start + self._BLOCK)
             tmp = self._tmp[block]
-            lr = self.lr[block] if isinstance(self.lr, np.ndarray) else self.lr
-            np.multiply(grad[block], lr, out=tmp)
+            np.multiply(grad[block], self.lr[block] if per_param else self.lr, out=tmp)
             params[block] -= tmp
         self.steps += 1
 

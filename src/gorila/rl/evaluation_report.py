@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from gorila.algos.registry import ALGORITHMS
-from gorila.config import RunConfig
+from gorila.config import RunConfig, values_from_json
 from gorila.envs.evaluation import evaluate, human_normalized
 from gorila.envs.make import is_atari
 from gorila.nets import FlatParams
@@ -25,7 +25,7 @@ def evaluate_saved(path: Path, episodes: int, epsilon: float | None, noop_max: i
         epsilon = saved.config.get("eval_epsilon", algorithm.eval_epsilon)
     run = RunConfig(**{k: v for k, v in saved.config["run"].items() if k != "run_dir"})
     algo_cls = algorithm.config_classes()[0]
-    cfg = algo_cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.config[saved.algo].items()})
+    cfg = algo_cls(**values_from_json(saved.config[saved.algo]))
     network_fn, policy_fn = algorithm.policy_fn()(run, cfg)
     net = network_fn().eval()
     FlatParams(net).set(saved.params)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import logging
 import itertools
+import logging
 import os
 import uuid
 import warnings

@@ -22,14 +22,14 @@ def evaluation_policy(run: RunConfig, cfg: A3CConfig):
 
 def make_plan(run: RunConfig, cfg: A3CConfig, train: TrainConfig) -> RLPlan:
     """``--workers`` A3C workers; under ``sync`` they are A2C, under ``semi-async`` seed 002's variant."""
-    network_fn = functools.partial(make_network, run.env, cfg, run.seed)
+    network_fn, policy_fn = evaluation_policy(run, cfg)
     net = network_fn()  # an unsupported env is refused here, before anything starts
     rule = run.rule()
     spec = ServerSpec(rule=rule, num_shards=run.shards, optimizer=run.optimizer or cfg.optimizer,
                       lr=learning_rates(net, cfg))  # policy and value parameters keep their own rates
     worker = functools.partial(A3CWorker, env_id=run.env, cfg=cfg, seed=run.seed, barrier=rule.barrier,
                                timeout_s=train.call_timeout_s)
-    return RLPlan(algo="a3c", env_id=run.env, network_fn=network_fn, policy_fn=greedy_policy, spec=spec,
+    return RLPlan(algo="a3c", env_id=run.env, network_fn=network_fn, policy_fn=policy_fn, spec=spec,
                   workers=lambda services: [WorkerSpec("worker", worker, run.workers)],
                   processes=run.workers, steps_per_call=20, config=asdict(cfg))
 

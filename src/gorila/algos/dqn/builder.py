@@ -24,7 +24,7 @@ def evaluation_policy(run: RunConfig, cfg: DQNConfig):
 def make_plan(run: RunConfig, cfg: DQNConfig, train: TrainConfig) -> RLPlan:
     """The workers and server of one Gorila DQN run."""
     device = resolve_device(train.device)
-    network_fn = functools.partial(build_q_network, run.env, cfg.hidden, run.seed)
+    network_fn, policy_fn = evaluation_policy(run, cfg)
     network_fn()  # an unknown env or a continuous action space is refused before anything starts
     rule = run.rule(num_workers=cfg.num_learners)
     if rule.barrier and cfg.outlier_k is not None:
@@ -35,7 +35,7 @@ def make_plan(run: RunConfig, cfg: DQNConfig, train: TrainConfig) -> RLPlan:
                   timeout_s=train.call_timeout_s)
     if cfg.replay == "local":
         bundle = functools.partial(Bundle, device=device, **common)
-        return RLPlan(algo="dqn", env_id=run.env, network_fn=network_fn, policy_fn=greedy_policy, spec=spec,
+        return RLPlan(algo="dqn", env_id=run.env, network_fn=network_fn, policy_fn=policy_fn, spec=spec,
                       workers=lambda services: [WorkerSpec("bundle", bundle, cfg.actors)],
                       processes=cfg.actors, steps_per_call=100, config=asdict(cfg))
     from gorila.algos.dqn.distributed import global_replay_plan
