@@ -1,6 +1,5 @@
-"""The same-node fast path without Ray: a FastPathServer on a loop thread, channels in this one."""
+"""The same-node fast path without Ray: a FastPathServer on its threads, channels in this one."""
 
-import asyncio
 import os
 import threading
 
@@ -9,6 +8,7 @@ import pytest
 
 from gorila.errors import GorilaError, VersionError, WorkerTimeoutError
 from gorila.params import ParameterShard, UpdateRule
+from gorila.runtime.shard_host import ShardHost
 from gorila.runtime.shm import FastPathChannel, FastPathServer, supported
 
 pytestmark = [pytest.mark.timeout(60),
@@ -18,37 +18,26 @@ N = 1000
 
 
 class Served:
-    """A shard behind a FastPathServer on its own event-loop thread, as in a shard process."""
+    """A shard behind a ShardHost and a FastPathServer, as in a shard process."""
 
     def __init__(self, rule: UpdateRule):
         self.shard = ParameterShard(np.zeros(N, np.float32), rule, "sgd", lr=0.5)
-        self.release = None  # set by hold(): pushes then wait on this event
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.server = FastPathServer(self._push, self.shard.pull, N)
-        self.path = self.call(self.server.start())
+        self.host = ShardHost(self.shard, barrier_timeout_s=10)
+        self.release = threading.Event()  # hold() clears it: pushes then wait for release()
+        self.release.set()
+        self.server = FastPathServer(self._push, self.host.pull, N)
+        self.path = self.server.start()
 
-    async def _push(self, grad, version, worker_id, out=None):
-        if self.release is not None:
-            await self.release.wait()
-        return self.shard.push(grad, version, worker_id, out=out)
+    def _push(self, grad, version, worker_id, out=None):
+        assert self.release.wait(timeout=30)
+        return self.host.push(grad, version, worker_id, out=out)
 
     def hold(self) -> None:
-        self.release = self.call(_make_event())
-
-    def call(self, coro):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=10)
+        self.release.clear()
 
     def close(self) -> None:
-        self.call(self.server.close())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-        self.loop.close()
-
-
-async def _make_event() -> asyncio.Event:
-    return asyncio.Event()
+        self.release.set()
+        self.server.close()
 
 
 @pytest.fixture
@@ -107,7 +96,7 @@ def test_other_gradients_and_a_second_request_in_flight_are_left_to_the_caller(s
     pending = channel.push(np.ones(N, np.float32), 0, 0)
     assert pending is not None and not pending.ready()
     assert channel.push(np.ones(N, np.float32), 0, 0) is None and channel.pull() is None
-    served.loop.call_soon_threadsafe(served.release.set)
+    served.release.set()
     assert pending.result(10).applied
     assert channel.pull() is not None
 
@@ -119,7 +108,7 @@ def test_a_reply_that_does_not_come_is_a_timeout_and_closes_the_channel(served):
     with pytest.raises(WorkerTimeoutError, match="shard 0 push did not answer"):
         pending.result(timeout_s=0.2)
     assert channel.closed
-    served.loop.call_soon_threadsafe(served.release.set)
+    served.release.set()
 
 
 def test_a_client_of_the_wrong_size_is_refused(served):
@@ -133,11 +122,22 @@ def test_close_ends_connections_and_removes_the_socket():
     channel = FastPathChannel(s.path, N, 0, timeout_s=10)
     s.hold()
     pending = channel.push(np.ones(N, np.float32), 0, 0)
-    s.close()
+    s.server.close(timeout_s=0)  # a push that is still inside the shard does not hold close up
     assert not os.path.exists(os.path.dirname(s.path))
     with pytest.raises(GorilaError, match="closed the connection before answering push"):
         pending.result(10)
     assert channel.closed and channel.pull() is None  # the caller goes another way
+    s.release.set()
+
+
+def test_close_ends_the_threads_of_idle_connections():
+    before = set(threading.enumerate())
+    s = Served(UpdateRule.asynchronous())
+    channels = [FastPathChannel(s.path, N, k, timeout_s=10) for k in range(3)]
+    assert all(c.pull().result(10)[1] == 0 for c in channels)
+    assert len([t for t in threading.enumerate() if t.name == "gorila-fast-path" and t not in before]) == 4
+    s.close()
+    assert not [t for t in threading.enumerate() if t.name == "gorila-fast-path" and t not in before]
 
 
 def test_dirs_of_killed_shards_are_removed_and_live_ones_kept(served):

@@ -13,7 +13,7 @@ import logging
 import os
 import uuid
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ from gorila.errors import GorilaError, SchedulingError, WorkerTimeoutError
 from gorila.metrics.cputime import CpuClock, process_cpu_seconds
 from gorila.params import ParameterShard, Pending, PushResult, ServerSpec, ShardEndpoint, ShardStats
 from gorila.runtime.base import WorkerFactory, shard_state, split_shard_state
+from gorila.runtime.shard_host import ShardHost
 from gorila.runtime.shm import FastPathChannel, FastPathServer
 
 # Must be in the environment before Ray starts: then every Ray socket binds to 127.0.0.1.
@@ -54,67 +55,81 @@ class RayPending:
 
 @ray.remote
 class _ShardProcess:
-    """Hosts one :class:`ParameterShard`. Async, so a barrier push can wait for the version
-    that completes it while the other workers' pushes keep arriving. Every method, and the
-    same-node fast path (:mod:`gorila.runtime.shm`), runs on the one asyncio loop thread, so
-    none of them can see the shard halfway through another's update."""
+    """Hosts one :class:`ParameterShard` behind a :class:`ShardHost`. Ray methods run on the
+    actor's asyncio loop, so a barrier push awaits the version that completes it while the other
+    workers' pushes keep arriving; same-node clients are served on threads of the fast path
+    (:mod:`gorila.runtime.shm`). Every update, from either side, wakes the loop's waiters."""
 
     def __init__(self, barrier_timeout_s: float):
         self.cpu = CpuClock()
         self.barrier_timeout_s = barrier_timeout_s
-        self.shard: ParameterShard | None = None
-        self.changed = asyncio.Condition()
+        self.host: ShardHost | None = None
         self.fast_path: FastPathServer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._next_version = asyncio.Event()  # set (and replaced) whenever the version moves on
+        self._waiting = 0  # Ray pushes waiting at the barrier (changed on the loop only)
 
     def ready(self) -> str:
         return ray.get_runtime_context().get_node_id()
 
-    def load(self, shard: ParameterShard) -> None:
+    async def load(self, shard: ParameterShard) -> None:
+        self._loop = asyncio.get_running_loop()
         # Arrays that arrive through Ray's object store are read-only views: own a copy.
-        self.shard = copy.deepcopy(shard)
+        self.host = ShardHost(copy.deepcopy(shard), self.barrier_timeout_s, on_advance=self._advanced)
 
-    async def push(self, grad: np.ndarray, version: int, worker_id: int,
-                   out: np.ndarray | None = None) -> PushResult:
-        result = self.shard.push(grad, version, worker_id, out=out)
-        if result.applied:
-            async with self.changed:
-                self.changed.notify_all()
-        elif self.shard.rule.barrier and result.outcome != "rejected" and self.shard.version <= version:
-            async with self.changed:
-                try:
-                    await asyncio.wait_for(self.changed.wait_for(lambda: self.shard.version > version),
-                                           self.barrier_timeout_s)
-                except asyncio.TimeoutError as err:
-                    raise WorkerTimeoutError(
-                        f"shard {self.shard.shard_id}: worker {worker_id} waited {self.barrier_timeout_s:.0f} s "
-                        f"at the barrier of version {version + 1}; a worker stopped pushing") from err
-            params, current = self.shard.pull(out=out)
-            result = replace(result, version=current, params=params)
-        return result
+    def _advanced(self) -> None:
+        # Only when a Ray push waits: waking the loop for nothing would take the GIL from the
+        # fast path's threads on every update.
+        if self._waiting:
+            self._loop.call_soon_threadsafe(self._wake_waiters)
 
-    def pull(self, out: np.ndarray | None = None) -> tuple[np.ndarray, int]:
-        return self.shard.pull(out=out)
+    def _wake_waiters(self) -> None:
+        event, self._next_version = self._next_version, asyncio.Event()
+        event.set()
+
+    async def push(self, grad: np.ndarray, version: int, worker_id: int) -> PushResult:
+        result = self.host.push(grad, version, worker_id, wait=False)
+        if not self.host.must_wait(result, version):
+            return result
+        deadline = self._loop.time() + self.barrier_timeout_s
+        self._waiting += 1  # before the version check: an update after it then wakes this loop
+        try:
+            while self.host.version <= version:
+                # Nothing runs on this loop between the check and the wait: the event taken
+                # here is set by the next version, whichever thread makes it.
+                await asyncio.wait_for(self._next_version.wait(), deadline - self._loop.time())
+        except asyncio.TimeoutError as err:
+            raise self.host.barrier_timeout(version, worker_id) from err
+        finally:
+            self._waiting -= 1
+        return self.host.refreshed(result)
+
+    def pull(self) -> tuple[np.ndarray, int]:
+        return self.host.pull()
 
     def stats(self) -> ShardStats:
-        return self.shard.stats
+        with self.host.locked() as shard:
+            return copy.deepcopy(shard.stats)  # Ray pickles it after the lock is released
 
     def state_dict(self) -> dict[str, np.ndarray]:
-        return self.shard.state_dict()
+        with self.host.locked() as shard:
+            return shard.state_dict()
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        self.shard.load_state_dict(state)
+        with self.host.locked() as shard:
+            shard.load_state_dict(state)
 
     def cpu_seconds(self) -> float:
         return self.cpu.seconds()
 
-    async def open_fast_path(self) -> str | None:
+    def open_fast_path(self) -> str | None:
         """Start serving same-node clients; the socket's path, or None where unsupported."""
-        self.fast_path = FastPathServer(self.push, self.pull, self.shard.size)
-        return await self.fast_path.start()
+        self.fast_path = FastPathServer(self.host.push, self.host.pull, self.host.size)
+        return self.fast_path.start()
 
-    async def close_fast_path(self) -> None:
+    def close_fast_path(self) -> None:
         if self.fast_path is not None:
-            await self.fast_path.close()
+            self.fast_path.close()
 
 
 @dataclass(frozen=True)

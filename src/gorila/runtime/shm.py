@@ -8,14 +8,16 @@ spent by then: one slot keeps the working set small) and a small reply: no seria
 object store, no Ray call. The slot has no name, so nothing can leak: the kernel frees it
 once both processes have unmapped it (or died).
 
-The server runs on the shard process's asyncio loop, the same single thread that serves its
-Ray methods, so fast-path pushes, Ray pushes from other nodes, pulls and ``state_dict`` never
-run concurrently and need no lock. Shard-side code (no Ray here)::
+The server answers each connection on a thread of its own, blocked in ``recv`` until the
+next request: a request wakes it at once, where a shared event loop would first have to get
+round to it. Threads serve the shard through a
+:class:`~gorila.runtime.shard_host.ShardHost`, the lock it shares with the shard process's
+Ray methods. Shard-side code (no Ray here)::
 
-    server = FastPathServer(push=shard_process.push, pull=shard_process.pull, size=n)
-    path = await server.start()          # on the running loop; None where unsupported
+    server = FastPathServer(push=host.push, pull=host.pull, size=n)
+    path = server.start()                # None where unsupported
     ...
-    await server.close()
+    server.close()
 
 Client side (what :class:`~gorila.runtime.ray_runtime.RayShardEndpoint` does on that node)::
 
@@ -27,7 +29,7 @@ Client side (what :class:`~gorila.runtime.ray_runtime.RayShardEndpoint` does on 
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import glob
 import mmap
 import os
@@ -37,8 +39,9 @@ import socket
 import struct
 import tempfile
 import threading
+import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -82,22 +85,25 @@ def _encode_error(err: BaseException) -> bytes:
 
 
 class FastPathServer:
-    """Serves same-node clients of one shard on the running asyncio loop (see the module doc).
+    """Serves same-node clients of one shard, each connection on a thread of its own (see the
+    module doc).
 
-    ``push(grad, version, worker_id, out=slot)`` is awaited and returns a :class:`PushResult` (a
+    ``push(grad, version, worker_id, out=slot)`` returns a :class:`PushResult` and may block (a
     barrier push waits there for its version); ``pull(out=slot)`` returns ``(params, version)``;
-    both write parameters into ``out``, the client's slot. The gradient they receive is a
-    read-only view of that slot, valid until they return.
+    both write parameters into ``out``, the client's slot, and must be safe to call from several
+    threads at once (:class:`~gorila.runtime.shard_host.ShardHost` is). The gradient they receive
+    is a read-only view of that slot, valid until they return.
     """
 
-    def __init__(self, push: Callable[..., Awaitable[PushResult]],
-                 pull: Callable[..., tuple[np.ndarray, int]], size: int):
+    def __init__(self, push: Callable[..., PushResult], pull: Callable[..., tuple[np.ndarray, int]], size: int):
         self._push, self._pull, self.size = push, pull, size
         self._dir: str | None = None
         self._listener: socket.socket | None = None
-        self._tasks: set[asyncio.Task] = set()
+        self._lock = threading.Lock()  # guards the two collections below
+        self._connections: set[socket.socket] = set()
+        self._threads: list[threading.Thread] = []
 
-    async def start(self) -> str | None:
+    def start(self) -> str | None:
         """Listen on a socket in a fresh private temp dir; its path, or None where unsupported."""
         if not supported():
             return None
@@ -113,19 +119,25 @@ class FastPathServer:
             os.rename(path + ".new", path)
         except OSError:  # e.g. a temp dir path too long for a Unix socket: the Ray path remains
             listener.close()
-            await self.close()
+            self.close()
             return None
-        listener.setblocking(False)
         self._listener = listener
-        self._spawn(self._accept(listener))
+        self._spawn(self._accept, listener)
         return path
 
-    async def close(self) -> None:
-        """Stop listening, drop every client connection and remove the socket and its dir."""
-        tasks, self._tasks = list(self._tasks), set()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Stop listening, drop every client connection and remove the socket and its dir.
+        A thread still inside a push (a barrier wait) finds its connection gone when it returns."""
+        if self._listener is not None:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
+        with self._lock:
+            for conn in self._connections:
+                with contextlib.suppress(OSError):  # the client may have gone already
+                    conn.shutdown(socket.SHUT_RDWR)  # wakes a thread waiting for the next request
+            threads, self._threads = self._threads, []
+        deadline = time.monotonic() + timeout_s
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
         if self._listener is not None:
             self._listener.close()
             self._listener = None
@@ -133,31 +145,37 @@ class FastPathServer:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
 
-    def _spawn(self, coro: Awaitable) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def _spawn(self, target: Callable, *args: Any) -> None:
+        # Daemon threads: a barrier wait that outlives close() must not keep the process alive.
+        thread = threading.Thread(target=target, args=args, name="gorila-fast-path", daemon=True)
+        with self._lock:
+            self._threads.append(thread)
+        thread.start()
 
-    async def _accept(self, listener: socket.socket) -> None:
-        loop = asyncio.get_running_loop()
+    def _accept(self, listener: socket.socket) -> None:
         while True:
-            conn, _ = await loop.sock_accept(listener)
-            conn.setblocking(False)
-            self._spawn(self._serve(conn))
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return  # closed
+            with self._lock:
+                self._connections.add(conn)
+            self._spawn(self._serve, conn)
 
-    async def _serve(self, conn: socket.socket) -> None:
-        loop = asyncio.get_running_loop()
+    def _serve(self, conn: socket.socket) -> None:
         with conn:
             try:
-                grad, params = await self._attach(conn)
-                while request := await loop.sock_recv(conn, _MAX_MESSAGE):
-                    await loop.sock_sendall(conn, await self._answer(request, grad, params))
+                grad, params = self._attach(conn)
+                while request := conn.recv(_MAX_MESSAGE):
+                    conn.sendall(self._answer(request, grad, params))
             except (OSError, ValueError):
-                return  # the client went away (or spoke nonsense): drop only this connection
+                pass  # the client went away (or spoke nonsense): drop only this connection
+            finally:
+                with self._lock:
+                    self._connections.discard(conn)
 
-    async def _attach(self, conn: socket.socket) -> tuple[np.ndarray, np.ndarray]:
+    def _attach(self, conn: socket.socket) -> tuple[np.ndarray, np.ndarray]:
         """Receive the client's memfd and map it; the descriptor is closed once mapped."""
-        await _readable(conn)
         data, fds, _, _ = socket.recv_fds(conn, _MAX_MESSAGE, 1)
         try:
             if len(fds) != 1 or len(data) != _ATTACH.size or _ATTACH.unpack(data)[0] != self.size:
@@ -168,16 +186,16 @@ class FastPathServer:
                 os.close(fd)
         grad, params = _slot(block, self.size)
         grad.flags.writeable = False  # the shard only reads the client's gradient
-        await asyncio.get_running_loop().sock_sendall(conn, bytes([_OK]))
+        conn.sendall(bytes([_OK]))
         return grad, params
 
-    async def _answer(self, request: bytes, grad: np.ndarray, params: np.ndarray) -> bytes:
+    def _answer(self, request: bytes, grad: np.ndarray, params: np.ndarray) -> bytes:
         try:
             op, version, worker_id = _REQUEST.unpack(request)
             if op == _PULL:
                 _, version = self._pull(out=params)
                 return _REPLY.pack(_OK, 0, 0, False, True, version, 0)
-            result = await self._push(grad, version, worker_id, out=params)  # fresh params land in the slot
+            result = self._push(grad, version, worker_id, out=params)  # fresh params land in the slot
         except Exception as err:  # noqa: BLE001 - every failure goes back to the caller, typed
             return _encode_error(err)
         return _REPLY.pack(_OK, OUTCOMES.index(result.outcome), _REASONS.index(result.reason),
@@ -195,16 +213,6 @@ def remove_stale_dirs(tmp: str) -> None:
                 shutil.rmtree(os.path.dirname(path), ignore_errors=True)
             except OSError:
                 continue  # another user's, or gone meanwhile: not ours to judge
-
-
-async def _readable(sock: socket.socket) -> None:
-    loop = asyncio.get_running_loop()
-    ready = loop.create_future()
-    loop.add_reader(sock, lambda: ready.done() or ready.set_result(None))
-    try:
-        await ready
-    finally:
-        loop.remove_reader(sock)
 
 
 class FastPathChannel:
