@@ -11,7 +11,7 @@ pytestmark = pytest.mark.smoke
 
 def test_bench_speedup_writes_csv_and_png_with_the_machine_limit(tmp_path):
     result = subprocess.run([sys.executable, "-m", "gorila.cli", "bench", "speedup", "--workers", "1,2",
-                             "--n", "20000", "--d", "20", "--tol", "1e-2", "--limit-rounds", "3",
+                             "--n", "20000", "--d", "20", "--tol", "1e-2",
                              "--out", str(tmp_path)], capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "limit" in result.stdout

@@ -23,20 +23,26 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--algo", default="lstsq", choices=["lstsq"], help="workload")
     parser.add_argument("--workers", default="1,2,4,8", help="comma-separated worker counts")
     parser.add_argument("--mode", default="sync", choices=MODES, help="update rule")
-    parser.add_argument("--n", type=int, default=1_000_000, help="rows (large enough to be compute-bound)")
+    parser.add_argument("--n", type=int, default=250_000,
+                        help="rows: at the default, ~10 ms of map per round for one worker, so a round's "
+                             "fixed costs stay small; data beyond the last-level cache makes the map "
+                             "memory-bound, and the machine limit shows how well the cores share that")
     parser.add_argument("--d", type=int, default=100, help="features")
-    parser.add_argument("--tol", type=float, default=1e-4, help="target: suboptimality shrunk by this factor")
-    parser.add_argument("--limit-rounds", type=int, default=20,
-                        help="gradients per process when measuring the machine's limit (bare processes, same map)")
+    parser.add_argument("--condition", type=float, default=100.0,
+                        help="condition number of the features (higher: more rounds to the target)")
+    parser.add_argument("--tol", type=float, default=1e-6, help="target: suboptimality shrunk by this factor")
+    parser.add_argument("--limit-rounds", type=int, default=None,
+                        help="gradients per process when measuring the machine's limit (bare processes, same "
+                             "map; default: as many as the first run's updates, so both cover the same work)")
     parser.add_argument("--out", type=Path, default=None, help="output directory")
     parser.add_argument("--address", default=None, help="Ray cluster to join (default: embedded)")
     args = parser.parse_args(argv)
     counts = [int(x) for x in args.workers.split(",")]
-    if args.limit_rounds < 1:
+    if args.limit_rounds is not None and args.limit_rounds < 1:
         parser.error(f"--limit-rounds: must be >= 1, got {args.limit_rounds}")
     out = args.out or Path("bench-out") / f"speedup-{args.algo}-{args.mode}-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
-    cfg = LstsqConfig(n=args.n, d=args.d, tol=args.tol, iterations=100_000, log_every=50)
+    cfg = LstsqConfig(n=args.n, d=args.d, condition=args.condition, tol=args.tol, iterations=100_000, log_every=50)
     rows = []
     for m in counts:
         run = RunConfig(algo="lstsq", mode=args.mode, workers=m, runtime="ray", address=args.address,
@@ -49,7 +55,7 @@ def main(argv: list[str]) -> int:
                      "bytes_pulled": s["bytes_pulled"], "bytes_per_round_measured": s["bytes_pushed"] / rounds,
                      "bytes_per_round_analytic": s["bytes_per_round_analytic"], "final_loss": s["final_loss"]})
     base = rows[0]["time_to_target_s"] * rows[0]["workers"]  # T(1), scaled if the first count is not 1
-    limits = map_limits(cfg, RunConfig().seed, counts, args.limit_rounds)
+    limits = map_limits(cfg, RunConfig().seed, counts, args.limit_rounds or max(rows[0]["updates"], 1))
     for r in rows:
         r["speedup"] = base / r["time_to_target_s"]
         r["efficiency"] = r["speedup"] / r["workers"]

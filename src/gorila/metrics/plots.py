@@ -77,7 +77,7 @@ def plot_speedup(workers: Sequence[int], speedup: Sequence[float], out_png: Path
         more_handles, more_labels = right.get_legend_handles_labels()
         handles, labels = handles + more_handles, labels + more_labels
     # Below the axes: inside, the efficiency axis would draw over it and hide measured points.
-    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels))
+    fig.legend(handles, labels, loc="outside lower center", ncols=2)  # four entries do not fit one row
     return _save(fig, out_png)
 
 
