@@ -49,6 +49,7 @@ def test_speedup_png(tmp_path):
     _assert_png(out)
     _assert_png(plot_speedup([1, 2], [1.0, 1.9], tmp_path / "plain.png", "no efficiency"))
     _assert_png(plot_speedup([1, 2], [1.0, 1.3], tmp_path / "limit.png", "limit", limit=[1.0, 1.4]))
+    _assert_png(plot_speedup([1, 2], [1.0, 1.3], tmp_path / "runs.png", "runs", runs=[(1, 1.0), (2, 1.2), (2, 1.4)]))
 
 
 def test_speedup_needs_matching_lengths(tmp_path):

@@ -4,9 +4,12 @@
 ``m`` bare processes (no Ray, no parameter server, no communication) each compute
 :func:`gorila.algos.lstsq.worker.local_gradient` over their ``n / m`` rows, all at once, and
 ``limit(m) = T(1) / T(m)``. Where cores share floating-point units or memory bandwidth, this is
-below ``m``, and no parallel runtime can beat it::
+below ``m``, and no parallel runtime can beat it. For synchronous gradient descent the processes
+also meet at a barrier after every gradient (the least any synchronous round must do): waiting
+for the slower one, and waking again, cost time that free-running processes never pay::
 
-    limits = map_limits(LstsqConfig(n=1_000_000, d=100), seed=0, counts=[1, 2], rounds=20)   # {1: 1.0, 2: 1.4}
+    limits = map_limits(LstsqConfig(n=1_000_000, d=100), seed=0, counts=[1, 2], rounds=20,
+                        synchronized=True)   # {1: 1.0, 2: 1.4}
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from gorila.algos.lstsq.worker import local_gradient
 _ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 
 
-def _timed_map(cfg: LstsqConfig, seed: int, num_workers: int, worker_id: int, rounds: int,
+def _timed_map(cfg: LstsqConfig, seed: int, num_workers: int, worker_id: int, rounds: int, synchronized: bool,
                start: mp.Barrier, results: mp.Queue, timeout_s: float) -> None:
     x, y = data.rows(seed, cfg.n, cfg.d, cfg.noise, cfg.condition, data.partition(cfg.n, num_workers)[worker_id])
     w = np.zeros(cfg.d, np.float32)
@@ -35,17 +38,22 @@ def _timed_map(cfg: LstsqConfig, seed: int, num_workers: int, worker_id: int, ro
     t = time.perf_counter()
     for _ in range(rounds):
         w = w - 1e-3 * local_gradient(x, y, w, scale)
+        if synchronized:
+            start.wait(timeout_s)
     results.put(time.perf_counter() - t)
 
 
-def map_seconds(cfg: LstsqConfig, seed: int, num_workers: int, rounds: int, timeout_s: float = 600.0) -> float:
-    """Wall seconds for ``num_workers`` processes to run ``rounds`` local gradients each, at once."""
+def map_seconds(cfg: LstsqConfig, seed: int, num_workers: int, rounds: int, synchronized: bool = False,
+                timeout_s: float = 600.0) -> float:
+    """Wall seconds for ``num_workers`` processes to run ``rounds`` local gradients each, at once
+    (``synchronized``: all meeting at a barrier after each one)."""
     ctx = mp.get_context("spawn")  # a clean interpreter: no inherited threads or Ray state
     start, results = ctx.Barrier(num_workers), ctx.Queue()
     saved = {k: os.environ.get(k) for k in _ONE_THREAD}
     os.environ.update(_ONE_THREAD)
     try:
-        procs = [ctx.Process(target=_timed_map, args=(cfg, seed, num_workers, k, rounds, start, results, timeout_s))
+        procs = [ctx.Process(target=_timed_map,
+                             args=(cfg, seed, num_workers, k, rounds, synchronized, start, results, timeout_s))
                  for k in range(num_workers)]
         for proc in procs:
             proc.start()
@@ -64,7 +72,8 @@ def map_seconds(cfg: LstsqConfig, seed: int, num_workers: int, rounds: int, time
                 proc.kill()
 
 
-def map_limits(cfg: LstsqConfig, seed: int, counts: list[int], rounds: int) -> dict[int, float]:
+def map_limits(cfg: LstsqConfig, seed: int, counts: list[int], rounds: int,
+               synchronized: bool = False) -> dict[int, float]:
     """``T(1) / T(m)`` of the bare map for every ``m`` in ``counts``."""
-    seconds = {m: map_seconds(cfg, seed, m, rounds) for m in sorted({1, *counts})}
+    seconds = {m: map_seconds(cfg, seed, m, rounds, synchronized) for m in sorted({1, *counts})}
     return {m: seconds[1] / seconds[m] for m in counts}

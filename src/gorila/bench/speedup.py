@@ -1,9 +1,15 @@
-"""``gorila bench speedup``: time to a target loss for each worker count, with the ideal line."""
+"""``gorila bench speedup``: time to a target loss for each worker count, with the ideal line.
+
+Each count runs ``--repeats`` times, interleaved (1, 2, 1, 2, ...), so that a slow spell of a
+shared host falls on every count alike; the figures are medians, and each single run is kept
+in ``runs.csv`` and drawn as a faint dot. One Ray instance serves every run.
+"""
 
 from __future__ import annotations
 
 import argparse
 import csv
+import statistics
 import time
 from pathlib import Path
 
@@ -13,66 +19,126 @@ from gorila.bench.machine_limit import map_limits
 from gorila.config import MODES, RunConfig
 from gorila.metrics import plot_speedup
 
-FIELDS = ("workers", "time_to_target_s", "train_time_s", "cpu_time_s", "updates", "bytes_pushed",
-          "bytes_pulled", "bytes_per_round_measured", "bytes_per_round_analytic", "speedup", "efficiency",
-          "machine_limit", "final_loss")
+RUN_FIELDS = ("workers", "repeat", "time_to_target_s", "train_time_s", "cpu_time_s", "updates", "bytes_pushed",
+              "bytes_pulled", "bytes_per_round_measured", "bytes_per_round_analytic", "machine_limit",
+              "final_loss")
+FIELDS = ("workers", "repeats", "time_to_target_s", "time_to_target_min_s", "time_to_target_max_s",
+          "cpu_time_s", "updates", "bytes_per_round_measured", "bytes_per_round_analytic", "speedup",
+          "efficiency", "machine_limit")
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="gorila bench speedup", description=__doc__)
+def _arguments(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="gorila bench speedup", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algo", default="lstsq", choices=["lstsq"], help="workload")
     parser.add_argument("--workers", default="1,2,4,8", help="comma-separated worker counts")
     parser.add_argument("--mode", default="sync", choices=MODES, help="update rule")
-    parser.add_argument("--n", type=int, default=250_000,
-                        help="rows: at the default, ~10 ms of map per round for one worker, so a round's "
-                             "fixed costs stay small; data beyond the last-level cache makes the map "
-                             "memory-bound, and the machine limit shows how well the cores share that")
-    parser.add_argument("--d", type=int, default=100, help="features")
+    parser.add_argument("--n", type=int, default=25_000,
+                        help="rows. The default (with --d 400: 40 MB of rows, ~5 ms of map per round for one "
+                             "worker) keeps a round's fixed costs small beside the map; with much more data "
+                             "the cores queue for the memory bandwidth they share, and the machine limit drops")
+    parser.add_argument("--d", type=int, default=400, help="features")
     parser.add_argument("--condition", type=float, default=100.0,
                         help="condition number of the features (higher: more rounds to the target)")
     parser.add_argument("--tol", type=float, default=1e-6, help="target: suboptimality shrunk by this factor")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="runs per worker count, interleaved; the figures are their medians")
+    parser.add_argument("--log-every", type=int, default=1000,
+                        help="updates between the driver's progress reads: each read is a few Ray calls "
+                             "with the workers paused, a cost of the monitoring, not of the parallel work")
     parser.add_argument("--limit-rounds", type=int, default=None,
                         help="gradients per process when measuring the machine's limit (bare processes, same "
                              "map; default: as many as the first run's updates, so both cover the same work)")
     parser.add_argument("--out", type=Path, default=None, help="output directory")
     parser.add_argument("--address", default=None, help="Ray cluster to join (default: embedded)")
     args = parser.parse_args(argv)
-    counts = [int(x) for x in args.workers.split(",")]
-    if args.limit_rounds is not None and args.limit_rounds < 1:
-        parser.error(f"--limit-rounds: must be >= 1, got {args.limit_rounds}")
+    for flag in ("repeats", "log_every", "limit_rounds"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            parser.error(f"--{flag.replace('_', '-')}: must be >= 1, got {value}")
+    try:
+        args.counts = [int(x) for x in args.workers.split(",")]
+    except ValueError:
+        parser.error(f"--workers: a comma-separated list of integers, got {args.workers!r}")
+    if not args.counts or min(args.counts) < 1:
+        parser.error(f"--workers: every count must be >= 1, got {args.workers!r}")
+    return args
+
+
+def main(argv: list[str]) -> int:
+    args = _arguments(argv)
+    from gorila.runtime import make_runtime
+
     out = args.out or Path("bench-out") / f"speedup-{args.algo}-{args.mode}-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
-    cfg = LstsqConfig(n=args.n, d=args.d, condition=args.condition, tol=args.tol, iterations=100_000, log_every=50)
+    cfg = LstsqConfig(n=args.n, d=args.d, condition=args.condition, tol=args.tol, iterations=100_000,
+                      log_every=args.log_every)
+    runs = []
+    holder = make_runtime("ray", args.address)  # one Ray for all runs: each train() joins it
+    try:
+        for repeat in range(args.repeats):
+            batch = [_run(args, cfg, m, repeat, out) for m in args.counts]
+            limits = map_limits(cfg, RunConfig().seed, args.counts, args.limit_rounds or max(batch[0]["updates"], 1),
+                                synchronized=args.mode == "sync")
+            for r in batch:
+                r["machine_limit"] = limits[r["workers"]]
+            runs += batch
+    finally:
+        holder.shutdown()
+    rows = _medians(args.counts, runs)
+    _write_csv(out / "runs.csv", RUN_FIELDS, runs)
+    _write_csv(out / "speedup.csv", FIELDS, rows)
+    base = rows[0]["time_to_target_s"] * rows[0]["workers"]  # T(1), scaled if the first count is not 1
+    plot_speedup([r["workers"] for r in rows], [r["speedup"] for r in rows], out / "speedup.png",
+                 title=f"lstsq n={args.n} d={args.d}, {args.mode}: speedup T(1)/T(m), median of {args.repeats}",
+                 efficiency=[r["efficiency"] for r in rows], limit=[r["machine_limit"] for r in rows],
+                 runs=[(r["workers"], base / r["time_to_target_s"]) for r in runs])
+    barrier = ", meeting at a barrier every round as sync must" if args.mode == "sync" else ""
+    print(f"median of {args.repeats} interleaved runs per count; limit: T(1)/T(m) of the same map in m bare "
+          f"processes at once (no Ray, no server{barrier}), measured after each repeat")
+    print(f"{'workers':>7} {'T (s)':>8} {'min-max (s)':>13} {'CPU (s)':>8} {'speedup':>8} {'eff.':>6} "
+          f"{'limit':>6} {'bytes/round':>12} {'analytic':>10}")
+    for r in rows:
+        spread = f"{r['time_to_target_min_s']:.2f}-{r['time_to_target_max_s']:.2f}"
+        print(f"{r['workers']:>7} {r['time_to_target_s']:8.2f} {spread:>13} {r['cpu_time_s']:8.2f} "
+              f"{r['speedup']:8.2f} {r['efficiency']:6.2f} {r['machine_limit']:6.2f} "
+              f"{r['bytes_per_round_measured']:12.0f} {r['bytes_per_round_analytic']:10d}")
+    print(f"wrote {out / 'speedup.csv'}, {out / 'runs.csv'} and {out / 'speedup.png'}")
+    return 0
+
+
+def _run(args: argparse.Namespace, cfg: LstsqConfig, workers: int, repeat: int, out: Path) -> dict:
+    run = RunConfig(algo="lstsq", mode=args.mode, workers=workers, runtime="ray", address=args.address,
+                    run_dir=out / f"workers-{workers}-run-{repeat}")
+    s = train(run, cfg)
+    rounds = max(s["updates"], 1)
+    return {"workers": workers, "repeat": repeat,
+            "time_to_target_s": s["time_to_target_s"] if s["time_to_target_s"] is not None else float("nan"),
+            "train_time_s": s["train_time_s"], "cpu_time_s": s["cpu_time_s"], "updates": s["updates"],
+            "bytes_pushed": s["bytes_pushed"], "bytes_pulled": s["bytes_pulled"],
+            "bytes_per_round_measured": s["bytes_pushed"] / rounds,
+            "bytes_per_round_analytic": s["bytes_per_round_analytic"], "final_loss": s["final_loss"]}
+
+
+def _medians(counts: list[int], runs: list[dict]) -> list[dict]:
     rows = []
     for m in counts:
-        run = RunConfig(algo="lstsq", mode=args.mode, workers=m, runtime="ray", address=args.address,
-                        run_dir=out / f"workers-{m}")
-        s = train(run, cfg)
-        t = s["time_to_target_s"] if s["time_to_target_s"] is not None else float("nan")
-        rounds = max(s["updates"], 1)
-        rows.append({"workers": m, "time_to_target_s": t, "train_time_s": s["train_time_s"],
-                     "cpu_time_s": s["cpu_time_s"], "updates": s["updates"], "bytes_pushed": s["bytes_pushed"],
-                     "bytes_pulled": s["bytes_pulled"], "bytes_per_round_measured": s["bytes_pushed"] / rounds,
-                     "bytes_per_round_analytic": s["bytes_per_round_analytic"], "final_loss": s["final_loss"]})
-    base = rows[0]["time_to_target_s"] * rows[0]["workers"]  # T(1), scaled if the first count is not 1
-    limits = map_limits(cfg, RunConfig().seed, counts, args.limit_rounds or max(rows[0]["updates"], 1))
+        mine = [r for r in runs if r["workers"] == m]
+        times = [r["time_to_target_s"] for r in mine]
+        rows.append({"workers": m, "repeats": len(mine), "time_to_target_s": statistics.median(times),
+                     "time_to_target_min_s": min(times), "time_to_target_max_s": max(times),
+                     **{k: statistics.median(r[k] for r in mine)
+                        for k in ("cpu_time_s", "updates", "bytes_per_round_measured", "machine_limit")},
+                     "bytes_per_round_analytic": mine[0]["bytes_per_round_analytic"]})
+    base = rows[0]["time_to_target_s"] * rows[0]["workers"]
     for r in rows:
         r["speedup"] = base / r["time_to_target_s"]
         r["efficiency"] = r["speedup"] / r["workers"]
-        r["machine_limit"] = limits[r["workers"]]
-    with open(out / "speedup.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
+    return rows
+
+
+def _write_csv(path: Path, fields: tuple[str, ...], rows: list[dict]) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         writer.writerows(rows)
-    plot_speedup([r["workers"] for r in rows], [r["speedup"] for r in rows], out / "speedup.png",
-                 title=f"lstsq n={args.n} d={args.d}, {args.mode}: speedup T(1)/T(m)",
-                 efficiency=[r["efficiency"] for r in rows], limit=[r["machine_limit"] for r in rows])
-    print("limit: T(1)/T(m) of the same map in m bare processes at once (no Ray, no server), this run")
-    print(f"{'workers':>7} {'T (s)':>8} {'CPU (s)':>8} {'speedup':>8} {'eff.':>6} {'limit':>6} "
-          f"{'bytes/round':>12} {'analytic':>10}")
-    for r in rows:
-        print(f"{r['workers']:>7} {r['time_to_target_s']:8.2f} {r['cpu_time_s']:8.2f} {r['speedup']:8.2f} "
-              f"{r['efficiency']:6.2f} {r['machine_limit']:6.2f} {r['bytes_per_round_measured']:12.0f} "
-              f"{r['bytes_per_round_analytic']:10d}")
-    print(f"wrote {out / 'speedup.csv'} and {out / 'speedup.png'}")
-    return 0

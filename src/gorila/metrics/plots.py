@@ -48,9 +48,11 @@ def plot_learning_curve(csv_path: Path, x: str, y: str | Sequence[str], out_png:
 
 
 def plot_speedup(workers: Sequence[int], speedup: Sequence[float], out_png: Path, title: str,
-                 efficiency: Sequence[float] | None = None, limit: Sequence[float] | None = None) -> Path:
+                 efficiency: Sequence[float] | None = None, limit: Sequence[float] | None = None,
+                 runs: Sequence[tuple[int, float]] = ()) -> Path:
     """Measured speedup against the ideal ``y = x`` and, if given, the machine's ``limit`` for the
-    same work; ``efficiency`` on a right-hand axis. Returns ``out_png``."""
+    same work; ``efficiency`` on a right-hand axis; ``runs``, ``(workers, speedup)`` of single runs
+    behind a line of medians, as faint dots. Returns ``out_png``."""
     if not workers or len(workers) != len(speedup) or (efficiency is not None and len(efficiency) != len(workers)):
         raise ValueError(f"need one speedup (and efficiency) per worker count; got {len(workers)} worker "
                          f"counts, {len(speedup)} speedups"
@@ -62,6 +64,9 @@ def plot_speedup(workers: Sequence[int], speedup: Sequence[float], out_png: Path
         if len(limit) != len(workers):
             raise ValueError(f"need one limit per worker count; got {len(workers)} worker counts, {len(limit)} limits")
         ax.plot(workers, limit, "^--", color="tab:red", label="machine limit (bare processes)")
+    if runs:
+        ax.plot([w for w, _ in runs], [s for _, s in runs], ".", color="tab:blue", alpha=0.35,
+                label="single runs")
     ax.plot(workers, speedup, "o-", color="tab:blue", label="measured speedup")
     ax.set_xlabel("workers")
     ax.set_ylabel("speedup over 1 worker")
@@ -77,7 +82,7 @@ def plot_speedup(workers: Sequence[int], speedup: Sequence[float], out_png: Path
         more_handles, more_labels = right.get_legend_handles_labels()
         handles, labels = handles + more_handles, labels + more_labels
     # Below the axes: inside, the efficiency axis would draw over it and hide measured points.
-    fig.legend(handles, labels, loc="outside lower center", ncols=2)  # four entries do not fit one row
+    fig.legend(handles, labels, loc="outside lower center", ncols=3)  # five entries do not fit one row
     return _save(fig, out_png)
 
 
