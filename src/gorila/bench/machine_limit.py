@@ -29,17 +29,17 @@ _ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
 
 
 def _timed_map(cfg: LstsqConfig, seed: int, num_workers: int, worker_id: int, rounds: int, synchronized: bool,
-               start: mp.Barrier, results: mp.Queue, timeout_s: float) -> None:
+               barrier: mp.Barrier, results: mp.Queue, timeout_s: float) -> None:
     x, y = data.rows(seed, cfg.n, cfg.d, cfg.noise, cfg.condition, data.partition(cfg.n, num_workers)[worker_id])
     w = np.zeros(cfg.d, np.float32)
     scale = np.float32(num_workers / cfg.n)
     local_gradient(x, y, w, scale)  # page in the rows before the clock starts
-    start.wait(timeout_s)
+    barrier.wait(timeout_s)  # all start together
     t = time.perf_counter()
     for _ in range(rounds):
         w = w - 1e-3 * local_gradient(x, y, w, scale)
         if synchronized:
-            start.wait(timeout_s)
+            barrier.wait(timeout_s)
     results.put(time.perf_counter() - t)
 
 
@@ -48,12 +48,12 @@ def map_seconds(cfg: LstsqConfig, seed: int, num_workers: int, rounds: int, sync
     """Wall seconds for ``num_workers`` processes to run ``rounds`` local gradients each, at once
     (``synchronized``: all meeting at a barrier after each one)."""
     ctx = mp.get_context("spawn")  # a clean interpreter: no inherited threads or Ray state
-    start, results = ctx.Barrier(num_workers), ctx.Queue()
+    barrier, results = ctx.Barrier(num_workers), ctx.Queue()
     saved = {k: os.environ.get(k) for k in _ONE_THREAD}
     os.environ.update(_ONE_THREAD)
     try:
         procs = [ctx.Process(target=_timed_map,
-                             args=(cfg, seed, num_workers, k, rounds, synchronized, start, results, timeout_s))
+                             args=(cfg, seed, num_workers, k, rounds, synchronized, barrier, results, timeout_s))
                  for k in range(num_workers)]
         for proc in procs:
             proc.start()

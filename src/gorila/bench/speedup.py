@@ -13,6 +13,7 @@ import statistics
 import time
 from pathlib import Path
 
+from gorila import validate
 from gorila.algos.lstsq.config import LstsqConfig
 from gorila.algos.lstsq.run import train
 from gorila.bench.machine_limit import map_limits
@@ -31,7 +32,7 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="gorila bench speedup", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algo", default="lstsq", choices=["lstsq"], help="workload")
-    parser.add_argument("--workers", default="1,2,4,8", help="comma-separated worker counts")
+    parser.add_argument("--workers", type=_counts, default="1,2,4,8", help="comma-separated worker counts")
     parser.add_argument("--mode", default="sync", choices=MODES, help="update rule")
     parser.add_argument("--n", type=int, default=25_000,
                         help="rows. The default (with --d 400: 40 MB of rows, ~5 ms of map per round for one "
@@ -52,43 +53,48 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=None, help="output directory")
     parser.add_argument("--address", default=None, help="Ray cluster to join (default: embedded)")
     args = parser.parse_args(argv)
-    for flag in ("repeats", "log_every", "limit_rounds"):
-        value = getattr(args, flag)
-        if value is not None and value < 1:
-            parser.error(f"--{flag.replace('_', '-')}: must be >= 1, got {value}")
-    try:
-        args.counts = [int(x) for x in args.workers.split(",")]
-    except ValueError:
-        parser.error(f"--workers: a comma-separated list of integers, got {args.workers!r}")
-    if not args.counts or min(args.counts) < 1:
-        parser.error(f"--workers: every count must be >= 1, got {args.workers!r}")
+    validate.integer("repeats", args.repeats, low=1)
+    if args.limit_rounds is not None:
+        validate.integer("limit_rounds", args.limit_rounds, low=1)
     return args
+
+
+def _counts(text: str) -> list[int]:
+    """``--workers``: a comma-separated list of counts >= 1."""
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"a comma-separated list of counts >= 1, got {text!r}")
+    return counts
 
 
 def main(argv: list[str]) -> int:
     args = _arguments(argv)
+    # Checks --n, --d, --condition, --tol and --log-every before anything starts.
+    cfg = LstsqConfig(n=args.n, d=args.d, condition=args.condition, tol=args.tol, iterations=100_000,
+                      log_every=args.log_every)
     from gorila.runtime import make_runtime
 
     out = args.out or Path("bench-out") / f"speedup-{args.algo}-{args.mode}-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
-    cfg = LstsqConfig(n=args.n, d=args.d, condition=args.condition, tol=args.tol, iterations=100_000,
-                      log_every=args.log_every)
     runs = []
     holder = make_runtime("ray", args.address)  # one Ray for all runs: each train() joins it
     try:
         for repeat in range(args.repeats):
-            batch = [_run(args, cfg, m, repeat, out) for m in args.counts]
-            limits = map_limits(cfg, RunConfig().seed, args.counts, args.limit_rounds or max(batch[0]["updates"], 1),
+            batch = [_run(args, cfg, m, repeat, out) for m in args.workers]
+            limits = map_limits(cfg, RunConfig().seed, args.workers, args.limit_rounds or max(batch[0]["updates"], 1),
                                 synchronized=args.mode == "sync")
             for r in batch:
                 r["machine_limit"] = limits[r["workers"]]
             runs += batch
     finally:
         holder.shutdown()
-    rows = _medians(args.counts, runs)
+    rows = _medians(args.workers, runs)
     _write_csv(out / "runs.csv", RUN_FIELDS, runs)
     _write_csv(out / "speedup.csv", FIELDS, rows)
-    base = rows[0]["time_to_target_s"] * rows[0]["workers"]  # T(1), scaled if the first count is not 1
+    base = _t1(rows)
     plot_speedup([r["workers"] for r in rows], [r["speedup"] for r in rows], out / "speedup.png",
                  title=f"lstsq n={args.n} d={args.d}, {args.mode}: speedup T(1)/T(m), median of {args.repeats}",
                  efficiency=[r["efficiency"] for r in rows], limit=[r["machine_limit"] for r in rows],
@@ -130,11 +136,16 @@ def _medians(counts: list[int], runs: list[dict]) -> list[dict]:
                      **{k: statistics.median(r[k] for r in mine)
                         for k in ("cpu_time_s", "updates", "bytes_per_round_measured", "machine_limit")},
                      "bytes_per_round_analytic": mine[0]["bytes_per_round_analytic"]})
-    base = rows[0]["time_to_target_s"] * rows[0]["workers"]
+    base = _t1(rows)
     for r in rows:
         r["speedup"] = base / r["time_to_target_s"]
         r["efficiency"] = r["speedup"] / r["workers"]
     return rows
+
+
+def _t1(rows: list[dict]) -> float:
+    """T(1): the first count's median time, scaled to one worker if that count is not 1."""
+    return rows[0]["time_to_target_s"] * rows[0]["workers"]
 
 
 def _write_csv(path: Path, fields: tuple[str, ...], rows: list[dict]) -> None:
