@@ -21,7 +21,9 @@ EXIT_USAGE = 2
 def _train_parser(algo: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gorila train", description="Train an algorithm on the parameter server.")
-    add_flags(parser.add_argument_group("run"), RunConfig)
+    run_group = parser.add_argument_group("run")
+    add_flags(run_group, RunConfig, skip=("algo",))
+    run_group.add_argument("--algo", default=RunConfig.algo, choices=sorted(ALGORITHMS), help="algorithm")
     for cls in ALGORITHMS[algo].config_classes():
         add_flags(parser.add_argument_group(f"{cls.__name__} (--algo {algo})"), cls)
     return parser
@@ -36,7 +38,7 @@ def _saved_defaults(run_dir: Path) -> tuple[str, dict]:
     algo = saved.get("algo")
     if algo not in ALGORITHMS or "run" not in saved:
         raise ConfigError("resume", f"{path} does not describe a gorila training run")
-    return algo, values_from_json({**saved["run"], **saved.get("train", {}), **saved.get(algo, {})})
+    return algo, values_from_json({**saved["run"], **saved.get(algo, {})})
 
 
 def _configs(argv: list[str]):
@@ -55,7 +57,13 @@ def _configs(argv: list[str]):
         saved.update(algo=algo, run_dir=None)  # flags given now override what the run started with
     parser = _train_parser(algo)
     parser.set_defaults(**saved)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        flag = next((u for u in unknown if u.startswith("-")), unknown[0])
+        other = sorted(name for name, a in ALGORITHMS.items() if name != algo and _has_flag(name, flag))
+        hint = f" (it is a flag of --algo {', '.join(other)})" if other else ""
+        parser.exit(EXIT_USAGE, f"gorila train: error: {flag.split('=')[0]}: not a flag of --algo {algo}{hint}; "
+                                f"gorila train --algo {algo} --help lists them\n")
     try:
         run = from_flags(RunConfig, args)
         configs = [from_flags(cls, args) for cls in ALGORITHMS[run.algo].config_classes()]
@@ -64,9 +72,16 @@ def _configs(argv: list[str]):
     return run, configs
 
 
+def _has_flag(algo: str, flag: str) -> bool:
+    return any(flag.split("=")[0] in action.option_strings for action in _train_parser(algo)._actions)
+
+
 def cmd_train(argv: list[str]) -> int:
+    from gorila.driver.loop import run as run_plan
+
     run, configs = _configs(argv)
-    summary = ALGORITHMS[run.algo].train_fn()(run, *configs)
+    plan = ALGORITHMS[run.algo].plan_fn()(run, *configs)
+    summary = run_plan(run, plan)
     print(json.dumps({k: v for k, v in summary.items() if not isinstance(v, (dict, list))}, indent=2))
     return 0
 
@@ -81,7 +96,7 @@ def cmd_eval(argv: list[str]) -> int:
     parser.add_argument("--noop-max", type=int, default=30, help="no-op actions at most before acting (default: 30)")
     parser.add_argument("--seed", type=int, default=12345, help="evaluation seed (default: 12345)")
     args = parser.parse_args(argv)
-    from gorila.rl.evaluation_report import evaluate_saved
+    from gorila.policy import evaluate_saved
 
     print(json.dumps(evaluate_saved(args.path, args.episodes, args.epsilon, args.noop_max, args.seed), indent=2))
     return 0

@@ -19,6 +19,8 @@ import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
+from gorila.errors import ConfigError
+
 T = TypeVar("T")
 
 
@@ -38,7 +40,19 @@ def _parser_for(hint: Any):
         return lambda text: tuple(item(part) for part in text.split(",") if part.strip())
     if base is Path:
         return Path
+    if hasattr(base, "parse"):  # a value object with a spelling of its own (TargetUpdate: "hard:200")
+        return _reported(base.parse)
     return base
+
+
+def _reported(parse):
+    """``parse`` whose ConfigError argparse reports as the flag's own error message."""
+    def run(text: str):
+        try:
+            return parse(text)
+        except ConfigError as err:
+            raise argparse.ArgumentTypeError(err.message) from None
+    return run
 
 
 def add_flags(group: argparse._ActionsContainer, cls: type, *, skip: tuple[str, ...] = ()) -> None:
@@ -50,7 +64,9 @@ def add_flags(group: argparse._ActionsContainer, cls: type, *, skip: tuple[str, 
         flag = "--" + f.name.replace("_", "-")
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
-        help_text = f"{f.metadata['help']} (default: {shown})"
+        help_text = f.metadata["help"]
+        if "default" not in help_text:  # a help that explains its default already says it
+            help_text += f" (default: {shown})"
         base, _ = _base_type(hints[f.name])
         if base is bool:
             group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None,

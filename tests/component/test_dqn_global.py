@@ -3,13 +3,13 @@
 import numpy as np
 import pytest
 
-from gorila.algos.dqn.builder import make_plan, train
+from gorila.algos.dqn.builder import make_plan
 from gorila.algos.dqn.config import DQNConfig
 from gorila.config import RunConfig
+from gorila.driver.loop import run
+from gorila.driver.rl_config import RLConfig
 from gorila.errors import ConfigError
-from gorila.nets import FlatParams
 from gorila.params import merge_stats
-from gorila.rl.config import TrainConfig
 from gorila.runtime import LocalRuntime
 
 ENV = "gorila/Counting-v0"   # observation = step index in a 5-step episode
@@ -22,12 +22,12 @@ def cfg(**overrides) -> DQNConfig:
 
 def start(mode: str, dqn: DQNConfig):
     """The plan's replay shards, actors and learners, placed the way the driver places them."""
-    plan = make_plan(RunConfig(algo="dqn", env=ENV, mode=mode, runtime="local"), dqn, TrainConfig())
+    plan = make_plan(RunConfig(algo="dqn", mode=mode, runtime="local"), dqn, RLConfig(env=ENV))
     runtime = LocalRuntime()
-    shards = runtime.start_shards(plan.spec, FlatParams(plan.network_fn()).get())
-    services = {s.name: runtime.start_workers(s.factory, s.count, [], name=s.name) for s in plan.services}
-    specs = plan.workers({name: group.endpoints() for name, group in services.items()})
-    groups = {w.name: runtime.start_workers(w.factory, w.count, shards.endpoints, name=w.name) for w in specs}
+    shards = runtime.start_shards(plan.spec, plan.initial_params())
+    services = {s.name: runtime.start_services(s.factory, s.count, name=s.name) for s in plan.services}
+    specs = plan.groups({name: group.endpoints() for name, group in services.items()})
+    groups = {w.name: runtime.start_workers(w.factory, w.count, shards.server, name=w.name) for w in specs}
     return shards, services["replay"], groups["actor"], groups["learner"]
 
 
@@ -39,7 +39,7 @@ def test_transitions_reach_their_shard_and_the_learner_pushes_once_replay_is_rea
     for _ in range(4):
         actors.run_steps(5)
         learner, = learners.run_steps(5)
-    shard_reports, actor_reports = replay.call("report"), actors.call("report")
+    shard_reports, actor_reports = replay.call("stats"), actors.call("report")
     # Actor k writes to shard k; every transition it took arrived once.
     assert [r["added"] for r in shard_reports] == [a["env_steps"] for a in actor_reports]
     # An actor has at most its last batch (actor_refresh = 10 env steps) unacknowledged.
@@ -67,10 +67,11 @@ def test_synchronous_learners_start_together_and_every_update_averages_both():
 
 
 def test_a_global_run_on_the_driver_counts_env_steps_and_updates(tmp_path):
-    summary = train(RunConfig(algo="dqn", env=ENV, runtime="local", run_dir=tmp_path), cfg(),
-                    TrainConfig(total_steps=3000, eval_every_s=60.0, eval_episodes=2))
+    run_config = RunConfig(algo="dqn", runtime="local", run_dir=tmp_path)
+    summary = run(run_config, make_plan(run_config, cfg(), RLConfig(env=ENV, total_steps=3000, eval_every_s=60.0,
+                                                                    eval_episodes=2)))
     assert summary["workers"] == {"actor": 2, "learner": 1}
-    assert summary["stop_reason"] == "total_steps" and summary["env_steps"] >= 3000
+    assert summary["stop_reason"] == "budget" and summary["env_steps"] >= 3000
     assert summary["updates"] == summary["pushes_counted"] > 0 and summary["pushes_rejected"] == 0
     assert (tmp_path / "summary.json").exists()
 

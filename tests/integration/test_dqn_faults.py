@@ -7,22 +7,20 @@ import sys
 
 import pytest
 
-from gorila.algos.dqn.builder import make_plan
 from gorila.algos.dqn.config import DQNConfig
 from gorila.config import RunConfig
-from gorila.rl.config import TrainConfig
-from gorila.rl.driver import run_rl
+from gorila.driver.rl_config import RLConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
-def test_killed_bundle_restarts_pulls_fresh_params_and_the_run_reaches_its_target(ray_local, tmp_path):
-    run = RunConfig(algo="dqn", env="CartPole-v1", mode="async", runtime="ray", run_dir=tmp_path, seed=1)
+def test_killed_bundle_restarts_pulls_fresh_params_and_the_run_reaches_its_target(ray_local, tmp_path, train):
+    run = RunConfig(algo="dqn", mode="async", runtime="ray", run_dir=tmp_path, seed=1, checkpoint_every_s=600)
     cfg = DQNConfig(actors=2, learning_starts=500)
-    train = TrainConfig(total_steps=60_000, target_return=120.0, eval_episodes=5, checkpoint_every_s=600)
+    rl = RLConfig(env="CartPole-v1", total_steps=60_000, target_return=120.0, eval_episodes=5)
     killed = {}
 
-    def kill_once(groups):
+    def kill_once(shards, groups):
         bundles = groups["bundle"]
         first = bundles.reports()[0]
         if not killed and first["version"] > 300:
@@ -31,7 +29,7 @@ def test_killed_bundle_restarts_pulls_fresh_params_and_the_run_reaches_its_targe
         elif killed and "after" not in killed and first["pid"] != killed["pid"]:
             killed["after"] = first
 
-    summary = run_rl(run, train, make_plan(run, cfg, train), on_chunk=kill_once)
+    summary = train(run, cfg, rl, on_chunk=kill_once)
     assert killed, "the run ended before the kill"
     assert summary["worker_restarts"] >= 1
     assert killed["after"]["restarted"]

@@ -4,21 +4,27 @@ import numpy as np
 import pytest
 
 from gorila.algos.lstsq.config import LstsqConfig
-from gorila.algos.lstsq.run import train
 from gorila.config import RunConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
-CFG = LstsqConfig(n=4000, d=10, iterations=300, tol=1e-3, log_every=5)
+CFG = LstsqConfig(workers=2, n=4000, d=10, iterations=300, tol=1e-3, log_every=5)
 
 
-def test_sync_on_ray_is_gradient_descent(ray_local, tmp_path):
+def recorder(seen):
+    def record(shards, groups):
+        w, versions = shards.pull()
+        seen[min(versions)] = w
+    return record
+
+
+def test_sync_on_ray_is_gradient_descent(ray_local, tmp_path, train):
     local, remote = {}, {}
-    exact = LstsqConfig(n=4000, d=10, iterations=12, tol=1e-12, log_every=1)
-    train(RunConfig(algo="lstsq", mode="sync", workers=2, runtime="local", run_dir=tmp_path / "a"), exact,
-          on_round=lambda v, w: local.__setitem__(v, w.copy()))
-    s = train(RunConfig(algo="lstsq", mode="sync", workers=2, shards=2, runtime="ray", run_dir=tmp_path / "b"),
-              exact, on_round=lambda v, w: remote.__setitem__(v, w.copy()))
+    exact = LstsqConfig(workers=2, n=4000, d=10, iterations=12, tol=1e-12, log_every=1)
+    train(RunConfig(algo="lstsq", mode="sync", runtime="local", run_dir=tmp_path / "a"), exact,
+          on_chunk=recorder(local))
+    s = train(RunConfig(algo="lstsq", mode="sync", shards=2, runtime="ray", run_dir=tmp_path / "b"), exact,
+              on_chunk=recorder(remote))
     assert sorted(remote) == sorted(local) == list(range(1, 13))
     for v in local:
         np.testing.assert_allclose(remote[v], local[v], rtol=1e-6)
@@ -27,8 +33,8 @@ def test_sync_on_ray_is_gradient_descent(ray_local, tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["sync", "async", "semi-async"])
-def test_each_mode_reaches_the_target(ray_local, tmp_path, mode):
-    s = train(RunConfig(algo="lstsq", mode=mode, workers=2, runtime="ray", run_dir=tmp_path), CFG)
+def test_each_mode_reaches_the_target(ray_local, tmp_path, mode, train):
+    s = train(RunConfig(algo="lstsq", mode=mode, runtime="ray", run_dir=tmp_path), CFG)
     assert s["reached_target"], s
     pushes = s["pushes_counted"] + s["pushes_accepted"]
     if mode == "sync":

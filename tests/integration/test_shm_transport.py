@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from gorila.params import ParameterClient, ServerSpec, UpdateRule
+from gorila.params import ServerSpec, UpdateRule
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -25,10 +25,9 @@ def runtime(ray_local):
     rt.shutdown()
 
 
-def _clients(endpoints, spec, count):
+def _clients(server, count):
     """One client per worker, each with its own copy of the endpoints, as each worker process gets."""
-    return [ParameterClient([copy.copy(e) for e in endpoints], spec.layout(SIZE), worker_id=k,
-                            barrier=spec.rule.barrier, timeout_s=60) for k in range(count)]
+    return [copy.deepcopy(server).client(worker_id=k) for k in range(count)]
 
 
 def _grads(seed, rounds, workers):
@@ -45,8 +44,8 @@ def test_async_pushes_match_ray_calls_bit_for_bit(runtime):
     spec = ServerSpec(UpdateRule.asynchronous(max_staleness=1), num_shards=2, optimizer="adam", lr=1e-2)
     init = np.linspace(-1, 1, SIZE, dtype=np.float32)
     fast_shards, ray_shards = runtime.start_shards(spec, init), runtime.start_shards(spec, init)
-    fast = _clients(fast_shards.endpoints, spec, 3)
-    slow = _clients(ray_shards.ray_call_endpoints(), spec, 3)
+    fast = _clients(fast_shards.server, 3)
+    slow = _clients(ray_shards.ray_call_server(), 3)
     for c in fast + slow:
         c.params()
     for round_grads in _grads(0, 6, 3):
@@ -66,8 +65,8 @@ def test_synchronous_barrier_matches_ray_calls_bit_for_bit(runtime):
     spec = ServerSpec(UpdateRule.synchronous(num_workers=2), num_shards=2, optimizer="sgd", lr=0.1)
     init = np.zeros(SIZE, np.float32)
     fast_shards, ray_shards = runtime.start_shards(spec, init), runtime.start_shards(spec, init)
-    fast = _clients(fast_shards.endpoints, spec, 2)
-    slow = _clients(ray_shards.ray_call_endpoints(), spec, 2)
+    fast = _clients(fast_shards.server, 2)
+    slow = _clients(ray_shards.ray_call_server(), 2)
     with ThreadPoolExecutor(2) as pool:  # each push waits at the barrier for the other worker's
         for version, round_grads in enumerate(_grads(1, 5, 2), start=1):
             for clients in (fast, slow):
@@ -89,7 +88,7 @@ def test_synchronous_barrier_matches_ray_calls_bit_for_bit(runtime):
 def test_a_nonfinite_gradient_is_rejected_through_the_fast_path(runtime):
     spec = ServerSpec(UpdateRule.asynchronous(), num_shards=2, optimizer="momentum", lr=0.1)
     shards = runtime.start_shards(spec, np.ones(SIZE, np.float32))
-    client, = _clients(shards.endpoints, spec, 1)
+    client, = _clients(shards.server, 1)
     client.params()
     client.push(np.ones(SIZE, np.float32))
     before = shards.state_dict()
@@ -119,17 +118,17 @@ def test_nothing_is_left_after_shutdown(ray_local):
     rt.plan(2)
     spec = ServerSpec(UpdateRule.asynchronous(), num_shards=2)
     shards = rt.start_shards(spec, np.zeros(SIZE, np.float32))
-    client = ParameterClient(shards.endpoints, spec.layout(SIZE))
+    client = shards.server.client()
     client.params()
     client.push(np.ones(SIZE, np.float32))
-    socket_dirs = [os.path.dirname(e.fast_path.path) for e in shards.endpoints]
+    socket_dirs = [os.path.dirname(e.fast_path.path) for e in shards.server.endpoints]
     assert all(os.path.isdir(d) for d in socket_dirs)
     assert len(_gorila_mappings()) == len(mapped_before) + 2
     rt.shutdown()
     gc.collect()
     assert not any(os.path.exists(d) for d in socket_dirs)
     assert _gorila_mappings() == mapped_before
-    assert [e.transport for e in shards.endpoints] == ["ray", "ray"]
+    assert [e.transport for e in shards.server.endpoints] == ["ray", "ray"]
 
 
 def test_endpoints_travel_by_actor_name_and_find_their_shard(runtime):
@@ -139,7 +138,7 @@ def test_endpoints_travel_by_actor_name_and_find_their_shard(runtime):
 
     spec = ServerSpec(rule=UpdateRule.asynchronous(), num_shards=2, optimizer="sgd", lr=1.0)
     shards = runtime.start_shards(spec, np.arange(6, dtype=np.float32))
-    for k, endpoint in enumerate(shards.ray_call_endpoints()):
+    for k, endpoint in enumerate(shards.ray_call_server().endpoints):
         travelled = pickle.loads(pickle.dumps(endpoint))
         assert travelled.handle._handle is None  # nothing but the name went through
         params, version = travelled.pull().result(30)

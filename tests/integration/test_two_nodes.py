@@ -5,7 +5,6 @@ import os
 import pytest
 
 from gorila.algos.lstsq.config import LstsqConfig
-from gorila.algos.lstsq.run import train
 from gorila.config import RunConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -26,7 +25,7 @@ def two_nodes():
     cluster.shutdown()
 
 
-def test_shards_on_both_nodes_and_training_converges(two_nodes, tmp_path):
+def test_shards_on_both_nodes_and_training_converges(two_nodes, tmp_path, train):
     from gorila.params import ServerSpec, UpdateRule
     from gorila.runtime.ray_runtime import RayRuntime
     import numpy as np
@@ -36,7 +35,7 @@ def test_shards_on_both_nodes_and_training_converges(two_nodes, tmp_path):
     shards = runtime.start_shards(ServerSpec(UpdateRule.asynchronous(), num_shards=2), np.zeros(10, np.float32))
     assert len(set(shards.node_ids)) == 2, shards.node_ids
     runtime.shutdown()  # frees the CPUs its shards hold
-    s = train(RunConfig(algo="lstsq", mode="sync", workers=2, shards=2, runtime="ray", run_dir=tmp_path),
-              LstsqConfig(n=4000, d=10, iterations=200, tol=1e-3))
+    s = train(RunConfig(algo="lstsq", mode="sync", shards=2, runtime="ray", run_dir=tmp_path),
+              LstsqConfig(workers=2, n=4000, d=10, iterations=200, tol=1e-3))
     assert s["reached_target"]
 

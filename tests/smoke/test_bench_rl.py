@@ -1,6 +1,7 @@
-"""``gorila bench sampling`` and ``gorila bench learner`` on tiny budgets: each prints, per runtime,
-the pipeline's figure, the limit measured in the same run, and their ratio."""
+"""``gorila bench sampling`` and ``gorila bench learner`` on tiny budgets: each writes, per runtime,
+the pipeline's figure, the limit measured in the same run, and their ratio to ``bench.json``."""
 
+import json
 import subprocess
 import sys
 
@@ -8,50 +9,41 @@ import pytest
 
 pytestmark = pytest.mark.smoke
 
+NATURE_CNN_PONG_PARAMETERS = 1_687_206  # Mnih et al. 2015's network with Pong's 6 actions
 
-def bench(*args, timeout=240):
-    result = subprocess.run([sys.executable, "-m", "gorila.cli", "bench", *args], capture_output=True, text=True,
-                            timeout=timeout)
+
+def bench(out, *args, timeout=240):
+    result = subprocess.run([sys.executable, "-m", "gorila.cli", "bench", *args, "--out", str(out)],
+                            capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, result.stderr
-    return result.stdout
+    return json.loads((out / "bench.json").read_text())
 
 
-def table(stdout: str) -> dict[str, tuple[float, float, float]]:
-    """Runtime name -> (pipeline, limit, ratio) from the rows of the printed table."""
-    rows = {}
-    for line in stdout.splitlines():
-        fields = line.split()
-        if fields and fields[0] in ("local", "ray"):
-            rows[fields[0]] = tuple(float(x.replace(",", "")) for x in fields[-3:])
-    return rows
+def assert_rows(report, figure, runtimes):
+    assert [row["runtime"] for row in report["rows"]] == runtimes
+    for row in report["rows"]:
+        assert row[figure] > 0 and row[f"limit_{figure}"] > 0
+        assert row["ratio"] == pytest.approx(row[figure] / row[f"limit_{figure}"])
 
 
-def assert_figures(rows, runtimes):
-    assert sorted(rows) == sorted(runtimes)
-    for pipeline, limit, ratio in rows.values():
-        assert pipeline > 0 and limit > 0
-        assert ratio == pytest.approx(pipeline / limit, abs=0.01)
+def test_bench_sampling_writes_both_figures_and_the_ratio_for_each_runtime(tmp_path):
+    report = bench(tmp_path, "sampling", "--env", "CartPole-v1", "--actors", "2", "--envs-per-actor", "4",
+                   "--seconds", "0.4", "--rounds", "2")
+    assert_rows(report, "steps_per_s", ["local", "ray"])
+    assert [row["actors"] for row in report["rows"]] == [1, 2]
 
 
-def test_bench_sampling_prints_both_figures_and_the_ratio_for_each_runtime():
-    out = bench("sampling", "--env", "CartPole-v1", "--actors", "2", "--envs-per-actor", "4", "--seconds", "0.4",
-                "--rounds", "2")
-    assert "limit:" in out and "counted:" in out
-    assert_figures(table(out), ["local", "ray"])
+def test_bench_learner_writes_both_figures_and_the_ratio_for_each_runtime(tmp_path):
+    report = bench(tmp_path, "learner", "--env", "CartPole-v1", "--batch-size", "16", "--fill", "500",
+                   "--seconds", "0.4", "--rounds", "2")
+    assert_rows(report, "updates_per_s", ["local", "ray"])
 
 
-def test_bench_learner_prints_both_figures_and_the_ratio_for_each_runtime():
-    out = bench("learner", "--env", "CartPole-v1", "--batch-size", "16", "--fill", "500", "--seconds", "0.4",
-                "--rounds", "2")
-    assert "limit:" in out and "parameters" in out
-    assert_figures(table(out), ["local", "ray"])
-
-
-def test_bench_learner_runs_the_nature_cnn_on_pong():
-    out = bench("learner", "--env", "ALE/Pong-v5", "--runtime", "local", "--batch-size", "4", "--fill", "100",
-                "--seconds", "0.4", "--rounds", "2")
-    assert "1,68" in out  # the Nature CNN's parameter count
-    assert_figures(table(out), ["local"])
+def test_bench_learner_runs_the_nature_cnn_on_pong(tmp_path):
+    report = bench(tmp_path, "learner", "--env", "ALE/Pong-v5", "--runtime", "local", "--batch-size", "4",
+                   "--fill", "100", "--seconds", "0.4", "--rounds", "2")
+    assert report["parameters"] == NATURE_CNN_PONG_PARAMETERS
+    assert_rows(report, "updates_per_s", ["local"])
 
 
 @pytest.mark.parametrize("args, flag", [
@@ -60,7 +52,8 @@ def test_bench_learner_runs_the_nature_cnn_on_pong():
     (["learner", "--seconds", "0"], "--seconds"),
     (["learner", "--fill", "0"], "--fill"),
 ])
-def test_bad_measuring_flags_exit_2_naming_the_flag(args, flag):
-    result = subprocess.run([sys.executable, "-m", "gorila.cli", "bench", *args], capture_output=True, text=True,
-                            timeout=60)
-    assert result.returncode == 2 and flag in result.stderr
+def test_bad_measuring_flags_exit_2_naming_the_flag(capsys, args, flag):
+    from gorila.cli import main
+
+    assert main(["bench", *args]) == 2
+    assert flag in capsys.readouterr().err

@@ -5,14 +5,16 @@ import numpy as np
 import pytest
 import torch
 
-from gorila.algos.a3c.builder import greedy_policy, learning_rates, make_network
+from gorila.algos.a3c.builder import make_plan
 from gorila.algos.a3c.config import A3CConfig
-from gorila.algos.a3c.worker import A3CWorker
+from gorila.algos.a3c.networks import greedy_policy, learning_rates, make_network
+from gorila.config import RunConfig
+from gorila.driver.rl_config import RLConfig
 from gorila.envs import CountingEnv
 from gorila.errors import ConfigError
 from gorila.losses.a3c import a3c_gradients, rollout_targets
 from gorila.nets.flat import FlatParams
-from gorila.params import LocalEndpoint, ServerSpec, UpdateRule
+from gorila.params import LocalEndpoint, ParameterServer
 
 # Counting-v0 episodes last 5 steps; a 7-step rollout crosses an end, then a hidden reset step.
 COUNTING = "gorila/Counting-v0"
@@ -52,21 +54,28 @@ class RecordingEndpoint(LocalEndpoint):
         return super().push(grad, version, worker_id)
 
 
-def _server(env_id, cfg, num_shards=1, rule=None):
-    net = make_network(env_id, cfg, seed=0)
-    spec = ServerSpec(rule=rule or UpdateRule.asynchronous(), num_shards=num_shards, optimizer="sgd",
-                      lr=learning_rates(net, cfg))
-    shards = spec.build(FlatParams(net).get())
-    return shards, [RecordingEndpoint(s) for s in shards]
+def _plan(env_id, cfg, num_shards=1):
+    """The builder's plan: an asynchronous SGD server and the worker factory `gorila train` would use."""
+    run = RunConfig(algo="a3c", shards=num_shards, optimizer="sgd", seed=3)
+    return make_plan(run, cfg, RLConfig(env=env_id))
 
 
-def _worker(endpoints, env_id=COUNTING, cfg=CFG, worker_id=0, barrier=False):
-    return A3CWorker(worker_id, endpoints, env_id=env_id, cfg=cfg, seed=3, barrier=barrier, timeout_s=1.0)
+def _server(env_id, cfg, num_shards=1):
+    plan = _plan(env_id, cfg, num_shards)
+    params = plan.initial_params()
+    shards = plan.spec.build(params)
+    endpoints = [RecordingEndpoint(s) for s in shards]
+    return shards, ParameterServer(tuple(endpoints), plan.spec.layout(params.size), plan.spec.rule), endpoints
+
+
+def _worker(server, env_id=COUNTING, cfg=CFG, worker_id=0):
+    (workers,) = _plan(env_id, cfg).groups({})
+    return workers.factory(worker_id, server)
 
 
 def test_one_step_pushes_one_gradient_and_counts_every_env_step():
-    shards, endpoints = _server(COUNTING, CFG, num_shards=2)
-    worker = _worker(endpoints)
+    shards, server, endpoints = _server(COUNTING, CFG, num_shards=2)
+    worker = _worker(server)
     worker.step()
 
     size = FlatParams(worker.net).size
@@ -84,8 +93,8 @@ def test_one_step_pushes_one_gradient_and_counts_every_env_step():
 
 
 def test_rollout_holds_exactly_the_steps_that_arrived():
-    _, endpoints = _server(COUNTING, CFG)
-    worker = _worker(endpoints)
+    _, server, endpoints = _server(COUNTING, CFG)
+    worker = _worker(server)
     worker.refresh()
     rollout = worker.collect()
     # CountingEnv's observation is the step index: 0..4, then 0 again (reset in the step that ended).
@@ -96,9 +105,8 @@ def test_rollout_holds_exactly_the_steps_that_arrived():
 
 
 def test_pushed_gradient_is_the_a3c_gradient_of_the_same_rollout():
-    _, endpoints = _server(COUNTING, CFG)
-    twin_endpoints = _server(COUNTING, CFG)[1]
-    worker, twin = _worker(endpoints), _worker(twin_endpoints)  # same seed: same rollout
+    _, server, endpoints = _server(COUNTING, CFG)
+    worker, twin = _worker(server), _worker(_server(COUNTING, CFG)[1])  # same seed: same rollout
     twin.refresh()
     expected, _ = a3c_gradients(twin.net, twin.target_net, twin.collect(), CFG.gamma, CFG.entropy_coef,
                                 twin.flat)
@@ -108,8 +116,8 @@ def test_pushed_gradient_is_the_a3c_gradient_of_the_same_rollout():
 
 @pytest.mark.parametrize("env_id", [COUNTING, TRUNCATING])
 def test_returns_never_mix_two_episodes(env_id):
-    _, endpoints = _server(env_id, CFG)
-    worker = _worker(endpoints, env_id=env_id)
+    _, server, _ = _server(env_id, CFG)
+    worker = _worker(server, env_id=env_id)
     worker.refresh()
     rollout = worker.collect()
     targets = rollout_targets(worker.target_net, rollout, CFG.gamma)[:, 0].tolist()
@@ -129,8 +137,8 @@ def test_returns_never_mix_two_episodes(env_id):
 
 def test_target_value_network_moves_by_tau_once_per_new_version():
     cfg = A3CConfig(envs_per_worker=1, rollout_steps=2, hidden=(4,), target_tau=0.25)
-    shards, endpoints = _server(COUNTING, cfg)
-    worker = _worker(endpoints, cfg=cfg)
+    shards, server, _ = _server(COUNTING, cfg)
+    worker = _worker(server, cfg=cfg)
     worker.step()                       # target starts at version 0's parameters
     w0 = worker.target_flat.get()
     worker.refresh()                    # version 1 arrived with the push's reply

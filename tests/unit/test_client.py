@@ -46,3 +46,33 @@ def test_push_without_wait_is_collected_before_the_next_push():
     assert done.applied and client.versions == [2, 2, 2]
     np.testing.assert_array_equal(client.params(), np.full(10, -2.0, np.float32))
     assert client.complete() is None
+
+
+def test_a_pipelined_push_is_labelled_with_the_version_it_was_computed_on():
+    # Both gradients are computed on version 0; the second arrives when the shard is at 1.
+    shards, (client, _) = make(UpdateRule.asynchronous(), shards=1)
+    client.params()
+    client.push(np.ones(10, np.float32), wait=False)
+    client.push(np.ones(10, np.float32), wait=False)
+    client.complete()
+    assert dict(shards[0].stats.staleness) == {0: 1, 1: 1}
+
+
+def test_a_pipelined_push_older_than_the_bound_is_rejected():
+    shards, (client, _) = make(UpdateRule.asynchronous(max_staleness=0), shards=1)
+    client.params()
+    client.push(np.ones(10, np.float32), wait=False)
+    client.push(np.ones(10, np.float32), wait=False)
+    assert client.complete().outcomes == ("rejected",)
+    assert shards[0].version == 1 and shards[0].stats.pushes_rejected_stale == 1
+
+
+def test_params_collects_a_reply_that_already_arrived():
+    # In-process replies are there at once: the next gradient is computed on version 1, not 0.
+    shards, (client, _) = make(UpdateRule.asynchronous(max_staleness=0), shards=1)
+    client.params()
+    client.push(np.ones(10, np.float32), wait=False)
+    client.params()
+    client.push(np.ones(10, np.float32), wait=False)
+    assert client.complete().outcomes == ("counted",)
+    assert dict(shards[0].stats.staleness) == {0: 2}

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from gorila.envs import CountingEnv, EnvRunner, evaluate, human_normalized, is_atari, make_env, make_env_runner
+from gorila.envs.evaluation import NORMALIZATION_SOURCE
 from gorila.envs.make import SignReward
 from gorila.envs.vector import GymnasiumBackend, envpool_supports
 from gorila.errors import ConfigError
@@ -181,10 +182,12 @@ def test_evaluate_with_epsilon_one_never_asks_the_policy():
     assert evaluate(never, "gorila/Counting-v0", episodes=2, epsilon=1.0, seed=1, noop_max=0) == [5.0, 5.0]
 
 
-def test_human_normalized_uses_the_published_random_and_human_scores():
-    assert human_normalized("ALE/Pong-v5", 14.6) == pytest.approx(100.0)
+def test_human_normalized_uses_the_nature_dqn_table_gorila_normalized_against():
+    # Mnih et al. 2015, Extended Data Table 2: Pong random -20.7, human 9.3; Breakout 1.7 and 31.8.
+    assert human_normalized("ALE/Pong-v5", 9.3) == pytest.approx(100.0)
     assert human_normalized("Pong", -20.7) == pytest.approx(0.0)
-    assert human_normalized("BreakoutNoFrameskip-v4", 30.5) == pytest.approx(100.0)
+    assert human_normalized("BreakoutNoFrameskip-v4", 31.8) == pytest.approx(100.0)
+    assert "Nature" in NORMALIZATION_SOURCE
     assert human_normalized("ALE/SpaceInvaders-v5", 148.0) == pytest.approx(0.0)
     for game in ("Seaquest", "BeamRider", "Enduro", "Qbert", "space_invaders"):
         assert np.isfinite(human_normalized(game, 1000.0))

@@ -4,7 +4,7 @@ import numpy as np
 
 from gorila.checkpoint import load_checkpoint, save_checkpoint
 from gorila.params import ServerSpec, UpdateRule
-from gorila.runtime.base import shard_state, split_shard_state
+from gorila.params import shard_state, split_shard_state
 
 
 def test_shard_state_round_trips_through_a_checkpoint(tmp_path):

@@ -1,6 +1,7 @@
 """ShardHost: one shard shared by threads, with the synchronous barrier."""
 
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 import pytest
@@ -14,8 +15,21 @@ pytestmark = pytest.mark.timeout(60)
 D = 4
 
 
+class CountingShard(ParameterShard):
+    """A shard that releases a semaphore once it has taken each push: the test knows a push joined."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.taken = threading.Semaphore(0)
+
+    def push(self, *args, **kwargs):
+        result = super().push(*args, **kwargs)
+        self.taken.release()
+        return result
+
+
 def host(rule, barrier_timeout_s=10.0, on_advance=None):
-    shard = ParameterShard(np.zeros(D, np.float32), rule, "sgd", lr=0.5)
+    shard = CountingShard(np.zeros(D, np.float32), rule, "sgd", lr=0.5)
     return ShardHost(shard, barrier_timeout_s, on_advance)
 
 
@@ -25,7 +39,9 @@ def test_a_barrier_push_returns_once_every_worker_joined_with_the_new_parameters
     grads = [np.full(D, k, np.float32) for k in (1, 2, 3)]
     with ThreadPoolExecutor(3) as pool:
         first = [pool.submit(h.push, grads[k], 0, k) for k in range(2)]
-        assert not any(f.done() for f in first)  # two of three joined: nobody may go on yet
+        assert h.shard.taken.acquire(timeout=10) and h.shard.taken.acquire(timeout=10)  # both joined
+        done, _ = wait(first, timeout=0.2)
+        assert not done  # two of three joined: nobody may go on yet
         last = pool.submit(h.push, grads[2], 0, 2)
         results = [f.result(timeout=10) for f in (*first, last)]
     want = -0.5 * np.mean(grads, axis=0)

@@ -1,4 +1,4 @@
-"""Which algorithms ``gorila train --algo`` knows: each has a config class and a ``train`` function.
+"""Which algorithms ``gorila train --algo`` knows: each has its config classes and a builder.
 
 Imports are lazy so that, say, ``--algo lstsq`` never imports torch.
 """
@@ -8,25 +8,35 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
+_RL = "gorila.driver.rl_config:RLConfig"
+
 
 @dataclass(frozen=True)
 class Algorithm:
+    """An algorithm as the CLI and the Python API see it::
+
+        algo = ALGORITHMS["a3c"]
+        configs = [cls() for cls in algo.config_classes()]       # A3CConfig(), RLConfig()
+        plan = algo.plan_fn()(run_config, *configs)              # then gorila.driver.loop.run
+    """
+
     name: str
-    configs: tuple[str, ...]  # "module:Class" of each config, in train()'s argument order
-    train: str  # "module:function(run: RunConfig, *configs) -> summary dict"
-    policy: str | None = None  # "module:function(run, cfg) -> (network_fn, policy_fn)" for gorila eval
-    # Evaluation's exploration rate unless --eval-epsilon says otherwise: the DQN papers
-    # evaluate with 0.05; a policy-gradient method is judged by its greedy policy.
-    eval_epsilon: float = 0.05
+    configs: tuple[str, ...]  # "module:Class" of each config, in make_plan's argument order after RunConfig
+    builder: str  # the module with make_plan(run, *configs) and, for RL, evaluation_policy(run, *configs)
+
+    @property
+    def is_rl(self) -> bool:
+        return _RL in self.configs
 
     def config_classes(self) -> list[type]:
         return [_load(path) for path in self.configs]
 
-    def train_fn(self):
-        return _load(self.train)
+    def plan_fn(self):
+        return _load(f"{self.builder}:make_plan")
 
     def policy_fn(self):
-        return _load(self.policy)
+        """``(run, *configs) -> (network_fn, policy_fn)``: what ``gorila eval`` plays."""
+        return _load(f"{self.builder}:evaluation_policy")
 
 
 def _load(path: str):
@@ -34,13 +44,8 @@ def _load(path: str):
     return getattr(importlib.import_module(module), attr)
 
 
-_TRAIN = "gorila.rl.config:TrainConfig"
-
-
 ALGORITHMS = {
-    "lstsq": Algorithm("lstsq", ("gorila.algos.lstsq.config:LstsqConfig",), "gorila.algos.lstsq.run:train"),
-    "a3c": Algorithm("a3c", ("gorila.algos.a3c.config:A3CConfig", _TRAIN), "gorila.algos.a3c.run:train",
-                     "gorila.algos.a3c.run:evaluation_policy", eval_epsilon=0.0),
-    "dqn": Algorithm("dqn", ("gorila.algos.dqn.config:DQNConfig", _TRAIN), "gorila.algos.dqn.builder:train",
-                     "gorila.algos.dqn.builder:evaluation_policy"),
+    "lstsq": Algorithm("lstsq", ("gorila.algos.lstsq.config:LstsqConfig",), "gorila.algos.lstsq.builder"),
+    "a3c": Algorithm("a3c", ("gorila.algos.a3c.config:A3CConfig", _RL), "gorila.algos.a3c.builder"),
+    "dqn": Algorithm("dqn", ("gorila.algos.dqn.config:DQNConfig", _RL), "gorila.algos.dqn.builder"),
 }

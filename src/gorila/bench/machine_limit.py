@@ -2,7 +2,7 @@
 
 ``gorila bench speedup`` prints each measured speedup next to this limit, taken in the same run:
 ``m`` bare processes (no Ray, no parameter server, no communication) each compute
-:func:`gorila.algos.lstsq.worker.local_gradient` over their ``n / m`` rows, all at once, and
+:func:`gorila.learners.lstsq.local_gradient` over their ``n / m`` rows, all at once, and
 ``limit(m) = T(1) / T(m)``. Where cores share floating-point units or memory bandwidth, this is
 below ``m``, and no parallel runtime can beat it. For synchronous gradient descent the processes
 also meet at a barrier after every gradient (the least any synchronous round must do): waiting
@@ -20,9 +20,9 @@ import time
 
 import numpy as np
 
-from gorila.algos.lstsq import data
 from gorila.algos.lstsq.config import LstsqConfig
-from gorila.algos.lstsq.worker import local_gradient
+from gorila.envs.least_squares import LeastSquares
+from gorila.learners.lstsq import local_gradient
 
 # One BLAS thread per process, as in gorila's own workers: the processes are the parallelism.
 _ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
@@ -30,23 +30,31 @@ _ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
 
 def _timed_map(cfg: LstsqConfig, seed: int, num_workers: int, worker_id: int, rounds: int, synchronized: bool,
                barrier: mp.Barrier, results: mp.Queue, timeout_s: float) -> None:
-    x, y = data.rows(seed, cfg.n, cfg.d, cfg.noise, cfg.condition, data.partition(cfg.n, num_workers)[worker_id])
+    problem = LeastSquares(cfg.n, cfg.d, cfg.noise, cfg.condition, seed)
+    x, y = problem.rows(problem.partition(num_workers)[worker_id])
     w = np.zeros(cfg.d, np.float32)
     scale = np.float32(num_workers / cfg.n)
     local_gradient(x, y, w, scale)  # page in the rows before the clock starts
     barrier.wait(timeout_s)  # all start together
-    t = time.perf_counter()
+    start = time.monotonic()  # one clock for every process of the machine
     for _ in range(rounds):
         w = w - 1e-3 * local_gradient(x, y, w, scale)
         if synchronized:
             barrier.wait(timeout_s)
-    results.put(time.perf_counter() - t)
+    results.put((start, time.monotonic()))
 
 
 def map_seconds(cfg: LstsqConfig, seed: int, num_workers: int, rounds: int, synchronized: bool = False,
                 timeout_s: float = 600.0) -> float:
     """Wall seconds for ``num_workers`` processes to run ``rounds`` local gradients each, at once
     (``synchronized``: all meeting at a barrier after each one)."""
+    return max(end - start for start, end in map_intervals(cfg, seed, num_workers, rounds, synchronized, timeout_s))
+
+
+def map_intervals(cfg: LstsqConfig, seed: int, num_workers: int, rounds: int, synchronized: bool = False,
+                  timeout_s: float = 600.0) -> list[tuple[float, float]]:
+    """When each of the ``num_workers`` processes of :func:`map_seconds` started and ended its
+    rounds, on the machine's monotonic clock."""
     ctx = mp.get_context("spawn")  # a clean interpreter: no inherited threads or Ray state
     barrier, results = ctx.Barrier(num_workers), ctx.Queue()
     saved = {k: os.environ.get(k) for k in _ONE_THREAD}
@@ -64,7 +72,7 @@ def map_seconds(cfg: LstsqConfig, seed: int, num_workers: int, rounds: int, sync
             else:
                 os.environ[k] = v
     try:
-        return max(results.get(timeout=timeout_s) for _ in procs)
+        return [results.get(timeout=timeout_s) for _ in procs]
     finally:
         for proc in procs:
             proc.join(timeout_s)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 
+from gorila.bench.report import bench_dir, write_bench_json
 from gorila.params import ParameterClient, ServerSpec, UpdateRule
 
-NATURE_CNN_PARAMS = 1_686_246  # the Nature CNN with 6 actions
+NATURE_CNN_PARAMS = 1_687_206  # the Nature CNN with 6 actions (Pong)
 
 
 def memcpy_seconds(nbytes: int, repeats: int = 50) -> float:
@@ -51,7 +53,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--transport", choices=("shm", "ray", "both"), default="both",
                         help="shm: same-node fast path (shared memory + Unix socket); ray: Ray calls")
     parser.add_argument("--address", default=None, help="Ray cluster to join (default: embedded)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="directory for bench.json (default: bench-out/ps-<time>)")
     args = parser.parse_args(argv)
+    out = bench_dir(args.out, "ps")
     from gorila.runtime.ray_runtime import RayRuntime
 
     transports = ("shm", "ray") if args.transport == "both" else (args.transport,)
@@ -63,10 +68,9 @@ def main(argv: list[str]) -> int:
         shards = runtime.start_shards(spec, np.zeros(args.params, np.float32))
         grad = np.full(args.params, 1e-3, np.float32)
         for transport in transports:
-            endpoints = shards.endpoints if transport == "shm" else shards.ray_call_endpoints()
-            client = ParameterClient(endpoints, spec.layout(args.params), worker_id=0)
-            figures[transport] = _round_trips(client, grad, args.rounds)
-            used = {ep.transport for ep in endpoints}
+            server = shards.server if transport == "shm" else shards.ray_call_server()
+            figures[transport] = _round_trips(server.client(), grad, args.rounds)
+            used = {ep.transport for ep in server.endpoints}
             if used != {transport}:  # e.g. shards on another node: say what was measured
                 figures[f"{transport} (went by {'+'.join(sorted(used))})"] = figures.pop(transport)
     finally:
@@ -75,9 +79,13 @@ def main(argv: list[str]) -> int:
     mb = args.params * 4 / 1e6
     print(f"parameters       {args.params:,} float32 ({mb:.2f} MB), {args.shards} shard(s)")
     print(f"memcpy           {copy * 1e3:8.3f} ms   (the limit, measured now)")
+    rows = []
     for transport, (round_trip, pull) in figures.items():
         print(f"{transport}")
         print(f"  push+pull      {round_trip * 1e3:8.3f} ms   = {round_trip / copy:6.1f} x memcpy  "
               f"(median of {args.rounds})")
         print(f"  pull           {pull * 1e3:8.3f} ms   = {pull / copy:6.1f} x memcpy")
+        rows.append({"transport": transport, "push_pull_ms": round_trip * 1e3, "pull_ms": pull * 1e3,
+                     "limit_memcpy_ms": copy * 1e3, "ratio": round_trip / copy, "pull_ratio": pull / copy})
+    write_bench_json(out, "ps", vars(args), rows, bytes=args.params * 4)
     return 0

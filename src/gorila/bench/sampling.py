@@ -5,60 +5,48 @@ from __future__ import annotations
 import argparse
 import functools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
-import torch
-from torch import nn
 
 from gorila import validate
-from gorila.algos.dqn.agent import QActor, build_q_network
-from gorila.algos.dqn.config import DQNConfig
+from gorila.bench.report import bench_dir, write_bench_json
+from gorila.config import RunConfig
+from gorila.core import WorkerFactory, WorkerGroup
+from gorila.driver.plan import Plan
 from gorila.envs import make_env
-from gorila.nets import FlatParams
-from gorila.params import ParameterClient, ServerSpec, ShardEndpoint, ShardLayout, UpdateRule
-from gorila.replay import make_storage
-from gorila.runtime import RUNTIMES, WorkerFactory, WorkerGroup, make_runtime
+from gorila.learners.bundle import Bundle
+from gorila.params import ParameterServer
+from gorila.runtime import RUNTIMES, make_runtime
 
 
 class SamplingWorker:
-    """The actor half of a bundle as it runs (ε-greedy steps of ``cfg.envs_per_actor`` envs with one
-    batched forward pass, every transition added to its own replay, parameters reloaded every
-    ``cfg.actor_refresh`` steps) and, in the same process, the limit: copies of the same envs
-    stepped with random actions in a plain loop."""
+    """The actor half of a real :class:`~gorila.learners.bundle.Bundle` (``Bundle.act``: ε-greedy
+    steps of its envs with one batched forward pass, every transition added to its replay,
+    parameters reloaded every ``actor_refresh`` steps) and, in the same process, the limit: copies
+    of the same envs stepped with random actions in a plain loop."""
 
-    def __init__(self, worker_id: int, endpoints: list[ShardEndpoint], *, env_id: str, cfg: DQNConfig,
-                 seed: int, network_fn: Callable[[], nn.Module]):
-        torch.set_num_threads(1)
-        self.worker_id, self.cfg = worker_id, cfg
+    def __init__(self, worker_id: int, server: ParameterServer, *, bundle: WorkerFactory, env_id: str,
+                 num_envs: int, seed: int):
+        self.bundle: Bundle = bundle(worker_id, server)
         seed += 1000 * worker_id
-        self.actor = QActor(env_id, cfg, seed, network_fn)
-        space = self.actor.runner.observation_space
-        self.replay = make_storage(cfg.replay_capacity, space.shape, space.dtype, num_streams=cfg.envs_per_actor)
-        self.client = ParameterClient(endpoints, ShardLayout(self.actor.flat.size, len(endpoints)),
-                                      worker_id=worker_id)
-        self.bare_envs = [make_env(env_id, seed=seed + 500 + i, training=True) for i in range(cfg.envs_per_actor)]
+        self.bare_envs = [make_env(env_id, seed=seed + 500 + i, training=True) for i in range(num_envs)]
         self.rng = np.random.default_rng(seed)
-        self.steps = 0
 
     def step(self) -> None:
-        if self.steps % self.cfg.actor_refresh == 0:
-            self.actor.load(self.client.params())
-        t = self.actor.act(self.cfg.epsilon(self.worker_id, self.client.version))
-        self.replay.add_batch(t.obs, t.action, t.reward, t.next_obs, t.terminated, streams=t.env_index)
-        self.steps += 1
+        self.bundle.act(1)
 
     def report(self) -> dict:
-        return {"env_steps": self.actor.env_steps}
+        return {"env_steps": self.bundle.actor.env_steps}
 
     def pipeline_rate(self, seconds: float) -> float:
         """Transitions per second (an env's reset-only step makes none and is not counted)."""
-        start, t0 = self.actor.env_steps, time.perf_counter()
+        start, t0 = self.bundle.actor.env_steps, time.perf_counter()
         while time.perf_counter() - t0 < seconds:
-            self.step()
-        return (self.actor.env_steps - start) / (time.perf_counter() - t0)
+            self.bundle.act(1)
+        return (self.bundle.actor.env_steps - start) / (time.perf_counter() - t0)
 
     def limit_rate(self, seconds: float) -> float:
         """``env.step`` calls per second; an episode's end resets that env within the same step."""
@@ -74,27 +62,36 @@ class SamplingWorker:
         return steps / (time.perf_counter() - t0)
 
     def close(self) -> None:
-        self.actor.close()
+        self.bundle.close()
         for env in self.bare_envs:
             env.close()
 
 
+def bundle_factory(plan: Plan) -> WorkerFactory:
+    """The bundle factory of a bundled-mode DQN plan: what ``gorila train`` would run."""
+    (bundles,) = plan.groups({})
+    return bundles.factory
+
+
 @contextmanager
-def placed_workers(runtime_name: str, address: str | None, network_fn: Callable[[], nn.Module], lr: float,
-                   factory: WorkerFactory, count: int, name: str) -> Iterator[WorkerGroup]:
-    """``count`` workers and one asynchronous AdaGrad parameter-server shard holding ``network_fn()``'s
-    parameters, placed by the runtime ``runtime_name``; the workers are closed and the runtime shut down on exit."""
+def placed_workers(runtime_name: str, address: str | None, plan: Plan, factory: WorkerFactory, count: int,
+                   name: str) -> Iterator[WorkerGroup]:
+    """``count`` workers and ``plan``'s parameter server, placed by the runtime ``runtime_name``; the
+    workers are closed and the runtime shut down on exit."""
     runtime = make_runtime(runtime_name, address=address)
     try:
-        if runtime_name == "ray":
-            runtime.plan(count + 1)
-        spec = ServerSpec(rule=UpdateRule.asynchronous(), num_shards=1, optimizer="adagrad", lr=lr)
-        shards = runtime.start_shards(spec, FlatParams(network_fn()).get())
-        group = runtime.start_workers(factory, count, shards.endpoints, name=name)
+        runtime.plan(count + plan.spec.num_shards)
+        shards = runtime.start_shards(plan.spec, plan.initial_params())
+        group = runtime.start_workers(factory, count, shards.server, name=name)
         yield group
         group.call("close")  # in-process workers outlive the runtime otherwise
     finally:
         runtime.shutdown()
+
+
+def bench_run_config(runtime: str, address: str | None, seed: int) -> RunConfig:
+    """The run settings a benchmark's plan is built with: asynchronous, one shard."""
+    return RunConfig(algo="dqn", mode="async", runtime=runtime, address=address, seed=seed)
 
 
 def measure_interleaved(group: WorkerGroup, seconds: float, rounds: int) -> tuple[float, float]:
@@ -118,6 +115,8 @@ def add_common_flags(parser: argparse.ArgumentParser, seconds: float) -> None:
     parser.add_argument("--runtime", default="both", choices=[*RUNTIMES, "both"], help="where the workers run")
     parser.add_argument("--address", default=None, help="Ray cluster to join (default: embedded)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="directory for bench.json (default: bench-out/<bench>-<time>)")
 
 
 def check_common_flags(args: argparse.Namespace) -> list[str]:
@@ -128,6 +127,10 @@ def check_common_flags(args: argparse.Namespace) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
+    from gorila.algos.dqn.builder import make_plan
+    from gorila.algos.dqn.config import DQNConfig
+    from gorila.driver.rl_config import RLConfig
+
     parser = argparse.ArgumentParser(prog="gorila bench sampling", description=__doc__)
     parser.add_argument("--env", default="CartPole-v1", help="Gymnasium id")
     parser.add_argument("--actors", type=int, default=2, help="actor workers under the Ray runtime")
@@ -136,23 +139,30 @@ def main(argv: list[str]) -> int:
     add_common_flags(parser, seconds=5.0)
     args = parser.parse_args(argv)
     names = check_common_flags(args)
+    validate.integer("actors", args.actors, low=1)
     # Gymnasium envs on both sides: the limit steps the very env objects make_env builds.
-    cfg = replace(DQNConfig(), envs_per_actor=args.envs_per_actor, actors=args.actors, env_backend="gymnasium")
-    network_fn = functools.partial(build_q_network, args.env, cfg.hidden, args.seed)
-    factory = functools.partial(SamplingWorker, env_id=args.env, cfg=cfg, seed=args.seed, network_fn=network_fn)
+    cfg = DQNConfig(envs_per_actor=args.envs_per_actor, actors=args.actors, env_backend="gymnasium")
+    plan = make_plan(bench_run_config("local", None, args.seed), cfg, RLConfig(env=args.env))
     k = cfg.envs_per_actor
+    factory = functools.partial(SamplingWorker, bundle=bundle_factory(plan), env_id=args.env, num_envs=k,
+                                seed=args.seed)
     print(f"gorila bench sampling: {args.env}, {k} envs per actor, 1 torch thread per process, "
           f"medians of {args.rounds} alternating rounds, {args.seconds:g} s per figure")
-    print(f"  pipeline: QActor ε-greedy (ε = {cfg.epsilon(0, 0):g}, the schedule's start) with one forward pass "
-          f"per step of its {k} envs, each transition added to a replay, parameters reloaded every "
+    print(f"  pipeline: Bundle.act, ε-greedy (ε = {cfg.eps_start:g}, the schedule's start) with one forward pass "
+          f"per step of its {k} envs, each transition added to its replay, parameters reloaded every "
           f"{cfg.actor_refresh} steps")
     print(f"  limit:    {k} copies of the same env stepped with random actions in a plain loop, in the same "
           f"process(es)")
     print("  counted:  env steps that yield a transition (the pipeline's reset-only steps are not counted)")
     print(f"{'runtime':>8} {'actors':>6} {'pipeline steps/s':>17} {'limit steps/s':>14} {'ratio':>6}")
+    out = bench_dir(args.out, "sampling")
+    rows = []
     for name in names:
         count = args.actors if name == "ray" else 1
-        with placed_workers(name, args.address, network_fn, cfg.lr, factory, count, "actor") as group:
+        with placed_workers(name, args.address, plan, factory, count, "actor") as group:
             pipeline, limit = measure_interleaved(group, args.seconds, args.rounds)
         print(f"{name:>8} {count:>6} {pipeline:>17,.0f} {limit:>14,.0f} {pipeline / limit:>6.2f}")
+        rows.append({"runtime": name, "actors": count, "steps_per_s": pipeline, "limit_steps_per_s": limit,
+                     "ratio": pipeline / limit})
+    write_bench_json(out, "sampling", vars(args), rows)
     return 0

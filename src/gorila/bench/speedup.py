@@ -10,15 +10,18 @@ from __future__ import annotations
 import argparse
 import csv
 import statistics
-import time
+from dataclasses import replace
 from pathlib import Path
 
 from gorila import validate
+from gorila.algos.lstsq.builder import make_plan
 from gorila.algos.lstsq.config import LstsqConfig
-from gorila.algos.lstsq.run import train
 from gorila.bench.machine_limit import map_limits
-from gorila.config import MODES, RunConfig
+from gorila.bench.report import bench_dir, write_bench_json
+from gorila.config import RunConfig
+from gorila.driver.loop import run as run_plan
 from gorila.metrics import plot_speedup
+from gorila.params.rule import MODES
 
 RUN_FIELDS = ("workers", "repeat", "time_to_target_s", "train_time_s", "cpu_time_s", "updates", "bytes_pushed",
               "bytes_pulled", "bytes_per_round_measured", "bytes_per_round_analytic", "machine_limit",
@@ -50,7 +53,8 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--limit-rounds", type=int, default=None,
                         help="gradients per process when measuring the machine's limit (bare processes, same "
                              "map; default: as many as the first run's updates, so both cover the same work)")
-    parser.add_argument("--out", type=Path, default=None, help="output directory")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="directory for bench.json, the CSVs and the PNG (default: bench-out/speedup-<time>)")
     parser.add_argument("--address", default=None, help="Ray cluster to join (default: embedded)")
     args = parser.parse_args(argv)
     validate.integer("repeats", args.repeats, low=1)
@@ -77,15 +81,15 @@ def main(argv: list[str]) -> int:
                       log_every=args.log_every)
     from gorila.runtime import make_runtime
 
-    out = args.out or Path("bench-out") / f"speedup-{args.algo}-{args.mode}-{time.strftime('%Y%m%d-%H%M%S')}"
-    out.mkdir(parents=True, exist_ok=True)
+    out = bench_dir(args.out, f"speedup-{args.algo}-{args.mode}")
+    barrier = RunConfig(algo="lstsq", mode=args.mode).rule(num_workers=1).barrier
     runs = []
     holder = make_runtime("ray", args.address)  # one Ray for all runs: each train() joins it
     try:
         for repeat in range(args.repeats):
             batch = [_run(args, cfg, m, repeat, out) for m in args.workers]
             limits = map_limits(cfg, RunConfig().seed, args.workers, args.limit_rounds or max(batch[0]["updates"], 1),
-                                synchronized=args.mode == "sync")
+                                synchronized=barrier)
             for r in batch:
                 r["machine_limit"] = limits[r["workers"]]
             runs += batch
@@ -99,9 +103,9 @@ def main(argv: list[str]) -> int:
                  title=f"lstsq n={args.n} d={args.d}, {args.mode}: speedup T(1)/T(m), median of {args.repeats}",
                  efficiency=[r["efficiency"] for r in rows], limit=[r["machine_limit"] for r in rows],
                  runs=[(r["workers"], base / r["time_to_target_s"]) for r in runs])
-    barrier = ", meeting at a barrier every round as sync must" if args.mode == "sync" else ""
+    meeting = ", meeting at a barrier every round as sync must" if barrier else ""
     print(f"median of {args.repeats} interleaved runs per count; limit: T(1)/T(m) of the same map in m bare "
-          f"processes at once (no Ray, no server{barrier}), measured after each repeat")
+          f"processes at once (no Ray, no server{meeting}), measured after each repeat")
     print(f"{'workers':>7} {'T (s)':>8} {'min-max (s)':>13} {'CPU (s)':>8} {'speedup':>8} {'eff.':>6} "
           f"{'limit':>6} {'bytes/round':>12} {'analytic':>10}")
     for r in rows:
@@ -110,20 +114,25 @@ def main(argv: list[str]) -> int:
               f"{r['speedup']:8.2f} {r['efficiency']:6.2f} {r['machine_limit']:6.2f} "
               f"{r['bytes_per_round_measured']:12.0f} {r['bytes_per_round_analytic']:10d}")
     print(f"wrote {out / 'speedup.csv'}, {out / 'runs.csv'} and {out / 'speedup.png'}")
+    write_bench_json(out, "speedup", vars(args),
+                     [{**r, "limit": r["machine_limit"], "ratio": r["speedup"] / r["machine_limit"]} for r in rows],
+                     workers=[r["workers"] for r in rows], speedup=[r["speedup"] for r in rows],
+                     limit=[r["machine_limit"] for r in rows])
     return 0
 
 
 def _run(args: argparse.Namespace, cfg: LstsqConfig, workers: int, repeat: int, out: Path) -> dict:
-    run = RunConfig(algo="lstsq", mode=args.mode, workers=workers, runtime="ray", address=args.address,
+    run = RunConfig(algo="lstsq", mode=args.mode, runtime="ray", address=args.address,
                     run_dir=out / f"workers-{workers}-run-{repeat}")
-    s = train(run, cfg)
+    s = run_plan(run, make_plan(run, replace(cfg, workers=workers)))
     rounds = max(s["updates"], 1)
     return {"workers": workers, "repeat": repeat,
-            "time_to_target_s": s["time_to_target_s"] if s["time_to_target_s"] is not None else float("nan"),
+            "time_to_target_s": s["train_time_to_target_s"] if s["reached_target"] else float("nan"),
             "train_time_s": s["train_time_s"], "cpu_time_s": s["cpu_time_s"], "updates": s["updates"],
             "bytes_pushed": s["bytes_pushed"], "bytes_pulled": s["bytes_pulled"],
             "bytes_per_round_measured": s["bytes_pushed"] / rounds,
-            "bytes_per_round_analytic": s["bytes_per_round_analytic"], "final_loss": s["final_loss"]}
+            # Synchronous rounds move m*d floats each way (the seed's analytic count).
+            "bytes_per_round_analytic": workers * cfg.d * 4, "final_loss": s["final_loss"]}
 
 
 def _medians(counts: list[int], runs: list[dict]) -> list[dict]:

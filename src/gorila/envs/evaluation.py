@@ -78,11 +78,12 @@ def has_noop(env) -> bool:
 def human_normalized(game_id: str, score: float) -> float:
     """``100 · (score − random) / (human − random)``: 0 plays like a random agent, 100 like a human::
 
-        human_normalized("ALE/Pong-v5", 14.6)      # 100.0
+        human_normalized("ALE/Pong-v5", 9.3)       # 100.0
         human_normalized("Breakout", 1.7)          # 0.0
 
     Accepts ``ALE/Breakout-v5``, ``BreakoutNoFrameskip-v4``, ``Breakout`` or ``breakout``. The
-    reference scores are in ``gorila/data/atari_scores.json`` (57 games).
+    reference scores are the Nature DQN paper's, the table Gorila normalized against (49 games;
+    :data:`NORMALIZATION_SOURCE`, in ``gorila/data/atari_scores.json``).
     """
     table = _scores()
     key = _game_key(game_id)
@@ -100,7 +101,14 @@ def _game_key(game_id: str) -> str:
 
 
 @cache
+def _table() -> dict:
+    return json.loads(resources.files("gorila").joinpath("data/atari_scores.json").read_text())
+
+
+@cache
 def _scores() -> dict[str, tuple[float, float]]:
-    text = resources.files("gorila").joinpath("data/atari_scores.json").read_text()
-    games = json.loads(text)["games"]
-    return {_game_key(name): (g["random"], g["human"]) for name, g in games.items()}
+    return {_game_key(name): (g["random"], g["human"]) for name, g in _table()["games"].items()}
+
+
+#: Where the random and human scores come from (written into summaries beside normalized scores).
+NORMALIZATION_SOURCE = _table()["source"]

@@ -25,7 +25,10 @@ BACKENDS = ("auto", "gymnasium", "envpool")
 
 @dataclass(frozen=True)
 class Transitions:
-    """One row per environment that took a real step; ``env_index`` says which. ``len`` counts rows."""
+    """One row per environment that took a real step; ``env_index`` says which. ``len`` counts rows.
+
+    ``policy_version`` is the server version of the parameters that chose the actions (an actor
+    stamps it; -1 where no policy was involved, e.g. random play)."""
 
     obs: np.ndarray
     action: np.ndarray
@@ -34,9 +37,17 @@ class Transitions:
     terminated: np.ndarray   # bool
     truncated: np.ndarray    # bool
     env_index: np.ndarray    # int64
+    policy_version: int = -1
 
     def __len__(self) -> int:
         return len(self.env_index)
+
+    @classmethod
+    def concatenate(cls, parts: list[Transitions]) -> Transitions:
+        """The rows of ``parts`` in order; the oldest ``policy_version`` among them."""
+        names = ("obs", "action", "reward", "next_obs", "terminated", "truncated", "env_index")
+        return cls(*(np.concatenate([getattr(t, name) for t in parts]) for name in names),
+                   policy_version=min(t.policy_version for t in parts))
 
 
 class Episode(NamedTuple):

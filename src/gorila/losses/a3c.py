@@ -181,3 +181,22 @@ def a3c_gradients(net: nn.Module, target_net: nn.Module, rollout: Rollout, gamma
     loss.backward()
     info.update(loss=loss.item(), grad_norm=flat.clip_grad_norm_(max_grad_norm))
     return flat.grad().copy(), info
+
+
+@dataclass(frozen=True)
+class A3CLoss:
+    """The loss's settings as one value, for a worker to hold::
+
+        loss = A3CLoss(gamma=0.99, entropy_coef=0.01, lam=0.95, max_grad_norm=0.5)
+        grad, info = loss.gradients(net, target_net, rollout, flat)   # a3c_gradients with these
+    """
+
+    gamma: float = 0.99
+    entropy_coef: float = 0.01
+    lam: float = 1.0
+    max_grad_norm: float | None = None
+
+    def gradients(self, net: nn.Module, target_net: nn.Module, rollout: Rollout,
+                  flat: FlatParams) -> tuple[np.ndarray, dict[str, float]]:
+        return a3c_gradients(net, target_net, rollout, self.gamma, self.entropy_coef, flat, self.max_grad_norm,
+                             self.lam)

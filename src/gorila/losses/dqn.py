@@ -1,4 +1,4 @@
-"""DQN losses as pure functions of tensors: double-Q targets, the TD loss, and both together."""
+"""DQN losses as pure functions of tensors: double-Q and max-Q targets, the TD loss, and both together."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from gorila.errors import ConfigError
 from gorila.replay.storage import Batch
 
 LOSS_KINDS = ("huber", "mse")
+TARGET_KINDS = ("double", "max")
 
 
 def double_q_targets(reward: torch.Tensor, done: torch.Tensor, next_q_online: torch.Tensor,
@@ -29,6 +30,14 @@ def double_q_targets(reward: torch.Tensor, done: torch.Tensor, next_q_online: to
         return reward + gamma * (1.0 - done.float()) * next_value
 
 
+def max_q_targets(reward: torch.Tensor, done: torch.Tensor, next_q_target: torch.Tensor,
+                  gamma: float) -> torch.Tensor:
+    """``r + γ (1 − done) max_a Q_target(s', a)`` per row, without gradient: the target of the
+    Nature DQN (Mnih et al. 2015) and of Gorila (Nair et al. 2015)."""
+    with torch.no_grad():
+        return reward + gamma * (1.0 - done.float()) * next_q_target.max(dim=1).values
+
+
 def q_loss(q_taken: torch.Tensor, targets: torch.Tensor, kind: str = "huber") -> torch.Tensor:
     """Mean TD loss: ``"huber"`` (δ = 1, the Nature DQN's clipped error) or ``"mse"``.
 
@@ -43,20 +52,26 @@ def q_loss(q_taken: torch.Tensor, targets: torch.Tensor, kind: str = "huber") ->
 
 
 def dqn_loss(online: nn.Module, target: nn.Module, batch: Batch, gamma: float,
-             kind: str = "huber") -> tuple[torch.Tensor, dict[str, float]]:
-    """Double-DQN loss of a replay :class:`~gorila.replay.storage.Batch` (numpy arrays)::
+             kind: str = "huber", bootstrap: str = "double") -> tuple[torch.Tensor, dict[str, float]]:
+    """DQN loss of a replay :class:`~gorila.replay.storage.Batch` (numpy arrays)::
 
-        loss, info = dqn_loss(online, target, batch, gamma=0.99)
+        loss, info = dqn_loss(online, target, batch, gamma=0.99)                   # double-Q
+        loss, info = dqn_loss(online, target, batch, gamma=0.99, bootstrap="max")  # Nature DQN
         loss.backward()        # gradients on ``online`` only
         info["q_mean"], info["td_abs_mean"]
 
     Tensors are put on the device of ``online``'s parameters.
     """
+    if bootstrap not in TARGET_KINDS:
+        raise ConfigError("target", f"must be one of {', '.join(TARGET_KINDS)}; got {bootstrap!r}")
     device = next(online.parameters()).device
     obs, action, reward, next_obs, done = (torch.as_tensor(x, device=device) for x in batch)
     q_taken = online(obs).gather(1, action.long().unsqueeze(1)).squeeze(1)
     with torch.no_grad():
-        targets = double_q_targets(reward.float(), done, online(next_obs), target(next_obs), gamma)
+        if bootstrap == "double":
+            targets = double_q_targets(reward.float(), done, online(next_obs), target(next_obs), gamma)
+        else:
+            targets = max_q_targets(reward.float(), done, target(next_obs), gamma)
     loss = q_loss(q_taken, targets, kind)
     td = (targets - q_taken.detach()).abs()
     info = {"loss": float(loss.detach()), "q_mean": float(q_taken.detach().mean()),

@@ -42,7 +42,7 @@ class RunLogger:
       ``time_s`` counts seconds since the logger started, continuing across a resume.
     * TensorBoard scalars, tagged by column name (``tensorboard=False`` to skip).
     * A live ``rich`` bar when ``console`` is a terminal, otherwise a plain line at most every
-      2 s. ``console`` defaults to stdout.
+      2 s. ``console`` defaults to stderr (stdout is for results).
     * ``summary.json`` on :meth:`close`.
 
     ``resume=True`` appends to an existing ``metrics.csv`` (its header must match); without it
@@ -77,7 +77,7 @@ class RunLogger:
             # Imported here: it pulls in TensorBoard, which a logger without it shouldn't pay for.
             from torch.utils.tensorboard import SummaryWriter
             self._tb = SummaryWriter(log_dir=str(self.run_dir), flush_secs=10)
-        self._progress = open_progress(console or Console(), total=total, unit=unit,
+        self._progress = open_progress(console or Console(stderr=True), total=total, unit=unit,
                                        description=description)
         self._latest: dict[str, float] = {}
         self._start = time.monotonic() - (elapsed_before or 0.0)

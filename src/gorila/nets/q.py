@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import gymnasium as gym
+import numpy as np
 import torch
 from torch import nn
 
@@ -43,3 +44,15 @@ def make_q_network(obs_space: gym.Space, n_actions: int, hidden: Sequence[int] =
         return VectorQNetwork(shape[0], hidden, n_actions)
     raise ConfigError("env", f"no Q-network for observations of shape {shape}: "
                              "expected (features,) or (channels, height, width)")
+
+
+def greedy_policy(net: nn.Module) -> Callable[[np.ndarray], np.ndarray]:
+    """Batch of observations -> argmax-Q actions (for acting and for evaluation)."""
+    device = next(net.parameters()).device
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        # inference_mode skips the version counters and view tracking no_grad still keeps: this
+        # runs once per actor step, where that overhead is a visible share of a small network's forward.
+        with torch.inference_mode():
+            return net(torch.as_tensor(obs, device=device)).argmax(1).cpu().numpy()
+    return act

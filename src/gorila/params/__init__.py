@@ -8,15 +8,15 @@
     params, version = shard.pull()
 """
 
-from gorila.params.client import ClientPush, Done, LocalEndpoint, ParameterClient, Pending, ShardEndpoint
+from gorila.params.client import ClientPush, LocalEndpoint, ParameterClient, ShardEndpoint
 from gorila.params.layout import ShardLayout
 from gorila.params.optim import OPTIMIZERS, make_optimizer
 from gorila.params.rule import OUTCOMES, UpdateRule
-from gorila.params.server import ServerSpec, merge_stats
+from gorila.params.server import ParameterServer, ServerSpec, merge_stats, shard_state, split_shard_state
 from gorila.params.shard import ParameterShard, PushResult, ShardStats
 
 __all__ = [
-    "OPTIMIZERS", "OUTCOMES", "ClientPush", "Done", "LocalEndpoint", "ParameterClient",
-    "ParameterShard", "Pending", "PushResult", "ServerSpec", "ShardEndpoint", "ShardLayout",
-    "ShardStats", "UpdateRule", "make_optimizer", "merge_stats",
+    "OPTIMIZERS", "OUTCOMES", "ClientPush", "LocalEndpoint", "ParameterClient", "ParameterServer",
+    "ParameterShard", "PushResult", "ServerSpec", "ShardEndpoint", "ShardLayout", "ShardStats", "UpdateRule",
+    "make_optimizer", "merge_stats", "shard_state", "split_shard_state",
 ]

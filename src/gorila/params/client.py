@@ -4,34 +4,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Protocol
 
 import numpy as np
 
+from gorila.core import Done, Pending
 from gorila.params.layout import ShardLayout
 from gorila.params.shard import ParameterShard, PushResult
-
-T = TypeVar("T")
-
-
-class Pending(Protocol[T]):
-    """A reply that may still be on its way; ``result`` waits at most ``timeout_s``."""
-
-    def result(self, timeout_s: float) -> T: ...
-    def ready(self) -> bool: ...
-
-
-@dataclass(frozen=True)
-class Done(Generic[T]):
-    """A reply that is already here (in-process shards)."""
-
-    value: T
-
-    def result(self, timeout_s: float) -> T:
-        return self.value
-
-    def ready(self) -> bool:
-        return True
 
 
 class ShardEndpoint(Protocol):
@@ -68,14 +47,18 @@ class ClientPush:
 
 
 class ParameterClient:
-    """Holds a worker's copy of the flat parameters and the version of each shard::
+    """Holds a worker's copy of the flat parameters and the version of each shard; the
+    :class:`~gorila.core.ParamSource` of actors and the push side of learners::
 
-        client = ParameterClient(endpoints, layout, worker_id=k, barrier=rule.barrier)
+        client = server.client(worker_id=k)    # a ParameterServer knows the layout and the rule
         w = client.params()     # pulls on first use, and when a barrier push left it behind
         client.push(grad)       # gradient computed on w; the reply may carry fresh params
 
-    With a barrier rule whose shards answer before the next version exists (in-process
-    shards cannot block), the client marks itself behind and pulls on the next ``params()``.
+    A pushed gradient is labelled with the versions of the parameters :meth:`params` (or
+    :meth:`pull`) last handed out, the ones it was computed on, even when a reply that arrived
+    since has moved the client's copy on. With a barrier rule whose shards answer before the next
+    version exists (in-process shards cannot block), the client marks itself behind and pulls on
+    the next ``params()``.
     """
 
     def __init__(self, endpoints: list[ShardEndpoint], layout: ShardLayout, worker_id: int = 0,
@@ -90,6 +73,8 @@ class ParameterClient:
         self._flat = np.zeros(layout.size, np.float32)
         self._parts = layout.split(self._flat)
         self.versions = [-1] * layout.num_shards  # -1: never pulled
+        # The versions of the copy params() last handed out: what the next gradient is computed on.
+        self._computed_on = list(self.versions)
         self.outcomes: Counter = Counter()
         self._in_flight: list[Pending[PushResult]] | None = None
 
@@ -99,27 +84,35 @@ class ParameterClient:
         return min(self.versions)
 
     def params(self) -> np.ndarray:
-        """The current flat parameters (this client's buffer; copy it to keep it)."""
+        """The current flat parameters (this client's buffer; copy it to keep it).
+
+        A pipelined push whose reply has already arrived is collected first, so the next
+        gradient is computed on the freshest parameters this client can have without waiting."""
+        if self._in_flight is not None and all(p.ready() for p in self._in_flight):
+            self.complete()
         stale = [i for i, v in enumerate(self.versions) if v < 0]
         if stale:
             self._pull(stale)
+        self._computed_on = list(self.versions)
         return self._flat
 
     def pull(self) -> np.ndarray:
         """Fetch every shard's current parameters now."""
         self._pull(range(self.layout.num_shards))
+        self._computed_on = list(self.versions)
         return self._flat
 
     def push(self, grad: np.ndarray, wait: bool = True) -> ClientPush | None:
         """Push a flat gradient computed on ``params()``; all shards are sent to before any wait.
 
-        With ``wait=False`` the reply is collected later (by :meth:`complete`, or the next push or
-        pull), so the worker can compute its next gradient while this one travels: that gradient is
-        then one version staler, which asynchronous rules accept and a barrier rule would not.
+        With ``wait=False`` the reply is collected later (by :meth:`complete`, or the next push,
+        pull or ``params()``), so the worker can compute its next gradient while this one travels:
+        that gradient is then computed on parameters one version older, and labelled so.
         """
+        labels = self._computed_on  # taken before the previous reply can move the copy on
         self.complete()
         pending = [ep.push(g, v, self.worker_id)
-                   for ep, g, v in zip(self.endpoints, self.layout.split(grad), self.versions)]
+                   for ep, g, v in zip(self.endpoints, self.layout.split(grad), labels)]
         if not wait:
             self._in_flight = pending
             return None

@@ -25,6 +25,8 @@ from gorila.errors import ConfigError
 
 Outcome = Literal["counted", "accepted", "rejected"]
 OUTCOMES: tuple[Outcome, ...] = ("counted", "accepted", "rejected")
+#: The presets by the names ``--mode`` takes; :meth:`UpdateRule.for_mode` is the only reader.
+MODES = ("sync", "async", "semi-async")
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,41 @@ class UpdateRule:
     def semi_async(cls, aggregate: int = 20, count_within: int = 3, accept_within: int = 5) -> UpdateRule:
         """Aggregate ``aggregate`` counted pushes; tolerate a little staleness."""
         return cls(aggregate=aggregate, count_within=count_within, accept_within=accept_within)
+
+    @classmethod
+    def for_mode(cls, mode: str, num_workers: int, *, aggregate: int | None = None,
+                 count_within: int | None = None, accept_within: int | None = None,
+                 max_staleness: int | None = None) -> UpdateRule:
+        """The preset ``mode`` names (one of :data:`MODES`), with the knobs given::
+
+            UpdateRule.for_mode("sync", num_workers=4)                 # synchronous(4)
+            UpdateRule.for_mode("semi-async", 4, aggregate=10)         # semi_async(10, 3, 5)
+            UpdateRule.for_mode("async", 4, max_staleness=2)           # asynchronous(2)
+
+        ``num_workers`` is how many gradients a synchronous update waits for. A knob of another
+        mode is a ``ConfigError`` naming it.
+        """
+        validate.choice("mode", mode, MODES)
+        knobs = {"aggregate": aggregate, "count_within": count_within, "accept_within": accept_within,
+                 "max_staleness": max_staleness}
+        own = {"sync": (), "async": ("max_staleness",),
+               "semi-async": ("aggregate", "count_within", "accept_within")}[mode]
+        for name, value in knobs.items():
+            if value is not None and name not in own:
+                raise ConfigError(name, f"applies to --mode {'async' if name == 'max_staleness' else 'semi-async'}"
+                                        f" only (mode is {mode})")
+        if mode == "sync":
+            return cls.synchronous(num_workers=num_workers)
+        if mode == "async":
+            return cls.asynchronous(max_staleness=max_staleness)
+        defaults = cls.semi_async()
+        for name in own:
+            if knobs[name] is not None:
+                validate.integer(name, knobs[name], low=1 if name == "aggregate" else 0)
+        return cls.semi_async(
+            aggregate=defaults.aggregate if aggregate is None else aggregate,
+            count_within=defaults.count_within if count_within is None else count_within,
+            accept_within=defaults.accept_within if accept_within is None else accept_within)
 
     def classify(self, staleness: int) -> Outcome:
         """The outcome of a push with this staleness (``>= 0``)."""

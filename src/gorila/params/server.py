@@ -1,4 +1,5 @@
-"""The sharded parameter server as a plain object: what a runtime places, shard by shard."""
+"""The sharded parameter server: how to build its shards (:class:`ServerSpec`), how workers reach
+them once placed (:class:`ParameterServer`), and their counters and checkpoint layout."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gorila import validate
+from gorila.params.client import ParameterClient, ShardEndpoint
 from gorila.params.layout import ShardLayout
 from gorila.params.optim import OPTIMIZERS, LearningRate
 from gorila.params.rule import UpdateRule
@@ -48,6 +50,27 @@ class ServerSpec:
         return [self.build_shard(part, params.size, i) for i, part in enumerate(parts)]
 
 
+@dataclass(frozen=True)
+class ParameterServer:
+    """The placed shards as a worker sees them (picklable: every worker factory receives one)::
+
+        client = server.client(worker_id=3)    # its layout and barrier come from here
+        client.params(); client.push(grad)
+
+    A runtime builds it when it starts the shards (``runtime.start_shards(spec, params).server``).
+    """
+
+    endpoints: tuple[ShardEndpoint, ...]
+    layout: ShardLayout
+    rule: UpdateRule
+    timeout_s: float = 600.0
+
+    def client(self, worker_id: int = 0) -> ParameterClient:
+        """A new client with its own copy of the parameters."""
+        return ParameterClient(list(self.endpoints), self.layout, worker_id=worker_id,
+                               barrier=self.rule.barrier, timeout_s=self.timeout_s)
+
+
 def merge_stats(stats: list[ShardStats]) -> ShardStats:
     """Counters of all shards. Every worker push reaches every shard, so push counts, updates
     and the staleness histogram are averaged over shards (one worker push counts once);
@@ -62,3 +85,18 @@ def merge_stats(stats: list[ShardStats]) -> ShardStats:
     for k in total.staleness:
         total.staleness[k] //= n
     return total
+
+
+def shard_state(states: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Per-shard state dicts as one flat dict with ``shard<i>.`` prefixes (a checkpoint's layout)."""
+    return {f"shard{i}.{k}": v for i, state in enumerate(states) for k, v in state.items()}
+
+
+def split_shard_state(state: dict[str, np.ndarray], num_shards: int) -> list[dict[str, np.ndarray]]:
+    """The inverse of :func:`shard_state`."""
+    out: list[dict[str, np.ndarray]] = [{} for _ in range(num_shards)]
+    for key, value in state.items():
+        head, _, rest = key.partition(".")
+        if head.startswith("shard"):
+            out[int(head[len("shard"):])][rest] = value
+    return out

@@ -1,8 +1,11 @@
-"""Replay: ring storage with uniform sampling, memory checks, and minibatch prefetch."""
+"""Replay: ring storage with uniform sampling, memory checks, minibatch prefetch, and sharded replay
+as a service with a typed client."""
 
+from gorila.replay.client import RemoteReplay
 from gorila.replay.frames import FrameStackStorage
 from gorila.replay.memory import check_replay_memory, estimate_storage_bytes, make_storage
+from gorila.replay.shard import ReplayShard, ShardedReplaySpec
 from gorila.replay.storage import Batch, TransitionStorage
 
-__all__ = ["Batch", "FrameStackStorage", "TransitionStorage", "check_replay_memory", "estimate_storage_bytes",
-           "make_storage"]
+__all__ = ["Batch", "FrameStackStorage", "RemoteReplay", "ReplayShard", "ShardedReplaySpec", "TransitionStorage",
+           "check_replay_memory", "estimate_storage_bytes", "make_storage"]

@@ -1,25 +1,24 @@
 """Runtimes place plain components: ``local`` (one process) or ``ray`` (Ray processes).
 
-Only :mod:`gorila.runtime.ray_runtime` imports Ray, and only when a Ray runtime is made.
+Only :mod:`gorila.runtime.ray_runtime` imports Ray, and only when a Ray runtime is made. The
+protocols they implement are in :mod:`gorila.core`.
 """
 
 from __future__ import annotations
 
-from gorila.runtime.base import Runtime, ShardGroup, Worker, WorkerFactory, WorkerGroup
+from gorila.core import Runtime
 from gorila.runtime.local import LocalRuntime
 
 RUNTIMES = ("local", "ray")
 
 
-def make_runtime(name: str, address: str | None = None, **options) -> Runtime:
-    """``make_runtime("local")`` or ``make_runtime("ray", address=None)`` (embedded Ray);
-    ``options`` are :class:`RayRuntime`'s and mean nothing to the local runtime."""
+def make_runtime(name: str, address: str | None = None, *, call_timeout_s: float = 600.0) -> Runtime:
+    """``make_runtime("local")`` or ``make_runtime("ray", address=None)`` (embedded Ray)."""
     if name == "local":
-        return LocalRuntime()
+        return LocalRuntime(call_timeout_s=call_timeout_s)
     from gorila.runtime.ray_runtime import RayRuntime
 
-    return RayRuntime(address=address, **options)
+    return RayRuntime(address=address, call_timeout_s=call_timeout_s)
 
 
-__all__ = ["RUNTIMES", "LocalRuntime", "Runtime", "ShardGroup", "Worker", "WorkerFactory",
-           "WorkerGroup", "make_runtime"]
+__all__ = ["RUNTIMES", "LocalRuntime", "make_runtime"]

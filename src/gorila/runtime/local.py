@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
 
+from gorila.core import Done, ServiceFactory, Worker, WorkerFactory
 from gorila.metrics.cputime import process_cpu_seconds
-from gorila.params import Done, LocalEndpoint, ServerSpec, ShardEndpoint, ShardStats
-from gorila.runtime.base import Worker, WorkerFactory, shard_state, split_shard_state
+from gorila.params import (LocalEndpoint, ParameterServer, ServerSpec, ShardStats, shard_state,
+                           split_shard_state)
 
 
 class LocalShards:
     """Shards as plain objects in this process."""
 
-    def __init__(self, spec: ServerSpec, params: np.ndarray):
-        self.layout = spec.layout(params.size)
+    def __init__(self, spec: ServerSpec, params: np.ndarray, timeout_s: float):
         self.shards = spec.build(params)
-        self.endpoints: list[ShardEndpoint] = [LocalEndpoint(s) for s in self.shards]
+        self.server = ParameterServer(tuple(LocalEndpoint(s) for s in self.shards), spec.layout(params.size),
+                                      spec.rule, timeout_s)
 
     def pull(self) -> tuple[np.ndarray, list[int]]:
         parts = [s.pull() for s in self.shards]
@@ -34,7 +36,7 @@ class LocalShards:
             shard.load_state_dict(part)
 
     def cpu_seconds(self) -> float:
-        return 0.0  # counted once, as the whole process's CPU time, by the caller
+        return 0.0  # counted once, as the whole process's CPU time, by the runtime
 
 
 class LocalWorkers:
@@ -48,7 +50,7 @@ class LocalWorkers:
         for _ in range(steps):
             for worker in self.workers:
                 worker.step()
-        return [w.report() for w in self.workers]
+        return self.reports()
 
     def reports(self) -> list[dict[str, Any]]:
         return [w.report() for w in self.workers]
@@ -58,9 +60,6 @@ class LocalWorkers:
 
     def call(self, method: str, *args: Any) -> list[Any]:
         return [getattr(w, method)(*args) for w in self.workers]
-
-    def endpoints(self) -> list[LocalService]:
-        return [LocalService(w) for w in self.workers]
 
 
 class LocalService:
@@ -73,17 +72,42 @@ class LocalService:
         return Done(getattr(self.target, method)(*args))
 
 
+class LocalServices:
+    """Service objects in this process."""
+
+    def __init__(self, services: list[Any]):
+        self.services = services
+
+    def endpoints(self) -> list[LocalService]:
+        return [LocalService(s) for s in self.services]
+
+    def call(self, method: str, *args: Any) -> list[Any]:
+        return [getattr(s, method)(*args) for s in self.services]
+
+
 class LocalRuntime:
-    """One process; ``cpu_seconds`` is this process's CPU time."""
+    """One process; ``cpu_seconds`` is this process's CPU time. PyTorch is held to one thread,
+    as each Ray worker is: the local runtime is the one-core reference."""
 
     name = "local"
 
-    def start_shards(self, spec: ServerSpec, params: np.ndarray) -> LocalShards:
-        return LocalShards(spec, params)
+    def __init__(self, call_timeout_s: float = 600.0):
+        self.call_timeout_s = call_timeout_s
 
-    def start_workers(self, factory: WorkerFactory, count: int, endpoints: list[ShardEndpoint],
-                      *, name: str = "worker") -> LocalWorkers:
-        return LocalWorkers([factory(k, endpoints) for k in range(count)])
+    def plan(self, processes: int) -> None:
+        """Nothing to share: everything runs in this process."""
+
+    def start_shards(self, spec: ServerSpec, params: np.ndarray) -> LocalShards:
+        return LocalShards(spec, params, self.call_timeout_s)
+
+    def start_services(self, factory: ServiceFactory, count: int, *, name: str) -> LocalServices:
+        return LocalServices([factory(k) for k in range(count)])
+
+    def start_workers(self, factory: WorkerFactory, count: int, server: ParameterServer, *,
+                      name: str) -> LocalWorkers:
+        if "torch" in sys.modules:  # checked, not imported: lstsq workers never load torch
+            sys.modules["torch"].set_num_threads(1)
+        return LocalWorkers([factory(k, server) for k in range(count)])
 
     def cpu_seconds(self) -> float:
         return process_cpu_seconds()

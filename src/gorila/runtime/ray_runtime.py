@@ -18,10 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from gorila.core import Pending, ServiceFactory, WorkerFactory
 from gorila.errors import GorilaError, SchedulingError, WorkerTimeoutError
 from gorila.metrics.cputime import CpuClock, process_cpu_seconds
-from gorila.params import ParameterShard, Pending, PushResult, ServerSpec, ShardEndpoint, ShardStats
-from gorila.runtime.base import WorkerFactory, shard_state, split_shard_state
+from gorila.params import (ParameterServer, ParameterShard, PushResult, ServerSpec, ShardStats, shard_state,
+                           split_shard_state)
 from gorila.runtime.shard_host import ShardHost
 from gorila.runtime.shm import FastPathChannel, FastPathServer
 
@@ -31,8 +32,8 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 import ray  # noqa: E402
 from ray.exceptions import GetTimeoutError, RayActorError  # noqa: E402
 
-# One BLAS / torch thread per process: parallelism comes from processes, and oversubscribed
-# threads would make every speedup measurement lie.
+# One BLAS / torch thread per process (torch reads OMP_NUM_THREADS when it is imported): parallelism
+# comes from processes, and oversubscribed threads would make every speedup measurement lie.
 _ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 
 
@@ -231,7 +232,7 @@ class RayShardEndpoint:
 
 
 class RayService:
-    """Calls a method of the object hosted by a worker process (picklable)."""
+    """Calls a method of the object hosted by a service process (picklable)."""
 
     def __init__(self, handle: Any, what: str):
         self.handle, self.what = handle, what
@@ -241,13 +242,28 @@ class RayService:
 
 
 @ray.remote
+class _ServiceProcess:
+    """Hosts one service object (a replay shard), built here from its factory; others call it."""
+
+    def __init__(self, factory: ServiceFactory, service_id: int):
+        self.cpu = CpuClock()
+        self.service = factory(service_id)
+
+    def ready(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    def call(self, method: str, *args: Any) -> Any:
+        return getattr(self.service, method)(*args)
+
+
+@ray.remote
 class _WorkerProcess:
     """Hosts one worker object, built here from its factory (never from large arguments, so a
     restart rebuilds it the same way and it pulls fresh parameters before its first step)."""
 
-    def __init__(self, factory: WorkerFactory, worker_id: int, endpoints: list[ShardEndpoint]):
+    def __init__(self, factory: WorkerFactory, worker_id: int, server: ParameterServer):
         self.cpu = CpuClock()
-        self.worker = factory(worker_id, endpoints)
+        self.worker = factory(worker_id, server)
         with warnings.catch_warnings():  # Ray deprecates an internal it calls here; the API stays
             warnings.simplefilter("ignore", DeprecationWarning)
             self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
@@ -269,30 +285,35 @@ class _WorkerProcess:
 
 
 class RayShards:
-    """The shard processes of one parameter server."""
+    """The shard processes of one parameter server; ``server`` is how workers reach them."""
 
-    def __init__(self, handles: list[Any], size: int, call_timeout_s: float):
+    def __init__(self, handles: list[Any], spec: ServerSpec, size: int, call_timeout_s: float):
         self.handles = handles
-        self.size = size
+        self.layout = spec.layout(size)
+        self.rule = spec.rule
         self.timeout_s = call_timeout_s
-        self.endpoints: list[RayShardEndpoint] = self.ray_call_endpoints()
+        self.server = self.ray_call_server()
         self.node_ids: list[str] = []
 
-    def ray_call_endpoints(self) -> list[RayShardEndpoint]:
-        """Endpoints that always call through Ray, even on the shards' node (for comparisons)."""
-        return [RayShardEndpoint(h, i, None, self.timeout_s) for i, h in enumerate(self.handles)]
+    def ray_call_server(self) -> ParameterServer:
+        """The server reached through Ray calls only, even on the shards' node (for comparisons)."""
+        return self._server([RayShardEndpoint(h, i, None, self.timeout_s) for i, h in enumerate(self.handles)])
 
-    def open_fast_paths(self, sizes: list[int]) -> None:
-        """Have each shard serve clients on its node; ``endpoints`` then use that where they can."""
+    def _server(self, endpoints: list[RayShardEndpoint]) -> ParameterServer:
+        return ParameterServer(tuple(endpoints), self.layout, self.rule, self.timeout_s)
+
+    def open_fast_paths(self) -> None:
+        """Have each shard serve clients on its node; ``server`` then uses that where it can."""
         paths = self._get([h.open_fast_path.remote() for h in self.handles], "open_fast_path")
-        self.endpoints = [RayShardEndpoint(h, i, FastPathAddress(node, path, size) if path else None,
-                                           self.timeout_s)
-                          for i, (h, node, path, size) in enumerate(zip(self.handles, self.node_ids, paths, sizes))]
+        sizes = [s.stop - s.start for s in self.layout.slices]
+        self.server = self._server([
+            RayShardEndpoint(h, i, FastPathAddress(node, path, size) if path else None, self.timeout_s)
+            for i, (h, node, path, size) in enumerate(zip(self.handles, self.node_ids, paths, sizes))])
 
     def close(self) -> None:
         """Close the fast paths: this process's channels, then the shards' sockets and dirs.
         A shard that already died has nothing left to close and is skipped."""
-        for endpoint in self.endpoints:
+        for endpoint in self.server.endpoints:
             endpoint.close()
         refs = [h.close_fast_path.remote() for h in self.handles]
         _, unfinished = ray.wait(refs, num_returns=len(refs), timeout=self.timeout_s)
@@ -324,9 +345,9 @@ class RayShards:
         return float(sum(self._get([h.cpu_seconds.remote() for h in self.handles], "cpu_seconds")))
 
 
-class RayWorkers:
-    """A group of worker processes. A worker that dies is restarted by Ray (its call retried),
-    and its report says ``restarted``."""
+class _RayGroup:
+    """Processes of one kind started together; a process that dies is restarted by Ray (its
+    call retried)."""
 
     def __init__(self, handles: list[Any], name: str, call_timeout_s: float):
         self.handles, self.name, self.timeout_s = handles, name, call_timeout_s
@@ -344,24 +365,33 @@ class RayWorkers:
                 raise GorilaError(f"{self.name} {k} died and could not be restarted: {err}") from err
         return out
 
+    def call(self, method: str, *args: Any) -> list[Any]:
+        """Call ``method`` on every hosted object; the results in order."""
+        return self._gather([h.call.remote(method, *args) for h in self.handles], method)
+
+    def kill(self, index: int) -> None:
+        """Kill process ``index``, as a crash would (Ray restarts it)."""
+        ray.kill(self.handles[index].handle, no_restart=False)
+
+
+class RayWorkers(_RayGroup):
+    """A group of worker processes; a restarted worker's report has a new ``pid``."""
+
     def run_steps(self, steps: int) -> list[dict[str, Any]]:
         return self._gather([h.run_steps.remote(steps) for h in self.handles], f"{steps} steps")
 
     def start_steps(self, steps: int) -> list[RayPending]:
         return [RayPending(h.run_steps.remote(steps), f"{self.name} {k}") for k, h in enumerate(self.handles)]
 
-    def endpoints(self) -> list[RayService]:
-        return [RayService(h, f"{self.name} {k}") for k, h in enumerate(self.handles)]
-
-    def call(self, method: str, *args: Any) -> list[Any]:
-        return self._gather([h.call.remote(method, *args) for h in self.handles], method)
-
     def reports(self) -> list[dict[str, Any]]:
         return self._gather([h.report.remote() for h in self.handles], "report")
 
-    def kill(self, index: int) -> None:
-        """Kill worker ``index``'s process, as a crash would (Ray restarts it)."""
-        ray.kill(self.handles[index].handle, no_restart=False)
+
+class RayServices(_RayGroup):
+    """A group of service processes (e.g. replay shards): called by others, never stepped."""
+
+    def endpoints(self) -> list[RayService]:
+        return [RayService(h, f"{self.name} {k}") for k, h in enumerate(self.handles)]
 
 
 class RayRuntime:
@@ -427,18 +457,26 @@ class RayRuntime:
                                                      name=name).remote(self.call_timeout_s), name)
                    for name in self._names("shard", spec.num_shards)]
         self._handles += handles
-        group = RayShards(handles, params.size, self.call_timeout_s)
+        group = RayShards(handles, spec, params.size, self.call_timeout_s)
         group.node_ids = self._wait_ready(handles, f"{spec.num_shards} parameter shards")
         self._shard_groups.append(group)
-        shards = spec.build(params)
-        group._get([h.load.remote(s) for h, s in zip(handles, shards)], "load")
-        group.open_fast_paths([s.size for s in shards])
+        group._get([h.load.remote(s) for h, s in zip(handles, spec.build(params))], "load")
+        group.open_fast_paths()
         return group
 
-    def start_workers(self, factory: WorkerFactory, count: int, endpoints: list[ShardEndpoint],
-                      *, name: str = "worker") -> RayWorkers:
+    def start_services(self, factory: ServiceFactory, count: int, *, name: str) -> RayServices:
+        handles = [_NamedActor(_ServiceProcess.options(**self._worker_options(), name=actor).remote(factory, k),
+                               actor)
+                   for k, actor in enumerate(self._names(name, count))]
+        self._handles += handles
+        group = RayServices(handles, name, self.call_timeout_s)
+        group.node_ids = self._wait_ready(handles, f"{count} {name}s")
+        return group
+
+    def start_workers(self, factory: WorkerFactory, count: int, server: ParameterServer, *,
+                      name: str) -> RayWorkers:
         handles = [_NamedActor(_WorkerProcess.options(**self._worker_options(), name=actor).remote(
-                       factory, k, endpoints), actor)
+                       factory, k, server), actor)
                    for k, actor in enumerate(self._names(name, count))]
         self._handles += handles
         group = RayWorkers(handles, name, self.call_timeout_s)

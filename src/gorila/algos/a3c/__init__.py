@@ -1,1 +1,1 @@
-"""A3C: asynchronous advantage actor-critic on the parameter server."""
+"""A3C / A2C: workers that act and compute policy-gradient updates, on the parameter server."""

@@ -1,76 +1,53 @@
-"""What a driver needs to set A3C up: the network, the server's learning rates, a greedy policy.
+"""Build the A3C / A2C plan: the same workers under every update rule.
 
-All module-level and picklable, so a driver can hand them to workers in other processes::
-
-    net = make_network("CartPole-v1", cfg, seed=0)          # the same weights for the same seed
-    init = FlatParams(net).get()
-    spec = ServerSpec(rule, optimizer=cfg.optimizer, lr=learning_rates(net, cfg))
-    policy = greedy_policy(net)                             # evaluation: argmax of the logits
-    actions = policy(observations)
+This is where :class:`~gorila.algos.a3c.config.A3CConfig` is read; the workers get explicit
+arguments (an :class:`~gorila.losses.a3c.A3CLoss`, an :class:`~gorila.envs.spec.EnvSpec`).
 """
 
 from __future__ import annotations
 
-import gymnasium as gym
-import numpy as np
-import torch
+import functools
+from dataclasses import asdict
 
 from gorila.algos.a3c.config import A3CConfig
-from gorila.envs import make_env
-from gorila.errors import ConfigError
-from gorila.nets.actor_critic import ActorCritic
-from gorila.nets.flat import FlatParams
+from gorila.algos.a3c.networks import greedy_policy, learning_rates, make_network
+from gorila.config import RunConfig
+from gorila.driver.plan import Budget, Plan, WorkerSpec
+from gorila.driver.policy_evaluation import PolicyEvaluation
+from gorila.driver.rl_config import RLConfig
+from gorila.envs.spec import EnvSpec
+from gorila.learners.a3c import A3CWorker
+from gorila.losses.a3c import A3CLoss
+from gorila.nets import FlatParams
+from gorila.params import ServerSpec
+
+EVAL_EPSILON = 0.0  # a policy-gradient method is judged by its greedy policy
+STEPS_PER_CHUNK = 20
 
 
-def network_for(observation_space: gym.Space, action_space: gym.Space, cfg: A3CConfig) -> ActorCritic:
-    """An :class:`ActorCritic` for these spaces, with the RNG's current weights.
-
-    Raises ``ConfigError("env", ...)`` unless the observations are 1-D boxes and the actions
-    discrete.
-    """
-    vector_obs = isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 1
-    if not (vector_obs and isinstance(action_space, gym.spaces.Discrete)):
-        raise ConfigError("env", "a3c supports discrete actions and vector observations; got "
-                                 f"observations {observation_space} and actions {action_space}")
-    return ActorCritic(int(observation_space.shape[0]), int(action_space.n), cfg.hidden,
-                       shared=cfg.shared_torso)
-
-
-def make_network(env_id: str, cfg: A3CConfig, seed: int) -> ActorCritic:
-    """The network for ``env_id``, initialised from ``seed`` only (the global RNG is left alone)."""
-    env = make_env(env_id, seed=seed, training=False)
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            return network_for(env.observation_space, env.action_space, cfg)
-    finally:
-        env.close()
+def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
+    """``--workers`` A3C workers; under ``sync`` they are A2C, under ``semi-async`` seed 002's variant."""
+    network_fn, policy_fn = evaluation_policy(run, cfg, rl)
+    net = network_fn()  # an unsupported env is refused here, before anything starts
+    worker = functools.partial(
+        A3CWorker, envs=EnvSpec(rl.env, cfg.envs_per_worker), network_fn=network_fn,
+        loss=A3CLoss(cfg.gamma, cfg.entropy_coef, cfg.gae_lambda, cfg.max_grad_norm),
+        rollout_steps=cfg.rollout_steps, target_tau=cfg.target_tau, seed=run.seed)
+    epsilon = rl.eval_epsilon if rl.eval_epsilon is not None else EVAL_EPSILON
+    return Plan(
+        algo="a3c", label=rl.env, initial_params=lambda: FlatParams(net).get(),
+        # policy and value parameters keep their own learning rates
+        spec=ServerSpec(rule=run.rule(num_workers=cfg.workers), num_shards=run.shards,
+                        optimizer=run.optimizer or cfg.optimizer, lr=learning_rates(net, cfg)),
+        groups=lambda services: [WorkerSpec("worker", worker, cfg.workers)],
+        evaluation=PolicyEvaluation(rl.env, network_fn, policy_fn, episodes=rl.eval_episodes, epsilon=epsilon,
+                                    seed=run.seed, noop_max=rl.eval_noop_max, every_s=rl.eval_every_s,
+                                    target=rl.target()),
+        budget=Budget(rl.total_steps, "env_steps"), processes=cfg.workers,
+        chunk_steps=lambda updates: STEPS_PER_CHUNK, stop_at_target=rl.stop_at_target,
+        config={**asdict(cfg), **asdict(rl), "eval_epsilon": epsilon})
 
 
-def learning_rates(net: ActorCritic, cfg: A3CConfig) -> np.ndarray:
-    """The server's float32 learning rate of every flat parameter: ``lr_policy`` on the policy
-    group (a shared torso included), ``lr_value`` on the value group."""
-    policy_mask, _ = net.param_groups(FlatParams(net))
-    return np.where(policy_mask, cfg.lr_policy, cfg.lr_value).astype(np.float32)
-
-
-class GreedyPolicy:
-    """Observations ``(B, obs_dim)`` -> the argmax action of each, ``(B,)`` int64::
-
-        policy = GreedyPolicy(net)
-        FlatParams(net).set(params)    # the policy follows the network's current weights
-        actions = policy(obs)
-    """
-
-    def __init__(self, net: ActorCritic):
-        self.net = net
-
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            logits, _ = self.net(torch.as_tensor(obs, dtype=torch.float32))
-        return logits.argmax(-1).numpy()
-
-
-def greedy_policy(net: ActorCritic) -> GreedyPolicy:
-    """The deterministic policy used for evaluation (see :class:`GreedyPolicy`)."""
-    return GreedyPolicy(net)
+def evaluation_policy(run: RunConfig, cfg: A3CConfig, rl: RLConfig):
+    """``(network_fn, policy_fn)`` for ``gorila eval``: the architecture and its greedy policy."""
+    return functools.partial(make_network, rl.env, cfg, run.seed), greedy_policy

@@ -26,6 +26,7 @@ class A3CConfig:
         A3CConfig(rollout_steps=0)   # ConfigError: rollout_steps: must be >= 1, got 0
     """
 
+    workers: int = field(default=2, metadata={"help": "A3C workers, each with its own environments"})
     envs_per_worker: int = field(default=8, metadata={"help": "Vectorised environments each worker steps."})
     rollout_steps: int = field(default=8, metadata={"help": "Steps per rollout (fewer when an episode ends first); the n of the n-step target."})
     gamma: float = field(default=0.99, metadata={"help": "Discount factor, in (0, 1]."})
@@ -40,6 +41,7 @@ class A3CConfig:
     max_grad_norm: float | None = field(default=None, metadata={"help": "Clip each pushed gradient to this L2 norm (> 0); None disables clipping."})
 
     def __post_init__(self) -> None:
+        validate.integer("workers", self.workers, low=1, high=1024)
         validate.integer("envs_per_worker", self.envs_per_worker, low=1)
         validate.integer("rollout_steps", self.rollout_steps, low=1)
         validate.number("gamma", self.gamma, low=0.0, high=1.0, low_open=True)

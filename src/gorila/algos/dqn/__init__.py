@@ -1,1 +1,1 @@
-"""Gorila DQN: actors, learners, local or global replay, on the parameter server."""
+"""Gorila DQN: bundles or actors + global replay + learners, on the parameter server."""

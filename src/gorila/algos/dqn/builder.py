@@ -1,47 +1,110 @@
-"""Build Gorila DQN's plan for the RL driver: network, server, bundles or actors + replay + learners."""
+"""Build Gorila DQN's plan: the network, the server, and bundles or actors + replay + learners.
+
+This is where :class:`~gorila.algos.dqn.config.DQNConfig` is read; every component gets explicit
+arguments and value objects built here.
+"""
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
 
-from gorila.algos.dqn.agent import build_q_network, greedy_policy
-from gorila.algos.dqn.bundle import Bundle
-from gorila.algos.dqn.config import OPTIMIZER_DEFAULT, DQNConfig
+import psutil
+from torch import nn
+
+from gorila.actors import QActorSpec, ReplayActor
+from gorila.algos.dqn.config import DQNConfig
+from gorila.algos.dqn.networks import build_q_network
 from gorila.config import RunConfig
+from gorila.driver.plan import Budget, Plan, ServiceSpec, WorkerSpec
+from gorila.driver.policy_evaluation import PolicyEvaluation
+from gorila.driver.rl_config import RLConfig, resolve_device
+from gorila.envs.spec import EnvSpec
 from gorila.errors import ConfigError
+from gorila.learners.bundle import Bundle
+from gorila.learners.q_learner import QLearner
+from gorila.learners.replay_learner import ReplayLearner
+from gorila.nets import FlatParams
+from gorila.nets.q import greedy_policy
 from gorila.params import ServerSpec
-from gorila.rl.config import TrainConfig, resolve_device
-from gorila.rl.driver import RLPlan, WorkerSpec, run_rl
+from gorila.replay import RemoteReplay, ShardedReplaySpec, check_replay_memory
+
+OPTIMIZER_DEFAULT = "adagrad"  # Gorila's server optimizer
+EVAL_EPSILON = 0.05  # the DQN papers evaluate ε-greedily with 0.05
+# Driver steps per chunk: an actor's or learner's step takes a few milliseconds, so a chunk lasts
+# a few tenths of a second and the driver's bookkeeping stays out of the way.
+BUNDLE_STEPS_PER_CHUNK = 100
+GLOBAL_STEPS_PER_CHUNK = 50
 
 
-def evaluation_policy(run: RunConfig, cfg: DQNConfig):
-    """``(network_fn, policy_fn)`` for ``gorila eval``: the architecture and its greedy policy."""
-    return functools.partial(build_q_network, run.env, cfg.hidden, run.seed), greedy_policy
+def network(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Callable[[], nn.Module]:
+    """The architecture, from the seed (picklable: every process builds the same one)."""
+    return functools.partial(build_q_network, rl.env, cfg.hidden, run.seed)
 
 
-def make_plan(run: RunConfig, cfg: DQNConfig, train: TrainConfig) -> RLPlan:
-    """The workers and server of one Gorila DQN run."""
-    device = resolve_device(train.device)
-    network_fn, policy_fn = evaluation_policy(run, cfg)
-    network_fn()  # an unknown env or a continuous action space is refused before anything starts
+def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
+    """The workers, services and server of one Gorila DQN run."""
+    network_fn = network(run, cfg, rl)
+    net = network_fn()  # an unknown env or a continuous action space is refused before anything starts
     rule = run.rule(num_workers=cfg.num_learners)
     if rule.barrier and cfg.outlier_k is not None:
         raise ConfigError("outlier_k", "cannot be used with --mode sync: a skipped push would leave the other "
                                        "learners waiting at the barrier")
-    spec = ServerSpec(rule=rule, num_shards=run.shards, optimizer=run.optimizer or OPTIMIZER_DEFAULT, lr=cfg.lr)
-    common = dict(env_id=run.env, cfg=cfg, seed=run.seed, network_fn=network_fn, barrier=rule.barrier,
-                  timeout_s=train.call_timeout_s)
+    envs = EnvSpec(rl.env, cfg.envs_per_actor, cfg.env_backend, cfg.terminal_on_life_loss)
+    actor = QActorSpec(envs, network_fn, cfg.exploration(), seed=run.seed)
+    learner = functools.partial(QLearner, network_fn, gamma=cfg.gamma, loss=cfg.loss, target=cfg.target,
+                                target_update=cfg.target_update, outlier_k=cfg.outlier_k,
+                                max_grad_norm=cfg.max_grad_norm, device=resolve_device(rl.device))
+    epsilon = rl.eval_epsilon if rl.eval_epsilon is not None else EVAL_EPSILON
+    common = dict(
+        algo="dqn", label=rl.env, initial_params=lambda: FlatParams(net).get(),
+        spec=ServerSpec(rule=rule, num_shards=run.shards, optimizer=run.optimizer or OPTIMIZER_DEFAULT, lr=cfg.lr),
+        evaluation=PolicyEvaluation(rl.env, network_fn, greedy_policy, episodes=rl.eval_episodes, epsilon=epsilon,
+                                    seed=run.seed, noop_max=rl.eval_noop_max, every_s=rl.eval_every_s,
+                                    target=rl.target()),
+        budget=Budget(rl.total_steps, "env_steps"), stop_at_target=rl.stop_at_target,
+        config={**asdict(cfg), "target_update": str(cfg.target_update), **asdict(rl), "eval_epsilon": epsilon})
     if cfg.replay == "local":
-        bundle = functools.partial(Bundle, device=device, **common)
-        return RLPlan(algo="dqn", env_id=run.env, network_fn=network_fn, policy_fn=policy_fn, spec=spec,
-                      workers=lambda services: [WorkerSpec("bundle", bundle, cfg.actors)],
-                      processes=cfg.actors, steps_per_call=100, config=asdict(cfg))
-    from gorila.algos.dqn.distributed import global_replay_plan
+        bundle = functools.partial(Bundle, actor=actor, learner=learner, replay_capacity=cfg.replay_capacity,
+                                   batch_size=cfg.batch_size, learning_starts=cfg.learning_starts,
+                                   train_every=cfg.train_every, actor_refresh=cfg.actor_refresh)
+        return Plan(**common, groups=lambda services: [WorkerSpec("bundle", bundle, cfg.actors)],
+                    processes=cfg.actors, chunk_steps=lambda updates: BUNDLE_STEPS_PER_CHUNK)
+    return Plan(**common, **_global_replay(run, cfg, envs, actor, learner))
 
-    return global_replay_plan(run, cfg, spec, network_fn, device, train.call_timeout_s)
+
+def _global_replay(run: RunConfig, cfg: DQNConfig, envs: EnvSpec, actor: QActorSpec,
+                   learner: Callable[[], QLearner]) -> dict:
+    """Actors → replay shards → learners::
+
+        actor k ──add──► replay shard k % S ◄──sample (prefetched)── learner j
+           ▲ pull                                                        │ push
+           └────────────────────── parameter server ◄────────────────────┘
+
+    The replay's size is checked first against this machine's free memory, shared by the shards
+    (an embedded Ray places them all here); each shard checks its own machine again when built.
+    """
+    with envs.runner(run.seed) as runner:
+        space = runner.observation_space
+    check_replay_memory(cfg.replay_capacity, space.shape, space.dtype,
+                        available_bytes=psutil.virtual_memory().available // cfg.replay_shards)
+    routing = ShardedReplaySpec(cfg.replay_shards, cfg.actors, cfg.envs_per_actor, cfg.replay_capacity,
+                                tuple(space.shape), space.dtype, seed=run.seed)
+
+    def groups(services: dict) -> list[WorkerSpec]:
+        replay = [RemoteReplay(endpoint) for endpoint in services["replay"]]
+        actors = functools.partial(ReplayActor, actor=actor, replay=replay, routing=routing,
+                                   steps_per_add=cfg.actor_refresh)
+        learners = functools.partial(ReplayLearner, learner=learner, replay=replay, batch_size=cfg.batch_size,
+                                     learning_starts=cfg.learning_starts)
+        return [WorkerSpec("actor", actors, cfg.actors), WorkerSpec("learner", learners, cfg.num_learners)]
+
+    return dict(groups=groups, services=(ServiceSpec("replay", routing.build, cfg.replay_shards),),
+                processes=cfg.actors + cfg.num_learners + cfg.replay_shards,
+                chunk_steps=lambda updates: GLOBAL_STEPS_PER_CHUNK)
 
 
-def train(run: RunConfig, cfg: DQNConfig, train_cfg: TrainConfig) -> dict[str, Any]:
-    return run_rl(run, train_cfg, make_plan(run, cfg, train_cfg))
+def evaluation_policy(run: RunConfig, cfg: DQNConfig, rl: RLConfig):
+    """``(network_fn, policy_fn)`` for ``gorila eval``: the architecture and its greedy policy."""
+    return network(run, cfg, rl), greedy_policy

@@ -1,29 +1,21 @@
-"""Configuration of Gorila DQN; field names are the CLI flags."""
+"""Configuration of Gorila DQN; field names are the CLI flags.
+
+The config is read once, by the builder, which turns it into value objects and explicit
+arguments (:class:`~gorila.actors.ExplorationSchedule`, :class:`~gorila.learners.target.TargetUpdate`);
+no component receives it whole.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from gorila import validate
+from gorila.actors.exploration import ExplorationSchedule
 from gorila.errors import ConfigError
+from gorila.learners.target import TargetUpdate
+from gorila.losses.dqn import LOSS_KINDS, TARGET_KINDS
 
 REPLAY_MODES = ("local", "global")
-LOSSES = ("huber", "mse")
-
-
-def parse_target_update(text: str) -> tuple[str, float]:
-    """``"hard:500"`` -> ``("hard", 500)``; ``"soft:0.01"`` -> ``("soft", 0.01)``."""
-    kind, _, value = text.partition(":")
-    try:
-        number = float(value)
-    except ValueError:
-        number = float("nan")
-    if kind == "hard" and number >= 1 and number == int(number):
-        return kind, int(number)
-    if kind == "soft" and 0 < number <= 1:
-        return kind, number
-    raise ConfigError("target_update", f"must be hard:N (N >= 1 global updates) or soft:TAU (0 < TAU <= 1), "
-                                       f"got {text!r}")
 
 
 @dataclass(frozen=True)
@@ -46,9 +38,12 @@ class DQNConfig:
     learning_starts: int = field(default=1000, metadata={"help": "transitions in replay before learning"})
     train_every: int = field(default=1, metadata={"help": "actor steps per learner gradient (bundled mode)"})
     gamma: float = field(default=0.99, metadata={"help": "discount"})
-    loss: str = field(default="huber", metadata={"help": "TD loss", "choices": LOSSES})
-    target_update: str = field(default="hard:200", metadata={
-        "help": "hard:N (copy server params every N global updates) or soft:TAU"})
+    loss: str = field(default="huber", metadata={"help": "TD loss", "choices": LOSS_KINDS})
+    target: str = field(default="double", metadata={
+        "help": "bootstrap target: double (double Q-learning, the textbook's asynchronous learner) or max "
+                "(the Nature DQN target, which Gorila used)", "choices": TARGET_KINDS})
+    target_update: TargetUpdate = field(default=TargetUpdate.hard(200), metadata={
+        "help": "hard:N (copy server params every N global updates) or soft:TAU", "metavar": "hard:N|soft:TAU"})
     eps_start: float = field(default=1.0, metadata={"help": "initial exploration rate"})
     eps_end: float = field(default=0.05, metadata={"help": "final exploration rate"})
     eps_decay_updates: int = field(default=2_000, metadata={"help": "global updates to anneal epsilon over"})
@@ -85,13 +80,13 @@ class DQNConfig:
             raise ConfigError("learning_starts", f"must be <= replay_capacity ({self.replay_capacity})")
         validate.integer("train_every", self.train_every, low=1)
         validate.number("gamma", self.gamma, low=0.0, high=1.0)
-        validate.choice("loss", self.loss, LOSSES)
-        parse_target_update(self.target_update)
-        validate.number("eps_start", self.eps_start, low=0.0, high=1.0)
-        validate.number("eps_end", self.eps_end, low=0.0, high=1.0)
-        validate.integer("eps_decay_updates", self.eps_decay_updates, low=1)
-        if self.apex_alpha is not None:
-            validate.number("apex_alpha", self.apex_alpha, low=0.0)
+        validate.choice("loss", self.loss, LOSS_KINDS)
+        validate.choice("target", self.target, TARGET_KINDS)
+        if isinstance(self.target_update, str):  # the CLI's spelling, or config.json's
+            object.__setattr__(self, "target_update", TargetUpdate.parse(self.target_update))
+        if not isinstance(self.target_update, TargetUpdate):
+            raise ConfigError("target_update", f"must be hard:N or soft:TAU, got {self.target_update!r}")
+        self.exploration()  # eps_start, eps_end, eps_decay_updates and apex_alpha are checked here
         if self.actor_refresh is None:
             # Resolved here so every consumer and config.json see the number. With global replay the
             # driver steps actors and learners alike, so this fixes env steps per gradient:
@@ -110,14 +105,11 @@ class DQNConfig:
     def num_learners(self) -> int:
         return self.learners if self.learners is not None else (self.actors if self.replay == "local" else 1)
 
-    def epsilon(self, actor: int, global_updates: int) -> float:
-        """The exploration rate of actor ``actor`` after ``global_updates`` server updates."""
+    def exploration(self) -> ExplorationSchedule:
+        """Ape-X's per-actor ε with ``apex_alpha``, else ε annealed by global updates."""
         if self.apex_alpha is not None:
-            if self.actors == 1:
-                return 0.4
-            return 0.4 ** (1 + self.apex_alpha * actor / (self.actors - 1))
-        frac = min(1.0, global_updates / self.eps_decay_updates)
-        return self.eps_start + frac * (self.eps_end - self.eps_start)
+            return ExplorationSchedule.per_actor(self.actors, alpha=self.apex_alpha)
+        return ExplorationSchedule.annealed(self.eps_start, self.eps_end, self.eps_decay_updates)
 
 
 OPTIMIZER_DEFAULT = "adagrad"  # Gorila's server optimizer

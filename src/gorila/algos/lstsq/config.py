@@ -19,6 +19,7 @@ class LstsqConfig:
     start, or after ``iterations`` server updates.
     """
 
+    workers: int = field(default=2, metadata={"help": "map-reduce workers, each with its share of the rows"})
     n: int = field(default=100_000, metadata={"help": "rows of synthetic data"})
     d: int = field(default=100, metadata={"help": "features (= parameters)"})
     noise: float = field(default=0.1, metadata={"help": "std of the label noise"})
@@ -29,6 +30,7 @@ class LstsqConfig:
     log_every: int = field(default=10, metadata={"help": "server updates between logged rounds"})
 
     def __post_init__(self) -> None:
+        validate.integer("workers", self.workers, low=1, high=1024)
         validate.integer("n", self.n, low=1)
         validate.integer("d", self.d, low=1)
         validate.number("noise", self.noise, low=0.0)

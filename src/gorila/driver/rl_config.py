@@ -1,9 +1,8 @@
-"""Budget, evaluation and checkpoint settings shared by the RL algorithms (``dqn``, ``a3c``)."""
+"""What the RL algorithms (``dqn``, ``a3c``) share: the environment, the step budget, evaluation, device."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import gymnasium as gym
 
@@ -14,15 +13,15 @@ DEVICES = ("auto", "cpu", "cuda")
 
 
 @dataclass(frozen=True)
-class TrainConfig:
-    """When to stop, how to evaluate, when to checkpoint::
+class RLConfig:
+    """The environment, when to stop, how to evaluate::
 
-        train = TrainConfig(total_steps=200_000, eval_episodes=10)
-        train.target_for("CartPole-v1")   # 475.0, the env's reward threshold
+        rl = RLConfig(env="CartPole-v1", total_steps=200_000, eval_episodes=10)
+        rl.target()   # 475.0, the env's reward threshold
     """
 
+    env: str = field(default="CartPole-v1", metadata={"help": "Gymnasium env id (ALE/<Game>-v5 for Atari)"})
     total_steps: int = field(default=1_000_000, metadata={"help": "stop after this many env steps"})
-    time_limit_s: float | None = field(default=None, metadata={"help": "stop after this many seconds"})
     target_return: float | None = field(default=None, metadata={
         "help": "evaluation mean that counts as solved (default: the env's reward threshold)"})
     stop_at_target: bool = field(default=True, metadata={"help": "stop at the first evaluation reaching the target"})
@@ -31,16 +30,12 @@ class TrainConfig:
         "help": "exploration rate during evaluation (default: 0.05 for dqn, as in the DQN papers; 0 for a3c)"})
     eval_noop_max: int = field(default=30, metadata={"help": "evaluation episodes start after 0..N no-op actions"})
     eval_every_s: float = field(default=1.0, metadata={"help": "at most one evaluation per this many seconds"})
-    checkpoint_every_s: float = field(default=60.0, metadata={"help": "seconds between checkpoints"})
-    resume: Path | None = field(default=None, metadata={"help": "continue the run in this directory",
-                                                         "metavar": "RUN_DIR"})
     device: str = field(default="auto", metadata={"help": "learner device", "choices": DEVICES})
-    call_timeout_s: float = field(default=600.0, metadata={"help": "longest wait for any worker call"})
 
     def __post_init__(self) -> None:
+        if not isinstance(self.env, str) or not self.env:
+            raise ConfigError("env", f"must be a Gymnasium id, got {self.env!r}")
         validate.integer("total_steps", self.total_steps, low=1)
-        if self.time_limit_s is not None:
-            validate.number("time_limit_s", self.time_limit_s, low=0.0, low_open=True)
         if self.target_return is not None:
             validate.number("target_return", self.target_return)
         validate.integer("eval_episodes", self.eval_episodes, low=1)
@@ -48,15 +43,14 @@ class TrainConfig:
             validate.number("eval_epsilon", self.eval_epsilon, low=0.0, high=1.0)
         validate.integer("eval_noop_max", self.eval_noop_max, low=0)
         validate.number("eval_every_s", self.eval_every_s, low=0.0)
-        validate.number("checkpoint_every_s", self.checkpoint_every_s, low=0.0, low_open=True)
         validate.choice("device", self.device, DEVICES)
-        validate.number("call_timeout_s", self.call_timeout_s, low=0.0, low_open=True)
 
-    def target_for(self, env_id: str) -> float | None:
+    def target(self) -> float | None:
+        """``target_return``, or the env's registered reward threshold (None if it has none)."""
         if self.target_return is not None:
             return self.target_return
         try:
-            return gym.spec(env_id).reward_threshold
+            return gym.spec(self.env).reward_threshold
         except gym.error.Error:
             return None
 

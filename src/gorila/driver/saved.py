@@ -17,7 +17,7 @@ class SavedRun:
     """``SavedRun.open(path)`` accepts a run directory or its ``checkpoints/`` directory::
 
         saved = SavedRun.open("runs/dqn-CartPole-v1-20261122-081500")
-        saved.algo, saved.config["run"]["env"], saved.params   # flat float32 server parameters
+        saved.algo, saved.config[saved.algo]["env"], saved.params   # flat float32 server parameters
     """
 
     run_dir: Path

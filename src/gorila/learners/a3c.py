@@ -2,51 +2,51 @@
 
 from __future__ import annotations
 
+import copy
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
-from gorila.algos.a3c.builder import network_for
-from gorila.algos.a3c.config import A3CConfig
-from gorila.envs import make_env_runner
-from gorila.losses.a3c import Rollout, a3c_gradients
+from gorila.envs.spec import EnvSpec
+from gorila.losses.a3c import A3CLoss, Rollout
 from gorila.nets.flat import FlatParams, soft_update
-from gorila.params import OUTCOMES, ParameterClient, ShardEndpoint, ShardLayout
+from gorila.params import OUTCOMES, ParameterServer
 
 RECENT_EPISODES = 20
 
 
 class A3CWorker:
-    """Section 12.3.2's worker; under the synchronous rule the server's mean makes it A2C::
+    """Section 12.3.2's worker, an actor and a learner in one; under the synchronous rule the
+    server's mean makes it A2C::
 
-        factory = functools.partial(A3CWorker, env_id="CartPole-v1", cfg=A3CConfig(), seed=0,
-                                    barrier=rule.barrier, timeout_s=60.0)
-        worker = factory(worker_id, endpoints)   # builds its envs and networks in its own process
-        worker.step()                            # pull, one rollout, push one gradient
+        factory = functools.partial(A3CWorker, envs=EnvSpec("CartPole-v1", 8), network_fn=network_fn,
+                                    loss=A3CLoss(gamma=0.99), rollout_steps=8, target_tau=1.0, seed=0)
+        worker = factory(worker_id, server)   # builds its envs and networks in its own process
+        worker.step()                         # pull, one rollout, push one gradient
         worker.report()["recent_returns"]
 
     ``step`` is :meth:`refresh` (load the pulled parameters; soft-update the target value
-    network when their version changed), :meth:`collect` (``rollout_steps`` steps of
-    ``envs_per_worker`` environments, actions sampled from pi) and one push of the gradient of
-    that rollout. Environment ``i`` of worker ``k`` is seeded ``seed + 1000 k + i``; actions come
-    from a generator seeded the same way, so a worker's rollouts depend only on its seed and the
+    network by ``target_tau`` when their version changed), :meth:`collect` (``rollout_steps``
+    steps of every environment, actions sampled from pi) and one push of the gradient of that
+    rollout. Environment ``i`` of worker ``k`` is seeded ``seed + 1000 k + i``; actions come from a
+    generator seeded the same way, so a worker's rollouts depend only on its seed and the
     parameters it pulls.
     """
 
-    def __init__(self, worker_id: int, endpoints: list[ShardEndpoint], *, env_id: str, cfg: A3CConfig,
-                 seed: int, barrier: bool, timeout_s: float):
-        # Parallelism comes from worker processes; intra-op threads would only contend.
-        torch.set_num_threads(1)
-        self.cfg = cfg
+    def __init__(self, worker_id: int, server: ParameterServer, *, envs: EnvSpec,
+                 network_fn: Callable[[], nn.Module], loss: A3CLoss, rollout_steps: int, target_tau: float,
+                 seed: int):
+        self.loss, self.rollout_steps, self.target_tau = loss, rollout_steps, target_tau
         worker_seed = seed + 1000 * worker_id
-        self.runner = make_env_runner(env_id, cfg.envs_per_worker, seed=worker_seed, training=True)
-        self.net = network_for(self.runner.observation_space, self.runner.action_space, cfg)
-        self.target_net = network_for(self.runner.observation_space, self.runner.action_space, cfg)
+        self.runner = envs.runner(worker_seed)
+        self.net = network_fn()
+        self.target_net = copy.deepcopy(self.net)
         self.flat, self.target_flat = FlatParams(self.net), FlatParams(self.target_net)
-        self.client = ParameterClient(endpoints, ShardLayout(self.flat.size, len(endpoints)),
-                                      worker_id=worker_id, barrier=barrier, timeout_s=timeout_s)
+        self.client = server.client(worker_id)
         self.generator = torch.Generator().manual_seed(worker_seed)
         self._target: np.ndarray | None = None
         self._target_version = -1
@@ -65,7 +65,7 @@ class A3CWorker:
         if version != self._target_version:
             # The first pull starts the target at the server's parameters, not at random weights.
             self._target = (params.copy() if self._target is None
-                            else soft_update(self._target, params, self.cfg.target_tau))
+                            else soft_update(self._target, params, self.target_tau))
             self.target_flat.set(self._target)
             self._target_version = version
 
@@ -76,7 +76,7 @@ class A3CWorker:
         invalid; so is nothing else. ``final_obs`` holds the observation a truncated episode was
         cut at.
         """
-        T, N = self.cfg.rollout_steps, self.runner.num_envs
+        T, N = self.rollout_steps, self.runner.num_envs
         obs_shape = self.runner.observations.shape[1:]
         obs = np.zeros((T, N, *obs_shape), np.float32)
         final_obs = np.zeros((T, N, *obs_shape), np.float32)
@@ -109,9 +109,7 @@ class A3CWorker:
     def step(self) -> None:
         self.refresh()
         rollout = self.collect()
-        grad, self.last_info = a3c_gradients(self.net, self.target_net, rollout, self.cfg.gamma,
-                                             self.cfg.entropy_coef, self.flat, self.cfg.max_grad_norm,
-                                             self.cfg.gae_lambda)
+        grad, self.last_info = self.loss.gradients(self.net, self.target_net, rollout, self.flat)
         self.client.push(grad)
         self.updates_pushed += 1
 

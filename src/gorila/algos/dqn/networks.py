@@ -1,0 +1,25 @@
+"""Gorila DQN's network: the MLP or the Nature CNN Q-network for an env, from a seed."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import torch
+from torch import nn
+
+from gorila.envs import make_env
+from gorila.errors import ConfigError
+from gorila.nets.q import make_q_network
+
+
+def build_q_network(env_id: str, hidden: tuple[int, ...], seed: int) -> nn.Module:
+    """The Q-network for ``env_id`` (MLP or Nature CNN), initialised from ``seed``: every process
+    that calls this gets the same architecture, and the driver takes initial parameters from it."""
+    env = make_env(env_id, seed=seed, training=False)
+    try:
+        if not isinstance(env.action_space, gym.spaces.Discrete):
+            raise ConfigError("env", f"dqn needs discrete actions; {env_id} has {env.action_space}")
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return make_q_network(env.observation_space, int(env.action_space.n), hidden)
+    finally:
+        env.close()

@@ -1,0 +1,200 @@
+"""The roles every algorithm is built from, and the seams between them.
+
+Each role is a small Protocol; the classes that play it are plain Python objects, testable in one
+process. A runtime (:mod:`gorila.runtime`) places them: all in this process, or as Ray workers.
+
+==================  =====================================================================
+role                played by
+==================  =====================================================================
+:class:`Actor`      ``actors.QActor``: steps environments, emits experience tagged with the
+                    ``policy_version`` it acted with
+:class:`Learner`    ``learners.QLearner``: turns a batch into a gradient on given parameters
+:class:`ParamSource`  ``params.ParameterClient``: where an actor gets its parameters
+:class:`ReplayClient` ``replay.RemoteReplay``: typed calls to one replay shard, wherever it lives
+:class:`Worker`     anything the driver steps in chunks: a bundle, an actor or learner worker,
+                    an A3C or lstsq worker, the evaluator
+:class:`Runtime`    ``runtime.LocalRuntime``, ``runtime.ray_runtime.RayRuntime``
+==================  =====================================================================
+
+A *service* (a replay shard) is hosted by the runtime and only called by others: nothing steps it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+import numpy as np
+
+if TYPE_CHECKING:  # annotations only: importing these here would make every role import them
+    from gorila.params.server import ParameterServer, ServerSpec
+    from gorila.params.shard import ShardStats
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+class Pending(Protocol[T_co]):
+    """A reply that may still be on its way::
+
+        pending = replay.sample(32)
+        batch = pending.result(timeout_s=10.0)   # WorkerTimeoutError if it does not come in time
+    """
+
+    def result(self, timeout_s: float) -> T_co: ...
+    def ready(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Done(Generic[T]):
+    """A reply that is already here (in-process calls)."""
+
+    value: T
+
+    def result(self, timeout_s: float) -> T:
+        return self.value
+
+    def ready(self) -> bool:
+        return True
+
+
+class ParamSource(Protocol):
+    """Where an actor gets the parameters it acts with: the server (a ``ParameterClient``) today,
+    a node-local cache tomorrow; the actor's code is the same either way::
+
+        w = source.params()     # a copy it already holds (fetched on first use)
+        w = source.pull()       # the newest there is
+        source.version          # the version of what it holds: tag experience with it
+    """
+
+    @property
+    def version(self) -> int: ...
+    def params(self) -> np.ndarray: ...
+    def pull(self) -> np.ndarray: ...
+
+
+class Actor(Protocol):
+    """Steps its environments with a policy it was given::
+
+        actor.load(source.params(), source.version)
+        experience = actor.act()          # one step of every env, tagged with policy_version
+        actor.env_steps, actor.recent_returns
+    """
+
+    env_steps: int
+
+    def load(self, params: np.ndarray, version: int) -> None: ...
+    def act(self) -> Any: ...
+
+
+class Learner(Protocol):
+    """Turns a batch of experience into a gradient on the parameters it is given::
+
+        grad, info = learner.gradient(client.params(), client.version, batch)
+        if grad is not None:              # None: the learner chose to skip this batch
+            client.push(grad)
+    """
+
+    def gradient(self, params: np.ndarray, version: int, batch: Any) -> tuple[np.ndarray | None, dict]: ...
+
+
+class ReplayClient(Protocol):
+    """One replay shard as its users see it; every call returns a :class:`Pending`::
+
+        replay.add(transitions, writer="actor-3", seq=12).result(timeout_s)   # rows stored
+        batch = replay.sample(32).result(timeout_s)
+        replay.update_priorities(batch.indices, td_errors)
+        replay.size().result(timeout_s)
+    """
+
+    def add(self, transitions: Any, writer: str, seq: int) -> Pending[int]: ...
+    def sample(self, batch_size: int) -> Pending[Any]: ...
+    def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> Pending[None]: ...
+    def size(self) -> Pending[int]: ...
+
+
+class Worker(Protocol):
+    """What the driver steps in chunks: an Actor, a Learner, a Bundle, an lstsq worker."""
+
+    def step(self) -> None:
+        """One iteration (e.g. compute a gradient and push it)."""
+
+    def report(self) -> dict[str, Any]:
+        """Cumulative counters since the worker was built (small, JSON-like)."""
+
+
+#: Builds a worker inside its own process: ``factory(worker_id, server)``. Factories are small and
+#: picklable (``functools.partial`` of a class with explicit arguments); the worker builds its
+#: envs and networks where it runs, and a restarted worker is rebuilt the same way.
+WorkerFactory = Callable[[int, "ParameterServer"], Worker]
+
+#: Builds a service object inside its process: ``factory(service_id)``.
+ServiceFactory = Callable[[int], Any]
+
+
+class ServiceEndpoint(Protocol):
+    """The transport to one service (picklable). Typed clients such as ``replay.RemoteReplay``
+    wrap it; users never call it by method name themselves."""
+
+    def call(self, method: str, *args: Any) -> Pending[Any]: ...
+
+
+class WorkerGroup(Protocol):
+    """Workers of one kind, run together."""
+
+    def run_steps(self, steps: int) -> list[dict[str, Any]]:
+        """Every worker takes ``steps`` steps; returns each worker's ``report()``."""
+
+    def start_steps(self, steps: int) -> list[Pending[dict[str, Any]]]:
+        """Like :meth:`run_steps` without waiting: one pending report per worker."""
+
+    def reports(self) -> list[dict[str, Any]]:
+        """Every worker's ``report()`` now (with ``pid`` where there are processes)."""
+
+    def call(self, method: str, *args: Any) -> list[Any]:
+        """Call ``method`` on every worker object and return the results in worker order."""
+
+
+class ServiceGroup(Protocol):
+    """Services of one kind (e.g. the replay shards)."""
+
+    def endpoints(self) -> list[ServiceEndpoint]: ...
+    def call(self, method: str, *args: Any) -> list[Any]: ...
+
+
+class ShardGroup(Protocol):
+    """The placed shards of one parameter server."""
+
+    server: ParameterServer  # how workers reach these shards
+
+    def pull(self) -> tuple[np.ndarray, list[int]]:
+        """The whole flat parameter vector and each shard's version."""
+
+    def stats(self) -> list[ShardStats]: ...
+    def state_dict(self) -> dict[str, np.ndarray]: ...
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None: ...
+    def cpu_seconds(self) -> float: ...
+
+
+class Runtime(Protocol):
+    """Where components run: ``LocalRuntime`` (one process) or ``RayRuntime``::
+
+        runtime = make_runtime("ray")                       # or "local"
+        runtime.plan(processes=5)                           # share the CPUs among 5 processes
+        shards = runtime.start_shards(spec, initial_params)
+        replay = runtime.start_services(replay_factory, count=2, name="replay")
+        workers = runtime.start_workers(factory, 4, shards.server, name="bundle")
+        reports = workers.run_steps(10)
+        runtime.shutdown()
+    """
+
+    name: str
+
+    def plan(self, processes: int) -> None: ...
+    def start_shards(self, spec: ServerSpec, params: np.ndarray) -> ShardGroup: ...
+    def start_services(self, factory: ServiceFactory, count: int, *, name: str) -> ServiceGroup: ...
+    def start_workers(self, factory: WorkerFactory, count: int, server: ParameterServer, *,
+                      name: str) -> WorkerGroup: ...
+    def cpu_seconds(self) -> float: ...
+    def shutdown(self) -> None: ...

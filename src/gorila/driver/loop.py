@@ -1,0 +1,211 @@
+"""The one driver: place a :class:`~gorila.driver.plan.Plan`, run it in chunks, judge, log,
+checkpoint, stop. It is the same for every algorithm and imports none of them::
+
+    summary = run(run_config, plan)       # summary.json's dict
+
+A chunk asks every worker group for ``plan.chunk_steps(updates)`` steps and waits for their
+reports, while the plan's evaluation may judge the newest parameters in parallel. Between chunks
+the driver logs a row, checkpoints every ``--checkpoint-every-s``, and stops at the target, the
+budget or the time limit.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from gorila.checkpoint import CheckpointTimer, load_checkpoint, save_checkpoint
+from gorila.config import RunConfig
+from gorila.core import Runtime, ServiceGroup, ShardGroup, WorkerGroup
+from gorila.driver.counters import Counters
+from gorila.driver.plan import Plan, Score
+from gorila.metrics import RunLogger, plot_learning_curve
+from gorila.params import ShardStats, merge_stats
+from gorila.runtime import make_runtime
+
+#: Summed over every worker (a restarted worker's counts before its restart included).
+SUMMED = ("env_steps", "episodes", "pushes_rejected_outlier")
+
+
+def command_seconds() -> float:
+    """Seconds since this process started: time to target counts the start-up too."""
+    return time.time() - psutil.Process().create_time()
+
+
+OnChunk = Callable[[ShardGroup, dict[str, WorkerGroup]], None]
+
+
+def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None) -> dict[str, Any]:
+    """Train ``plan`` until its target, its budget or the time limit; returns ``summary.json``'s dict.
+
+    ``on_chunk(shards, groups)`` (tests, tools) is called after every chunk with the parameter
+    server's shards and the worker groups by name.
+    With ``--resume`` the shards start from the newest good checkpoint and counting continues.
+    """
+    run_dir = run_config.resolved_run_dir(plan.label)
+    initial = plan.initial_params()
+    runtime = make_runtime(run_config.runtime, run_config.address, call_timeout_s=run_config.call_timeout_s)
+    try:
+        runtime.plan(plan.processes + plan.spec.num_shards + 1)  # + the shards and the evaluation
+        shards = runtime.start_shards(plan.spec, initial)
+        meta: dict[str, Any] = {}
+        if run_config.resume is not None:
+            arrays, meta = load_checkpoint(run_dir / "checkpoints")
+            shards.load_state_dict(arrays)
+            plan.evaluation.load_state_dict(meta.get("evaluation", {}))
+        services = {s.name: runtime.start_services(s.factory, s.count, name=s.name) for s in plan.services}
+        specs = plan.groups({name: group.endpoints() for name, group in services.items()})
+        groups = {w.name: runtime.start_workers(w.factory, w.count, shards.server, name=w.name) for w in specs}
+        plan.evaluation.start(runtime, shards, groups)
+        config = {"algo": plan.algo, "run": asdict(run_config), plan.algo: plan.config,
+                  "rule": asdict(plan.spec.rule), "run_dir": str(run_dir)}
+        columns = _columns(plan)
+        with RunLogger(run_dir, config, columns, total=plan.budget.total, unit=plan.budget.unit.replace("_", " "),
+                       description=f"{plan.algo} {plan.label} {run_config.mode}",
+                       resume=run_config.resume is not None) as logger:
+            loop = _Loop(run_config, plan, shards, groups, logger, meta, run_dir, columns)
+            loop.on_chunk = on_chunk
+            result = loop.execute()
+            summary = loop.summary(result, runtime, services)
+            logger.close(summary)
+        _plot(run_dir, plan, columns)
+        return summary
+    finally:
+        runtime.shutdown()
+
+
+def _columns(plan: Plan) -> tuple[str, ...]:
+    """metrics.csv's columns: progress first, then the evaluation's headline (the first four are
+    shown beside the progress bar)."""
+    rl = plan.budget.unit == "env_steps"
+    head = ("env_steps", "updates") if rl else ("updates",)
+    headline, *other = plan.evaluation.columns
+    return (*head, headline, *(("train_return",) if rl else ()), *other,
+            *(("loss", "env_steps_per_s") if rl else ()),
+            "updates_per_s", "pushes_rejected", "bytes_pushed", "bytes_pulled", "worker_restarts")
+
+
+class _Loop:
+    """One run's bookkeeping between the driver's chunks."""
+
+    def __init__(self, run_config: RunConfig, plan: Plan, shards: ShardGroup, groups: dict[str, WorkerGroup],
+                 logger: RunLogger, meta: dict[str, Any], run_dir: Path, columns: tuple[str, ...]):
+        self.run_config, self.plan, self.shards, self.groups = run_config, plan, shards, groups
+        self.logger, self.run_dir, self.columns = logger, run_dir, columns
+        self.counters = Counters(SUMMED, base={"env_steps": int(meta.get("env_steps", 0))})
+        self.elapsed_before = float(meta.get("train_time_s", 0.0))
+        self.time_to_target = meta.get("time_to_target_s")
+        self.train_time_to_target = meta.get("train_time_to_target_s")
+        self.started = time.perf_counter()
+        self.evaluations: list[dict[str, Any]] = []
+        self.pending_row: dict[str, float | None] = {}
+        self.on_chunk: OnChunk | None = None
+        self.stats = ShardStats()  # the servers' counters at the last logged chunk
+
+    def progress(self) -> int:
+        """How far the budget is used: env steps, or server updates."""
+        return self.counters.total("env_steps") if self.plan.budget.unit == "env_steps" else self.stats.updates
+
+    def execute(self) -> dict[str, Any]:
+        evaluation = self.plan.evaluation
+        start = self.started = time.perf_counter()
+        timer = CheckpointTimer(self.run_config.checkpoint_every_s)
+        stop_reason = "budget"
+        self.stats = merge_stats(self.shards.stats())
+        while True:
+            evaluation.before_chunk()
+            steps = self.plan.chunk_steps(self.stats.updates)
+            pending = {name: group.start_steps(steps) for name, group in self.groups.items()}
+            for name, group_pending in pending.items():
+                self.counters.update(name, [p.result(self.run_config.call_timeout_s) for p in group_pending])
+            self._judged(evaluation.after_chunk())
+            if self.on_chunk is not None:
+                self.on_chunk(self.shards, self.groups)
+            elapsed = self.elapsed_before + time.perf_counter() - start
+            self._log(elapsed)
+            if timer.due():
+                self.checkpoint(elapsed)
+            if self.time_to_target is not None and self.plan.stop_at_target:
+                stop_reason = "target"
+                break
+            if self.progress() >= self.plan.budget.total:
+                break
+            if self.run_config.time_limit_s is not None and elapsed >= self.run_config.time_limit_s:
+                stop_reason = "time_limit"
+                break
+        if stop_reason != "target":
+            self._judged(evaluation.finish())
+        elapsed = self.elapsed_before + time.perf_counter() - start
+        self.checkpoint(elapsed)
+        return {"train_time_s": elapsed, "stop_reason": stop_reason}
+
+    def _judged(self, score: Score | None) -> None:
+        if score is None:
+            return
+        self.pending_row.update(score.row)
+        if score.record:
+            self.evaluations.append({self.plan.budget.unit: self.progress(), **score.record})
+        if score.message:
+            self.logger.message(f"{score.message}, {self.progress():,} {self.plan.budget.unit.replace('_', ' ')}")
+        if score.reached and self.time_to_target is None:
+            self.time_to_target = command_seconds()
+            self.train_time_to_target = self.elapsed_before + time.perf_counter() - self.started
+            self.logger.message(f"target {self.plan.evaluation.target} reached after {self.time_to_target:.1f} s")
+
+    def _log(self, elapsed: float) -> None:
+        stats = self.stats = merge_stats(self.shards.stats())
+        env_steps = self.counters.total("env_steps")
+        row = {"env_steps": env_steps, "updates": stats.updates, "train_return": self.counters.recent_return(),
+               "loss": self.counters.mean("loss"), "env_steps_per_s": env_steps / max(elapsed, 1e-9),
+               "updates_per_s": stats.updates / max(elapsed, 1e-9), "pushes_rejected": stats.pushes_rejected,
+               "bytes_pushed": stats.bytes_in, "bytes_pulled": stats.bytes_out,
+               "worker_restarts": self.counters.restarts, **self.pending_row}
+        self.logger.log(self.progress(), {k: v for k, v in row.items() if k in self.columns})
+        self.pending_row = {}
+
+    def checkpoint(self, elapsed: float) -> None:
+        meta = {"env_steps": self.counters.total("env_steps"), "train_time_s": elapsed,
+                "time_to_target_s": self.time_to_target, "train_time_to_target_s": self.train_time_to_target,
+                "updates": self.stats.updates,
+                "evaluation": self.plan.evaluation.state_dict()}
+        path = save_checkpoint(self.run_dir / "checkpoints", self.shards.state_dict(), meta)
+        self.logger.message(f"checkpoint {path.name}: {meta['env_steps']} env steps, {meta['updates']} updates")
+
+    def summary(self, result: dict[str, Any], runtime: Runtime, services: dict[str, ServiceGroup]) -> dict[str, Any]:
+        stats = merge_stats(self.shards.stats())
+        cpu = runtime.cpu_seconds() + self.shards.cpu_seconds() + sum(
+            r.get("cpu_s", 0.0) for r in self.counters.last.values())
+        train_time = result["train_time_s"]
+        env_steps = self.counters.total("env_steps")
+        rl = {"env_steps": env_steps, "env_steps_per_s": env_steps / max(train_time, 1e-9)}
+        return {
+            "algo": self.plan.algo, "label": self.plan.label, "mode": self.run_config.mode,
+            "runtime": self.run_config.runtime, "run_dir": str(self.run_dir),
+            "workers": {name: len(g.reports()) for name, g in self.groups.items()},
+            "shards": self.run_config.shards, "wall_time_s": command_seconds(), "train_time_s": train_time,
+            "cpu_time_s": cpu, **(rl if self.plan.budget.unit == "env_steps" else {}),
+            "updates": stats.updates, "updates_per_s": stats.updates / max(train_time, 1e-9),
+            "pushes_counted": stats.pushes_counted, "pushes_accepted": stats.pushes_accepted,
+            "pushes_rejected": stats.pushes_rejected, "pushes_rejected_stale": stats.pushes_rejected_stale,
+            "pushes_rejected_nonfinite": stats.pushes_rejected_nonfinite,
+            "pushes_rejected_outlier": int(self.counters.total("pushes_rejected_outlier")),
+            "bytes_pushed": stats.bytes_in, "bytes_pulled": stats.bytes_out,
+            "time_to_target_s": self.time_to_target, "train_time_to_target_s": self.train_time_to_target,
+            "reached_target": self.time_to_target is not None,
+            "stop_reason": result["stop_reason"], "worker_restarts": self.counters.restarts,
+            **self.plan.evaluation.summary(),
+            "evaluations": self.evaluations, "staleness_histogram": stats.as_dict()["staleness"],
+        }
+
+
+def _plot(run_dir: Path, plan: Plan, columns: tuple[str, ...]) -> None:
+    x = "env_steps" if plan.budget.unit == "env_steps" else "updates"
+    series = [c for c in (plan.evaluation.columns[0], "train_return") if c in columns]
+    title = json.loads((run_dir / "config.json").read_text()).get("algo", "") + " learning curve"
+    plot_learning_curve(run_dir / "metrics.csv", x, series, run_dir / "learning_curve.png", title=title)

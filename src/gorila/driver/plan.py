@@ -1,0 +1,121 @@
+"""What an algorithm's builder hands the driver: a :class:`Plan`.
+
+The driver knows no algorithm. A builder (``gorila.algos.<name>.builder``) reads its config once
+and describes the run as plain data: the parameter server, the services, the worker groups built
+from small factories, how progress is judged (an :class:`Evaluation`) and the budget::
+
+    plan = Plan(algo="a3c", label="CartPole-v1", initial_params=lambda: FlatParams(net).get(),
+                spec=ServerSpec(rule=UpdateRule.asynchronous()),
+                groups=lambda services: [WorkerSpec("worker", factory, count=2)],
+                evaluation=PolicyEvaluation(...), budget=Budget(1_000_000, "env_steps"))
+    summary = run(run_config, plan)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from gorila import validate
+from gorila.core import Runtime, ServiceEndpoint, ServiceFactory, ShardGroup, WorkerFactory, WorkerGroup
+from gorila.params import ServerSpec
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """A group of ``count`` workers built by ``factory(worker_id, server)`` in their processes."""
+
+    name: str
+    factory: WorkerFactory
+    count: int
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """A group of ``count`` services (e.g. replay shards) built by ``factory(service_id)``."""
+
+    name: str
+    factory: ServiceFactory
+    count: int
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much a run may do: ``total`` env steps (RL) or server updates (lstsq)."""
+
+    total: int
+    unit: Literal["env_steps", "updates"]
+
+    def __post_init__(self) -> None:
+        validate.choice("unit", self.unit, ("env_steps", "updates"))
+
+
+@dataclass(frozen=True)
+class Score:
+    """One judgement of the server's parameters.
+
+    ``value`` is what the run is judged by (an evaluation return, or a loss's suboptimality),
+    ``reached`` whether it meets the target, ``row`` the metrics columns it fills, ``record``
+    what ``summary.json`` keeps of it (``evaluations``), ``message`` the line shown.
+    """
+
+    value: float
+    reached: bool
+    row: dict[str, float | None] = field(default_factory=dict)
+    record: dict[str, Any] = field(default_factory=dict)
+    message: str | None = None
+
+
+class Evaluation(Protocol):
+    """How the driver judges the parameters while a run trains::
+
+        evaluation.start(runtime, shards, groups)    # once everything runs
+        evaluation.before_chunk()                    # may start a judgement in parallel
+        score = evaluation.after_chunk()             # a finished judgement, or None
+        evaluation.finish()                          # the last one in flight, or None
+        evaluation.state_dict()                      # what a checkpoint keeps (JSON-like)
+
+    ``columns`` are the metrics columns it fills, its headline first (shown beside the progress
+    bar); ``target`` the value that counts as reached (for ``summary.json``); ``summary()`` its
+    own summary fields.
+    """
+
+    columns: tuple[str, ...]
+    target: float | None
+
+    def start(self, runtime: Runtime, shards: ShardGroup, groups: dict[str, WorkerGroup]) -> None: ...
+    def before_chunk(self) -> None: ...
+    def after_chunk(self) -> Score | None: ...
+    def finish(self) -> Score | None: ...
+    def summary(self) -> dict[str, Any]: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One run, as the driver needs it (see the module doc).
+
+    ``groups(services)`` receives the services' endpoints by name and returns the worker groups.
+    Workers report cumulative counters; the driver sums ``env_steps``, ``episodes`` and
+    ``pushes_rejected_outlier`` over them (restarts included) and averages ``recent_returns`` and
+    ``loss``. ``processes`` is how many processes share the CPUs (workers and services; the
+    driver adds the shards and the evaluation). ``chunk_steps(updates)`` is how many steps every
+    worker takes in the next chunk. ``config`` is written to ``config.json``.
+    """
+
+    algo: str
+    label: str  # names the run directory: the env id, or what the data is
+    initial_params: Callable[[], np.ndarray]
+    spec: ServerSpec
+    groups: Callable[[dict[str, list[ServiceEndpoint]]], list[WorkerSpec]]
+    evaluation: Evaluation
+    budget: Budget
+    processes: int
+    services: tuple[ServiceSpec, ...] = ()
+    chunk_steps: Callable[[int], int] = lambda updates: 50
+    stop_at_target: bool = True
+    config: dict = field(default_factory=dict)

@@ -1,0 +1,123 @@
+"""Judging an RL run: an evaluator worker plays the newest parameters while training goes on."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from gorila.core import Pending, Runtime, ShardGroup, WorkerGroup
+from gorila.driver.plan import Score
+from gorila.envs.evaluation import NORMALIZATION_SOURCE, evaluate, human_normalized
+from gorila.envs.make import is_atari
+from gorila.nets import FlatParams
+from gorila.params import ParameterServer
+
+
+class Evaluator:
+    """A worker: each ``step()`` pulls the newest parameters and plays ``episodes`` episodes::
+
+        ev = Evaluator(0, server, env_id="CartPole-v1", network_fn=..., policy_fn=greedy_policy,
+                       episodes=10, epsilon=0.05, seed=0)
+        ev.step(); ev.report()   # {"eval_return": 500.0, "eval_version": 812, ...}
+
+    ``network_fn()`` builds the architecture; ``policy_fn(net)`` turns it into a function from a
+    batch of observations to greedy actions. Episodes start after up to ``noop_max`` no-ops.
+    """
+
+    def __init__(self, worker_id: int, server: ParameterServer, *, env_id: str,
+                 network_fn: Callable[[], nn.Module], policy_fn: Callable[[nn.Module], Callable],
+                 episodes: int, epsilon: float, seed: int, noop_max: int = 30):
+        self.env_id, self.episodes, self.epsilon, self.noop_max = env_id, episodes, epsilon, noop_max
+        self.seed = seed + 10_000
+        self.net = network_fn().eval()
+        self.flat = FlatParams(self.net)
+        self.policy = policy_fn(self.net)
+        self.client = server.client(worker_id)
+        self.evaluations = 0
+        self.last: dict[str, Any] = {}
+
+    def step(self) -> None:
+        self.flat.set(self.client.pull())
+        started = time.perf_counter()
+        with torch.no_grad():
+            returns = evaluate(self.policy, self.env_id, self.episodes, self.epsilon,
+                               seed=self.seed + self.evaluations, noop_max=self.noop_max)
+        self.evaluations += 1
+        self.last = {"eval_return": float(np.mean(returns)), "eval_min": float(np.min(returns)),
+                     "eval_returns": [float(r) for r in returns], "eval_version": self.client.version,
+                     "eval_seconds": time.perf_counter() - started}
+
+    def report(self) -> dict[str, Any]:
+        return dict(self.last)
+
+
+class PolicyEvaluation:
+    """The :class:`~gorila.driver.plan.Evaluation` of RL plans: at most one evaluation every
+    ``every_s`` seconds, played by an :class:`Evaluator` worker in parallel with training; the
+    run reaches its target when an evaluation's mean return reaches ``target``::
+
+        evaluation = PolicyEvaluation("CartPole-v1", network_fn, greedy_policy, episodes=10,
+                                      epsilon=0.05, seed=0, noop_max=30, every_s=1.0, target=475.0)
+    """
+
+    columns = ("eval_return", "eval_version")
+
+    def __init__(self, env_id: str, network_fn: Callable[[], nn.Module], policy_fn: Callable, *,
+                 episodes: int, epsilon: float, seed: int, noop_max: int, every_s: float, target: float | None):
+        self.env_id, self.epsilon, self.every_s, self.target = env_id, epsilon, every_s, target
+        self.factory = functools.partial(Evaluator, env_id=env_id, network_fn=network_fn, policy_fn=policy_fn,
+                                         episodes=episodes, epsilon=epsilon, seed=seed, noop_max=noop_max)
+        self.group: WorkerGroup | None = None
+        self.pending: Pending[dict[str, Any]] | None = None
+        self.last_started = -np.inf
+        self.timeout_s = 600.0
+        self.final: float | None = None
+        self.best: float | None = None
+
+    def start(self, runtime: Runtime, shards: ShardGroup, groups: dict[str, WorkerGroup]) -> None:
+        self.timeout_s = shards.server.timeout_s
+        self.group = runtime.start_workers(self.factory, 1, shards.server, name="evaluator")
+
+    def before_chunk(self) -> None:
+        now = time.perf_counter()
+        if self.pending is None and now - self.last_started >= self.every_s:
+            self.pending, self.last_started = self.group.start_steps(1)[0], now
+
+    def after_chunk(self) -> Score | None:
+        if self.pending is None or not self.pending.ready():
+            return None
+        return self._collect()
+
+    def finish(self) -> Score | None:
+        return None if self.pending is None else self._collect()
+
+    def _collect(self) -> Score | None:
+        pending, self.pending = self.pending, None
+        report = pending.result(self.timeout_s)
+        if not report:
+            return None
+        score = report["eval_return"]
+        self.final, self.best = score, score if self.best is None else max(self.best, score)
+        return Score(score, self.target is not None and score >= self.target,
+                     row={"eval_return": score, "eval_version": report["eval_version"]}, record=report,
+                     message=f"eval {score:8.1f} (min {report['eval_min']:.1f}) at version {report['eval_version']}")
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"final_eval_return": self.final, "best_eval_return": self.best,
+                               "target_return": self.target, "eval_epsilon": self.epsilon}
+        if is_atari(self.env_id) and self.final is not None:
+            out["final_human_normalized"] = human_normalized(self.env_id, self.final)
+            out["human_normalized_table"] = NORMALIZATION_SOURCE
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"best_eval_return": self.best}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.best = state.get("best_eval_return")

@@ -1,0 +1,96 @@
+"""Gorila's bundled mode: one actor, its own replay and one learner in one worker."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from gorila.actors.q_actor import QActorSpec
+from gorila.learners.q_learner import QLearner
+from gorila.params import ParameterServer
+from gorila.replay import check_replay_memory, make_storage
+from gorila.replay.prefetch import Prefetcher
+
+
+class Bundle:
+    """A worker: each ``step()`` is ``train_every`` actor steps (:meth:`act`) and then one learner
+    push (:meth:`learn`) once ``learning_starts`` transitions were collected::
+
+        factory = functools.partial(Bundle, actor=QActorSpec(...), learner=functools.partial(QLearner, ...),
+                                    replay_capacity=50_000, batch_size=64, learning_starts=1000,
+                                    train_every=1, actor_refresh=10)
+        bundle = factory(worker_id, server); bundle.step(); bundle.report()
+
+    Bundles talk to each other only through the parameter server. The actor reloads the parameters
+    every ``actor_refresh`` steps; the learner's next minibatch is sampled on a background thread
+    while the current gradient is computed.
+    """
+
+    def __init__(self, worker_id: int, server: ParameterServer, *, actor: QActorSpec,
+                 learner: Callable[[], QLearner], replay_capacity: int, batch_size: int, learning_starts: int,
+                 train_every: int, actor_refresh: int):
+        self.actor = actor.build(worker_id)
+        self.learner = learner()
+        self.envs_per_actor = actor.envs.num_envs
+        space = self.actor.runner.observation_space
+        check_replay_memory(replay_capacity, space.shape, space.dtype)
+        self.replay = make_storage(replay_capacity, space.shape, space.dtype, num_streams=self.envs_per_actor)
+        self.replay_lock = threading.Lock()  # actor adds and the prefetch thread samples
+        self.rng = np.random.default_rng(actor.seed + 7 * worker_id)
+        self.batch_size, self.train_every, self.actor_refresh = batch_size, train_every, actor_refresh
+        self.prefetch: Prefetcher | None = None
+        self.client = server.client(worker_id)
+        self.actor.load(self.client.params(), self.client.version)  # a (re)started bundle acts on fresh parameters
+        self.actor_steps = 0
+        # Twice the batch: even if every other step were a hidden reset step, a batch fits.
+        self.learning_starts = max(learning_starts, 2 * batch_size)
+        self.pushes = 0
+        self.last_info: dict[str, float] = {}
+
+    def sample_batch(self):
+        with self.replay_lock:
+            return self.replay.sample(self.batch_size, self.rng)
+
+    def step(self) -> None:
+        self.act(self.train_every)
+        # Decided by step count, not replay size (hidden reset steps make sizes differ between
+        # bundles): under the synchronous rule every bundle must push at the same steps, or a
+        # barrier would wait for a push that only comes in the next driver chunk.
+        if self.actor_steps * self.envs_per_actor >= self.learning_starts:
+            self.learn()
+
+    def act(self, steps: int) -> None:
+        """``steps`` steps of every env into the replay, reloading parameters every ``actor_refresh``."""
+        for _ in range(steps):
+            if self.actor_steps % self.actor_refresh == 0:
+                self.actor.load(self.client.params(), self.client.version)
+            t = self.actor.act()
+            with self.replay_lock:
+                self.replay.add_batch(t.obs, t.action, t.reward, t.next_obs, t.terminated, streams=t.env_index)
+            self.actor_steps += 1
+
+    def learn(self) -> None:
+        """One gradient on a prefetched minibatch, pushed without waiting (asynchronous rules) or
+        through the barrier (synchronous)."""
+        if self.prefetch is None:
+            self.prefetch = Prefetcher(self.sample_batch, depth=2)
+        batch = self.prefetch.next(timeout_s=60.0)
+        grad, self.last_info = self.learner.gradient(self.client.params(), self.client.version, batch)
+        if grad is not None:
+            # Under asynchronous rules the reply travels while the next actor steps run.
+            self.client.push(grad, wait=self.client.barrier)
+            self.pushes += 1
+
+    def close(self) -> None:
+        if self.prefetch is not None:
+            self.prefetch.close()
+        self.actor.close()
+
+    def report(self) -> dict[str, Any]:
+        return {"env_steps": self.actor.env_steps, "episodes": self.actor.episodes,
+                "recent_returns": list(self.actor.recent_returns), "updates_pushed": self.pushes,
+                "pushes_rejected_outlier": self.learner.skipped_outliers, "loss": self.last_info.get("loss"),
+                "version": self.client.version, "epsilon": self.actor.epsilon}

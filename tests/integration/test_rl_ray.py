@@ -1,0 +1,31 @@
+"""DQN and A3C on real Ray under the synchronous and semi-asynchronous rules, on tiny budgets."""
+
+import pytest
+
+from gorila.algos.a3c.config import A3CConfig
+from gorila.algos.dqn.config import DQNConfig
+from gorila.config import RunConfig
+from gorila.driver.rl_config import RLConfig
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+RL = RLConfig(env="CartPole-v1", total_steps=2000, stop_at_target=False, eval_episodes=2)
+SEMI = dict(aggregate=2, count_within=1, accept_within=2)
+
+
+@pytest.mark.parametrize("algo, cfg", [("dqn", DQNConfig(actors=2, learning_starts=100)), ("a3c", A3CConfig())])
+@pytest.mark.parametrize("mode", ["sync", "semi-async"])
+def test_rl_algorithms_train_on_ray(ray_local, tmp_path, train, algo, cfg, mode):
+    run = RunConfig(algo=algo, mode=mode, runtime="ray", run_dir=tmp_path, **(SEMI if mode == "semi-async" else {}))
+    summary = train(run, cfg, RL)
+    assert summary["env_steps"] >= 2000 and summary["updates"] > 0 and summary["stop_reason"] == "budget"
+    assert summary["worker_restarts"] == 0 and summary["pushes_rejected_nonfinite"] == 0
+    staleness = {int(s): n for s, n in summary["staleness_histogram"].items()}
+    if mode == "sync":  # two workers (bundles) per update, every push counted, never stale
+        assert summary["pushes_counted"] == 2 * summary["updates"] and summary["pushes_rejected"] == 0
+        assert set(staleness) == {0}
+    else:  # staleness <= 1 counts, 2 joins, more is rejected: exactly the pushes the histogram shows
+        assert summary["pushes_counted"] == sum(n for s, n in staleness.items() if s <= 1)
+        assert summary["pushes_accepted"] == staleness.get(2, 0)
+        assert summary["pushes_rejected_stale"] == sum(n for s, n in staleness.items() if s > 2)
+    assert summary["eval_epsilon"] == {"dqn": 0.05, "a3c": 0.0}[algo]

@@ -1,0 +1,57 @@
+"""``gorila train`` refuses bad flags before anything starts, naming the flag (exit code 2).
+
+In-process: the parser and the configs run exactly as in the command, without starting a Python
+process per case (``tests/smoke/test_cli.py`` checks the exit code of the real command).
+"""
+
+import pytest
+
+from gorila.cli import main
+
+
+def refused(capsys, argv: list[str]) -> str:
+    """Run ``gorila`` with ``argv``; it must refuse with code 2. Returns what it printed on stderr."""
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse and the pre-checks exit on their own
+        code = exit_.code
+    assert code == 2, argv
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["--algo", "lstsq", "--workers", "0"], "--workers"),
+    (["--algo", "lstsq", "--workers", "9999999"], "--workers"),
+    (["--algo", "lstsq", "--mode", "bogus"], "--mode"),
+    (["--algo", "lstsq", "--mode", "semi-async", "--aggregate", "0"], "--aggregate"),
+    (["--algo", "lstsq", "--mode", "semi-async", "--count-within", "5", "--accept-within", "3"], "--accept-within"),
+    (["--algo", "lstsq", "--mode", "sync", "--max-staleness", "3"], "--max-staleness"),
+    (["--algo", "lstsq", "--count-within", "1"], "--count-within"),
+    (["--algo", "lstsq", "--shards", "0"], "--shards"),
+    (["--algo", "lstsq", "--time-limit-s", "-1"], "--time-limit-s"),
+    (["--algo", "a3c", "--rollout-steps", "0"], "--rollout-steps"),
+    (["--algo", "a3c", "--entropy-coef", "-0.1"], "--entropy-coef"),
+    (["--algo", "a3c", "--gae-lambda", "1.5"], "--gae-lambda"),
+    (["--algo", "a3c", "--eval-epsilon", "2"], "--eval-epsilon"),
+    (["--algo", "dqn", "--target-update", "hard:0"], "--target-update"),
+    (["--algo", "dqn", "--target-update", "every:10"], "--target-update"),
+    (["--algo", "dqn", "--target", "mean"], "--target"),
+    (["--algo", "dqn", "--replay", "local", "--actors", "2", "--learners", "3"], "--learners"),
+    (["--algo", "dqn", "--mode", "sync", "--outlier-k", "3"], "--outlier-k"),
+    (["--algo", "dqn", "--env", "NoSuchEnv-v0"], "--env"),
+    (["--algo", "dqn", "--env", "Pendulum-v1"], "--env"),
+    (["--algo", "dqn", "--resume", "/nonexistent"], "--resume"),
+])
+def test_invalid_flags_are_refused_naming_the_flag(capsys, args, flag):
+    assert flag in refused(capsys, ["train", *args])
+
+
+@pytest.mark.parametrize("algo, flag", [("dqn", "--workers"), ("lstsq", "--env"), ("lstsq", "--eval-episodes"),
+                                        ("a3c", "--actors"), ("lstsq", "--device")])
+def test_a_flag_the_algorithm_does_not_use_is_refused(capsys, algo, flag):
+    err = refused(capsys, ["train", "--algo", algo, flag, "3"])
+    assert f"{flag}: not a flag of --algo {algo}" in err
+
+
+def test_the_refusal_says_which_algorithm_has_the_flag(capsys):
+    assert "it is a flag of --algo a3c, lstsq" in refused(capsys, ["train", "--algo", "dqn", "--workers", "3"])
