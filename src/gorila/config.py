@@ -55,6 +55,8 @@ class RunConfig:
         "help": "stop once training has run this many seconds (start-up not counted)"})
     checkpoint_every_s: float = field(default=60.0, metadata={"help": "seconds between checkpoints"})
     call_timeout_s: float = field(default=600.0, metadata={"help": "longest wait for any worker call"})
+    # When the run was configured: the default run directory's name, the same however often asked.
+    stamp: str = field(default_factory=lambda: time.strftime("%Y%m%d-%H%M%S"))
 
     def __post_init__(self) -> None:
         validate.choice("runtime", self.runtime, RUNTIMES)
@@ -83,8 +85,7 @@ class RunConfig:
         if self.resume is not None:
             return Path(self.resume)
         if self.run_dir is None:
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            return Path("runs") / f"{self.algo}-{label.replace('/', '_')}-{stamp}"
+            return Path("runs") / f"{self.algo}-{label.replace('/', '_')}-{self.stamp}"
         path = Path(self.run_dir)
         if (path / "metrics.csv").exists():
             raise ConfigError("run_dir", f"{path} already holds a run; continue it with --resume {path} "

@@ -102,13 +102,16 @@ class Learner(Protocol):
 class ReplayClient(Protocol):
     """One replay shard as its users see it; every call returns a :class:`Pending`::
 
-        replay.add(transitions, writer="actor-3", seq=12).result(timeout_s)   # rows stored
-        batch = replay.sample(32).result(timeout_s)
+        replay.add(rows, writer="actor-3", seq=12, priorities=p).result(timeout_s)  # rows stored, None: wait
+        batch = replay.sample(32).result(timeout_s)                                # None: wait, ask again
         replay.update_priorities(batch.indices, td_errors)
         replay.size().result(timeout_s)
+
+    A shard never blocks a call: when its rate limiter holds an add or a sample back it answers
+    None, and the caller waits (with a timeout that ends in a clear error) and asks again.
     """
 
-    def add(self, transitions: Any, writer: str, seq: int) -> Pending[int]: ...
+    def add(self, transitions: Any, writer: str, seq: int, priorities: np.ndarray | None = None) -> Pending[Any]: ...
     def sample(self, batch_size: int) -> Pending[Any]: ...
     def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> Pending[None]: ...
     def size(self) -> Pending[int]: ...
@@ -117,8 +120,11 @@ class ReplayClient(Protocol):
 class Worker(Protocol):
     """What the driver steps in chunks: an Actor, a Learner, a Bundle, an lstsq worker."""
 
-    def step(self) -> None:
-        """One iteration (e.g. compute a gradient and push it)."""
+    def step(self) -> bool | None:
+        """One iteration (e.g. compute a gradient and push it). ``False`` says the worker could not
+        make progress because it waits on another component (a replay's rate limiter): the runtime
+        then gives the others the CPU — a Ray worker backs off briefly, the local runtime ends this
+        worker's chunk early. A worker never sleeps itself."""
 
     def report(self) -> dict[str, Any]:
         """Cumulative counters since the worker was built (small, JSON-like)."""
@@ -196,5 +202,9 @@ class Runtime(Protocol):
     def start_services(self, factory: ServiceFactory, count: int, *, name: str) -> ServiceGroup: ...
     def start_workers(self, factory: WorkerFactory, count: int, server: ParameterServer, *,
                       name: str) -> WorkerGroup: ...
+    def wait(self, pending: list[Pending[Any]], timeout_s: float) -> list[int]:
+        """Block until at least one of ``pending`` is ready (or ``timeout_s`` passed); the indices of
+        those ready."""
+
     def cpu_seconds(self) -> float: ...
     def shutdown(self) -> None: ...

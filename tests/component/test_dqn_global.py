@@ -51,8 +51,8 @@ def test_transitions_reach_their_shard_and_the_learner_pushes_once_replay_is_rea
     assert learner["learning"] and learner["updates_pushed"] == 4 * 5
     stats = merge_stats(shards.stats())
     assert stats.updates == stats.pushes_counted == 20 and stats.pushes_rejected == 0
-    # Prefetching alternates between the shards: one batch in hand, the next already requested.
-    assert sum(r["sampled"] for r in shard_reports) == 16 * (20 + 1)
+    # Prefetching alternates between the shards: while one batch is used, the next two are requested.
+    assert sum(r["sampled"] for r in shard_reports) == 16 * (20 + 2)
     assert all(r["sampled"] > 0 for r in shard_reports)
 
 

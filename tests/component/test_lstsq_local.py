@@ -32,8 +32,8 @@ def reference_gd(cfg, seed, iterations):
 def test_sync_four_workers_equals_full_batch_gradient_descent(tmp_path):
     seen = {}
 
-    def record(shards, groups):
-        w, versions = shards.pull()
+    def record(placed):
+        w, versions = placed.shards.pull()
         seen[min(versions)] = w
 
     run_config = RunConfig(algo="lstsq", mode="sync", shards=2, runtime="local", run_dir=tmp_path)

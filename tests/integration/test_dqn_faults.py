@@ -20,8 +20,8 @@ def test_killed_bundle_restarts_pulls_fresh_params_and_the_run_reaches_its_targe
     rl = RLConfig(env="CartPole-v1", total_steps=60_000, target_return=120.0, eval_episodes=5)
     killed = {}
 
-    def kill_once(shards, groups):
-        bundles = groups["bundle"]
+    def kill_once(placed):
+        bundles = placed.groups["bundle"]
         first = bundles.reports()[0]
         if not killed and first["version"] > 300:
             killed.update(version=first["version"], pid=first["pid"])

@@ -12,8 +12,8 @@ CFG = LstsqConfig(workers=2, n=4000, d=10, iterations=300, tol=1e-3, log_every=5
 
 
 def recorder(seen):
-    def record(shards, groups):
-        w, versions = shards.pull()
+    def record(placed):
+        w, versions = placed.shards.pull()
         seen[min(versions)] = w
     return record
 

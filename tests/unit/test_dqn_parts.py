@@ -21,7 +21,7 @@ def network():
 
 
 def learner(**kwargs):
-    options = dict(gamma=0.9, loss="mse", target="double", target_update=TargetUpdate.hard(3), outlier_k=None,
+    options = dict(loss="mse", target="double", target_update=TargetUpdate.hard(3), outlier_k=None,
                    max_grad_norm=None)
     return QLearner(network, **{**options, **kwargs})
 
@@ -30,7 +30,8 @@ def batch(seed=0, n=16):
     rng = np.random.default_rng(seed)
     return Batch(rng.standard_normal((n, 3)).astype(np.float32), rng.integers(0, 2, n),
                  rng.standard_normal(n).astype(np.float32), rng.standard_normal((n, 3)).astype(np.float32),
-                 (rng.random(n) < 0.2).astype(np.float32))
+                 np.where(rng.random(n) < 0.2, 0.0, 0.9).astype(np.float32), np.arange(n),
+                 rng.uniform(0.2, 1.0, n).astype(np.float32), np.zeros(n, np.int64))
 
 
 # --- exploration -------------------------------------------------------------------------------
@@ -102,7 +103,7 @@ def test_the_pushed_gradient_is_that_of_the_chosen_target(target):
     params = FlatParams(network()).get()
     grad, info = q.gradient(params, 0, batch())
     online, frozen = network(), network()
-    loss, _ = dqn_loss(online, frozen, batch(), 0.9, "mse", target)
+    loss, _ = dqn_loss(online, frozen, batch(), "mse", target)
     loss.backward()
     np.testing.assert_allclose(grad, np.concatenate([p.grad.numpy().ravel() for p in online.parameters()]),
                                rtol=1e-5, atol=1e-7)
@@ -116,8 +117,8 @@ def test_double_q_values_the_online_choice_where_max_q_takes_the_targets_best():
             for p in net.parameters():
                 p.zero_()
             list(net.parameters())[-1].copy_(torch.tensor(values))
-    b = batch()._replace(done=np.zeros(16, np.float32))
-    targets = {kind: dqn_loss(online, target, b, 0.9, "mse", kind)[1]["target_mean"] for kind in ("double", "max")}
+    b = batch()._replace(discount=np.full(16, 0.9, np.float32))
+    targets = {kind: dqn_loss(online, target, b, "mse", kind)[1]["target_mean"] for kind in ("double", "max")}
     assert targets["double"] == pytest.approx(float(b.reward.mean()) + 0.9 * 2.0, rel=1e-5)
     assert targets["max"] == pytest.approx(float(b.reward.mean()) + 0.9 * 10.0, rel=1e-5)
 

@@ -5,6 +5,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gorila.envs import Transitions
 from gorila.params import ParameterShard, ShardLayout, UpdateRule
 from gorila.replay import TransitionStorage
 
@@ -53,8 +54,10 @@ def test_the_replay_ring_keeps_exactly_the_newest_capacity_transitions(capacity,
     storage = TransitionStorage(capacity, (1,), np.float32)
     added = 0
     for n in batches:
-        index = np.arange(added, added + n, dtype=np.float32)[:, None]  # obs = the transition's number
-        storage.add_batch(index, np.zeros(n, np.int64), np.zeros(n, np.float32), index + 1, np.zeros(n, bool))
+        index = np.arange(added, added + n, dtype=np.float32)[:, None]  # obs = the row's number
+        storage.add(Transitions(index, np.zeros(n, np.int64), np.zeros(n, np.float32), index + 1, np.zeros(n, bool),
+                                np.zeros(n, bool), np.zeros(n, np.int64), discount=np.ones(n, np.float32),
+                                steps=np.ones(n, np.int64)))
         added += n
     assert len(storage) == min(added, capacity)
     held = {float(x) for x in storage.state_dict()["obs"][: len(storage), 0]}

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from gymnasium.wrappers import FrameStackObservation
 
-from gorila.envs import CountingEnv, EnvRunner, make_env
+from gorila.actors.nstep import NStep
+from gorila.envs import CountingEnv, EnvRunner, Transitions, make_env_runner
 from gorila.envs.vector import GymnasiumBackend
 from gorila.errors import ConfigError, WorkerTimeoutError
 from gorila.replay import (FrameStackStorage, TransitionStorage, check_replay_memory, estimate_storage_bytes,
@@ -33,46 +34,67 @@ def stacked_env(length, truncate=False, padding="reset"):
     return FrameStackObservation(StampEpisodes(CountingEnv(length, truncate=truncate)), 4, padding_type=padding)
 
 
-def collect(runner: EnvRunner, storage, steps: int) -> list[tuple[bytes, bytes, float]]:
-    added = []
+def collect(runner: EnvRunner, storage, steps: int, n: int = 1) -> list[tuple]:
+    """Step the runner, build ``n``-step rows as an actor does, add them; returns what was added."""
+    nstep, added = NStep(n, gamma=0.5), []
     for _ in range(steps):
-        t = runner.step(np.zeros(runner.num_envs, np.int64))
-        storage.add_batch(t.obs, t.action, t.reward, t.next_obs, t.terminated, streams=t.env_index)
-        added += [(t.obs[i].tobytes(), t.next_obs[i].tobytes(), float(t.terminated[i])) for i in range(len(t))]
+        rows = nstep.add(runner.step(np.zeros(runner.num_envs, np.int64)))
+        if rows is not None:
+            storage.add(rows)
+            added += [row(rows, i) for i in range(len(rows))]
     return added
 
 
-def sampled(storage, n: int, seed: int = 0) -> list[tuple[bytes, bytes, float]]:
-    b = storage.sample(n, np.random.default_rng(seed))
-    return [(b.obs[i].tobytes(), b.next_obs[i].tobytes(), float(b.done[i])) for i in range(n)]
+def row(t, i) -> tuple:
+    return t.obs[i].tobytes(), t.next_obs[i].tobytes(), float(t.reward[i]), float(t.discount[i])
+
+
+def sampled(storage, n: int, seed: int = 0) -> list[tuple]:
+    return [row(storage.sample(n, np.random.default_rng(seed)), i) for i in range(n)]
+
+
+def vector_rows(first: int, count: int, terminal: int | None = None):
+    """``count`` one-step rows numbered from ``first`` (obs = number); ``terminal`` ends an episode."""
+    obs = np.arange(first, first + count, dtype=np.float32)[:, None]
+    done = obs[:, 0] == terminal
+    return Transitions(obs, obs[:, 0].astype(np.int64) % 2, np.ones(count, np.float32), obs + 1, done,
+                       np.zeros(count, bool), np.zeros(count, np.int64), policy_version=np.arange(count),
+                       discount=np.where(done, 0.0, 0.9).astype(np.float32), steps=np.ones(count, np.int64))
 
 
 # -- TransitionStorage ------------------------------------------------------------------------------------
 
-def test_vector_storage_keeps_the_newest_capacity_transitions():
+def test_vector_storage_keeps_the_newest_capacity_rows():
     storage = TransitionStorage(4, (1,), np.float32)
     for k in range(6):
-        storage.add(np.array([k], np.float32), k % 2, 1.0, np.array([k + 1], np.float32), k == 5)
+        storage.add(vector_rows(k, 1, terminal=5))
     assert len(storage) == 4
     b = storage.sample(200, np.random.default_rng(0))
     assert set(b.obs[:, 0]) == {2, 3, 4, 5}
     assert np.array_equal(b.next_obs[:, 0], b.obs[:, 0] + 1)
     assert np.array_equal(b.action, b.obs[:, 0].astype(np.int64) % 2)
-    assert np.array_equal(b.done, (b.obs[:, 0] == 5).astype(np.float32))
+    assert np.array_equal(b.discount, np.where(b.obs[:, 0] == 5, 0.0, 0.9).astype(np.float32))
+    assert np.array_equal(storage.gather(b.indices).obs, b.obs)  # indices name the rows
 
 
-def test_vector_storage_add_batch_equals_adds_and_state_round_trips():
-    obs = np.arange(10, dtype=np.float32)[:, None]
+def test_vector_storage_batch_equals_row_by_row_adds_and_state_round_trips():
     one, many = TransitionStorage(8, (1,)), TransitionStorage(8, (1,))
     for i in range(10):
-        one.add(obs[i], i, float(i), obs[i] + 1, False)
-    many.add_batch(obs, np.arange(10), obs[:, 0], obs + 1, np.zeros(10, bool))
+        one.add(vector_rows(i, 1))
+    written, lost = many.add(vector_rows(0, 10))
+    assert written.tolist() == [-1, -1, 2, 3, 4, 5, 6, 7, 0, 1] and len(lost) == 0
     assert sampled(one, 50) == sampled(many, 50)
     restored = TransitionStorage(8, (1,))
     restored.load_state_dict(many.state_dict())
     assert len(restored) == 8 and sampled(restored, 50) == sampled(many, 50)
     with pytest.raises(ValueError, match="obs"):
         TransitionStorage(9, (1,)).load_state_dict(many.state_dict())
+
+
+def test_rows_without_discount_are_refused():
+    runner = EnvRunner(GymnasiumBackend([lambda: CountingEnv(3)]))
+    with pytest.raises(ValueError, match="NStep"):
+        TransitionStorage(4, (1,)).add(runner.step(np.zeros(1, np.int64)))
 
 
 def test_sampling_an_empty_storage_fails_clearly():
@@ -82,31 +104,46 @@ def test_sampling_an_empty_storage_fails_clearly():
 
 # -- FrameStackStorage ------------------------------------------------------------------------------------
 
-def test_frame_storage_returns_exactly_what_was_added_across_streams_and_episode_ends():
+@pytest.mark.parametrize("n", [1, 3, 4])
+def test_frame_storage_returns_exactly_the_rows_added_across_streams_and_episode_ends(n):
     runner = EnvRunner(GymnasiumBackend([lambda: stacked_env(3), lambda: stacked_env(6, truncate=True),
-                                         lambda: stacked_env(2, padding="zero")]))
-    storage = FrameStackStorage(3 * 200, (4, 1), np.float32, num_streams=3)
-    added = collect(runner, storage, 40)
+                                         lambda: stacked_env(2, padding="zero"), lambda: stacked_env(9)]))
+    storage = FrameStackStorage(4 * 200, (4, 1), np.float32, num_streams=4)
+    added = collect(runner, storage, 40, n=n)
     assert len(storage) == len(added)
-    got = sampled(storage, 4000)
-    assert set(got) == set(added)  # every transition, and nothing else (no stack spans two episodes)
+    # every row with its n-step bootstrap stack, and nothing else (no stack spans two episodes)
+    assert set(sampled(storage, 6000)) == set(added)
 
 
-def test_frame_storage_ring_only_forgets_whole_old_transitions():
+@pytest.mark.parametrize("n", [1, 3])
+def test_frame_storage_ring_only_forgets_whole_old_rows(n):
     runner = EnvRunner(GymnasiumBackend([lambda: stacked_env(7), lambda: stacked_env(4, truncate=True)]))
     storage = FrameStackStorage(2 * 16, (4, 1), np.float32, num_streams=2)
-    added = collect(runner, storage, 60)
-    assert 0 < len(storage) <= 32
+    present, lost_any = set(), False  # what a sampler learns from add's return values
+    original = storage.add
+
+    def add(rows):
+        nonlocal lost_any
+        written, lost = original(rows)
+        present.update(written[written >= 0].tolist())
+        present.difference_update(lost.tolist())
+        lost_any |= len(lost) > 0
+        return written, lost
+    storage.add = add
+    added = collect(runner, storage, 60, n=n)
+    assert 0 < len(storage) <= 32 and lost_any
     recent = Counter(added[-len(storage) - 8:])
     for transition in sampled(storage, 500):
         assert transition in recent
     assert len(set(sampled(storage, 2000))) == len(storage)
+    # the slots add reported written and not lost since are exactly the rows that can be sampled
+    assert present == set(np.flatnonzero(storage._valid.reshape(-1)).tolist())
 
 
 def test_frame_storage_state_round_trips():
     runner = EnvRunner(GymnasiumBackend([lambda: stacked_env(5)]))
     storage = FrameStackStorage(40, (4, 1), np.float32)
-    collect(runner, storage, 30)
+    collect(runner, storage, 30, n=3)
     restored = FrameStackStorage(40, (4, 1), np.float32)
     restored.load_state_dict(storage.state_dict())
     assert len(restored) == len(storage) and sampled(restored, 64) == sampled(storage, 64)
@@ -115,26 +152,29 @@ def test_frame_storage_state_round_trips():
 
 def test_frame_storage_refuses_observations_that_are_not_frame_stacks():
     storage = FrameStackStorage(16, (4, 1), np.float32)
+    rows = Transitions(np.zeros((1, 4, 1)), np.zeros(1, np.int64), np.zeros(1, np.float32), np.ones((1, 4, 1)),
+                       np.zeros(1, bool), np.zeros(1, bool), np.zeros(1, np.int64), discount=np.ones(1, np.float32),
+                       steps=np.ones(1, np.int64))
     with pytest.raises(ValueError, match="shifted"):
-        storage.add(np.zeros((4, 1)), 0, 0.0, np.ones((4, 1)), False)
+        storage.add(rows)
 
 
 def test_atari_observations_are_stacked_bytes_and_replay_stores_each_frame_once():
-    env = make_env("ALE/Pong-v5", seed=0, training=True)
-    obs, _ = env.reset()
-    assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8
-    storage = make_storage(64, obs.shape, obs.dtype)
+    runner = make_env_runner("ALE/Pong-v5", 1, seed=0, training=True, backend="gymnasium")
+    assert runner.observations.shape == (1, 4, 84, 84) and runner.observations.dtype == np.uint8
+    storage = make_storage(64, runner.observation_space.shape, np.uint8)
     assert isinstance(storage, FrameStackStorage)
-    added = []
+    nstep, added = NStep(3, gamma=0.99), []
+    rng = np.random.default_rng(0)
     for _ in range(100):
-        action = env.action_space.sample()
-        next_obs, reward, terminated, truncated, _ = env.step(action)
-        assert reward in (-1.0, 0.0, 1.0)
-        storage.add(obs, action, reward, next_obs, terminated)
-        added.append((obs.tobytes(), next_obs.tobytes(), float(terminated)))
-        obs = next_obs
-    env.close()
-    assert storage.nbytes / storage.capacity < 84 * 84 * 1.01  # one frame per transition, not four or eight
+        t = runner.step(rng.integers(6, size=1))
+        assert t.reward[0] in (-1.0, 0.0, 1.0)
+        rows = nstep.add(t)
+        if rows is not None:
+            storage.add(rows)
+            added += [row(rows, i) for i in range(len(rows))]
+    runner.close()
+    assert storage.nbytes / storage.capacity < 84 * 84 * 1.01  # one frame per row, not four or eight
     assert set(sampled(storage, 256)) <= set(added[-64:])
 
 
@@ -152,7 +192,7 @@ def test_check_replay_memory_refuses_what_does_not_fit():
     assert 7.0e9 < need < 7.2e9
     with pytest.raises(ConfigError) as e:
         check_replay_memory(1_000_000, (4, 84, 84), np.uint8, available_bytes=8 * 2**30)
-    assert e.value.field == "replay_capacity" and "6.59 GiB" in e.value.message and "8.00 GiB" in e.value.message
+    assert e.value.field == "replay_capacity" and "6.60 GiB" in e.value.message and "8.00 GiB" in e.value.message
 
 
 # -- Prefetcher -------------------------------------------------------------------------------------------

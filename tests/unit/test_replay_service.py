@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 from gymnasium.wrappers import FrameStackObservation
 
+from gorila.actors.nstep import NStep
 from gorila.envs import CountingEnv, EnvRunner, Transitions
 from gorila.envs.vector import GymnasiumBackend
 from gorila.errors import ConfigError
-from gorila.replay import FrameStackStorage, ReplayShard, ShardedReplaySpec
+from gorila.replay import FrameStackStorage, Prioritization, RateLimiter, ReplayShard, ShardedReplaySpec
 
 
 class Frames(gym.ObservationWrapper):
@@ -37,10 +38,12 @@ def counting_runner(lengths, stack: int | None = None) -> EnvRunner:
     return EnvRunner(GymnasiumBackend([make(n) for n in lengths]))
 
 
-def send(shard: ReplayShard, runner: EnvRunner, steps: int, writer: str, seq: int, first_stream: int = 0):
-    t = Transitions.concatenate([runner.step(np.zeros(runner.num_envs, np.int64)) for _ in range(steps)])
+def send(shard: ReplayShard, runner: EnvRunner, steps: int, writer: str, seq: int, first_stream: int = 0,
+         priorities=None):
+    nstep = NStep(1, gamma=0.9)
+    t = Transitions.concatenate([nstep.add(runner.step(np.zeros(runner.num_envs, np.int64))) for _ in range(steps)])
     t = dataclasses.replace(t, env_index=t.env_index + first_stream)
-    return t, shard.add(t, writer, seq)
+    return t, shard.add(t, writer, seq, priorities)
 
 
 def test_samples_are_transitions_that_were_added():
@@ -52,8 +55,8 @@ def test_samples_are_transitions_that_were_added():
     # CountingEnv: obs [k] -> next_obs [k + 1], and only the episode's last step terminates.
     assert np.array_equal(b.next_obs, b.obs + 1)
     assert set(b.obs[:, 0]) == {0, 1, 2, 3}
-    assert set(b.next_obs[b.done == 1, 0]) == {3, 4}       # episodes end at their length...
-    assert np.all(b.done[b.next_obs[:, 0] == 4] == 1)       # ...and only there
+    assert set(b.next_obs[b.discount == 0, 0]) == {3, 4}   # episodes end at their length...
+    assert np.all(b.discount[b.next_obs[:, 0] == 4] == 0)   # ...and only there
     assert shard.stats()["sampled"] == 500
 
 
@@ -70,9 +73,8 @@ def test_a_redelivered_batch_is_stored_once():
     assert shard.stats()["duplicates"] == 2
 
 
-def test_sampling_an_empty_shard_is_an_error():
-    with pytest.raises(ValueError, match="empty"):
-        ReplayShard(0, 10, (1,), np.float32).sample(4)
+def test_sampling_an_empty_shard_waits():
+    assert ReplayShard(0, 10, (1,), np.float32).sample(4) is None  # the rate limiter: nothing inserted yet
 
 
 def test_every_learner_gets_the_same_answer_for_the_same_step():
@@ -111,3 +113,79 @@ def test_actors_are_routed_by_group_and_each_gets_its_streams():
 def test_a_capacity_beyond_memory_is_refused_when_the_shard_is_built():
     with pytest.raises(ConfigError, match="replay_capacity"):
         ReplayShard(0, 10**12, (4, 84, 84), np.uint8)
+
+
+# --- prioritized shards ------------------------------------------------------------------------
+
+def prioritized(capacity=1000, **limits):
+    return ReplayShard(0, capacity, (1,), np.float32, prioritization=Prioritization(alpha=1.0, beta=0.5,
+                       anneal_inserts=100), limiter=RateLimiter(**limits))
+
+
+def test_rows_enter_with_their_actors_priority_and_are_drawn_by_it():
+    shard = prioritized()
+    runner = counting_runner([5])
+    sent, _ = send(shard, runner, 10, "a", 0, priorities=np.where(np.arange(10) == 7, 1000.0, 1e-3))
+    b = shard.sample(200)
+    assert np.mean(b.obs[:, 0] == sent.obs[7, 0]) > 0.9  # the high-priority row dominates
+    # (N P(i))^-beta over the largest possible weight (N P_min)^-beta = (p_i / p_min)^-beta,
+    # with beta annealed from 0.5 by 10 of 100 inserts to 0.55
+    high = b.obs[:, 0] == sent.obs[7, 0]
+    np.testing.assert_allclose(b.weights[high], (1000.0 / 1e-3) ** -0.55, rtol=1e-4)
+
+
+def test_priorities_for_an_evicted_row_are_ignored():
+    shard = prioritized(capacity=4)
+    runner = counting_runner([50])
+    send(shard, runner, 4, "a", 0, priorities=np.ones(4))
+    batch = shard.sample(4)
+    send(shard, runner, 4, "a", 1, priorities=np.ones(4))   # every sampled row is overwritten meanwhile
+    shard.update_priorities(batch.indices, np.full(4, 1e6))
+    assert shard.stats()["stale_priorities"] == 4
+    again = shard.sample(400)
+    assert set(again.obs[:, 0]) == set(range(4, 8))         # the new rows, drawn evenly: none got 1e6
+    assert abs(np.mean(again.obs[:, 0] == 4) - 0.25) < 0.1
+
+
+def test_beta_anneals_to_one_over_the_inserts_of_the_run():
+    shard = prioritized()
+    send(shard, counting_runner([5]), 50, "a", 0, priorities=np.linspace(0.1, 5, 50))
+    assert shard.stats()["beta"] == pytest.approx(0.75)
+    send(shard, counting_runner([5]), 60, "b", 0, priorities=np.ones(60))
+    assert shard.stats()["beta"] == 1.0
+
+
+def test_the_rate_limiter_holds_back_whichever_side_runs_ahead():
+    limiter = RateLimiter.sample_to_insert_ratio(2.0, min_size_to_sample=10, error_buffer=12)
+    shard = ReplayShard(0, 1000, (1,), np.float32, limiter=limiter)
+    runner = counting_runner([5])
+    assert send(shard, runner, 8, "a", 0)[1] == 8
+    assert shard.sample(4) is None                 # 8 < min size to sample
+    assert send(shard, runner, 4, "a", 1)[1] == 4   # 12 rows: diff = 24, band [8, 32]
+    assert send(shard, runner, 6, "a", 2)[1] is None   # 18 rows would make diff 36 > 32: wait
+    assert shard.stats()["refused_adds"] == 1 and shard.size() == 12
+    assert shard.sample(8) is not None and shard.sample(8) is not None   # diff 24 -> 8
+    assert shard.sample(4) is None                 # 8 - 4 < 8: sampling ran ahead, wait for inserts
+    assert send(shard, runner, 6, "a", 2)[1] == 6   # the refused batch goes through now (same number)
+    assert shard.sample(4) is not None and shard.stats()["sampled"] == 20
+
+
+def test_a_shard_comes_back_from_its_checkpoint_with_its_rows_priorities_and_writers(tmp_path):
+    make = lambda: ReplayShard(0, 100, (1,), np.float32, prioritization=Prioritization(alpha=1.0),  # noqa: E731
+                               checkpoints=tmp_path)
+    shard = make()
+    runner = counting_runner([5])
+    send(shard, runner, 20, "a", 0, priorities=np.arange(1, 21, dtype=np.float64))
+    shard.save()
+    send(shard, runner, 10, "a", 1, priorities=np.ones(10))   # after the checkpoint: lost in a crash
+    reborn = make()
+    assert reborn.restored and reborn.size() == 20 and reborn.stats()["restored_size"] == 20
+    np.testing.assert_array_equal(reborn.sampler.priorities(np.arange(20)), np.arange(1, 21))
+    assert reborn.add(send(shard, runner, 1, "x", 0)[0], "a", 0) == 0  # the writer's numbering survived
+    a, b = shard.sample(8), make().sample(8)
+    assert a.obs.shape == b.obs.shape
+
+
+def test_a_shard_without_a_checkpoint_starts_empty(tmp_path):
+    shard = ReplayShard(0, 100, (1,), np.float32, checkpoints=tmp_path)
+    assert not shard.restored and shard.size() == 0

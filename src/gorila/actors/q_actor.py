@@ -8,9 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 from torch import nn
 
 from gorila.actors.exploration import ExplorationSchedule
+from gorila.actors.nstep import NStepReturns
 from gorila.envs.spec import EnvSpec
 from gorila.envs.vector import Transitions
 from gorila.nets import FlatParams
@@ -22,18 +24,22 @@ RECENT_EPISODES = 20
 class QActor:
     """Steps its envs ε-greedily with the parameters it was last given (an :class:`~gorila.core.Actor`)::
 
-        actor = QActor(EnvSpec("CartPole-v1", num_envs=4), network_fn, schedule, index=k, seed=s)
+        actor = QActor(EnvSpec("CartPole-v1", num_envs=4), network_fn, schedule, NStepReturns(3, 0.99),
+                       index=k, seed=s)
         actor.load(source.params(), source.version)
-        t = actor.act()            # one step of every env; t.policy_version is the loaded version
+        rows = actor.act()                  # one step of every env: the replay rows it completed, or None
+        priorities = actor.priorities(rows) # |TD error| by the actor's own network
 
     Its ε is ``schedule.epsilon(index, version)``: the version of the loaded parameters counts the
-    global updates. EnvPool's hidden reset steps yield no rows. ``env_steps``, ``episodes`` and
-    ``recent_returns`` (unclipped scores of the last 20 episodes) count what it has played.
+    global updates. Rows are n-step (``returns``) and tagged with the ``policy_version`` that acted;
+    EnvPool's hidden reset steps yield none. ``env_steps``, ``episodes`` and ``recent_returns``
+    (unclipped scores of the last 20 episodes) count what it has played.
     """
 
-    def __init__(self, envs: EnvSpec, network_fn: Callable[[], nn.Module], exploration: ExplorationSchedule, *,
-                 index: int = 0, seed: int = 0):
+    def __init__(self, envs: EnvSpec, network_fn: Callable[[], nn.Module], exploration: ExplorationSchedule,
+                 returns: NStepReturns = NStepReturns(), *, index: int = 0, seed: int = 0):
         self.runner = envs.runner(seed)
+        self.nstep = returns.builder()
         self.net = network_fn().eval()
         self.flat = FlatParams(self.net)
         self.policy = greedy_policy(self.net)
@@ -53,16 +59,28 @@ class QActor:
         self.flat.set(params)
         self.version = version
 
-    def act(self) -> Transitions:
+    def act(self) -> Transitions | None:
         actions = self.policy(self.runner.observations)
         explore = self.rng.random(len(actions)) < self.epsilon
         actions[explore] = self.rng.integers(self.n_actions, size=int(explore.sum()))
-        transitions = dataclasses.replace(self.runner.step(actions), policy_version=self.version)
+        transitions = self.runner.step(actions)
+        transitions = dataclasses.replace(transitions, policy_version=np.full(len(transitions), self.version))
         self.env_steps += len(transitions)
         for episode in self.runner.pop_episodes():
             self.episodes += 1
             self.recent_returns.append(episode.score)
-        return transitions
+        return self.nstep.add(transitions)
+
+    def priorities(self, rows: Transitions) -> np.ndarray:
+        """``|R + discount · max_a Q(next_obs, a) − Q(obs, action)|`` of each row, by this actor's
+        network (Ape-X's initial priorities: the learner's double-Q with online = target)."""
+        device = next(self.net.parameters()).device
+        with torch.inference_mode():
+            q = self.net(torch.as_tensor(rows.obs, device=device))
+            q_next = self.net(torch.as_tensor(rows.next_obs, device=device)).max(1).values
+            taken = q.gather(1, torch.as_tensor(rows.action, device=device).long().unsqueeze(1)).squeeze(1)
+            target = torch.as_tensor(rows.reward, device=device) + torch.as_tensor(rows.discount, device=device) * q_next
+            return (target - taken).abs().cpu().numpy()
 
     def close(self) -> None:
         self.runner.close()
@@ -72,14 +90,16 @@ class QActor:
 class QActorSpec:
     """How to build actor ``index`` of a run inside its own process (small and picklable)::
 
-        spec = QActorSpec(EnvSpec("CartPole-v1", 4), network_fn, schedule, seed=0)
+        spec = QActorSpec(EnvSpec("CartPole-v1", 4), network_fn, schedule, NStepReturns(3, 0.99), seed=0)
         actor = spec.build(index=3)        # envs seeded seed + 1000·index + i
     """
 
     envs: EnvSpec
     network_fn: Callable[[], nn.Module]
     exploration: ExplorationSchedule
+    returns: NStepReturns = NStepReturns()
     seed: int = 0
 
     def build(self, index: int) -> QActor:
-        return QActor(self.envs, self.network_fn, self.exploration, index=index, seed=self.seed + 1000 * index)
+        return QActor(self.envs, self.network_fn, self.exploration, self.returns, index=index,
+                      seed=self.seed + 1000 * index)

@@ -2,57 +2,100 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import time
 import uuid
 from typing import Any
+
+import numpy as np
 
 from gorila.actors.q_actor import QActorSpec
 from gorila.core import Pending
 from gorila.envs.vector import Transitions
+from gorila.errors import WorkerTimeoutError
 from gorila.params import ParameterServer
 from gorila.replay import RemoteReplay, ShardedReplaySpec
 
 
 class ReplayActor:
-    """A worker: each ``step()`` pulls the newest parameters, takes ``steps_per_add`` steps of every
-    env and sends them to its replay shard in one call::
+    """A worker: each ``step()`` acts ``steps_per_add`` steps of every env and sends the rows to its
+    replay shard in one call, reloading the parameters every ``refresh_every`` steps::
 
         factory = functools.partial(ReplayActor, actor=QActorSpec(...), replay=[RemoteReplay(e) for e in eps],
-                                    routing=replay_spec, steps_per_add=2)
+                                    routing=replay_spec, steps_per_add=2, refresh_every=2, prioritized=False)
         worker = factory(worker_id, server); worker.step(); worker.report()
 
+    With ``prioritized`` each row goes with its initial priority, the actor network's ``|TD error|``.
     At most one add is in flight: its reply is collected before the next one is sent, so a slow
-    replay shard slows its actors down instead of queueing their transitions. Batches are numbered
-    per writer, and a restarted actor is a new writer, so no transition enters replay twice.
+    replay shard slows its actors down instead of queueing their rows. A shard whose rate limiter
+    holds inserts back answers None: the batch is sent again (in order, with its number), the step
+    says it is blocked (the runtime backs off), and the actor stops acting until the batch is taken
+    — for longer than the server's timeout, a :class:`WorkerTimeoutError`. Batches are numbered per
+    writer, and a restarted actor is a new writer, so no row enters replay twice.
     """
 
     def __init__(self, worker_id: int, server: ParameterServer, *, actor: QActorSpec, replay: list[RemoteReplay],
-                 routing: ShardedReplaySpec, steps_per_add: int):
+                 routing: ShardedReplaySpec, steps_per_add: int, refresh_every: int, prioritized: bool):
         self.actor = actor.build(worker_id)
         self.source = server.client(worker_id)
         self.timeout_s = server.timeout_s
         shard, slot = routing.route(worker_id)
-        self.replay = replay[shard]
+        self.shard, self.replay = shard, replay[shard]
         self.first_stream = slot * actor.envs.num_envs
-        self.steps_per_add = steps_per_add
+        self.steps_per_add, self.refresh_every, self.prioritized = steps_per_add, refresh_every, prioritized
         # A restarted actor is a new writer: its batches must not be taken for redeliveries.
         self.writer = f"actor{worker_id}-{uuid.uuid4().hex}"
         self.seq = 0
-        self.in_flight: Pending[int] | None = None
+        self.unsent: collections.deque[tuple[Transitions, np.ndarray | None, int]] = collections.deque()
+        self.in_flight: tuple[Pending[int | None], tuple] | None = None
+        self.refused_since: float | None = None
+        self.steps_since_refresh = refresh_every  # the first step pulls
         self.stored = 0
 
-    def step(self) -> None:
-        self.actor.load(self.source.pull(), self.source.version)
-        t = Transitions.concatenate([self.actor.act() for _ in range(self.steps_per_add)])
-        t = dataclasses.replace(t, env_index=t.env_index + self.first_stream)
+    def step(self) -> bool:
+        """Act and send; False while the shard's rate limiter holds this actor's rows back."""
+        if not self.unsent:
+            self._act()
         self._collect()
-        self.in_flight = self.replay.add(t, self.writer, self.seq)
+        if self.unsent:
+            batch = self.unsent.popleft()
+            rows, priorities, seq = batch
+            self.in_flight = (self.replay.add(rows, self.writer, seq, priorities), batch)
+        return self.refused_since is None
+
+    def _act(self) -> None:
+        parts = []
+        for _ in range(self.steps_per_add):
+            if self.steps_since_refresh >= self.refresh_every:
+                self.actor.load(self.source.pull(), self.source.version)
+                self.steps_since_refresh = 0
+            rows = self.actor.act()
+            self.steps_since_refresh += 1
+            if rows is not None:
+                parts.append(rows)
+        if not parts:
+            return
+        rows = Transitions.concatenate(parts)
+        rows = dataclasses.replace(rows, env_index=rows.env_index + self.first_stream)
+        self.unsent.append((rows, self.actor.priorities(rows) if self.prioritized else None, self.seq))
         self.seq += 1
 
     def _collect(self) -> None:
-        if self.in_flight is not None:
-            pending, self.in_flight = self.in_flight, None
-            self.stored += pending.result(self.timeout_s)
+        if self.in_flight is None:
+            return
+        (pending, batch), self.in_flight = self.in_flight, None
+        stored = pending.result(self.timeout_s)
+        if stored is not None:
+            self.stored += stored
+            self.refused_since = None
+            return
+        self.unsent.appendleft(batch)  # rows of a stream must arrive in order: this one goes first
+        now = time.monotonic()
+        self.refused_since = self.refused_since or now
+        if now - self.refused_since > self.timeout_s:
+            raise WorkerTimeoutError(f"replay shard {self.shard} refused this actor's rows for {self.timeout_s:.0f} s: "
+                                     "its rate limiter waits for samples that no learner takes")
 
     def report(self) -> dict[str, Any]:
         return {"env_steps": self.actor.env_steps, "episodes": self.actor.episodes,

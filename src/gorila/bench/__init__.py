@@ -13,5 +13,5 @@ def _lazy(name: str) -> Callable[[list[str]], int]:
     return run
 
 
-BENCHMARKS: dict[str, Callable[[list[str]], int]] = {name: _lazy(name) for name in ("ps", "speedup", "sampling",
-                                                                                     "learner")}
+BENCHMARKS: dict[str, Callable[[list[str]], int]] = {
+    name: _lazy(name) for name in ("ps", "speedup", "sampling", "learner", "replay")}

@@ -59,8 +59,8 @@ class LearnerWorker:
         steps, t0 = 0, time.perf_counter()
         while time.perf_counter() - t0 < seconds:
             self.optimizer.zero_grad()
-            loss, _ = dqn_loss(self.net, self.target, self.batches[steps % LIMIT_BATCHES], learner.gamma,
-                               learner.loss, learner.target_kind)
+            loss, _ = dqn_loss(self.net, self.target, self.batches[steps % LIMIT_BATCHES], learner.loss,
+                               learner.target_kind)
             loss.backward()
             if learner.max_grad_norm is not None:
                 nn.utils.clip_grad_norm_(self.net.parameters(), learner.max_grad_norm)

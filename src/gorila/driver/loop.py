@@ -3,28 +3,33 @@ checkpoint, stop. It is the same for every algorithm and imports none of them::
 
     summary = run(run_config, plan)       # summary.json's dict
 
-A chunk asks every worker group for ``plan.chunk_steps(updates)`` steps and waits for their
-reports, while the plan's evaluation may judge the newest parameters in parallel. Between chunks
-the driver logs a row, checkpoints every ``--checkpoint-every-s``, and stops at the target, the
-budget or the time limit.
+Every worker group runs ``plan.chunk_steps(updates)`` steps at a time and gets its next chunk as
+soon as its reports are in, so groups of different speeds (actors and a learner) never wait for
+each other at the driver; the plan's evaluation may judge the newest parameters in parallel. Once
+every group has finished a chunk the driver logs a row; it checkpoints every
+``--checkpoint-every-s`` and stops at the target, the budget or the time limit, letting the chunks
+under way finish first.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psutil
 
 from gorila.checkpoint import CheckpointTimer, load_checkpoint, save_checkpoint
 from gorila.config import RunConfig
-from gorila.core import Runtime, ServiceGroup, ShardGroup, WorkerGroup
+from gorila.core import Pending, Runtime, ServiceGroup, ShardGroup, WorkerGroup
 from gorila.driver.counters import Counters
 from gorila.driver.plan import Plan, Score
+from gorila.errors import WorkerTimeoutError
 from gorila.metrics import RunLogger, plot_learning_curve
 from gorila.params import ShardStats, merge_stats
 from gorila.runtime import make_runtime
@@ -38,14 +43,28 @@ def command_seconds() -> float:
     return time.time() - psutil.Process().create_time()
 
 
-OnChunk = Callable[[ShardGroup, dict[str, WorkerGroup]], None]
+@dataclass(frozen=True)
+class Placed:
+    """What a run has placed, as ``on_chunk`` sees it after every row (tests, tools)::
+
+        def on_chunk(placed):
+            params, versions = placed.shards.pull()
+            placed.groups["bundle"].kill(0)        # Ray runtime: crash a worker
+    """
+
+    shards: ShardGroup
+    services: dict[str, ServiceGroup]
+    groups: dict[str, WorkerGroup]
+
+
+OnChunk = Callable[[Placed], None]
 
 
 def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None) -> dict[str, Any]:
     """Train ``plan`` until its target, its budget or the time limit; returns ``summary.json``'s dict.
 
-    ``on_chunk(shards, groups)`` (tests, tools) is called after every chunk with the parameter
-    server's shards and the worker groups by name.
+    ``on_chunk(placed)`` (tests, tools) is called after every logged row with what was placed
+    (:class:`Placed`).
     With ``--resume`` the shards start from the newest good checkpoint and counting continues.
     """
     run_dir = run_config.resolved_run_dir(plan.label)
@@ -69,10 +88,10 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None) -> d
         with RunLogger(run_dir, config, columns, total=plan.budget.total, unit=plan.budget.unit.replace("_", " "),
                        description=f"{plan.algo} {plan.label} {run_config.mode}",
                        resume=run_config.resume is not None) as logger:
-            loop = _Loop(run_config, plan, shards, groups, logger, meta, run_dir, columns)
+            loop = _Loop(run_config, plan, runtime, shards, services, groups, logger, meta, run_dir, columns)
             loop.on_chunk = on_chunk
             result = loop.execute()
-            summary = loop.summary(result, runtime, services)
+            summary = loop.summary(result)
             logger.close(summary)
         _plot(run_dir, plan, columns)
         return summary
@@ -88,15 +107,18 @@ def _columns(plan: Plan) -> tuple[str, ...]:
     headline, *other = plan.evaluation.columns
     return (*head, headline, *(("train_return",) if rl else ()), *other,
             *(("loss", "env_steps_per_s") if rl else ()),
-            "updates_per_s", "pushes_rejected", "bytes_pushed", "bytes_pulled", "worker_restarts")
+            "updates_per_s", "pushes_rejected", "bytes_pushed", "bytes_pulled", "worker_restarts",
+            *(metric.replace(".", "_") for metric in plan.metrics))
 
 
 class _Loop:
     """One run's bookkeeping between the driver's chunks."""
 
-    def __init__(self, run_config: RunConfig, plan: Plan, shards: ShardGroup, groups: dict[str, WorkerGroup],
-                 logger: RunLogger, meta: dict[str, Any], run_dir: Path, columns: tuple[str, ...]):
-        self.run_config, self.plan, self.shards, self.groups = run_config, plan, shards, groups
+    def __init__(self, run_config: RunConfig, plan: Plan, runtime: Runtime, shards: ShardGroup,
+                 services: dict[str, ServiceGroup], groups: dict[str, WorkerGroup], logger: RunLogger,
+                 meta: dict[str, Any], run_dir: Path, columns: tuple[str, ...]):
+        self.run_config, self.plan, self.runtime, self.shards = run_config, plan, runtime, shards
+        self.services, self.groups = services, groups
         self.logger, self.run_dir, self.columns = logger, run_dir, columns
         self.counters = Counters(SUMMED, base={"env_steps": int(meta.get("env_steps", 0))})
         self.elapsed_before = float(meta.get("train_time_s", 0.0))
@@ -106,7 +128,10 @@ class _Loop:
         self.evaluations: list[dict[str, Any]] = []
         self.pending_row: dict[str, float | None] = {}
         self.on_chunk: OnChunk | None = None
-        self.stats = ShardStats()  # the servers' counters at the last logged chunk
+        self.stats = ShardStats()  # the servers' counters at the last logged row
+        self.metrics: dict[str, float | None] = {}  # the plan's metrics at the last logged row
+        self.service_stats: dict[tuple[str, int], dict[str, Any]] = {}
+        self.service_restarts = self.items_lost = 0
 
     def progress(self) -> int:
         """How far the budget is used: env steps, or server updates."""
@@ -118,17 +143,22 @@ class _Loop:
         timer = CheckpointTimer(self.run_config.checkpoint_every_s)
         stop_reason = "budget"
         self.stats = merge_stats(self.shards.stats())
+        running: dict[str, list[Pending]] = {}
+        finished: set[str] = set()  # groups that finished a chunk since the last row
         while True:
             evaluation.before_chunk()
             steps = self.plan.chunk_steps(self.stats.updates)
-            pending = {name: group.start_steps(steps) for name, group in self.groups.items()}
-            for name, group_pending in pending.items():
-                self.counters.update(name, [p.result(self.run_config.call_timeout_s) for p in group_pending])
+            for name, group in self.groups.items():
+                if name not in running:
+                    running[name] = group.start_steps(steps)
+            finished |= self._collect(running)
             self._judged(evaluation.after_chunk())
-            if self.on_chunk is not None:
-                self.on_chunk(self.shards, self.groups)
             elapsed = self.elapsed_before + time.perf_counter() - start
-            self._log(elapsed)
+            if finished == set(self.groups):
+                finished.clear()
+                if self.on_chunk is not None:
+                    self.on_chunk(Placed(self.shards, self.services, self.groups))
+                self._log(elapsed)
             if timer.due():
                 self.checkpoint(elapsed)
             if self.time_to_target is not None and self.plan.stop_at_target:
@@ -139,11 +169,31 @@ class _Loop:
             if self.run_config.time_limit_s is not None and elapsed >= self.run_config.time_limit_s:
                 stop_reason = "time_limit"
                 break
+        while running:  # the chunks under way finish, so every worker's counts are in
+            self._collect(running)
         if stop_reason != "target":
             self._judged(evaluation.finish())
         elapsed = self.elapsed_before + time.perf_counter() - start
+        self._log(elapsed)
         self.checkpoint(elapsed)
         return {"train_time_s": elapsed, "stop_reason": stop_reason}
+
+    def _collect(self, running: dict[str, list[Pending]]) -> set[str]:
+        """Wait until at least one group's chunk is complete; take in its reports. Returns the
+        groups whose chunks completed (and are no longer running)."""
+        timeout_s = self.run_config.call_timeout_s
+        while True:
+            ready = {name: [p.ready() for p in pending] for name, pending in running.items()}  # one snapshot
+            done = {name for name, flags in ready.items() if all(flags)}
+            if done:
+                break
+            waiting = [p for name, pending in running.items() for p, flag in zip(pending, ready[name]) if not flag]
+            if not self.runtime.wait(waiting, timeout_s):
+                raise WorkerTimeoutError(f"no worker group ({', '.join(running)}) finished its chunk within "
+                                         f"{timeout_s:.0f} s")
+        for name in done:
+            self.counters.update(name, [p.result(timeout_s) for p in running.pop(name)])
+        return done
 
     def _judged(self, score: Score | None) -> None:
         if score is None:
@@ -165,21 +215,64 @@ class _Loop:
                "loss": self.counters.mean("loss"), "env_steps_per_s": env_steps / max(elapsed, 1e-9),
                "updates_per_s": stats.updates / max(elapsed, 1e-9), "pushes_rejected": stats.pushes_rejected,
                "bytes_pushed": stats.bytes_in, "bytes_pulled": stats.bytes_out,
-               "worker_restarts": self.counters.restarts, **self.pending_row}
+               "worker_restarts": self.counters.restarts, **self._plan_metrics(), **self.pending_row}
         self.logger.log(self.progress(), {k: v for k, v in row.items() if k in self.columns})
         self.pending_row = {}
+
+    def _plan_metrics(self) -> dict[str, float | None]:
+        """The plan's ``group.key`` metrics as columns ``group_key``: a service's stats summed over
+        the group, a worker report's value averaged over the group's workers."""
+        stats = {name: group.call("stats") for name, group in self.services.items()
+                 if any(m.startswith(name + ".") for m in self.plan.metrics)}
+        for name, shards in stats.items():
+            self._note_restarts(name, shards)
+        for metric in self.plan.metrics:
+            group, key = metric.split(".", 1)
+            if group in stats:
+                values = [s[key] for s in stats[group] if s.get(key) is not None]
+                self.metrics[metric] = float(sum(values)) if values else None
+            else:
+                values = [r[key] for (g, _), r in self.counters.last.items() if g == group and r.get(key) is not None]
+                self.metrics[metric] = float(np.mean(values)) if values else None
+        return {metric.replace(".", "_"): value for metric, value in self.metrics.items()}
+
+    def _note_restarts(self, name: str, stats: list[dict[str, Any]]) -> None:
+        """A service whose process changed was restarted: say so, and what it lost."""
+        for k, now in enumerate(stats):
+            before = self.service_stats.get((name, k))
+            if before is not None and before.get("pid") != now.get("pid"):
+                lost = max(0, before.get("size", 0) - now.get("restored_size", 0))
+                self.service_restarts += 1
+                self.items_lost += lost
+                came_back = "from its last checkpoint" if now.get("restored") else "empty"
+                self.logger.message(f"{name} {k} was restarted and came back {came_back}: {lost:,} rows lost")
+            self.service_stats[(name, k)] = now
+
+    def _histograms(self) -> dict[str, dict[int, int]]:
+        """The plan's ``group.key`` histograms (``{value: count}`` in worker reports), summed."""
+        out = {}
+        for histogram in self.plan.histograms:
+            group, key = histogram.split(".", 1)
+            total: collections.Counter = collections.Counter()
+            for (g, _), report in self.counters.last.items():
+                if g == group:
+                    total.update({int(k): int(v) for k, v in report.get(key, {}).items()})
+            out[histogram.replace(".", "_") + "_histogram"] = dict(sorted(total.items()))
+        return out
 
     def checkpoint(self, elapsed: float) -> None:
         meta = {"env_steps": self.counters.total("env_steps"), "train_time_s": elapsed,
                 "time_to_target_s": self.time_to_target, "train_time_to_target_s": self.train_time_to_target,
                 "updates": self.stats.updates,
                 "evaluation": self.plan.evaluation.state_dict()}
+        for name in self.plan.checkpoint_services:
+            self.services[name].call("save")
         path = save_checkpoint(self.run_dir / "checkpoints", self.shards.state_dict(), meta)
         self.logger.message(f"checkpoint {path.name}: {meta['env_steps']} env steps, {meta['updates']} updates")
 
-    def summary(self, result: dict[str, Any], runtime: Runtime, services: dict[str, ServiceGroup]) -> dict[str, Any]:
+    def summary(self, result: dict[str, Any]) -> dict[str, Any]:
         stats = merge_stats(self.shards.stats())
-        cpu = runtime.cpu_seconds() + self.shards.cpu_seconds() + sum(
+        cpu = self.runtime.cpu_seconds() + self.shards.cpu_seconds() + sum(
             r.get("cpu_s", 0.0) for r in self.counters.last.values())
         train_time = result["train_time_s"]
         env_steps = self.counters.total("env_steps")
@@ -199,8 +292,10 @@ class _Loop:
             "time_to_target_s": self.time_to_target, "train_time_to_target_s": self.train_time_to_target,
             "reached_target": self.time_to_target is not None,
             "stop_reason": result["stop_reason"], "worker_restarts": self.counters.restarts,
-            **self.plan.evaluation.summary(),
+            "service_restarts": self.service_restarts, "items_lost": self.items_lost,
+            **self.plan.evaluation.summary(), **{m.replace(".", "_"): v for m, v in self.metrics.items()},
             "evaluations": self.evaluations, "staleness_histogram": stats.as_dict()["staleness"],
+            **self._histograms(),
         }
 
 

@@ -104,7 +104,11 @@ class Plan:
     ``pushes_rejected_outlier`` over them (restarts included) and averages ``recent_returns`` and
     ``loss``. ``processes`` is how many processes share the CPUs (workers and services; the
     driver adds the shards and the evaluation). ``chunk_steps(updates)`` is how many steps every
-    worker takes in the next chunk. ``config`` is written to ``config.json``.
+    worker takes in the next chunk. ``metrics`` are extra columns ``group.key``: a service's
+    ``stats()[key]`` summed over its group, or a worker report's ``key`` averaged over its group;
+    ``histograms`` are report keys holding ``{value: count}``, summed into ``summary.json``.
+    ``checkpoint_services`` name service groups whose ``save()`` runs at every checkpoint (each
+    service writes its own state where it lives). ``config`` is written to ``config.json``.
     """
 
     algo: str
@@ -118,4 +122,7 @@ class Plan:
     services: tuple[ServiceSpec, ...] = ()
     chunk_steps: Callable[[int], int] = lambda updates: 50
     stop_at_target: bool = True
+    metrics: tuple[str, ...] = ()
+    histograms: tuple[str, ...] = ()
+    checkpoint_services: tuple[str, ...] = ()
     config: dict = field(default_factory=dict)

@@ -10,6 +10,7 @@ the first observation of the next episode.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+import dataclasses
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -27,8 +28,11 @@ BACKENDS = ("auto", "gymnasium", "envpool")
 class Transitions:
     """One row per environment that took a real step; ``env_index`` says which. ``len`` counts rows.
 
-    ``policy_version`` is the server version of the parameters that chose the actions (an actor
-    stamps it; -1 where no policy was involved, e.g. random play)."""
+    An actor tags each row with the ``policy_version`` (the server version of the parameters that
+    chose its action; None where no policy was involved). Rows bound for replay also carry
+    ``discount`` and ``steps`` (see :class:`gorila.actors.nstep.NStep`): the TD target of row ``i`` is
+    ``reward[i] + discount[i] · Q(next_obs[i])``, ``next_obs`` being ``steps[i]`` steps after ``obs``.
+    """
 
     obs: np.ndarray
     action: np.ndarray
@@ -37,17 +41,18 @@ class Transitions:
     terminated: np.ndarray   # bool
     truncated: np.ndarray    # bool
     env_index: np.ndarray    # int64
-    policy_version: int = -1
+    policy_version: np.ndarray | None = None  # int64 per row
+    discount: np.ndarray | None = None        # float32 per row
+    steps: np.ndarray | None = None           # int64 per row
 
     def __len__(self) -> int:
         return len(self.env_index)
 
     @classmethod
     def concatenate(cls, parts: list[Transitions]) -> Transitions:
-        """The rows of ``parts`` in order; the oldest ``policy_version`` among them."""
-        names = ("obs", "action", "reward", "next_obs", "terminated", "truncated", "env_index")
-        return cls(*(np.concatenate([getattr(t, name) for t in parts]) for name in names),
-                   policy_version=min(t.policy_version for t in parts))
+        """The rows of ``parts`` in order."""
+        return cls(*(None if getattr(parts[0], f.name) is None else np.concatenate([getattr(t, f.name) for t in parts])
+                     for f in dataclasses.fields(cls)))
 
 
 class Episode(NamedTuple):

@@ -67,9 +67,10 @@ class Bundle:
         for _ in range(steps):
             if self.actor_steps % self.actor_refresh == 0:
                 self.actor.load(self.client.params(), self.client.version)
-            t = self.actor.act()
-            with self.replay_lock:
-                self.replay.add_batch(t.obs, t.action, t.reward, t.next_obs, t.terminated, streams=t.env_index)
+            rows = self.actor.act()
+            if rows is not None:
+                with self.replay_lock:
+                    self.replay.add(rows)
             self.actor_steps += 1
 
     def learn(self) -> None:

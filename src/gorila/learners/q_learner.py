@@ -38,21 +38,23 @@ class OutlierFilter:
 class QLearner:
     """Q-learning gradients on the parameters it is given (the :class:`~gorila.core.Learner` role)::
 
-        learner = QLearner(network_fn, gamma=0.99, loss="huber", target="double",
-                           target_update=TargetUpdate.hard(200), outlier_k=None, max_grad_norm=10.0)
+        learner = QLearner(network_fn, loss="huber", target="double", target_update=TargetUpdate.hard(200),
+                           outlier_k=None, max_grad_norm=10.0)
         grad, info = learner.gradient(params, version, batch)   # grad is None for a skipped outlier
+        info["td_abs"]                                          # |TD error| per row: new priorities
 
     ``target="double"`` bootstraps from the target network's value of the online network's best
     action (van Hasselt et al. 2016, the textbook's asynchronous learner); ``"max"`` from the target
     network's own maximum (Mnih et al. 2015, as Gorila did). The target network follows the given
-    parameters as ``target_update`` says, counted in *global* updates (the version). The returned
-    gradient is this learner's buffer: push it before the next call.
+    parameters as ``target_update`` says, counted in *global* updates (the version). Rows are
+    weighted by the batch's importance weights. The returned gradient is this learner's buffer:
+    push it before the next call.
     """
 
-    def __init__(self, network_fn: Callable[[], nn.Module], *, gamma: float, loss: str, target: str,
+    def __init__(self, network_fn: Callable[[], nn.Module], *, loss: str, target: str,
                  target_update: TargetUpdate, outlier_k: float | None, max_grad_norm: float | None,
                  device: str = "cpu"):
-        self.gamma, self.loss, self.target_kind = gamma, loss, target
+        self.loss, self.target_kind = loss, target
         self.target_update, self.max_grad_norm = target_update, max_grad_norm
         self.online = network_fn().to(device)
         self.target = copy.deepcopy(self.online)
@@ -71,7 +73,7 @@ class QLearner:
         self.flat.set(params)
         # Zeroed in place: backward accumulates straight into the flat buffer that is pushed.
         self.flat.zero_grad()
-        loss, info = dqn_loss(self.online, self.target, batch, self.gamma, self.loss, self.target_kind)
+        loss, info = dqn_loss(self.online, self.target, batch, self.loss, self.target_kind)
         if self.outliers.is_outlier(info["loss"]):
             self.skipped_outliers += 1
             return None, info

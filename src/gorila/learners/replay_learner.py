@@ -1,14 +1,17 @@
-"""A learner worker fed by a global replay's shards (Gorila's global-replay mode)."""
+"""A learner worker fed by a global replay's shards (Gorila's global-replay mode, Ape-X's learner)."""
 
 from __future__ import annotations
 
+import collections
 import math
+import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from gorila.core import Pending
+from gorila.errors import WorkerTimeoutError
 from gorila.learners.q_learner import QLearner
 from gorila.params import ParameterServer
 from gorila.replay import Batch, RemoteReplay
@@ -20,53 +23,130 @@ class ReplayLearner:
 
         factory = functools.partial(ReplayLearner, learner=functools.partial(QLearner, network_fn, ...),
                                     replay=[RemoteReplay(e) for e in endpoints], batch_size=64,
-                                    learning_starts=1000)
+                                    learning_starts=1000, prefetch=4, prioritized=True)
         worker = factory(worker_id, server); worker.step(); worker.report()
 
-    The next minibatch is requested (from the shards in turn) before the gradient of the current
-    one is computed, so sampling overlaps computing. Until every shard holds its share of
-    ``learning_starts`` a step only asks the shards whether to start; they give every learner the
-    same answer for the same step, so learners under a synchronous rule start in the same round.
-    Under asynchronous rules a push's reply is collected at the next push, so it travels while the
-    next gradient is computed.
+    Each sample request asks a shard (the shards in turn) for ``prefetch`` minibatches at once, and
+    the next request is in flight while they are used, so a minibatch is usually there before it
+    is needed and a replay call serves several updates; the time the learner still spends waiting
+    is reported as ``wait_fraction`` of its time. With ``prioritized`` each minibatch is
+    importance-weighted and its rows' new priorities (``|TD error|``) go back to their shard once
+    the request's minibatches are used, in one call, without waiting for the reply. A shard whose rate limiter holds sampling back answers None: the request
+    is sent again and the step says it is blocked (the runtime backs off); refused for longer than
+    the server's timeout, it is a :class:`WorkerTimeoutError`. Until every shard holds its share of
+    ``learning_starts`` rows a step only asks the shards whether to start; they give every learner
+    the same answer for the same step, so learners under a synchronous rule start in the same
+    round. ``policy_lag`` counts sampled rows by how many versions the server had moved on since
+    the actor acted, in bins of powers of two (see :func:`lag_bins`).
     """
 
     def __init__(self, worker_id: int, server: ParameterServer, *, learner: Callable[[], QLearner],
-                 replay: list[RemoteReplay], batch_size: int, learning_starts: int):
+                 replay: list[RemoteReplay], batch_size: int, learning_starts: int, prefetch: int = 1,
+                 prioritized: bool = False):
         self.learner = learner()
         self.client = server.client(worker_id)
         self.replay, self.batch_size, self.timeout_s = replay, batch_size, server.timeout_s
+        self.prefetch, self.prioritized = prefetch, prioritized
         self.min_shard_size = math.ceil(max(learning_starts, batch_size) / len(replay))
         self.next_shard = worker_id % len(replay)  # learners start on different shards
-        self.prefetched: Pending[Batch] | None = None
-        self.steps = 0
-        self.pushes = 0
+        self.requests: collections.deque[tuple[int, Pending[Batch | None]]] = collections.deque()
+        self.minibatches: collections.deque[Batch] = collections.deque()  # of the request in use
+        self.shard_in_use = 0
+        self.priorities: list[tuple[np.ndarray, np.ndarray]] = []  # (keys, |TD|) not sent yet
+        self.priority_updates: list[Pending[None]] = []
+        self.started = False
+        self.refused_since: float | None = None
+        self.steps = self.pushes = 0
+        self.wait_s = self.time_s = 0.0
+        self.policy_lag: collections.Counter = collections.Counter()  # rows by lag_bins
+        self.lag_sum = 0
         self.last_info: dict[str, float] = {}
 
-    def step(self) -> None:
+    def step(self) -> bool:
+        """One gradient; False when no minibatch was let through (the rate limiters hold sampling back)."""
         step, self.steps = self.steps, self.steps + 1
-        if self.prefetched is None:
-            if not self._replay_ready(step):
-                return
-            self.prefetched = self._request()
-        # A reply from another process may hold read-only arrays, which torch refuses to wrap.
-        batch = Batch(*(np.require(x, requirements="W") for x in self.prefetched.result(self.timeout_s)))
-        self.prefetched = self._request()
-        grad, self.last_info = self.learner.gradient(self.client.params(), self.client.version, batch)
+        if not self.started:
+            self.started = self._replay_ready(step)
+            if not self.started:
+                return True
+        began = time.perf_counter()
+        shard, batch = self._next_batch()
+        got = time.perf_counter()
+        self.wait_s += got - began
+        if batch is None:
+            return False
+        params, version = self.client.params(), self.client.version
+        grad, info = self.learner.gradient(params, version, batch)
+        self.last_info = {k: v for k, v in info.items() if isinstance(v, float)}
         if grad is not None:
             self.client.push(grad, wait=self.client.barrier)
             self.pushes += 1
+        if self.prioritized:
+            self.priorities.append((batch.indices, info["td_abs"]))
+        lag = np.maximum(version - batch.policy_version, 0)
+        self.lag_sum += int(lag.sum())
+        self.policy_lag.update(lag_bins(lag).tolist())
+        self.time_s += time.perf_counter() - began
+        return True
+
+    def _next_batch(self) -> tuple[int, Batch | None]:
+        """The next minibatch, or None where its shard held the request back (asked again)."""
+        if not self.minibatches:
+            self._send_priorities()
+            while len(self.requests) < 2:  # one in use, the next in flight
+                self.requests.append((self.next_shard, self.replay[self.next_shard].sample(
+                    self.batch_size * self.prefetch)))
+                self.next_shard = (self.next_shard + 1) % len(self.replay)
+            shard, pending = self.requests.popleft()
+            rows = pending.result(self.timeout_s)
+            self.requests.append((self.next_shard, self.replay[self.next_shard].sample(self.batch_size * self.prefetch)))
+            self.next_shard = (self.next_shard + 1) % len(self.replay)
+            now = time.monotonic()
+            if rows is None:
+                self.refused_since = self.refused_since or now
+                if now - self.refused_since > self.timeout_s:
+                    raise WorkerTimeoutError(f"the replay shards held sampling back for {self.timeout_s:.0f} s: no "
+                                             "actor adds rows (their rate limiters wait for inserts)")
+                return shard, None
+            self.refused_since = None
+            # A reply from another process may hold read-only arrays, which torch refuses to wrap.
+            rows = Batch(*(np.require(x, requirements="W") for x in rows))
+            self.shard_in_use = shard
+            self.minibatches.extend(Batch(*(x[k::self.prefetch] for x in rows)) for k in range(self.prefetch))
+        return self.shard_in_use, self.minibatches.popleft()
+
+    def _send_priorities(self) -> None:
+        """The new priorities of the minibatches used so far, in one call to their shard."""
+        if self.priorities:
+            keys, values = (np.concatenate(part) for part in zip(*self.priorities))
+            self.priorities = []
+            self._collect_priority_updates()
+            self.priority_updates.append(self.replay[self.shard_in_use].update_priorities(keys, values))
+
+    def _collect_priority_updates(self) -> None:
+        """Check the replies of earlier priority updates (an error there is raised here)."""
+        done = [p for p in self.priority_updates if p.ready()]
+        for pending in done:
+            pending.result(self.timeout_s)
+        self.priority_updates = [p for p in self.priority_updates if p not in done]
 
     def _replay_ready(self, step: int) -> bool:
         pending = [shard.ready(step, self.min_shard_size) for shard in self.replay]
         return all([p.result(self.timeout_s) for p in pending])
 
-    def _request(self) -> Pending[Batch]:
-        shard = self.replay[self.next_shard]
-        self.next_shard = (self.next_shard + 1) % len(self.replay)
-        return shard.sample(self.batch_size)
-
     def report(self) -> dict[str, Any]:
+        lag = self.lag_sum / max(sum(self.policy_lag.values()), 1)
         return {"updates_pushed": self.pushes, "pushes_rejected_outlier": self.learner.skipped_outliers,
-                "loss": self.last_info.get("loss"), "version": self.client.version,
-                "learning": self.prefetched is not None}
+                "loss": self.last_info.get("loss"), "version": self.client.version, "learning": self.started,
+                "learner_wait_s": self.wait_s, "learner_time_s": self.time_s,
+                "wait_fraction": self.wait_s / self.time_s if self.time_s else None, "policy_lag_mean": lag,
+                "policy_lag": dict(self.policy_lag)}
+
+
+def lag_bins(lag: np.ndarray) -> np.ndarray:
+    """Each lag's bin: 0, 1, 2, 4, 8, ... (bin ``b`` holds lags ``b .. 2b - 1``)."""
+    lag = np.asarray(lag, np.int64)
+    bins = np.zeros_like(lag)
+    positive = lag > 0
+    bins[positive] = 1 << np.floor(np.log2(lag[positive])).astype(np.int64)
+    return bins

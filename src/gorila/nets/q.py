@@ -10,28 +10,36 @@ import torch
 from torch import nn
 
 from gorila.errors import ConfigError
-from gorila.nets.cnn import NatureCNN
+from gorila.nets.cnn import DuelingHead, NatureCNN
 from gorila.nets.mlp import mlp
 
 
 class VectorQNetwork(nn.Module):
     """An MLP over flat float observations (casts its input, so uint8 or float64 arrays work)::
 
-        net = VectorQNetwork(4, (64, 64), 2)     # CartPole
+        net = VectorQNetwork(4, (64, 64), 2)                 # CartPole
+        net = VectorQNetwork(4, (64, 64), 2, dueling=True)   # the last hidden layer split in two streams
     """
 
-    def __init__(self, in_dim: int, hidden: Sequence[int], n_actions: int):
+    def __init__(self, in_dim: int, hidden: Sequence[int], n_actions: int, dueling: bool = False):
         super().__init__()
-        self.body = mlp(in_dim, hidden, n_actions)
+        if dueling:
+            hidden = tuple(hidden)
+            self.body = nn.Sequential(mlp(in_dim, hidden[:-1]), DuelingHead((in_dim, *hidden)[-2], hidden[-1:],
+                                                                             n_actions))
+        else:
+            self.body = mlp(in_dim, hidden, n_actions)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.body(obs.float().flatten(1))
 
 
-def make_q_network(obs_space: gym.Space, n_actions: int, hidden: Sequence[int] = (64, 64)) -> nn.Module:
+def make_q_network(obs_space: gym.Space, n_actions: int, hidden: Sequence[int] = (64, 64),
+                   dueling: bool = False) -> nn.Module:
     """The MLP for vector observations, the Nature CNN for ``(channels, height, width)`` images::
 
         q = make_q_network(env.observation_space, env.action_space.n)
+        q = make_q_network(env.observation_space, env.action_space.n, dueling=True)
 
     ``hidden`` sizes the MLP's hidden layers; the CNN's shape is fixed by the paper.
     """
@@ -39,9 +47,9 @@ def make_q_network(obs_space: gym.Space, n_actions: int, hidden: Sequence[int] =
         raise ConfigError("env", f"Q-networks need a Box observation space, got {obs_space}")
     shape = obs_space.shape
     if len(shape) == 3:
-        return NatureCNN(n_actions, in_channels=shape[0], image_size=(shape[1], shape[2]))
+        return NatureCNN(n_actions, in_channels=shape[0], image_size=(shape[1], shape[2]), dueling=dueling)
     if len(shape) == 1:
-        return VectorQNetwork(shape[0], hidden, n_actions)
+        return VectorQNetwork(shape[0], hidden, n_actions, dueling=dueling)
     raise ConfigError("env", f"no Q-network for observations of shape {shape}: "
                              "expected (features,) or (channels, height, width)")
 

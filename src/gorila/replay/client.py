@@ -23,10 +23,11 @@ class RemoteReplay:
     def __init__(self, endpoint: ServiceEndpoint):
         self.endpoint = endpoint
 
-    def add(self, transitions: Transitions, writer: str, seq: int) -> Pending[int]:
-        return self.endpoint.call("add", transitions, writer, seq)
+    def add(self, transitions: Transitions, writer: str, seq: int,
+            priorities: np.ndarray | None = None) -> Pending[int | None]:
+        return self.endpoint.call("add", transitions, writer, seq, priorities)
 
-    def sample(self, batch_size: int) -> Pending[Batch]:
+    def sample(self, batch_size: int) -> Pending[Batch | None]:
         return self.endpoint.call("sample", batch_size)
 
     def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> Pending[None]:
@@ -34,6 +35,9 @@ class RemoteReplay:
 
     def size(self) -> Pending[int]:
         return self.endpoint.call("size")
+
+    def stats(self) -> Pending[dict]:
+        return self.endpoint.call("stats")
 
     def ready(self, step: int, min_size: int) -> Pending[bool]:
         """Whether learners may sample at their step ``step`` (see ``ReplayShard.ready``)."""

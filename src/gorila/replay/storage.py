@@ -1,9 +1,11 @@
-"""Preallocated ring storage for transitions ``(obs, action, reward, next_obs, done)``.
+"""Preallocated ring storage for replay rows ``(obs, action, reward, next_obs, discount)``.
 
-Two layouts behind one interface (``add``, ``add_batch``, ``sample``, ``__len__``, ``state_dict``):
-:class:`TransitionStorage` keeps vector observations as they are; :class:`FrameStackStorage`
-(in :mod:`gorila.replay.frames`) keeps each frame of stacked-frame observations once.
-:func:`gorila.replay.memory.make_storage` picks one from the observation shape.
+Two layouts behind one interface (``add``, ``sample_indices``, ``gather``, ``sample``, ``len``,
+``state_dict``): :class:`TransitionStorage` keeps vector observations as they are;
+:class:`FrameStackStorage` (in :mod:`gorila.replay.frames`) keeps each frame of stacked-frame
+observations once. :func:`gorila.replay.memory.make_storage` picks one from the observation shape.
+Rows are :class:`~gorila.envs.vector.Transitions` with ``discount`` (see
+:class:`~gorila.actors.nstep.NStep`): the TD target of a row is ``reward + discount · Q(next_obs)``.
 """
 
 from __future__ import annotations
@@ -13,32 +15,44 @@ from typing import NamedTuple
 import numpy as np
 
 from gorila import validate
+from gorila.envs.vector import Transitions
 
 
 class Batch(NamedTuple):
-    """A sampled minibatch; ``done`` is 1.0 where the episode terminated (not where it was truncated)."""
+    """A sampled minibatch. The TD target of row ``i`` is ``reward[i] + discount[i] · Q(next_obs[i])``
+    (``discount`` is 0 where the episode terminated). ``indices`` name the rows in their storage (to
+    send priorities back), ``weights`` are importance weights (1 under uniform sampling),
+    ``policy_version`` is the parameter version that acted."""
 
     obs: np.ndarray
-    action: np.ndarray     # int64
-    reward: np.ndarray     # float32
+    action: np.ndarray          # int64
+    reward: np.ndarray          # float32
     next_obs: np.ndarray
-    done: np.ndarray       # float32
+    discount: np.ndarray        # float32
+    indices: np.ndarray         # int64
+    weights: np.ndarray         # float32
+    policy_version: np.ndarray  # int64
 
 
-# Bytes per slot besides observations: action int64, reward float32, done float32.
-SCALAR_BYTES = 8 + 4 + 4
+# Bytes per slot besides observations: action int64, reward and discount float32, policy version int64.
+SCALAR_BYTES = 8 + 4 + 4 + 8
+
+
+def check_rows(t: Transitions) -> None:
+    """Replay rows must say how to bootstrap: ``discount`` (and ``steps``) from an NStep builder."""
+    if t.discount is None or t.steps is None:
+        raise ValueError("replay rows need discount and steps: pass the actor's transitions through NStep")
 
 
 class TransitionStorage:
-    """A ring of the last ``capacity`` transitions, sampled uniformly with replacement::
+    """A ring of the last ``capacity`` rows, sampled uniformly with replacement::
 
         storage = TransitionStorage(100_000, obs_shape=(4,), obs_dtype=np.float32)
-        storage.add(obs, action, reward, next_obs, terminated)
-        batch = storage.sample(32, np.random.default_rng(0))    # Batch of numpy arrays
+        written, forgotten = storage.add(rows)           # rows: Transitions from NStep
+        batch = storage.sample(32, np.random.default_rng(0))
 
-    ``obs`` and ``next_obs`` are both stored: next_obs at an episode end is the true final
-    observation, which no later transition holds. ``streams`` in :meth:`add_batch` is accepted for
-    interface parity with :class:`~gorila.replay.frames.FrameStackStorage` and ignored. Not
+    ``obs`` and ``next_obs`` are both stored (``next_obs`` at an episode end is the true final
+    observation, which no later row holds). A new row evicts the oldest in its slot. Not
     thread-safe: a caller that samples on another thread must hold a lock around add and sample.
     """
 
@@ -50,7 +64,8 @@ class TransitionStorage:
         self._next_obs = np.zeros((capacity, *obs_shape), obs_dtype)
         self._action = np.zeros(capacity, np.int64)
         self._reward = np.zeros(capacity, np.float32)
-        self._done = np.zeros(capacity, np.float32)
+        self._discount = np.zeros(capacity, np.float32)
+        self._version = np.zeros(capacity, np.int64)
         self._cursor = 0
         self._size = 0
 
@@ -60,51 +75,65 @@ class TransitionStorage:
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self._obs, self._next_obs, self._action, self._reward, self._done))
+        return sum(getattr(self, "_" + name).nbytes for name in _ARRAYS)
 
     def __len__(self) -> int:
         return self._size
 
-    def add(self, obs, action, reward, next_obs, terminated, stream: int = 0) -> None:
-        self.add_batch(np.asarray(obs)[None], np.asarray([action]), np.asarray([reward]),
-                       np.asarray(next_obs)[None], np.asarray([terminated]))
+    @property
+    def num_slots(self) -> int:
+        """How many slots rows are named by (flat indices ``0 .. num_slots - 1``)."""
+        return self.capacity
 
-    def add_batch(self, obs, action, reward, next_obs, terminated, streams=None) -> None:
-        n = len(action)
-        start = self._cursor
-        if n > self.capacity:  # only the newest rows survive, in the slots row-by-row adds would give them
-            skip = n - self.capacity
-            obs, action, reward, next_obs, terminated = (
-                x[skip:] for x in (obs, action, reward, next_obs, terminated))
-            start = (start + skip) % self.capacity
-        rows = (start + np.arange(min(n, self.capacity))) % self.capacity
-        self._obs[rows] = obs
-        self._next_obs[rows] = next_obs
-        self._action[rows] = action
-        self._reward[rows] = reward
-        self._done[rows] = terminated
+    def add(self, t: Transitions) -> tuple[np.ndarray, np.ndarray]:
+        """Store the rows. Returns the slot of each row (-1 for a row the same batch overwrote: a
+        batch over capacity keeps its newest rows) and the slots of rows lost otherwise (none here:
+        an evicted row's slot is the new row's)."""
+        check_rows(t)
+        n = len(t)
+        skip = max(n - self.capacity, 0)
+        keep = slice(skip, n)
+        rows = (self._cursor + np.arange(skip, n)) % self.capacity
+        self._obs[rows] = t.obs[keep]
+        self._next_obs[rows] = t.next_obs[keep]
+        self._action[rows] = t.action[keep]
+        self._reward[rows] = t.reward[keep]
+        self._discount[rows] = t.discount[keep]
+        self._version[rows] = -1 if t.policy_version is None else t.policy_version[keep]
         self._cursor = int((self._cursor + n) % self.capacity)
         self._size = min(self._size + n, self.capacity)
+        return np.concatenate([np.full(skip, -1), rows]).astype(np.int64), np.zeros(0, np.int64)
 
-    def sample(self, batch_size: int, rng: np.random.Generator) -> Batch:
+    def sample_indices(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
         if self._size == 0:
             raise ValueError("cannot sample from an empty replay storage")
-        rows = rng.integers(0, self._size, batch_size)
-        return Batch(self._obs[rows], self._action[rows], self._reward[rows], self._next_obs[rows],
-                     self._done[rows])
+        return rng.integers(0, self._size, batch_size)
+
+    def gather(self, indices: np.ndarray, weights: np.ndarray | None = None) -> Batch:
+        """The rows at ``indices`` (with importance ``weights``, default 1)."""
+        return Batch(self._obs[indices], self._action[indices], self._reward[indices], self._next_obs[indices],
+                     self._discount[indices], np.asarray(indices, np.int64),
+                     np.ones(len(indices), np.float32) if weights is None else weights, self._version[indices])
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> Batch:
+        """``batch_size`` rows drawn uniformly with replacement."""
+        return self.gather(self.sample_indices(batch_size, rng))
 
     def state_dict(self) -> dict[str, np.ndarray]:
-        return {"obs": self._obs.copy(), "next_obs": self._next_obs.copy(), "action": self._action.copy(),
-                "reward": self._reward.copy(), "done": self._done.copy(),
-                "cursor": np.array(self._cursor), "size": np.array(self._size)}
+        state = {name: getattr(self, "_" + name).copy() for name in _ARRAYS}
+        state.update(cursor=np.array([self._cursor]), size=np.array([self._size]))  # 1-d: safetensors keeps no 0-d arrays
+        return state
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        for name in ("obs", "next_obs", "action", "reward", "done"):
+        for name in _ARRAYS:
             target = getattr(self, "_" + name)
             check_array(name, state[name], target)
             target[...] = state[name]
-        self._cursor = int(state["cursor"])
-        self._size = int(state["size"])
+        self._cursor = int(state["cursor"][0])
+        self._size = int(state["size"][0])
+
+
+_ARRAYS = ("obs", "next_obs", "action", "reward", "discount", "version")
 
 
 def check_array(name: str, value: np.ndarray, target: np.ndarray) -> None:

@@ -41,15 +41,17 @@ class LocalShards:
 
 class LocalWorkers:
     """Workers stepped in turn, one step each per round, so a synchronous round completes
-    before anyone computes on the next version (the barrier of the Ray runtime, without threads)."""
+    before anyone computes on the next version (the barrier of the Ray runtime, without threads).
+    A worker whose step says it is blocked sits out the rest of the chunk: what it waits for can
+    only happen once the other groups have run."""
 
     def __init__(self, workers: list[Worker]):
         self.workers = workers
 
     def run_steps(self, steps: int) -> list[dict[str, Any]]:
+        active = list(self.workers)
         for _ in range(steps):
-            for worker in self.workers:
-                worker.step()
+            active = [worker for worker in active if worker.step() is not False]
         return self.reports()
 
     def reports(self) -> list[dict[str, Any]]:
@@ -108,6 +110,10 @@ class LocalRuntime:
         if "torch" in sys.modules:  # checked, not imported: lstsq workers never load torch
             sys.modules["torch"].set_num_threads(1)
         return LocalWorkers([factory(k, server) for k in range(count)])
+
+    def wait(self, pending: list[Done[Any]], timeout_s: float) -> list[int]:
+        """In-process replies are ready as soon as they exist."""
+        return list(range(len(pending)))
 
     def cpu_seconds(self) -> float:
         return process_cpu_seconds()

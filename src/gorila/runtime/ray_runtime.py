@@ -11,6 +11,7 @@ import copy
 import itertools
 import logging
 import os
+import time
 import uuid
 import warnings
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ from ray.exceptions import GetTimeoutError, RayActorError  # noqa: E402
 # One BLAS / torch thread per process (torch reads OMP_NUM_THREADS when it is imported): parallelism
 # comes from processes, and oversubscribed threads would make every speedup measurement lie.
 _ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+# A blocked worker's backoff, doubling from the first to the last.
+_BACKOFF_S = (0.001, 0.02)
 
 
 class RayPending:
@@ -272,8 +275,14 @@ class _WorkerProcess:
         return ray.get_runtime_context().get_node_id()
 
     def run_steps(self, steps: int) -> dict[str, Any]:
+        blocked = 0
         for _ in range(steps):
-            self.worker.step()
+            if self.worker.step() is False:
+                # Waiting on another process (a rate limiter): leave it the CPU, a little longer each time.
+                time.sleep(min(_BACKOFF_S[0] * 2 ** blocked, _BACKOFF_S[1]))
+                blocked += 1
+            else:
+                blocked = 0
         return self.report()
 
     def report(self) -> dict[str, Any]:
@@ -482,6 +491,14 @@ class RayRuntime:
         group = RayWorkers(handles, name, self.call_timeout_s)
         group.node_ids = self._wait_ready(handles, f"{count} {name}s")
         return group
+
+    def wait(self, pending: list[RayPending], timeout_s: float) -> list[int]:
+        """Block in Ray until at least one reply is ready (or ``timeout_s`` passed)."""
+        refs = [p.ref for p in pending]
+        ready, _ = ray.wait(refs, num_returns=1, timeout=timeout_s)
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0) if ready else (ready, None)
+        done = {r.hex() for r in ready}
+        return [k for k, ref in enumerate(refs) if ref.hex() in done]
 
     def cpu_seconds(self) -> float:
         """This (driver) process's CPU time; groups report their own."""

@@ -14,6 +14,7 @@ import psutil
 from torch import nn
 
 from gorila.actors import QActorSpec, ReplayActor
+from gorila.actors.nstep import NStepReturns
 from gorila.algos.dqn.config import DQNConfig
 from gorila.algos.dqn.networks import build_q_network
 from gorila.config import RunConfig
@@ -52,8 +53,8 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
         raise ConfigError("outlier_k", "cannot be used with --mode sync: a skipped push would leave the other "
                                        "learners waiting at the barrier")
     envs = EnvSpec(rl.env, cfg.envs_per_actor, cfg.env_backend, cfg.terminal_on_life_loss)
-    actor = QActorSpec(envs, network_fn, cfg.exploration(), seed=run.seed)
-    learner = functools.partial(QLearner, network_fn, gamma=cfg.gamma, loss=cfg.loss, target=cfg.target,
+    actor = QActorSpec(envs, network_fn, cfg.exploration(), NStepReturns(cfg.n_step, cfg.gamma), seed=run.seed)
+    learner = functools.partial(QLearner, network_fn, loss=cfg.loss, target=cfg.target,
                                 target_update=cfg.target_update, outlier_k=cfg.outlier_k,
                                 max_grad_norm=cfg.max_grad_norm, device=resolve_device(rl.device))
     epsilon = rl.eval_epsilon if rl.eval_epsilon is not None else EVAL_EPSILON
@@ -95,7 +96,8 @@ def _global_replay(run: RunConfig, cfg: DQNConfig, envs: EnvSpec, actor: QActorS
     def groups(services: dict) -> list[WorkerSpec]:
         replay = [RemoteReplay(endpoint) for endpoint in services["replay"]]
         actors = functools.partial(ReplayActor, actor=actor, replay=replay, routing=routing,
-                                   steps_per_add=cfg.actor_refresh)
+                                   steps_per_add=cfg.actor_refresh, refresh_every=cfg.actor_refresh,
+                                   prioritized=False)
         learners = functools.partial(ReplayLearner, learner=learner, replay=replay, batch_size=cfg.batch_size,
                                      learning_starts=cfg.learning_starts)
         return [WorkerSpec("actor", actors, cfg.actors), WorkerSpec("learner", learners, cfg.num_learners)]

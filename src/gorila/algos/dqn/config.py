@@ -38,6 +38,7 @@ class DQNConfig:
     learning_starts: int = field(default=1000, metadata={"help": "transitions in replay before learning"})
     train_every: int = field(default=1, metadata={"help": "actor steps per learner gradient (bundled mode)"})
     gamma: float = field(default=0.99, metadata={"help": "discount"})
+    n_step: int = field(default=1, metadata={"help": "n of the n-step returns built at the actor"})
     loss: str = field(default="huber", metadata={"help": "TD loss", "choices": LOSS_KINDS})
     target: str = field(default="double", metadata={
         "help": "bootstrap target: double (double Q-learning, the textbook's asynchronous learner) or max "
@@ -80,6 +81,7 @@ class DQNConfig:
             raise ConfigError("learning_starts", f"must be <= replay_capacity ({self.replay_capacity})")
         validate.integer("train_every", self.train_every, low=1)
         validate.number("gamma", self.gamma, low=0.0, high=1.0)
+        validate.integer("n_step", self.n_step, low=1)
         validate.choice("loss", self.loss, LOSS_KINDS)
         validate.choice("target", self.target, TARGET_KINDS)
         if isinstance(self.target_update, str):  # the CLI's spelling, or config.json's

@@ -11,7 +11,7 @@ from gorila.errors import ConfigError
 from gorila.nets.q import make_q_network
 
 
-def build_q_network(env_id: str, hidden: tuple[int, ...], seed: int) -> nn.Module:
+def build_q_network(env_id: str, hidden: tuple[int, ...], seed: int, dueling: bool = False) -> nn.Module:
     """The Q-network for ``env_id`` (MLP or Nature CNN), initialised from ``seed``: every process
     that calls this gets the same architecture, and the driver takes initial parameters from it."""
     env = make_env(env_id, seed=seed, training=False)
@@ -20,6 +20,6 @@ def build_q_network(env_id: str, hidden: tuple[int, ...], seed: int) -> nn.Modul
             raise ConfigError("env", f"dqn needs discrete actions; {env_id} has {env.action_space}")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            return make_q_network(env.observation_space, int(env.action_space.n), hidden)
+            return make_q_network(env.observation_space, int(env.action_space.n), hidden, dueling)
     finally:
         env.close()

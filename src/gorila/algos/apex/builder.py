@@ -1,0 +1,101 @@
+"""Build the Ape-X plan: actors → prioritized replay shards → learners, on the parameter server::
+
+    actor k (ε_k, n-step rows,  ──add + priorities──► replay shard k % S ──sample (prefetched)──► learner
+             own network copy)                        (prioritized, rate-limited) ◄──priorities──    │ push
+       ▲ pull every --actor-refresh steps                                                           ▼
+       └──────────────────────────────────────── parameter server ◄────────────────────────────────┘
+
+This is where :class:`~gorila.algos.apex.config.ApexConfig` is read.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import asdict
+
+import psutil
+
+from gorila.actors import ExplorationSchedule, QActorSpec, ReplayActor
+from gorila.actors.nstep import NStepReturns
+from gorila.algos.apex.config import ApexConfig
+from gorila.algos.dqn.networks import build_q_network
+from gorila.config import RunConfig
+from gorila.driver.plan import Budget, Plan, ServiceSpec, WorkerSpec
+from gorila.driver.policy_evaluation import PolicyEvaluation
+from gorila.driver.rl_config import RLConfig, resolve_device
+from gorila.envs.spec import EnvSpec
+from gorila.learners.q_learner import QLearner
+from gorila.learners.replay_learner import ReplayLearner
+from gorila.nets import FlatParams
+from gorila.nets.q import greedy_policy
+from gorila.params import ServerSpec
+from gorila.replay import Prioritization, RateLimiter, RemoteReplay, ShardedReplaySpec, check_replay_memory
+
+OPTIMIZER_DEFAULT = "adam"
+EVAL_EPSILON = 0.05  # DQN-family agents are evaluated ε-greedily with 0.05
+STEPS_PER_CHUNK = 20
+METRICS = ("replay.size", "replay.added", "replay.sampled", "replay.refused_samples", "replay.priority_max",
+           "learner.wait_fraction", "learner.policy_lag_mean")
+
+
+def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
+    """Actors, replay shards and learners of one Ape-X run."""
+    network_fn, policy_fn = evaluation_policy(run, cfg, rl)
+    net = network_fn()  # an unknown env or a continuous action space is refused before anything starts
+    envs = EnvSpec(rl.env, cfg.envs_per_actor, cfg.env_backend, cfg.terminal_on_life_loss)
+    with envs.runner(run.seed) as runner:
+        space = runner.observation_space
+    check_replay_memory(cfg.replay_capacity, space.shape, space.dtype,
+                        available_bytes=psutil.virtual_memory().available // cfg.replay_shards)
+    routing = ShardedReplaySpec(
+        cfg.replay_shards, cfg.actors, cfg.envs_per_actor, cfg.replay_capacity, tuple(space.shape), space.dtype,
+        seed=run.seed, prioritization=Prioritization(cfg.priority_alpha, cfg.priority_beta,
+                                                     anneal_inserts=max(rl.total_steps // cfg.replay_shards, 1)),
+        limiter=_limiter(cfg),
+        checkpoints=run.resolved_run_dir(rl.env) / "checkpoints" if cfg.checkpoint_replay else None)
+    actor = QActorSpec(envs, network_fn, ExplorationSchedule.per_actor(cfg.actors, cfg.eps_alpha, cfg.eps_base),
+                       NStepReturns(cfg.n_step, cfg.gamma), seed=run.seed)
+    learner = functools.partial(QLearner, network_fn, loss=cfg.loss, target=cfg.target,
+                                target_update=cfg.target_update, outlier_k=None, max_grad_norm=cfg.max_grad_norm,
+                                device=resolve_device(rl.device))
+
+    def groups(services: dict) -> list[WorkerSpec]:
+        replay = [RemoteReplay(endpoint) for endpoint in services["replay"]]
+        actors = functools.partial(ReplayActor, actor=actor, replay=replay, routing=routing,
+                                   steps_per_add=cfg.add_every, refresh_every=cfg.actor_refresh, prioritized=True)
+        learners = functools.partial(ReplayLearner, learner=learner, replay=replay, batch_size=cfg.batch_size,
+                                     learning_starts=cfg.learning_starts, prefetch=cfg.prefetch, prioritized=True)
+        return [WorkerSpec("actor", actors, cfg.actors), WorkerSpec("learner", learners, cfg.learners)]
+
+    epsilon = rl.eval_epsilon if rl.eval_epsilon is not None else EVAL_EPSILON
+    return Plan(
+        algo="apex", label=rl.env, initial_params=lambda: FlatParams(net).get(),
+        spec=ServerSpec(rule=run.rule(num_workers=cfg.learners), num_shards=run.shards,
+                        optimizer=run.optimizer or OPTIMIZER_DEFAULT, lr=cfg.lr),
+        groups=groups, services=(ServiceSpec("replay", routing.build, cfg.replay_shards),),
+        evaluation=PolicyEvaluation(rl.env, network_fn, policy_fn, episodes=rl.eval_episodes, epsilon=epsilon,
+                                    seed=run.seed, noop_max=rl.eval_noop_max, every_s=rl.eval_every_s,
+                                    target=rl.target()),
+        budget=Budget(rl.total_steps, "env_steps"), processes=cfg.actors + cfg.learners + cfg.replay_shards,
+        chunk_steps=lambda updates: STEPS_PER_CHUNK, stop_at_target=rl.stop_at_target,
+        metrics=METRICS, histograms=("learner.policy_lag",),
+        checkpoint_services=("replay",) if cfg.checkpoint_replay else (),
+        config={**asdict(cfg), "target_update": str(cfg.target_update), **asdict(rl), "eval_epsilon": epsilon})
+
+
+def _limiter(cfg: ApexConfig) -> RateLimiter:
+    """Each shard's rate limiter: sampling starts at its share of ``learning_starts``; with
+    ``samples_per_insert``, the ratio is held within a band wide enough for a whole minibatch and a
+    whole add of every actor writing to the shard."""
+    min_size = math.ceil(cfg.learning_starts / cfg.replay_shards)
+    if cfg.samples_per_insert is None:
+        return RateLimiter.min_size(min_size)
+    rows_per_add = cfg.add_every * cfg.envs_per_actor * math.ceil(cfg.actors / cfg.replay_shards)
+    error_buffer = 2 * max(2 * cfg.batch_size * cfg.prefetch * cfg.learners, cfg.samples_per_insert * rows_per_add)
+    return RateLimiter.sample_to_insert_ratio(cfg.samples_per_insert, min_size, error_buffer)
+
+
+def evaluation_policy(run: RunConfig, cfg: ApexConfig, rl: RLConfig):
+    """``(network_fn, policy_fn)`` for evaluation and ``gorila eval``: the architecture and its greedy policy."""
+    return functools.partial(build_q_network, rl.env, cfg.hidden, run.seed, cfg.dueling), greedy_policy

@@ -1,0 +1,61 @@
+"""n-step returns built at the actor: windows, episode ends inside them, and the order rows leave in."""
+
+import numpy as np
+import pytest
+
+from gorila.actors.nstep import NStep
+from gorila.envs import Transitions
+
+GAMMA = 0.5
+
+
+def step(env, t, reward, terminated=False, truncated=False, version=0):
+    """One step of env ``env``: obs = t, next_obs = t + 1."""
+    return Transitions(np.array([[t]], np.float32), np.array([t % 2]), np.array([reward], np.float32),
+                       np.array([[t + 1]], np.float32), np.array([terminated]), np.array([truncated]),
+                       np.array([env]), policy_version=np.array([version]))
+
+
+def rows_of(nstep, steps):
+    out = [nstep.add(s) for s in steps]
+    return Transitions.concatenate([r for r in out if r is not None])
+
+
+def test_a_full_window_sums_n_discounted_rewards_and_bootstraps_n_steps_ahead():
+    rows = rows_of(NStep(3, GAMMA), [step(0, t, reward=float(t + 1), version=10 + t) for t in range(5)])
+    assert rows.obs[:, 0].tolist() == [0, 1, 2]            # rows leave once their window is full
+    assert rows.next_obs[:, 0].tolist() == [3, 4, 5]
+    assert rows.reward.tolist() == [1 + 0.5 * 2 + 0.25 * 3, 2 + 0.5 * 3 + 0.25 * 4, 3 + 0.5 * 4 + 0.25 * 5]
+    assert rows.discount.tolist() == [GAMMA ** 3] * 3 and rows.steps.tolist() == [3, 3, 3]
+    assert rows.policy_version.tolist() == [10, 11, 12]   # the version that chose the row's first action
+
+
+def test_a_termination_inside_the_window_flushes_it_without_bootstrap():
+    rows = rows_of(NStep(3, GAMMA), [step(0, 0, 1.0), step(0, 1, 1.0), step(0, 2, 1.0), step(0, 3, 1.0, terminated=True)])
+    assert rows.obs[:, 0].tolist() == [0, 1, 2, 3]
+    assert rows.steps.tolist() == [3, 3, 2, 1]
+    assert rows.reward.tolist() == [1.75, 1.75, 1.5, 1.0]
+    assert rows.discount.tolist() == [GAMMA ** 3, 0.0, 0.0, 0.0]  # rows that reach the end bootstrap from nothing
+    assert rows.next_obs[:, 0].tolist() == [3, 4, 4, 4]
+
+
+def test_a_truncation_inside_the_window_bootstraps_from_where_the_episode_was_cut():
+    rows = rows_of(NStep(3, GAMMA), [step(0, 0, 1.0), step(0, 1, 1.0, truncated=True)])
+    assert rows.steps.tolist() == [2, 1] and rows.reward.tolist() == [1.5, 1.0]
+    assert rows.discount.tolist() == [GAMMA ** 2, GAMMA]   # a time limit is not a terminal state
+    assert rows.next_obs[:, 0].tolist() == [2, 2] and not rows.terminated.any() and rows.truncated.all()
+
+
+def test_environments_keep_their_own_windows_and_a_new_episode_starts_clean():
+    nstep = NStep(2, GAMMA)
+    steps = [step(0, 0, 1.0), step(1, 100, 5.0), step(0, 1, 1.0, terminated=True), step(0, 7, 2.0),
+             step(1, 101, 5.0), step(0, 8, 2.0)]
+    rows = rows_of(nstep, steps)
+    by_env = {e: rows.obs[rows.env_index == e, 0].tolist() for e in (0, 1)}
+    assert by_env == {0: [0, 1, 7], 1: [100]}             # each env's rows in time order
+    assert rows.reward[rows.obs[:, 0] == 7][0] == pytest.approx(2.0 + 0.5 * 2.0)  # nothing of the old episode
+
+
+def test_one_step_rows_leave_at_once():
+    rows = NStep(1, 0.9).add(step(0, 0, 1.0, terminated=True))
+    assert rows.discount.tolist() == [0.0] and rows.steps.tolist() == [1] and rows.reward.tolist() == [1.0]
