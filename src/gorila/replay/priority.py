@@ -25,19 +25,19 @@ class _Tree:
 
     def __init__(self, capacity: int, combine, empty: float):
         self.size = 1 << max(capacity - 1, 0).bit_length()
+        self.depth = self.size.bit_length() - 1
         self.combine, self.empty = combine, empty
         self.nodes = np.full(2 * self.size, empty, np.float64)
 
     def set(self, indices: np.ndarray, values: np.ndarray) -> None:
-        """Leaves ``indices`` take ``values`` (the last value of a repeated index wins)."""
+        """Leaves ``indices`` (distinct) take ``values``; their ancestors are recomputed level by level.
+        Siblings share a parent, which is then written twice with the same value: cheaper than
+        deduplicating every level."""
         nodes = indices + self.size
         self.nodes[nodes] = values
-        nodes = np.unique(nodes >> 1)
-        while nodes[0] >= 1:
+        for _ in range(self.depth):
+            nodes >>= 1
             self.nodes[nodes] = self.combine(self.nodes[2 * nodes], self.nodes[2 * nodes + 1])
-            if nodes[0] == 1:
-                break
-            nodes = np.unique(nodes >> 1)
 
     @property
     def root(self) -> float:
@@ -58,9 +58,10 @@ class PrioritizedSampler:
         self._sum = _Tree(capacity, np.add, 0.0)
         self._min = _Tree(capacity, np.minimum, np.inf)
         self._present = np.zeros(capacity, bool)
+        self._count = 0
 
     def __len__(self) -> int:
-        return int(self._present.sum())
+        return self._count
 
     @property
     def total(self) -> float:
@@ -84,7 +85,9 @@ class PrioritizedSampler:
         indices, priorities = indices[last], priorities[last]
         scaled = priorities ** self.alpha
         scaled[priorities == 0] = 0.0  # 0 ** 0 is 1: an absent slot stays absent even with alpha 0
-        self._present[indices] = priorities > 0
+        present = priorities > 0
+        self._count += int(present.sum()) - int(self._present[indices].sum())
+        self._present[indices] = present
         self._sum.set(indices, scaled)
         self._min.set(indices, np.where(priorities > 0, scaled, np.inf))
 
@@ -98,6 +101,7 @@ class PrioritizedSampler:
             raise ValueError(f"sampler state has {scaled.shape[0]} slots, this sampler {self.capacity}")
         indices = np.arange(self.capacity)
         self._present[:] = scaled > 0
+        self._count = int(self._present.sum())
         self._sum.set(indices, scaled)
         self._min.set(indices, np.where(scaled > 0, scaled, np.inf))
 
