@@ -48,3 +48,16 @@ def test_a2c_on_embedded_ray_from_the_command_line(tmp_path):
     # semi-async, aggregate 2: every update took two counted pushes; one more may be waiting for its partner
     assert summary["pushes_counted"] - 2 * summary["updates"] in (0, 1)
     assert summary["target_return"] == 475.0 and summary["eval_epsilon"] == 0.0  # a3c: greedy evaluation
+
+
+def test_apex_on_pong_runs_end_to_end_with_frames_stored_once(tmp_path, capsys):
+    from gorila.cli import main
+
+    assert main(["train", "--algo", "apex", "--env", "ALE/Pong-v5", "--runtime", "local", "--actors", "2",
+                 "--envs-per-actor", "2", "--total-steps", "600", "--learning-starts", "200", "--replay-capacity",
+                 "4000", "--batch-size", "8", "--prefetch", "2", "--dueling", "--eval-episodes", "1",
+                 "--eval-every-s", "1000", "--device", "cpu", "--lr", "1e-4", "--run-dir", str(tmp_path)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["env_steps"] >= 600 and summary["updates"] > 0 and summary["stop_reason"] == "budget"
+    assert summary["replay_added"] > 0 and summary["replay_priority_max"] > 0
+    assert summary["final_eval_return"] == int(summary["final_eval_return"])

@@ -80,7 +80,8 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None) -> d
             plan.evaluation.load_state_dict(meta.get("evaluation", {}))
         services = {s.name: runtime.start_services(s.factory, s.count, name=s.name) for s in plan.services}
         specs = plan.groups({name: group.endpoints() for name, group in services.items()})
-        groups = {w.name: runtime.start_workers(w.factory, w.count, shards.server, name=w.name) for w in specs}
+        groups = {w.name: runtime.start_workers(w.factory, w.count, shards.server, name=w.name, nice=w.nice)
+                  for w in specs}
         plan.evaluation.start(runtime, shards, groups)
         config = {"algo": plan.algo, "run": asdict(run_config), plan.algo: plan.config,
                   "rule": asdict(plan.spec.rule), "run_dir": str(run_dir)}

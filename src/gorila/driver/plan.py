@@ -26,11 +26,14 @@ from gorila.params import ServerSpec
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """A group of ``count`` workers built by ``factory(worker_id, server)`` in their processes."""
+    """A group of ``count`` workers built by ``factory(worker_id, server)`` in their processes.
+    ``nice`` lowers their processes' scheduling priority (Ray runtime): background producers such
+    as Ape-X actors yield the CPU to the learner they feed when cores are scarce."""
 
     name: str
     factory: WorkerFactory
     count: int
+    nice: int = 0
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,8 @@ class LocalRuntime:
         return LocalServices([factory(k) for k in range(count)])
 
     def start_workers(self, factory: WorkerFactory, count: int, server: ParameterServer, *,
-                      name: str) -> LocalWorkers:
+                      name: str, nice: int = 0) -> LocalWorkers:
+        """``nice`` means nothing here: one process runs everything in turn."""
         if "torch" in sys.modules:  # checked, not imported: lstsq workers never load torch
             sys.modules["torch"].set_num_threads(1)
         return LocalWorkers([factory(k, server) for k in range(count)])

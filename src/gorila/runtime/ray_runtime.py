@@ -264,7 +264,8 @@ class _WorkerProcess:
     """Hosts one worker object, built here from its factory (never from large arguments, so a
     restart rebuilds it the same way and it pulls fresh parameters before its first step)."""
 
-    def __init__(self, factory: WorkerFactory, worker_id: int, server: ParameterServer):
+    def __init__(self, factory: WorkerFactory, worker_id: int, server: ParameterServer, nice: int = 0):
+        os.nice(nice)  # before the worker exists: its threads inherit the priority
         self.cpu = CpuClock()
         self.worker = factory(worker_id, server)
         with warnings.catch_warnings():  # Ray deprecates an internal it calls here; the API stays
@@ -483,9 +484,9 @@ class RayRuntime:
         return group
 
     def start_workers(self, factory: WorkerFactory, count: int, server: ParameterServer, *,
-                      name: str) -> RayWorkers:
+                      name: str, nice: int = 0) -> RayWorkers:
         handles = [_NamedActor(_WorkerProcess.options(**self._worker_options(), name=actor).remote(
-                       factory, k, server), actor)
+                       factory, k, server, nice), actor)
                    for k, actor in enumerate(self._names(name, count))]
         self._handles += handles
         group = RayWorkers(handles, name, self.call_timeout_s)

@@ -35,6 +35,7 @@ from gorila.replay import Prioritization, RateLimiter, RemoteReplay, ShardedRepl
 OPTIMIZER_DEFAULT = "adam"
 EVAL_EPSILON = 0.05  # DQN-family agents are evaluated ε-greedily with 0.05
 STEPS_PER_CHUNK = 20
+ACTOR_NICE = 5
 METRICS = ("replay.size", "replay.added", "replay.sampled", "replay.refused_samples", "replay.priority_max",
            "learner.wait_fraction", "learner.policy_lag_mean")
 
@@ -66,7 +67,8 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
                                    steps_per_add=cfg.add_every, refresh_every=cfg.actor_refresh, prioritized=True)
         learners = functools.partial(ReplayLearner, learner=learner, replay=replay, batch_size=cfg.batch_size,
                                      learning_starts=cfg.learning_starts, prefetch=cfg.prefetch, prioritized=True)
-        return [WorkerSpec("actor", actors, cfg.actors), WorkerSpec("learner", learners, cfg.learners)]
+        # The actors yield the CPU to the learner: they only make data it would not keep up with.
+        return [WorkerSpec("actor", actors, cfg.actors, nice=ACTOR_NICE), WorkerSpec("learner", learners, cfg.learners)]
 
     epsilon = rl.eval_epsilon if rl.eval_epsilon is not None else EVAL_EPSILON
     return Plan(

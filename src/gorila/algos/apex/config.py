@@ -34,7 +34,7 @@ class ApexConfig:
         "help": "rate limiter: keep sampled rows per inserted row near this (default: no limit once "
                 "learning starts)"})
     batch_size: int = field(default=64, metadata={"help": "minibatch size"})
-    prefetch: int = field(default=4, metadata={
+    prefetch: int = field(default=16, metadata={
         "help": "minibatches per replay request (the next request is in flight while they are used)"})
     n_step: int = field(default=3, metadata={"help": "n of the n-step returns built at the actors"})
     gamma: float = field(default=0.99, metadata={"help": "discount"})
