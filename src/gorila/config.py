@@ -14,7 +14,8 @@ from pathlib import Path
 
 from gorila import validate
 from gorila.errors import ConfigError
-from gorila.params import OPTIMIZERS, UpdateRule
+from gorila.params import OPTIMIZERS, ServerSpec, UpdateRule
+from gorila.params.server import PLACEMENTS
 from gorila.params.rule import MODES
 from gorila.runtime import RUNTIMES
 
@@ -32,6 +33,9 @@ class RunConfig:
         "help": "update rule: sync (barrier, mean of all workers), async (apply each push), "
                 "semi-async (aggregate counted pushes, tolerate bounded staleness)", "choices": MODES})
     shards: int = field(default=1, metadata={"help": "parameter-server shards"})
+    server: str = field(default="process", metadata={
+        "help": "where the shards live: process (each in its own process) or workers (--mode sync on one node: "
+                "spread over the workers, rounds meet in shared memory)", "choices": PLACEMENTS})
     runtime: str = field(default="ray", metadata={
         "help": "ray (embedded local Ray unless --address / RAY_ADDRESS) or local (one process)",
         "choices": RUNTIMES})
@@ -71,6 +75,10 @@ class RunConfig:
         validate.number("checkpoint_every_s", self.checkpoint_every_s, low=0.0, low_open=True)
         validate.number("call_timeout_s", self.call_timeout_s, low=0.0, low_open=True)
         self.rule(num_workers=1)  # e.g. --count-within 5 --accept-within 3 is refused here, before anything starts
+        validate.choice("server", self.server, PLACEMENTS)
+        if self.server == "workers" and (self.mode != "sync" or self.runtime != "ray"):
+            raise ConfigError("server", "workers spreads a synchronous server over worker processes: it needs "
+                                        f"--mode sync and --runtime ray (got --mode {self.mode} --runtime {self.runtime})")
 
     def rule(self, num_workers: int) -> UpdateRule:
         """The update rule ``mode`` and its knobs select; ``num_workers`` is how many gradients a
@@ -78,6 +86,12 @@ class RunConfig:
         return UpdateRule.for_mode(self.mode, num_workers, aggregate=self.aggregate,
                                    count_within=self.count_within, accept_within=self.accept_within,
                                    max_staleness=self.max_staleness)
+
+    def server_spec(self, rule: UpdateRule, default_optimizer: str, lr) -> ServerSpec:
+        """The parameter server this run asks for: ``--shards``, ``--server`` and ``--optimizer``
+        (else the algorithm's ``default_optimizer``) around the algorithm's rule and rates."""
+        return ServerSpec(rule=rule, num_shards=self.shards, optimizer=self.optimizer or default_optimizer, lr=lr,
+                          placement=self.server)
 
     def resolved_run_dir(self, label: str) -> Path:
         """``resume``, ``run_dir`` or ``runs/<algo>-<label>-<time>``; a new run in a directory

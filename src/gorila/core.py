@@ -188,20 +188,25 @@ class Runtime(Protocol):
 
         runtime = make_runtime("ray")                       # or "local"
         runtime.plan(processes=5)                           # share the CPUs among 5 processes
-        shards = runtime.start_shards(spec, initial_params)
-        replay = runtime.start_services(replay_factory, count=2, name="replay")
-        workers = runtime.start_workers(factory, 4, shards.server, name="bundle")
+        shards = runtime.start_shards(spec, initial_params, wait=False)
+        replay = runtime.start_services(replay_factory, count=2, name="replay", wait=False)
+        workers = runtime.start_workers(factory, 4, shards.server, name="bundle", wait=False)
+        runtime.wait_started()                              # the processes started side by side
         reports = workers.run_steps(10)
         runtime.shutdown()
+
+    ``wait=True`` (the default) waits for that group's processes at once.
     """
 
     name: str
 
     def plan(self, processes: int) -> None: ...
-    def start_shards(self, spec: ServerSpec, params: np.ndarray) -> ShardGroup: ...
-    def start_services(self, factory: ServiceFactory, count: int, *, name: str) -> ServiceGroup: ...
+    def start_shards(self, spec: ServerSpec, params: np.ndarray, *, wait: bool = True) -> ShardGroup: ...
+    def start_services(self, factory: ServiceFactory, count: int, *, name: str,
+                       wait: bool = True) -> ServiceGroup: ...
     def start_workers(self, factory: WorkerFactory, count: int, server: ParameterServer, *,
-                      name: str, nice: int = 0) -> WorkerGroup: ...
+                      name: str, nice: int = 0, wait: bool = True) -> WorkerGroup: ...
+    def wait_started(self) -> None: ...
     def wait(self, pending: list[Pending[Any]], timeout_s: float) -> list[int]:
         """Block until at least one of ``pending`` is ready (or ``timeout_s`` passed); the indices of
         those ready."""

@@ -67,29 +67,35 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None) -> d
     (:class:`Placed`).
     With ``--resume`` the shards start from the newest good checkpoint and counting continues.
     """
+    startup = {"plan_s": command_seconds()}  # the command's imports and the builder are done
     run_dir = run_config.resolved_run_dir(plan.label)
     initial = plan.initial_params()
     runtime = make_runtime(run_config.runtime, run_config.address, call_timeout_s=run_config.call_timeout_s)
+    startup["runtime_s"] = command_seconds()
     try:
-        runtime.plan(plan.processes + plan.spec.num_shards + 1)  # + the shards and the evaluation
-        shards = runtime.start_shards(plan.spec, initial)
+        shard_processes = plan.spec.num_shards if plan.spec.placement == "process" else 0
+        runtime.plan(plan.processes + shard_processes + 1)  # + the shards and the evaluation
+        # Every process starts side by side: each waits for no other to be up first.
+        shards = runtime.start_shards(plan.spec, initial, wait=False)
         meta: dict[str, Any] = {}
         if run_config.resume is not None:
             arrays, meta = load_checkpoint(run_dir / "checkpoints")
             shards.load_state_dict(arrays)
             plan.evaluation.load_state_dict(meta.get("evaluation", {}))
-        services = {s.name: runtime.start_services(s.factory, s.count, name=s.name) for s in plan.services}
+        services = {s.name: runtime.start_services(s.factory, s.count, name=s.name, wait=False) for s in plan.services}
         specs = plan.groups({name: group.endpoints() for name, group in services.items()})
-        groups = {w.name: runtime.start_workers(w.factory, w.count, shards.server, name=w.name, nice=w.nice)
-                  for w in specs}
+        groups = {w.name: runtime.start_workers(w.factory, w.count, shards.server, name=w.name, nice=w.nice,
+                                                wait=False) for w in specs}
         plan.evaluation.start(runtime, shards, groups)
+        runtime.wait_started()
+        startup["processes_s"] = command_seconds()
         config = {"algo": plan.algo, "run": asdict(run_config), plan.algo: plan.config,
                   "rule": asdict(plan.spec.rule), "run_dir": str(run_dir)}
         columns = _columns(plan)
         with RunLogger(run_dir, config, columns, total=plan.budget.total, unit=plan.budget.unit.replace("_", " "),
                        description=f"{plan.algo} {plan.label} {run_config.mode}",
                        resume=run_config.resume is not None) as logger:
-            loop = _Loop(run_config, plan, runtime, shards, services, groups, logger, meta, run_dir, columns)
+            loop = _Loop(run_config, plan, runtime, shards, services, groups, logger, meta, run_dir, columns, startup)
             loop.on_chunk = on_chunk
             result = loop.execute()
             summary = loop.summary(result)
@@ -117,8 +123,9 @@ class _Loop:
 
     def __init__(self, run_config: RunConfig, plan: Plan, runtime: Runtime, shards: ShardGroup,
                  services: dict[str, ServiceGroup], groups: dict[str, WorkerGroup], logger: RunLogger,
-                 meta: dict[str, Any], run_dir: Path, columns: tuple[str, ...]):
+                 meta: dict[str, Any], run_dir: Path, columns: tuple[str, ...], startup: dict[str, float]):
         self.run_config, self.plan, self.runtime, self.shards = run_config, plan, runtime, shards
+        self.startup = startup  # seconds from the command's start to each start-up stage
         self.services, self.groups = services, groups
         self.logger, self.run_dir, self.columns = logger, run_dir, columns
         self.counters = Counters(SUMMED, base={"env_steps": int(meta.get("env_steps", 0))})
@@ -132,6 +139,9 @@ class _Loop:
         self.stats = ShardStats()  # the servers' counters at the last logged row
         self.metrics: dict[str, float | None] = {}  # the plan's metrics at the last logged row
         self.service_stats: dict[tuple[str, int], dict[str, Any]] = {}
+        self.chunk_size: dict[str, int] = {}  # each group's chunk, when it adapts to chunk_seconds
+        self.chunk_started: dict[str, float] = {}
+        self.chunk_took: dict[str, float] = {}
         self.service_restarts = self.items_lost = 0
 
     def progress(self) -> int:
@@ -148,10 +158,10 @@ class _Loop:
         finished: set[str] = set()  # groups that finished a chunk since the last row
         while True:
             evaluation.before_chunk()
-            steps = self.plan.chunk_steps(self.stats.updates)
             for name, group in self.groups.items():
                 if name not in running:
-                    running[name] = group.start_steps(steps)
+                    self.chunk_started[name] = time.perf_counter()
+                    running[name] = group.start_steps(self._chunk_steps(name))
             finished |= self._collect(running)
             self._judged(evaluation.after_chunk())
             elapsed = self.elapsed_before + time.perf_counter() - start
@@ -194,7 +204,27 @@ class _Loop:
                                          f"{timeout_s:.0f} s")
         for name in done:
             self.counters.update(name, [p.result(timeout_s) for p in running.pop(name)])
+            self.chunk_took[name] = time.perf_counter() - self.chunk_started[name]
+        if "first_step_s" not in self.startup:
+            self.startup["first_step_s"] = self._first_step_s()
         return done
+
+    def _chunk_steps(self, group: str) -> int:
+        """The plan's chunk size; with ``chunk_seconds``, scaled toward that duration from the
+        group's last chunk (at most doubling or halving at once)."""
+        steps = self.chunk_size.get(group) or self.plan.chunk_steps(self.stats.updates)
+        if self.plan.chunk_seconds is not None and group in self.chunk_took:
+            scale = min(2.0, max(0.5, self.plan.chunk_seconds / max(self.chunk_took[group], 1e-6)))
+            steps = max(1, round(steps * scale))
+        if self.plan.chunk_seconds is not None:
+            self.chunk_size[group] = steps
+        return steps
+
+    def _first_step_s(self) -> float:
+        """When the first worker began stepping, from the command's start (now, where workers do
+        not say: the local runtime steps them as soon as the driver asks)."""
+        began = [r["first_step_at"] for r in self.counters.last.values() if r.get("first_step_at")]
+        return min(began) - (time.time() - command_seconds()) if began else command_seconds()
 
     def _judged(self, score: Score | None) -> None:
         if score is None:
@@ -211,6 +241,8 @@ class _Loop:
 
     def _log(self, elapsed: float) -> None:
         stats = self.stats = merge_stats(self.shards.stats())
+        if stats.updates and "first_update_s" not in self.startup:
+            self.startup["first_update_s"] = command_seconds()  # within a row of the first update
         env_steps = self.counters.total("env_steps")
         row = {"env_steps": env_steps, "updates": stats.updates, "train_return": self.counters.recent_return(),
                "loss": self.counters.mean("loss"), "env_steps_per_s": env_steps / max(elapsed, 1e-9),
@@ -273,8 +305,10 @@ class _Loop:
 
     def summary(self, result: dict[str, Any]) -> dict[str, Any]:
         stats = merge_stats(self.shards.stats())
-        cpu = self.runtime.cpu_seconds() + self.shards.cpu_seconds() + sum(
-            r.get("cpu_s", 0.0) for r in self.counters.last.values())
+        cpu_by_kind = {"driver": self.runtime.cpu_seconds(), "parameter shards": self.shards.cpu_seconds()}
+        for (group, _), report in self.counters.last.items():
+            cpu_by_kind[group] = cpu_by_kind.get(group, 0.0) + report.get("cpu_s", 0.0)
+        cpu = sum(cpu_by_kind.values())
         train_time = result["train_time_s"]
         env_steps = self.counters.total("env_steps")
         rl = {"env_steps": env_steps, "env_steps_per_s": env_steps / max(train_time, 1e-9)}
@@ -283,7 +317,8 @@ class _Loop:
             "runtime": self.run_config.runtime, "run_dir": str(self.run_dir),
             "workers": {name: len(g.reports()) for name, g in self.groups.items()},
             "shards": self.run_config.shards, "wall_time_s": command_seconds(), "train_time_s": train_time,
-            "cpu_time_s": cpu, **(rl if self.plan.budget.unit == "env_steps" else {}),
+            "cpu_time_s": cpu, "cpu_s_by_process_kind": cpu_by_kind,
+            **(rl if self.plan.budget.unit == "env_steps" else {}),
             "updates": stats.updates, "updates_per_s": stats.updates / max(train_time, 1e-9),
             "pushes_counted": stats.pushes_counted, "pushes_accepted": stats.pushes_accepted,
             "pushes_rejected": stats.pushes_rejected, "pushes_rejected_stale": stats.pushes_rejected_stale,
@@ -291,7 +326,7 @@ class _Loop:
             "pushes_rejected_outlier": int(self.counters.total("pushes_rejected_outlier")),
             "bytes_pushed": stats.bytes_in, "bytes_pulled": stats.bytes_out,
             "time_to_target_s": self.time_to_target, "train_time_to_target_s": self.train_time_to_target,
-            "reached_target": self.time_to_target is not None,
+            "reached_target": self.time_to_target is not None, "startup": dict(self.startup),
             "stop_reason": result["stop_reason"], "worker_restarts": self.counters.restarts,
             "service_restarts": self.service_restarts, "items_lost": self.items_lost,
             **self.plan.evaluation.summary(), **{m.replace(".", "_"): v for m, v in self.metrics.items()},

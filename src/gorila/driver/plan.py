@@ -107,7 +107,9 @@ class Plan:
     ``pushes_rejected_outlier`` over them (restarts included) and averages ``recent_returns`` and
     ``loss``. ``processes`` is how many processes share the CPUs (workers and services; the
     driver adds the shards and the evaluation). ``chunk_steps(updates)`` is how many steps every
-    worker takes in the next chunk. ``metrics`` are extra columns ``group.key``: a service's
+    worker takes in the next chunk; with ``chunk_seconds`` that is only the first chunk's size, and
+    each group's chunks then grow or shrink to last about that long (the driver's calls between
+    chunks, and the wait for a group's slowest worker, then cost a small share of the time). ``metrics`` are extra columns ``group.key``: a service's
     ``stats()[key]`` summed over its group, or a worker report's ``key`` averaged over its group;
     ``histograms`` are report keys holding ``{value: count}``, summed into ``summary.json``.
     ``checkpoint_services`` name service groups whose ``save()`` runs at every checkpoint (each
@@ -124,6 +126,7 @@ class Plan:
     processes: int
     services: tuple[ServiceSpec, ...] = ()
     chunk_steps: Callable[[int], int] = lambda updates: 50
+    chunk_seconds: float | None = None
     stop_at_target: bool = True
     metrics: tuple[str, ...] = ()
     histograms: tuple[str, ...] = ()

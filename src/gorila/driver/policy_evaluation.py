@@ -74,6 +74,8 @@ class PolicyEvaluation:
         self.factory = functools.partial(Evaluator, env_id=env_id, network_fn=network_fn, policy_fn=policy_fn,
                                          episodes=episodes, epsilon=epsilon, seed=seed, noop_max=noop_max)
         self.group: WorkerGroup | None = None
+        self.runtime: Runtime | None = None
+        self.server: ParameterServer | None = None
         self.pending: Pending[dict[str, Any]] | None = None
         self.last_started = -np.inf
         self.timeout_s = 600.0
@@ -81,10 +83,14 @@ class PolicyEvaluation:
         self.best: float | None = None
 
     def start(self, runtime: Runtime, shards: ShardGroup, groups: dict[str, WorkerGroup]) -> None:
+        """Remember where to place the evaluator; it starts with the first chunk, so its start-up
+        does not delay training's (an untrained policy is not worth judging anyway)."""
         self.timeout_s = shards.server.timeout_s
-        self.group = runtime.start_workers(self.factory, 1, shards.server, name="evaluator")
+        self.runtime, self.server = runtime, shards.server
 
     def before_chunk(self) -> None:
+        if self.group is None:
+            self.group = self.runtime.start_workers(self.factory, 1, self.server, name="evaluator", wait=False)
         now = time.perf_counter()
         if self.pending is None and now - self.last_started >= self.every_s:
             self.pending, self.last_started = self.group.start_steps(1)[0], now

@@ -26,7 +26,7 @@ class A3CWorker:
         factory = functools.partial(A3CWorker, envs=EnvSpec("CartPole-v1", 8), network_fn=network_fn,
                                     loss=A3CLoss(gamma=0.99), rollout_steps=8, target_tau=1.0, seed=0)
         worker = factory(worker_id, server)   # builds its envs and networks in its own process
-        worker.step()                         # pull, one rollout, push one gradient
+        worker.step()                         # one rollout, one gradient pushed
         worker.report()["recent_returns"]
 
     ``step`` is :meth:`refresh` (load the pulled parameters; soft-update the target value
@@ -110,7 +110,8 @@ class A3CWorker:
         self.refresh()
         rollout = self.collect()
         grad, self.last_info = self.loss.gradients(self.net, self.target_net, rollout, self.flat)
-        self.client.push(grad)
+        # Under asynchronous rules the reply travels while the next rollout runs; a barrier waits.
+        self.client.push(grad, wait=self.client.barrier)
         self.updates_pushed += 1
 
     def report(self) -> dict[str, Any]:

@@ -31,6 +31,7 @@ class LstsqWorker:
         self.x, self.y = problem.rows(problem.partition(num_workers)[worker_id])
         self.scale = np.float32(num_workers / problem.n)
         self.client = server.client(worker_id)
+        self.client.connect()  # the transport set up now, so the first step is a round like any other
         self.steps = 0
 
     def gradient(self, w: np.ndarray) -> np.ndarray:

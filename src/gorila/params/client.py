@@ -18,6 +18,8 @@ class ShardEndpoint(Protocol):
 
     def push(self, grad: np.ndarray, version: int, worker_id: int) -> Pending[PushResult]: ...
     def pull(self) -> Pending[tuple[np.ndarray, int]]: ...
+    def connect(self) -> None:
+        """Set up this process's transport to the shard now, rather than on the first push or pull."""
 
 
 class LocalEndpoint:
@@ -31,6 +33,9 @@ class LocalEndpoint:
 
     def pull(self) -> Done[tuple[np.ndarray, int]]:
         return Done(self.shard.pull())
+
+    def connect(self) -> None:
+        """Nothing to set up: the shard is in this process."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,11 @@ class ParameterClient:
     def version(self) -> int:
         """The oldest shard version this client holds (shards advance together)."""
         return min(self.versions)
+
+    def connect(self) -> None:
+        """Set up the transport to every shard now (a first push or pull would otherwise pay for it)."""
+        for endpoint in self.endpoints:
+            endpoint.connect()
 
     def params(self) -> np.ndarray:
         """The current flat parameters (this client's buffer; copy it to keep it).

@@ -17,13 +17,24 @@ about three times faster, and the step is most of a parameter-server round trip.
 
 from __future__ import annotations
 
+import importlib
 import warnings
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-import torch
 
 from gorila import validate
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = None  # imported by the first optimizer built: processes that build none never pay for torch
+
+
+def _load_torch() -> None:
+    global torch
+    if torch is None:
+        torch = importlib.import_module("torch")
 
 OPTIMIZERS = ("sgd", "momentum", "adagrad", "rmsprop", "adam")
 
@@ -48,15 +59,20 @@ class _Base:
 
     _slots: tuple[str, ...] = ()
 
-    def __init__(self, size: int, lr: LearningRate):
+    def __init__(self, size: int, lr: LearningRate, state: dict[str, np.ndarray] | None = None):
+        _load_torch()
         self.lr = _check_lr(lr, size)
         self._lr_vector = torch.from_numpy(self.lr) if isinstance(self.lr, np.ndarray) else None
         self._tmp = torch.empty(size, dtype=torch.float32)  # scratch, so a step allocates nothing
-        for slot in self._slots:
-            setattr(self, slot, np.zeros(size, np.float32))
+        for slot in self._slots:  # the caller's arrays (e.g. shared memory), or fresh zeros
+            setattr(self, slot, np.zeros(size, np.float32) if state is None else state[slot])
         # Tensors sharing the state arrays' memory: load_state_dict copies into the arrays.
         self._state = {slot: torch.from_numpy(getattr(self, slot)) for slot in self._slots}
         self.steps = 0
+
+    def __setstate__(self, state: dict) -> None:
+        _load_torch()  # an optimizer unpickled in another process (a shard's) steps with torch there
+        self.__dict__.update(state)
 
     def step(self, params: np.ndarray, grad: np.ndarray) -> None:
         self.steps += 1
@@ -93,8 +109,9 @@ class Momentum(_Base):
 
     _slots = ("velocity",)
 
-    def __init__(self, size: int, lr: LearningRate, momentum: float = 0.9):
-        super().__init__(size, lr)
+    def __init__(self, size: int, lr: LearningRate, state: dict[str, np.ndarray] | None = None,
+                 momentum: float = 0.9):
+        super().__init__(size, lr, state)
         self.momentum = float(momentum)
 
     def _direction(self, g: torch.Tensor) -> torch.Tensor:
@@ -106,8 +123,8 @@ class AdaGrad(_Base):
 
     _slots = ("sum_sq",)
 
-    def __init__(self, size: int, lr: LearningRate, eps: float = 1e-8):
-        super().__init__(size, lr)
+    def __init__(self, size: int, lr: LearningRate, state: dict[str, np.ndarray] | None = None, eps: float = 1e-8):
+        super().__init__(size, lr, state)
         self.eps = float(eps)
 
     def _direction(self, g: torch.Tensor) -> torch.Tensor:
@@ -120,8 +137,9 @@ class RMSProp(_Base):
 
     _slots = ("mean_sq",)
 
-    def __init__(self, size: int, lr: LearningRate, rho: float = 0.99, eps: float = 1e-5):
-        super().__init__(size, lr)
+    def __init__(self, size: int, lr: LearningRate, state: dict[str, np.ndarray] | None = None,
+                 rho: float = 0.99, eps: float = 1e-5):
+        super().__init__(size, lr, state)
         self.rho, self.eps = float(rho), float(eps)
 
     def _direction(self, g: torch.Tensor) -> torch.Tensor:
@@ -134,9 +152,9 @@ class Adam(_Base):
 
     _slots = ("m", "v")
 
-    def __init__(self, size: int, lr: LearningRate, beta1: float = 0.9, beta2: float = 0.999,
-                 eps: float = 1e-8):
-        super().__init__(size, lr)
+    def __init__(self, size: int, lr: LearningRate, state: dict[str, np.ndarray] | None = None,
+                 beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8):
+        super().__init__(size, lr, state)
         self.beta1, self.beta2, self.eps = float(beta1), float(beta2), float(eps)
 
     def _direction(self, g: torch.Tensor) -> torch.Tensor:
@@ -152,10 +170,19 @@ class Adam(_Base):
 _CLASSES = {"sgd": SGD, "momentum": Momentum, "adagrad": AdaGrad, "rmsprop": RMSProp, "adam": Adam}
 
 
-def make_optimizer(name: str, size: int, lr: LearningRate) -> ServerOptimizer:
-    """The optimizer ``name`` (one of :data:`OPTIMIZERS`) for a slice of ``size`` parameters."""
+def make_optimizer(name: str, size: int, lr: LearningRate, state: dict[str, np.ndarray] | None = None
+                   ) -> ServerOptimizer:
+    """The optimizer ``name`` (one of :data:`OPTIMIZERS`) for a slice of ``size`` parameters; its
+    state lives in ``state``'s arrays when given (one per :func:`optimizer_slots` name), else in
+    its own."""
     validate.choice("optimizer", name, OPTIMIZERS)
-    return _CLASSES[name](size, lr)
+    return _CLASSES[name](size, lr, state)
+
+
+def optimizer_slots(name: str) -> tuple[str, ...]:
+    """The names of the state arrays (each as long as the slice) optimizer ``name`` keeps."""
+    validate.choice("optimizer", name, OPTIMIZERS)
+    return _CLASSES[name]._slots
 
 
 def _check_lr(lr: LearningRate, size: int) -> LearningRate:

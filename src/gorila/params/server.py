@@ -15,6 +15,9 @@ from gorila.params.rule import UpdateRule
 from gorila.params.shard import ParameterShard, ShardStats
 
 
+PLACEMENTS = ("process", "workers")
+
+
 @dataclass(frozen=True)
 class ServerSpec:
     """Everything needed to build the shards, except the initial parameters::
@@ -22,16 +25,20 @@ class ServerSpec:
         spec = ServerSpec(rule=UpdateRule.synchronous(4), num_shards=2, optimizer="sgd", lr=0.1)
         shards = spec.build(initial_params)
 
-    ``lr`` may be a float32 vector over the whole flat vector (per-parameter rates).
+    ``lr`` may be a float32 vector over the whole flat vector (per-parameter rates). ``placement``
+    says where a runtime puts the shards: ``process`` (each in a process of its own) or ``workers``
+    (synchronous rule, one node: spread over the workers, see :mod:`gorila.runtime.allreduce`).
     """
 
     rule: UpdateRule
     num_shards: int = 1
     optimizer: str = "sgd"
     lr: LearningRate = 0.1
+    placement: str = "process"
 
     def __post_init__(self) -> None:
         validate.integer("shards", self.num_shards, low=1)
+        validate.choice("server", self.placement, PLACEMENTS)
         validate.choice("optimizer", self.optimizer, OPTIMIZERS)
         if not isinstance(self.lr, np.ndarray):
             validate.number("lr", self.lr, low=0.0, low_open=True)

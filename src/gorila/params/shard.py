@@ -68,7 +68,7 @@ class ShardStats:
 _STAT_FIELDS = tuple(f for f in ShardStats.__dataclass_fields__ if f != "staleness")
 
 
-def _all_finite(x: np.ndarray) -> bool:
+def all_finite(x: np.ndarray) -> bool:
     """Exactly ``np.isfinite(x).all()``, usually in one read with no temporary array.
 
     A sum of squares is finite only if every element is: a nan or an infinity makes its term
@@ -148,7 +148,7 @@ class ParameterShard:
         if outcome == "rejected":
             reason = "stale"
             self.stats.pushes_rejected_stale += 1
-        elif not _all_finite(grad):
+        elif not all_finite(grad):
             outcome, reason = "rejected", "nonfinite"
             self.stats.pushes_rejected_nonfinite += 1
         else:

@@ -99,18 +99,21 @@ class LocalRuntime:
     def plan(self, processes: int) -> None:
         """Nothing to share: everything runs in this process."""
 
-    def start_shards(self, spec: ServerSpec, params: np.ndarray) -> LocalShards:
+    def start_shards(self, spec: ServerSpec, params: np.ndarray, *, wait: bool = True) -> LocalShards:
         return LocalShards(spec, params, self.call_timeout_s)
 
-    def start_services(self, factory: ServiceFactory, count: int, *, name: str) -> LocalServices:
+    def start_services(self, factory: ServiceFactory, count: int, *, name: str, wait: bool = True) -> LocalServices:
         return LocalServices([factory(k) for k in range(count)])
 
     def start_workers(self, factory: WorkerFactory, count: int, server: ParameterServer, *,
-                      name: str, nice: int = 0) -> LocalWorkers:
-        """``nice`` means nothing here: one process runs everything in turn."""
+                      name: str, nice: int = 0, wait: bool = True) -> LocalWorkers:
+        """Built at once, in this process (``nice`` and ``wait`` mean nothing here)."""
         if "torch" in sys.modules:  # checked, not imported: lstsq workers never load torch
             sys.modules["torch"].set_num_threads(1)
         return LocalWorkers([factory(k, server) for k in range(count)])
+
+    def wait_started(self) -> None:
+        """Everything was built when it was started."""
 
     def wait(self, pending: list[Done[Any]], timeout_s: float) -> list[int]:
         """In-process replies are ready as soon as they exist."""

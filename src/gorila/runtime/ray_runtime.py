@@ -20,10 +20,11 @@ from typing import Any
 import numpy as np
 
 from gorila.core import Pending, ServiceFactory, WorkerFactory
-from gorila.errors import GorilaError, SchedulingError, WorkerTimeoutError
+from gorila.errors import ConfigError, GorilaError, SchedulingError, WorkerTimeoutError
 from gorila.metrics.cputime import CpuClock, process_cpu_seconds
 from gorila.params import (ParameterServer, ParameterShard, PushResult, ServerSpec, ShardStats, shard_state,
                            split_shard_state)
+from gorila.runtime.allreduce import SpreadShards
 from gorila.runtime.shard_host import ShardHost
 from gorila.runtime.shm import FastPathChannel, FastPathServer
 
@@ -69,17 +70,28 @@ class _ShardProcess:
         self.barrier_timeout_s = barrier_timeout_s
         self.host: ShardHost | None = None
         self.fast_path: FastPathServer | None = None
+        self.fast_path_path: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loaded = asyncio.Event()  # calls that need the shard wait for it: they may come first
         self._next_version = asyncio.Event()  # set (and replaced) whenever the version moves on
         self._waiting = 0  # Ray pushes waiting at the barrier (changed on the loop only)
 
-    def ready(self) -> str:
-        return ray.get_runtime_context().get_node_id()
-
-    async def load(self, shard: ParameterShard) -> None:
+    async def load(self, shard: ParameterShard) -> str:
+        """Take the shard and start serving same-node clients; returns this node's id."""
         self._loop = asyncio.get_running_loop()
         # Arrays that arrive through Ray's object store are read-only views: own a copy.
         self.host = ShardHost(copy.deepcopy(shard), self.barrier_timeout_s, on_advance=self._advanced)
+        self.fast_path = FastPathServer(self.host.push, self.host.pull, self.host.size)
+        self.fast_path_path = self.fast_path.start()
+        self._loaded.set()
+        return ray.get_runtime_context().get_node_id()
+
+    async def fast_path_address(self) -> FastPathAddress | None:
+        """Where same-node clients reach this shard without Ray calls (None where unsupported)."""
+        await self._loaded.wait()
+        if self.fast_path_path is None:
+            return None
+        return FastPathAddress(ray.get_runtime_context().get_node_id(), self.fast_path_path, self.host.size)
 
     def _advanced(self) -> None:
         # Only when a Ray push waits: waking the loop for nothing would take the GIL from the
@@ -92,6 +104,7 @@ class _ShardProcess:
         event.set()
 
     async def push(self, grad: np.ndarray, version: int, worker_id: int) -> PushResult:
+        await self._loaded.wait()
         result = self.host.push(grad, version, worker_id, wait=False)
         if not self.host.must_wait(result, version):
             return result
@@ -108,28 +121,27 @@ class _ShardProcess:
             self._waiting -= 1
         return self.host.refreshed(result)
 
-    def pull(self) -> tuple[np.ndarray, int]:
+    async def pull(self) -> tuple[np.ndarray, int]:
+        await self._loaded.wait()
         return self.host.pull()
 
-    def stats(self) -> ShardStats:
+    async def stats(self) -> ShardStats:
+        await self._loaded.wait()
         with self.host.locked() as shard:
             return copy.deepcopy(shard.stats)  # Ray pickles it after the lock is released
 
-    def state_dict(self) -> dict[str, np.ndarray]:
+    async def state_dict(self) -> dict[str, np.ndarray]:
+        await self._loaded.wait()
         with self.host.locked() as shard:
             return shard.state_dict()
 
-    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+    async def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        await self._loaded.wait()
         with self.host.locked() as shard:
             shard.load_state_dict(state)
 
     def cpu_seconds(self) -> float:
         return self.cpu.seconds()
-
-    def open_fast_path(self) -> str | None:
-        """Start serving same-node clients; the socket's path, or None where unsupported."""
-        self.fast_path = FastPathServer(self.host.push, self.host.pull, self.host.size)
-        return self.fast_path.start()
 
     def close_fast_path(self) -> None:
         if self.fast_path is not None:
@@ -181,24 +193,25 @@ class _NamedActor:
 class RayShardEndpoint:
     """A client's way to one shard process (picklable: workers receive it).
 
-    With a ``fast_path`` address, a process on the shard's node opens a
-    :class:`~gorila.runtime.shm.FastPathChannel` on first use and sends pushes and pulls
-    through it; elsewhere, or once that channel fails, calls go through Ray::
+    With ``fast``, a process asks the shard for its fast-path address on first use (the shard
+    may still be starting: the answer waits for it) and, on the shard's node, opens a
+    :class:`~gorila.runtime.shm.FastPathChannel` and sends pushes and pulls through it;
+    elsewhere, or once that channel fails, calls go through Ray::
 
         endpoint.push(grad, version, worker_id).result(timeout_s)   # -> PushResult
         endpoint.transport                                         # "shm" or "ray"
     """
 
-    def __init__(self, handle: Any, shard_id: int, fast_path: FastPathAddress | None = None,
-                 connect_timeout_s: float = 60.0):
-        self.handle, self.shard_id, self.fast_path = handle, shard_id, fast_path
+    def __init__(self, handle: Any, shard_id: int, fast: bool = True, connect_timeout_s: float = 60.0):
+        self.handle, self.shard_id, self.fast = handle, shard_id, fast
+        self.fast_path: FastPathAddress | None = None
         self.connect_timeout_s = connect_timeout_s
         self._channel: FastPathChannel | None = None
         self._tried = False  # one attempt per process: a failed channel is not retried
 
     def __getstate__(self) -> dict:
         # A channel belongs to the process that opened it; a copy elsewhere opens its own.
-        return {**self.__dict__, "_channel": None, "_tried": False}
+        return {**self.__dict__, "_channel": None, "_tried": False, "fast_path": None}
 
     @property
     def transport(self) -> str:
@@ -206,15 +219,24 @@ class RayShardEndpoint:
         return "ray" if self._channel is None or self._channel.closed else "shm"
 
     def _fast(self) -> FastPathChannel | None:
-        if not self._tried and self.fast_path is not None:
+        if not self._tried and self.fast:
             self._tried = True
-            if ray.get_runtime_context().get_node_id() == self.fast_path.node_id:
+            try:
+                self.fast_path = ray.get(self.handle.fast_path_address.remote(), timeout=self.connect_timeout_s)
+            except GetTimeoutError as err:
+                raise WorkerTimeoutError(f"shard {self.shard_id} did not start within "
+                                         f"{self.connect_timeout_s:.0f} s") from err
+            if self.fast_path is not None and ray.get_runtime_context().get_node_id() == self.fast_path.node_id:
                 try:
                     self._channel = FastPathChannel(self.fast_path.path, self.fast_path.size, self.shard_id,
                                                     self.connect_timeout_s)
                 except OSError:  # e.g. the socket is gone: the Ray calls still reach the shard
                     self._channel = None
         return None if self.transport == "ray" else self._channel
+
+    def connect(self) -> None:
+        """Look up the shard's fast path and, on its node, open the channel."""
+        self._fast()
 
     def push(self, grad: np.ndarray, version: int, worker_id: int) -> Pending:
         channel = self._fast()
@@ -268,6 +290,7 @@ class _WorkerProcess:
         os.nice(nice)  # before the worker exists: its threads inherit the priority
         self.cpu = CpuClock()
         self.worker = factory(worker_id, server)
+        self.first_step_at: float | None = None  # wall clock of the first step: start-up's end
         with warnings.catch_warnings():  # Ray deprecates an internal it calls here; the API stays
             warnings.simplefilter("ignore", DeprecationWarning)
             self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
@@ -276,6 +299,7 @@ class _WorkerProcess:
         return ray.get_runtime_context().get_node_id()
 
     def run_steps(self, steps: int) -> dict[str, Any]:
+        self.first_step_at = self.first_step_at or time.time()
         blocked = 0
         for _ in range(steps):
             if self.worker.step() is False:
@@ -288,7 +312,7 @@ class _WorkerProcess:
 
     def report(self) -> dict[str, Any]:
         return {**self.worker.report(), "cpu_s": self.cpu.seconds(), "restarted": self.restarted,
-                "pid": os.getpid()}
+                "pid": os.getpid(), "first_step_at": self.first_step_at}
 
     def call(self, method: str, *args: Any) -> Any:
         return getattr(self.worker, method)(*args)
@@ -302,23 +326,16 @@ class RayShards:
         self.layout = spec.layout(size)
         self.rule = spec.rule
         self.timeout_s = call_timeout_s
-        self.server = self.ray_call_server()
+        self.server = self._server(fast=True)
         self.node_ids: list[str] = []
 
     def ray_call_server(self) -> ParameterServer:
         """The server reached through Ray calls only, even on the shards' node (for comparisons)."""
-        return self._server([RayShardEndpoint(h, i, None, self.timeout_s) for i, h in enumerate(self.handles)])
+        return self._server(fast=False)
 
-    def _server(self, endpoints: list[RayShardEndpoint]) -> ParameterServer:
-        return ParameterServer(tuple(endpoints), self.layout, self.rule, self.timeout_s)
-
-    def open_fast_paths(self) -> None:
-        """Have each shard serve clients on its node; ``server`` then uses that where it can."""
-        paths = self._get([h.open_fast_path.remote() for h in self.handles], "open_fast_path")
-        sizes = [s.stop - s.start for s in self.layout.slices]
-        self.server = self._server([
-            RayShardEndpoint(h, i, FastPathAddress(node, path, size) if path else None, self.timeout_s)
-            for i, (h, node, path, size) in enumerate(zip(self.handles, self.node_ids, paths, sizes))])
+    def _server(self, fast: bool) -> ParameterServer:
+        endpoints = tuple(RayShardEndpoint(h, i, fast, self.timeout_s) for i, h in enumerate(self.handles))
+        return ParameterServer(endpoints, self.layout, self.rule, self.timeout_s)
 
     def close(self) -> None:
         """Close the fast paths: this process's channels, then the shards' sockets and dirs.
@@ -425,16 +442,23 @@ class RayRuntime:
         self.max_restarts = max_restarts
         self._tag, self._serial = uuid.uuid4().hex[:8], itertools.count()
         self._owns = not ray.is_initialized()
+        # Processes get one thread through a runtime_env, which makes Ray start fresh ones; an
+        # embedded Ray started here inherits the variables instead and reuses the Python workers
+        # it starts in advance (four workers importing torch came up in ~3 s instead of ~7 s).
+        self._runtime_env: dict | None = {"env_vars": _ONE_THREAD}
         if self._owns:
             address = address or os.environ.get("RAY_ADDRESS")
             if address:
                 ray.init(address=address, logging_level=logging.WARNING)
             else:
+                os.environ.update(_ONE_THREAD)
+                self._runtime_env = None
                 ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
                          logging_level=logging.WARNING)
         self.cpus_per_process = 1.0
         self._handles: list[Any] = []  # every process this runtime started, ended by shutdown()
-        self._shard_groups: list[RayShards] = []  # their fast paths are closed before the kill
+        self._pending_start: list[tuple[Any, list, str]] = []
+        self._shard_groups: list[RayShards | SpreadShards] = []  # closed before the processes are killed
 
     @property
     def total_cpus(self) -> float:
@@ -445,52 +469,75 @@ class RayRuntime:
         self.cpus_per_process = max(0.01, min(1.0, int(100 * self.total_cpus / max(processes, 1)) / 100))
 
     def _worker_options(self) -> dict:
-        return dict(num_cpus=self.cpus_per_process, max_restarts=self.max_restarts,
-                    max_task_retries=3, runtime_env={"env_vars": _ONE_THREAD})
+        return dict(num_cpus=self.cpus_per_process, max_restarts=self.max_restarts, max_task_retries=3,
+                    **self._env())
+
+    def _env(self) -> dict:
+        return {} if self._runtime_env is None else {"runtime_env": self._runtime_env}
 
     def _names(self, kind: str, count: int) -> list[str]:
         """Cluster-unique actor names: a run shares a cluster with other runs."""
         return [f"gorila-{self._tag}-{kind}-{next(self._serial)}" for _ in range(count)]
 
-    def _wait_ready(self, handles: list[Any], what: str) -> list[str]:
-        try:
-            return ray.get([h.ready.remote() for h in handles], timeout=self.schedule_timeout_s)
-        except GetTimeoutError as err:
-            raise SchedulingError(
-                f"{what} could not be placed within {self.schedule_timeout_s:.0f} s: each asks for "
-                f"{self.cpus_per_process} CPU and the cluster has {ray.available_resources().get('CPU', 0)} "
-                f"of {self.total_cpus} CPUs free. Use fewer workers or a bigger cluster.") from err
+    def _starting(self, group: Any, refs: list, what: str, wait: bool) -> None:
+        """Note the replies that say ``group``'s processes are up; wait for them now, or with
+        :meth:`wait_started` together with every other group started meanwhile."""
+        self._pending_start.append((group, refs, what))
+        if wait:
+            self.wait_started()
 
-    def start_shards(self, spec: ServerSpec, params: np.ndarray) -> RayShards:
+    def wait_started(self) -> None:
+        """Wait until every process started so far is up (their starts overlap meanwhile); a group
+        that cannot be placed within ``schedule_timeout_s`` is a :class:`SchedulingError`."""
+        pending, self._pending_start = self._pending_start, []
+        deadline = time.monotonic() + self.schedule_timeout_s
+        for group, refs, what in pending:
+            try:
+                group.node_ids = ray.get(refs, timeout=max(deadline - time.monotonic(), 0.0))
+            except GetTimeoutError as err:
+                raise SchedulingError(
+                    f"{what} could not be placed within {self.schedule_timeout_s:.0f} s: each asks for "
+                    f"{self.cpus_per_process} CPU and the cluster has {ray.available_resources().get('CPU', 0)} "
+                    f"of {self.total_cpus} CPUs free. Use fewer workers or a bigger cluster.") from err
+
+    def start_shards(self, spec: ServerSpec, params: np.ndarray, *, wait: bool = True) -> RayShards | SpreadShards:
+        """Shard processes; or, with ``spec.placement == "workers"``, the server spread over the
+        synchronous rule's workers in this node's shared memory (a one-node cluster only)."""
+        if spec.placement == "workers":
+            if len([node for node in ray.nodes() if node["Alive"]]) > 1:
+                raise ConfigError("server", "workers shares memory between the workers of one node; this "
+                                            "cluster has several: use --server process")
+            group = SpreadShards(spec, params, spec.rule.aggregate, self.call_timeout_s)
+            self._shard_groups.append(group)
+            return group
         handles = [_NamedActor(_ShardProcess.options(num_cpus=self.cpus_per_process, scheduling_strategy="SPREAD",
-                                                     max_concurrency=1000, runtime_env={"env_vars": _ONE_THREAD},
-                                                     name=name).remote(self.call_timeout_s), name)
+                                                     max_concurrency=1000, name=name, **self._env()).remote(
+                                                         self.call_timeout_s), name)
                    for name in self._names("shard", spec.num_shards)]
         self._handles += handles
         group = RayShards(handles, spec, params.size, self.call_timeout_s)
-        group.node_ids = self._wait_ready(handles, f"{spec.num_shards} parameter shards")
         self._shard_groups.append(group)
-        group._get([h.load.remote(s) for h, s in zip(handles, spec.build(params))], "load")
-        group.open_fast_paths()
+        loads = [h.load.remote(shard) for h, shard in zip(handles, spec.build(params))]
+        self._starting(group, loads, f"{spec.num_shards} parameter shards", wait)
         return group
 
-    def start_services(self, factory: ServiceFactory, count: int, *, name: str) -> RayServices:
+    def start_services(self, factory: ServiceFactory, count: int, *, name: str, wait: bool = True) -> RayServices:
         handles = [_NamedActor(_ServiceProcess.options(**self._worker_options(), name=actor).remote(factory, k),
                                actor)
                    for k, actor in enumerate(self._names(name, count))]
         self._handles += handles
         group = RayServices(handles, name, self.call_timeout_s)
-        group.node_ids = self._wait_ready(handles, f"{count} {name}s")
+        self._starting(group, [h.ready.remote() for h in handles], f"{count} {name}s", wait)
         return group
 
     def start_workers(self, factory: WorkerFactory, count: int, server: ParameterServer, *,
-                      name: str, nice: int = 0) -> RayWorkers:
+                      name: str, nice: int = 0, wait: bool = True) -> RayWorkers:
         handles = [_NamedActor(_WorkerProcess.options(**self._worker_options(), name=actor).remote(
                        factory, k, server, nice), actor)
                    for k, actor in enumerate(self._names(name, count))]
         self._handles += handles
         group = RayWorkers(handles, name, self.call_timeout_s)
-        group.node_ids = self._wait_ready(handles, f"{count} {name}s")
+        self._starting(group, [h.ready.remote() for h in handles], f"{count} {name}s", wait)
         return group
 
     def wait(self, pending: list[RayPending], timeout_s: float) -> list[int]:

@@ -19,10 +19,10 @@ from gorila.envs.spec import EnvSpec
 from gorila.learners.a3c import A3CWorker
 from gorila.losses.a3c import A3CLoss
 from gorila.nets import FlatParams
-from gorila.params import ServerSpec
 
 EVAL_EPSILON = 0.0  # a policy-gradient method is judged by its greedy policy
 STEPS_PER_CHUNK = 20
+CHUNK_SECONDS = 0.5  # how long a chunk lasts once sized to the workers' speed
 
 
 def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
@@ -37,14 +37,14 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
     return Plan(
         algo="a3c", label=rl.env, initial_params=lambda: FlatParams(net).get(),
         # policy and value parameters keep their own learning rates
-        spec=ServerSpec(rule=run.rule(num_workers=cfg.workers), num_shards=run.shards,
-                        optimizer=run.optimizer or cfg.optimizer, lr=learning_rates(net, cfg)),
+        spec=run.server_spec(run.rule(num_workers=cfg.workers), cfg.optimizer, learning_rates(net, cfg)),
         groups=lambda services: [WorkerSpec("worker", worker, cfg.workers)],
         evaluation=PolicyEvaluation(rl.env, network_fn, policy_fn, episodes=rl.eval_episodes, epsilon=epsilon,
                                     seed=run.seed, noop_max=rl.eval_noop_max, every_s=rl.eval_every_s,
                                     target=rl.target()),
         budget=Budget(rl.total_steps, "env_steps"), processes=cfg.workers,
-        chunk_steps=lambda updates: STEPS_PER_CHUNK, stop_at_target=rl.stop_at_target,
+        chunk_steps=lambda updates: STEPS_PER_CHUNK, chunk_seconds=CHUNK_SECONDS,
+        stop_at_target=rl.stop_at_target,
         config={**asdict(cfg), **asdict(rl), "eval_epsilon": epsilon})
 
 

@@ -29,12 +29,12 @@ from gorila.learners.q_learner import QLearner
 from gorila.learners.replay_learner import ReplayLearner
 from gorila.nets import FlatParams
 from gorila.nets.q import greedy_policy
-from gorila.params import ServerSpec
 from gorila.replay import Prioritization, RateLimiter, RemoteReplay, ShardedReplaySpec, check_replay_memory
 
 OPTIMIZER_DEFAULT = "adam"
 EVAL_EPSILON = 0.05  # DQN-family agents are evaluated ε-greedily with 0.05
 STEPS_PER_CHUNK = 20
+CHUNK_SECONDS = 0.5  # how long a chunk lasts once sized to the workers' speed
 ACTOR_NICE = 5
 METRICS = ("replay.size", "replay.added", "replay.sampled", "replay.refused_samples", "replay.priority_max",
            "learner.wait_fraction", "learner.policy_lag_mean")
@@ -73,14 +73,14 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
     epsilon = rl.eval_epsilon if rl.eval_epsilon is not None else EVAL_EPSILON
     return Plan(
         algo="apex", label=rl.env, initial_params=lambda: FlatParams(net).get(),
-        spec=ServerSpec(rule=run.rule(num_workers=cfg.learners), num_shards=run.shards,
-                        optimizer=run.optimizer or OPTIMIZER_DEFAULT, lr=cfg.lr),
+        spec=run.server_spec(run.rule(num_workers=cfg.learners), OPTIMIZER_DEFAULT, cfg.lr),
         groups=groups, services=(ServiceSpec("replay", routing.build, cfg.replay_shards),),
         evaluation=PolicyEvaluation(rl.env, network_fn, policy_fn, episodes=rl.eval_episodes, epsilon=epsilon,
                                     seed=run.seed, noop_max=rl.eval_noop_max, every_s=rl.eval_every_s,
                                     target=rl.target()),
         budget=Budget(rl.total_steps, "env_steps"), processes=cfg.actors + cfg.learners + cfg.replay_shards,
-        chunk_steps=lambda updates: STEPS_PER_CHUNK, stop_at_target=rl.stop_at_target,
+        chunk_steps=lambda updates: STEPS_PER_CHUNK, chunk_seconds=CHUNK_SECONDS,
+        stop_at_target=rl.stop_at_target,
         metrics=METRICS, histograms=("learner.policy_lag",),
         checkpoint_services=("replay",) if cfg.checkpoint_replay else (),
         config={**asdict(cfg), "target_update": str(cfg.target_update), **asdict(rl), "eval_epsilon": epsilon})

@@ -28,7 +28,6 @@ from gorila.learners.q_learner import QLearner
 from gorila.learners.replay_learner import ReplayLearner
 from gorila.nets import FlatParams
 from gorila.nets.q import greedy_policy
-from gorila.params import ServerSpec
 from gorila.replay import RemoteReplay, ShardedReplaySpec, check_replay_memory
 
 OPTIMIZER_DEFAULT = "adagrad"  # Gorila's server optimizer
@@ -37,6 +36,7 @@ EVAL_EPSILON = 0.05  # the DQN papers evaluate ε-greedily with 0.05
 # a few tenths of a second and the driver's bookkeeping stays out of the way.
 BUNDLE_STEPS_PER_CHUNK = 100
 GLOBAL_STEPS_PER_CHUNK = 50
+CHUNK_SECONDS = 0.5  # how long a chunk lasts once sized to the workers' speed
 
 
 def network(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Callable[[], nn.Module]:
@@ -60,7 +60,7 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
     epsilon = rl.eval_epsilon if rl.eval_epsilon is not None else EVAL_EPSILON
     common = dict(
         algo="dqn", label=rl.env, initial_params=lambda: FlatParams(net).get(),
-        spec=ServerSpec(rule=rule, num_shards=run.shards, optimizer=run.optimizer or OPTIMIZER_DEFAULT, lr=cfg.lr),
+        spec=run.server_spec(rule, OPTIMIZER_DEFAULT, cfg.lr),
         evaluation=PolicyEvaluation(rl.env, network_fn, greedy_policy, episodes=rl.eval_episodes, epsilon=epsilon,
                                     seed=run.seed, noop_max=rl.eval_noop_max, every_s=rl.eval_every_s,
                                     target=rl.target()),
@@ -71,7 +71,8 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
                                    batch_size=cfg.batch_size, learning_starts=cfg.learning_starts,
                                    train_every=cfg.train_every, actor_refresh=cfg.actor_refresh)
         return Plan(**common, groups=lambda services: [WorkerSpec("bundle", bundle, cfg.actors)],
-                    processes=cfg.actors, chunk_steps=lambda updates: BUNDLE_STEPS_PER_CHUNK)
+                    processes=cfg.actors, chunk_steps=lambda updates: BUNDLE_STEPS_PER_CHUNK,
+                    chunk_seconds=CHUNK_SECONDS)
     return Plan(**common, **_global_replay(run, cfg, envs, actor, learner))
 
 
@@ -104,7 +105,7 @@ def _global_replay(run: RunConfig, cfg: DQNConfig, envs: EnvSpec, actor: QActorS
 
     return dict(groups=groups, services=(ServiceSpec("replay", routing.build, cfg.replay_shards),),
                 processes=cfg.actors + cfg.num_learners + cfg.replay_shards,
-                chunk_steps=lambda updates: GLOBAL_STEPS_PER_CHUNK)
+                chunk_steps=lambda updates: GLOBAL_STEPS_PER_CHUNK, chunk_seconds=CHUNK_SECONDS)
 
 
 def evaluation_policy(run: RunConfig, cfg: DQNConfig, rl: RLConfig):

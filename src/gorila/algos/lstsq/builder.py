@@ -19,7 +19,6 @@ from gorila.core import Runtime, ShardGroup, WorkerGroup
 from gorila.driver.plan import Budget, Plan, Score, WorkerSpec
 from gorila.envs.least_squares import LeastSquares, Moments
 from gorila.learners.lstsq import LstsqWorker
-from gorila.params import ServerSpec
 
 
 class LossEvaluation:
@@ -86,7 +85,7 @@ def make_plan(run: RunConfig, cfg: LstsqConfig) -> Plan:
 
     worker = functools.partial(LstsqWorker, problem=problem, num_workers=cfg.workers)
     return Plan(algo="lstsq", label="synthetic", initial_params=lambda: np.zeros(cfg.d, np.float32),
-                spec=ServerSpec(rule=rule, num_shards=run.shards, optimizer=optimizer, lr=cfg.step_size),
+                spec=run.server_spec(rule, "sgd", cfg.step_size),
                 groups=lambda services: [WorkerSpec("worker", worker, cfg.workers)],
                 evaluation=LossEvaluation(moments, cfg.tol), budget=Budget(cfg.iterations, "updates"),
                 processes=cfg.workers, chunk_steps=chunk_steps, config={**asdict(cfg), "lr": cfg.step_size})
