@@ -1,18 +1,22 @@
-# `make run` and `make test` each set up everything on a fresh machine (a .venv with the
-# CPU build of PyTorch first, then gorila and its extras) and then run.
+# `make run` and `make test` each set up everything on a fresh machine (a .venv with PyTorch first,
+# then gorila and its extras) and then run.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-# torch==2.13.0 is installed before the package so that pip never resolves `torch>=2.2`
-# to a multi-gigabyte CUDA build on machines without a GPU.
-TORCH_SPEC ?= torch==2.13.0
+# PyTorch is installed before the package, pinned, so that pip never resolves `torch>=2.2` on its own.
+# It comes from wherever pip is configured to look: on a stock machine that is PyPI, whose Linux
+# wheel is the CUDA build (several GB with its CUDA libraries). Without a GPU, take the CPU build
+# from PyTorch's own index instead:
+#     make run TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_SPEC  ?= torch==2.13.0
+TORCH_INDEX ?=
 
 .PHONY: setup run test bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q $(TORCH_SPEC)
-	$(BIN)/python -m pip install -q -e ".[dev,atari,box2d]"
+	$(BIN)/python -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) $(TORCH_SPEC)
+	$(BIN)/python -m pip install -q -e ".[dev,atari,box2d,video]"
 	touch $@
 
 setup: $(VENV)/.installed

@@ -1,7 +1,13 @@
-"""Shared fixtures: one embedded Ray per test module that asks for it, and training through the
-builder and the driver as ``gorila train`` does."""
+"""Shared fixtures: one embedded Ray per test module that asks for it, training through the
+builder and the driver as ``gorila train`` does, and the ``gorila`` command run as a job."""
 
 import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
 
 import pytest
 
@@ -29,3 +35,69 @@ def _train(run_config, *configs, on_chunk=None):
 def train():
     """``train(run_config, *configs, on_chunk=None)``: the algorithm's builder, then the driver."""
     return _train
+
+
+class GorilaProcess:
+    """``python -m gorila ARGS`` in a session of its own, as a shell runs a job: ``signal`` reaches
+    its whole process group, as Ctrl-C does; stderr is read line by line while it runs::
+
+        job = GorilaProcess("train", "--algo", "a3c", cwd=tmp_path)
+        job.wait_for("checkpoint ", timeout_s=120)   # the first line that holds this
+        job.signal(signal.SIGINT)
+        code, stdout = job.finish(timeout_s=10)
+    """
+
+    def __init__(self, *args: str, cwd=None):
+        self.proc = subprocess.Popen([sys.executable, "-m", "gorila", *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=cwd)
+        self.stderr: list[str] = []
+        self._lines: queue.Queue = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stderr:
+            self.stderr.append(line)
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def wait_for(self, text: str, timeout_s: float) -> str:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no line with {text!r} within {timeout_s} s:\n{''.join(self.stderr)}") from None
+            if line is None:
+                raise AssertionError(f"gorila ended before a line with {text!r}:\n{''.join(self.stderr)}")
+            if text in line:
+                return line
+
+    def signal(self, signum: int) -> None:
+        os.killpg(self.proc.pid, signum)
+
+    def finish(self, timeout_s: float) -> tuple[int, str]:
+        """Wait for the exit; its code and everything it wrote on stdout."""
+        code = self.proc.wait(timeout=timeout_s)
+        self._reader.join(timeout=timeout_s)
+        return code, self.proc.stdout.read()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def gorila_process():
+    """``gorila_process(*args, cwd=None)`` starts a :class:`GorilaProcess`; any still running at the
+    end of the test is killed."""
+    started: list[GorilaProcess] = []
+
+    def start(*args: str, cwd=None) -> GorilaProcess:
+        started.append(GorilaProcess(*args, cwd=cwd))
+        return started[-1]
+
+    yield start
+    for job in started:
+        job.kill()

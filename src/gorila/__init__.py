@@ -4,6 +4,32 @@ Actors generate experience, learners turn it into gradients, and a sharded param
 server applies them under an :class:`~gorila.params.UpdateRule` (synchronous,
 asynchronous or semi-asynchronous). Components are plain Python objects; a runtime
 (``local`` or ``ray``) places them.
+
+::
+
+    import gorila
+    summary = gorila.train("dqn", env="CartPole-v1", actors=2, time_limit_s=60)
+    report = gorila.evaluate(summary["run_dir"], episodes=10)
+    policy = gorila.load_policy(summary["run_dir"])
+
+``train`` (:mod:`gorila.api`), ``evaluate``, ``load_policy`` and ``Policy`` (:mod:`gorila.policy`)
+are loaded on first use, so ``import gorila`` stays cheap: processes that never train (an lstsq
+worker) never import PyTorch.
 """
 
+import importlib
+
 __version__ = "0.1.0"
+
+_LAZY = {"train": "gorila.api", "evaluate": "gorila.policy", "load_policy": "gorila.policy",
+         "Policy": "gorila.policy"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'gorila' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

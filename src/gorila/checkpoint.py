@@ -1,9 +1,10 @@
 """Atomic, checksummed checkpoints that never unpickle code.
 
-A checkpoint is two files with the same increasing sequence number::
+A checkpoint is two files with the same increasing sequence number, and any exports beside them::
 
-    ckpt-000007.safetensors   the arrays (safetensors: a header and raw bytes, no code)
-    ckpt-000007.json          {"sequence", "file", "bytes", "sha256", "meta"}
+    ckpt-000007.safetensors         the arrays (safetensors: a header and raw bytes, no code)
+    ckpt-000007.model.safetensors   an export: e.g. the network's named state_dict, for use without gorila
+    ckpt-000007.json                {"sequence", "file", "bytes", "sha256", "exports", "meta"}
 
 The arrays are written first and the JSON sidecar last, each atomically, so the sidecar is
 the commit mark: a checkpoint without one, or whose arrays don't match its size and
@@ -38,29 +39,39 @@ _FORMAT = "gorila-checkpoint/1"
 
 
 def save_checkpoint(directory: Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str, object],
-                    keep: int = 2) -> Path:
+                    keep: int = 2, exports: Mapping[str, Mapping[str, np.ndarray]] | None = None) -> Path:
     """Write the next checkpoint into ``directory`` and delete all but the newest ``keep``.
 
     ``meta`` must be JSON-like (numpy scalars, tuples and paths are converted, see
-    :func:`gorila.atomic.jsonable`). Returns the path of the sidecar JSON.
+    :func:`gorila.atomic.jsonable`). Each of ``exports`` (name -> arrays) is written as
+    ``ckpt-<sequence>.<name>.safetensors`` before the sidecar, so a complete checkpoint has them
+    all; they are kept and deleted with it. Returns the path of the sidecar JSON.
     """
     validate.integer("keep", keep, low=1)
-    for name, value in arrays.items():
-        if not isinstance(name, str) or not isinstance(value, np.ndarray):
-            raise TypeError(f"checkpoint arrays must map str -> numpy.ndarray; {name!r} is a "
-                            f"{type(value).__name__}")
+    for group in (arrays, *(exports or {}).values()):
+        for name, value in group.items():
+            if not isinstance(name, str) or not isinstance(value, np.ndarray):
+                raise TypeError(f"checkpoint arrays must map str -> numpy.ndarray; {name!r} is a "
+                                f"{type(value).__name__}")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     # Counting on from every file present, damaged ones included, means a name is never reused.
     sequence = max(_sequences(directory), default=0) + 1
     payload = safetensors.numpy.save({k: np.ascontiguousarray(v) for k, v in arrays.items()})
     data_path = write_bytes(directory / f"ckpt-{sequence:06d}.safetensors", payload)
+    exported = {}
+    for name, group in (exports or {}).items():
+        # "pt": the tensors are a PyTorch state_dict (safetensors.torch.load_file reads them as such).
+        export = safetensors.numpy.save({k: np.ascontiguousarray(v) for k, v in group.items()},
+                                        metadata={"format": "pt"})
+        exported[name] = write_bytes(directory / f"ckpt-{sequence:06d}.{name}.safetensors", export).name
     sidecar = write_json(directory / f"ckpt-{sequence:06d}.json", {
         "format": _FORMAT,
         "sequence": sequence,
         "file": data_path.name,
         "bytes": len(payload),
         "sha256": hashlib.sha256(payload).hexdigest(),
+        "exports": exported,
         "saved_at": time.time(),
         "meta": jsonable(meta),
     })

@@ -1,6 +1,8 @@
-"""The ``gorila`` command: ``train``, ``eval``, ``bench``, ``info``.
+"""The ``gorila`` command: ``train``, ``eval``, ``plot``, ``bench``, ``info``.
 
-Invalid flags are refused before anything starts, naming the flag, with exit code 2.
+Invalid flags are refused before anything starts, naming the flag, with exit code 2. Progress and
+logs go to stderr; stdout carries only the result (``train``: the summary as JSON). A run stopped
+by SIGINT or SIGTERM saves everything, prints its summary and exits with 130 or 143.
 """
 
 from __future__ import annotations
@@ -10,53 +12,68 @@ import json
 import sys
 from pathlib import Path
 
+from gorila import __version__
 from gorila.algos.registry import ALGORITHMS
-from gorila.cliargs import add_flags, from_flags
-from gorila.config import RunConfig, values_from_json
+from gorila.cliargs import HelpFormatter, add_flags
+from gorila.config import RunConfig
 from gorila.errors import ConfigError, GorilaError
 
 EXIT_USAGE = 2
 
+COMMANDS_HELP = """commands:
+  train   train an algorithm (gorila train --algo NAME --help lists its flags)
+  eval    play a saved run's policy, and record videos of it
+  plot    overlay the learning curves of runs, by env steps and by time
+  bench   measure a figure next to its limit
+  info    versions, CPUs, GPU
+
+gorila COMMAND --help shows a command's flags."""
+
+_GROUP_TITLES = {"RLConfig": "environment, budget and evaluation"}
+
 
 def _train_parser(algo: str) -> argparse.ArgumentParser:
+    others = ", ".join(sorted(a for a in ALGORITHMS if a != algo))
     parser = argparse.ArgumentParser(
-        prog="gorila train", description="Train an algorithm on the parameter server.")
-    run_group = parser.add_argument_group("run")
+        prog="gorila train", formatter_class=HelpFormatter,
+        description=f"Train an algorithm on the parameter server.\n\nThe run's flags come first, then those "
+                    f"of --algo {algo}. gorila train --algo NAME --help\nlists another algorithm's flags "
+                    f"({others}).")
+    run_group = parser.add_argument_group("run (every algorithm)")
+    run_group.add_argument("--algo", default=RunConfig.algo, choices=sorted(ALGORITHMS),
+                           help=f"algorithm (default: {RunConfig.algo})")
     add_flags(run_group, RunConfig, skip=("algo",))
-    run_group.add_argument("--algo", default=RunConfig.algo, choices=sorted(ALGORITHMS), help="algorithm")
+    terminal = parser.add_argument_group("terminal").add_mutually_exclusive_group()
+    terminal.add_argument("-q", "--quiet", action="store_true",
+                          help="show nothing on stderr but errors (stdout still gets the summary)")
+    terminal.add_argument("-v", "--verbose", action="store_true", help="also show Ray's own logs")
     for cls in ALGORITHMS[algo].config_classes():
-        add_flags(parser.add_argument_group(f"{cls.__name__} (--algo {algo})"), cls)
+        title = _GROUP_TITLES.get(cls.__name__, algo)
+        add_flags(parser.add_argument_group(f"{title} (--algo {algo})"), cls)
     return parser
 
 
-def _saved_defaults(run_dir: Path) -> tuple[str, dict]:
-    """The algorithm and flag values a run was started with (its ``config.json``)."""
-    path = run_dir / "config.json"
-    if not path.is_file():
-        raise ConfigError("resume", f"{run_dir} has no config.json: not a gorila run directory")
-    saved = json.loads(path.read_text())
-    algo = saved.get("algo")
-    if algo not in ALGORITHMS or "run" not in saved:
-        raise ConfigError("resume", f"{path} does not describe a gorila training run")
-    return algo, values_from_json({**saved["run"], **saved.get(algo, {})})
+def _configs(argv: list[str]) -> tuple[RunConfig, list, int]:
+    """The run's configs from the command line, and the terminal's verbosity."""
+    from gorila.launch import configs_from_values, saved_values
+    from gorila.metrics.terminal import NORMAL, QUIET, VERBOSE
 
-
-def _configs(argv: list[str]):
     # --algo (or the run being resumed) decides which flags exist, so read it first.
     pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--algo", default=RunConfig.algo, choices=sorted(ALGORITHMS))
+    pre.add_argument("--algo", default=None, choices=sorted(ALGORITHMS))
     pre.add_argument("--resume", type=Path, default=None)
     known, _ = pre.parse_known_args(argv)
     saved: dict = {}
-    algo = known.algo
+    algo = known.algo or RunConfig.algo
     if known.resume is not None:
         try:
-            algo, saved = _saved_defaults(known.resume)
+            algo, saved = saved_values(known.resume)
         except ConfigError as err:
             pre.exit(EXIT_USAGE, f"gorila train: error: {err.flag}: {err.message}\n")
-        saved.update(algo=algo, run_dir=None)  # flags given now override what the run started with
+        if known.algo not in (None, algo):
+            pre.exit(EXIT_USAGE, f"gorila train: error: --algo: {known.resume} is a {algo} run, not {known.algo}\n")
     parser = _train_parser(algo)
-    parser.set_defaults(**saved)
+    parser.set_defaults(**saved)  # flags given now override what the run started with
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         flag = next((u for u in unknown if u.startswith("-")), unknown[0])
@@ -64,12 +81,13 @@ def _configs(argv: list[str]):
         hint = f" (it is a flag of --algo {', '.join(other)})" if other else ""
         parser.exit(EXIT_USAGE, f"gorila train: error: {flag.split('=')[0]}: not a flag of --algo {algo}{hint}; "
                                 f"gorila train --algo {algo} --help lists them\n")
+    verbosity = QUIET if args.quiet else VERBOSE if args.verbose else NORMAL
+    values = {k: v for k, v in vars(args).items() if v is not None and k not in ("algo", "quiet", "verbose")}
     try:
-        run = from_flags(RunConfig, args)
-        configs = [from_flags(cls, args) for cls in ALGORITHMS[run.algo].config_classes()]
+        run, configs = configs_from_values(algo, values)
     except ConfigError as err:
         parser.exit(EXIT_USAGE, f"gorila train: error: {err.flag}: {err.message}\n")
-    return run, configs
+    return run, configs, verbosity
 
 
 def _has_flag(algo: str, flag: str) -> bool:
@@ -77,35 +95,83 @@ def _has_flag(algo: str, flag: str) -> bool:
 
 
 def cmd_train(argv: list[str]) -> int:
-    from gorila.driver.loop import run as run_plan
+    from gorila.driver.stop import Interrupted
+    from gorila.launch import launch
+    from gorila.metrics.terminal import Terminal
 
-    run, configs = _configs(argv)
-    plan = ALGORITHMS[run.algo].plan_fn()(run, *configs)
-    summary = run_plan(run, plan)
-    print(json.dumps({k: v for k, v in summary.items() if not isinstance(v, (dict, list))}, indent=2))
+    run, configs, verbosity = _configs(argv)
+    try:
+        summary = launch(run, configs, Terminal(verbosity))
+    except Interrupted as stop:
+        if stop.summary is None:  # stopped while starting: nothing was trained or saved
+            print(f"gorila train: {stop} while starting; nothing was trained", file=sys.stderr)
+            return stop.exit_code
+        _print_summary(stop.summary)
+        print(f"gorila train: {stop}; everything is saved in {stop.summary['run_dir']} "
+              f"(continue with gorila train --resume {stop.summary['run_dir']})", file=sys.stderr)
+        return stop.exit_code
+    _print_summary(summary)
     return 0
+
+
+def _print_summary(summary: dict) -> None:
+    print(json.dumps({k: v for k, v in summary.items() if not isinstance(v, (dict, list))}, indent=2))
 
 
 def cmd_eval(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
-        prog="gorila eval", description="Evaluate a saved run's newest checkpoint with no-op starts.")
-    parser.add_argument("path", type=Path, help="run directory (or its checkpoints/ directory)")
-    parser.add_argument("--episodes", type=int, default=10, help="evaluation episodes (default: 10)")
+        prog="gorila eval", formatter_class=HelpFormatter,
+        description="Play the newest checkpoint of a saved run with no-op starts; print the scores as JSON.")
+    parser.add_argument("run_dir", metavar="RUN_DIR", type=Path, help="run directory (or its checkpoints/ directory)")
+    parser.add_argument("--episodes", type=int, default=10, help="evaluation episodes")
     parser.add_argument("--epsilon", type=float, default=None,
                         help="exploration rate (default: the one the run evaluated with; 0.05 for dqn, 0 for a3c)")
-    parser.add_argument("--noop-max", type=int, default=30, help="no-op actions at most before acting (default: 30)")
-    parser.add_argument("--seed", type=int, default=12345, help="evaluation seed (default: 12345)")
+    parser.add_argument("--noop-max", type=int, default=30, help="no-op actions at most before acting")
+    parser.add_argument("--seed", type=int, default=12345, help="evaluation seed")
+    parser.add_argument("--video", type=Path, default=None, metavar="DIR",
+                        help="record every episode into DIR as MP4 (envs that render rgb_array frames; "
+                             "needs pip install 'gorila[video]')")
     args = parser.parse_args(argv)
-    from gorila.policy import evaluate_saved
+    from gorila.policy import evaluate
 
-    print(json.dumps(evaluate_saved(args.path, args.episodes, args.epsilon, args.noop_max, args.seed), indent=2))
+    try:
+        report = evaluate(args.run_dir, args.episodes, epsilon=args.epsilon, noop_max=args.noop_max, seed=args.seed,
+                          video_dir=args.video)
+    except ConfigError as err:  # name the argument as the user gave it
+        name = {"run_dir": "RUN_DIR", "eval_episodes": "--episodes", "eval_epsilon": "--epsilon"}.get(
+            err.field, err.flag)
+        parser.exit(EXIT_USAGE, f"gorila eval: error: {name}: {err.message}\n")
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+def cmd_plot(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="gorila plot", formatter_class=HelpFormatter,
+        description="Overlay runs (e.g. sync, async and semi-async on one env) in one PNG: their headline "
+                    "metric\n(the evaluation return, or lstsq's suboptimality) by steps and by seconds of "
+                    "training.\nPrints the PNG's path.")
+    parser.add_argument("run_dirs", metavar="RUN_DIR", type=Path, nargs="+", help="run directories")
+    parser.add_argument("--out", type=Path, default=Path("plot.png"), help="the PNG to write")
+    parser.add_argument("--metric", default=None, help="metrics.csv column to plot (default: the runs' headline)")
+    parser.add_argument("--title", default=None, help="figure title (default: the metric and the number of runs)")
+    args = parser.parse_args(argv)
+    from gorila.metrics import plot_runs
+
+    try:
+        out = plot_runs(args.run_dirs, args.out, metric=args.metric, title=args.title)
+    except ConfigError as err:
+        parser.exit(EXIT_USAGE, f"gorila plot: error: RUN_DIR: {err.message}\n")
+    except ValueError as err:  # a --metric the runs do not have; the message lists what they have
+        parser.exit(EXIT_USAGE, f"gorila plot: error: --metric: {err}\n")
+    print(out)
     return 0
 
 
 def cmd_info(argv: list[str]) -> int:
+    import os
     import platform
 
-    from gorila import __version__
     parser = argparse.ArgumentParser(prog="gorila info", description="Versions and hardware.")
     parser.parse_args(argv)
     lines = {"gorila": __version__, "python": platform.python_version()}
@@ -114,9 +180,8 @@ def cmd_info(argv: list[str]) -> int:
             lines[module] = __import__(module).__version__
         except ImportError:
             lines[module] = "not installed"
-    import os
-
     import torch
+
     lines["cpus"] = str(os.cpu_count())
     lines["cuda"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "not available"
     lines["algorithms"] = ", ".join(sorted(ALGORITHMS))
@@ -128,7 +193,8 @@ def cmd_info(argv: list[str]) -> int:
 def cmd_bench(argv: list[str]) -> int:
     from gorila.bench import BENCHMARKS
 
-    parser = argparse.ArgumentParser(prog="gorila bench", description="Measure a figure next to its limit.")
+    parser = argparse.ArgumentParser(prog="gorila bench", description="Measure a figure next to its limit.",
+                                     epilog="gorila bench NAME --help shows a benchmark's flags and defaults.")
     parser.add_argument("name", choices=sorted(BENCHMARKS), help="which benchmark")
     if argv and argv[0] in BENCHMARKS:  # the benchmark parses the rest, --help included
         return BENCHMARKS[argv[0]](argv[1:])
@@ -136,26 +202,35 @@ def cmd_bench(argv: list[str]) -> int:
     return EXIT_USAGE
 
 
-COMMANDS = {"train": cmd_train, "eval": cmd_eval, "bench": cmd_bench, "info": cmd_info}
+COMMANDS = {"train": cmd_train, "eval": cmd_eval, "plot": cmd_plot, "bench": cmd_bench, "info": cmd_info}
+
+
+def _command_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gorila", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=COMMANDS_HELP,
+        description="Parallel and distributed deep reinforcement learning: actors, learners and a sharded "
+                    "parameter server\nwith sync, async and semi-async update rules, on Ray and PyTorch.")
+    parser.add_argument("--version", action="version", version=f"gorila {__version__}")
+    parser.add_argument("command", metavar="COMMAND", choices=list(COMMANDS), help="one of " + ", ".join(COMMANDS))
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        print("usage: gorila {train,eval,bench,info} [flags]   (gorila COMMAND --help for its flags)",
-              file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)
-        return 0 if argv and argv[0] in ("-h", "--help") else EXIT_USAGE
+    # The command alone first: --help, --version, a missing or unknown one exit here
+    # (an unknown one with "invalid choice" and the list).
+    command = _command_parser().parse_args(argv[:1]).command
     try:
-        return COMMANDS[argv[0]](argv[1:])
+        return COMMANDS[command](argv[1:])
     except ConfigError as err:
-        print(f"gorila {argv[0]}: error: {err.flag}: {err.message}", file=sys.stderr)
+        print(f"gorila {command}: error: {err.flag}: {err.message}", file=sys.stderr)
         return EXIT_USAGE
     except GorilaError as err:
-        print(f"gorila {argv[0]}: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"gorila {command}: {type(err).__name__}: {err}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print(f"gorila {argv[0]}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:  # before a run could take over the signal (e.g. loading PyTorch)
+        print(f"gorila {command}: {stop or 'interrupted'}", file=sys.stderr)
+        return getattr(stop, "exit_code", 130)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,10 @@ A field declares its help in metadata; ``--flag`` is the field name with dashes:
 
     add_flags(parser.add_argument_group("lstsq"), LstsqConfig)
     cfg = from_flags(LstsqConfig, parser.parse_args())   # only flags the user gave override defaults
+
+Every help shows a flag's default once: ``add_flags`` writes it into the help (argparse's own
+default stays None, so that only flags the user gave count), and :class:`HelpFormatter` adds it
+for hand-written parsers (``gorila bench``).
 """
 
 from __future__ import annotations
@@ -55,8 +59,21 @@ def _reported(parse):
     return run
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Appends ``(default: X)`` to a flag's help unless the help already speaks of its default or
+    there is none to show (``None``, a switch). Descriptions keep their own line breaks."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (not action.option_strings or "default" in text or action.default is None
+                or action.default is argparse.SUPPRESS or isinstance(action.default, bool)):
+            return text
+        return f"{text} (default: %(default)s)".strip()
+
+
 def add_flags(group: argparse._ActionsContainer, cls: type, *, skip: tuple[str, ...] = ()) -> None:
-    """One ``--flag`` per field of ``cls`` that has a ``help`` in its metadata."""
+    """One ``--flag`` per field of ``cls`` that has a ``help`` in its metadata; the help ends with
+    the field's default unless it explains it itself (a ``None`` default must be explained there)."""
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         if f.name in skip or "help" not in f.metadata:
@@ -65,7 +82,7 @@ def add_flags(group: argparse._ActionsContainer, cls: type, *, skip: tuple[str, 
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
         help_text = f.metadata["help"]
-        if "default" not in help_text:  # a help that explains its default already says it
+        if "default" not in help_text and default is not None:  # a help that explains its default says it
             help_text += f" (default: {shown})"
         base, _ = _base_type(hints[f.name])
         if base is bool:

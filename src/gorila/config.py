@@ -39,10 +39,13 @@ class RunConfig:
     runtime: str = field(default="ray", metadata={
         "help": "ray (embedded local Ray unless --address / RAY_ADDRESS) or local (one process)",
         "choices": RUNTIMES})
-    address: str | None = field(default=None, metadata={"help": "Ray cluster address to join"})
+    address: str | None = field(default=None, metadata={
+        "help": "Ray cluster to join, HOST:PORT (default: RAY_ADDRESS if set, else an embedded Ray on this machine)",
+        "metavar": "HOST:PORT"})
     seed: int = field(default=0, metadata={"help": "random seed"})
     run_dir: Path | None = field(default=None, metadata={
-        "help": "output directory (default: runs/<algo>-<env>-<time>)", "metavar": "DIR"})
+        "help": "output directory (default: runs/<algo>-<env>-<YYYYmmdd-HHMMSS> in the current directory)",
+        "metavar": "DIR"})
     resume: Path | None = field(default=None, metadata={
         "help": "continue the run in this directory from its newest good checkpoint", "metavar": "RUN_DIR"})
     optimizer: str | None = field(default=None, metadata={
@@ -56,7 +59,8 @@ class RunConfig:
     max_staleness: int | None = field(default=None, metadata={
         "help": "async: reject pushes staler than this (default: no bound)"})
     time_limit_s: float | None = field(default=None, metadata={
-        "help": "stop once training has run this many seconds (start-up not counted)"})
+        "help": "stop after this many seconds of training, counted from the first training step: "
+                "start-up (Ray, workers, evaluator) is not counted (default: no limit)", "metavar": "SECONDS"})
     checkpoint_every_s: float = field(default=60.0, metadata={"help": "seconds between checkpoints"})
     call_timeout_s: float = field(default=600.0, metadata={"help": "longest wait for any worker call"})
     # When the run was configured: the default run directory's name, the same however often asked.

@@ -42,5 +42,9 @@ class SchedulingError(GorilaError, RuntimeError):
     """A worker could not be placed (e.g. it asks for more CPUs than the cluster has)."""
 
 
+class ClusterUnreachableError(GorilaError, ConnectionError):
+    """No Ray cluster answers at the address given (``--address`` or ``RAY_ADDRESS``); the message names it."""
+
+
 class CheckpointError(GorilaError, RuntimeError):
     """A checkpoint is missing, corrupt (checksum mismatch) or of another run."""

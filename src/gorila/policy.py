@@ -1,46 +1,103 @@
-"""A saved run's policy, outside training: ``gorila eval`` and loading it from Python."""
+"""A saved run's policy, outside training: loaded from Python, and played by ``gorila eval``::
+
+    policy = load_policy("runs/dqn-CartPole-v1-20261122-081500")     # gorila.load_policy
+    action = policy(observation)
+    report = evaluate("runs/dqn-CartPole-v1-20261122-081500")        # gorila.evaluate: scores as JSON
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
+from torch import nn
 
 from gorila.algos.registry import ALGORITHMS
 from gorila.config import RunConfig, values_from_json
 from gorila.driver.saved import SavedRun
-from gorila.envs.evaluation import NORMALIZATION_SOURCE, evaluate, human_normalized
-from gorila.envs.make import is_atari
+from gorila.envs import evaluation
+from gorila.envs.make import is_atari, make_env
 from gorila.errors import ConfigError
 from gorila.nets import FlatParams
 
 
-def evaluate_saved(path: Path, episodes: int, epsilon: float | None, noop_max: int, seed: int) -> dict[str, Any]:
-    """Scores of ``episodes`` episodes with the newest good checkpoint of the run at ``path``;
-    ``epsilon=None`` plays with the exploration rate the run evaluated with."""
-    saved = SavedRun.open(path)
+class Policy:
+    """The greedy policy of a saved run (see :func:`load_policy`)::
+
+        policy = load_policy("runs/dqn-CartPole-v1-20261122-081500")
+        env = policy.make_env(seed=0)          # the env as the policy saw it (Atari: preprocessed)
+        obs, _ = env.reset(seed=0)
+        action = policy(obs)                   # one observation -> one action (an int)
+        actions = policy(np.stack([obs, obs])) # a batch -> an array of actions
+
+    ``network`` is the PyTorch module, with the checkpoint's weights; ``epsilon`` the exploration
+    rate the run was evaluated with (``gorila eval`` plays with it, calling the policy does not).
+    """
+
+    def __init__(self, network: nn.Module, act: Callable[[np.ndarray], np.ndarray], *, env_id: str,
+                 observation_shape: tuple[int, ...], epsilon: float, saved: SavedRun):
+        self.network, self._act = network, act
+        self.env_id, self.observation_shape, self.epsilon = env_id, observation_shape, epsilon
+        self.run_dir, self.algo = saved.run_dir, saved.algo
+        self.env_steps = saved.meta.get("env_steps")
+
+    def __call__(self, obs: Any) -> int | np.ndarray:
+        obs = np.asarray(obs)
+        single = obs.shape == self.observation_shape
+        with torch.no_grad():
+            actions = np.asarray(self._act(obs[None] if single else obs))
+        return int(actions[0]) if single else actions
+
+    def make_env(self, seed: int = 0, render_mode: str | None = None) -> gym.Env:
+        """A new env of the run's id, preprocessed as in training (Atari frames 84x84, 4 stacked),
+        with real rewards."""
+        return make_env(self.env_id, seed=seed, training=False, render_mode=render_mode)
+
+
+def load_policy(run_dir: Path | str) -> Policy:
+    """The greedy policy of the newest good checkpoint in ``run_dir`` (or its ``checkpoints/``)."""
+    saved = SavedRun.open(run_dir)
     algorithm = ALGORITHMS[saved.algo]
     if not algorithm.is_rl:
-        raise ConfigError("path", f"{saved.run_dir} is a {saved.algo} run: it has no policy to evaluate")
+        raise ConfigError("run_dir", f"{saved.run_dir} is a {saved.algo} run: it has no policy")
     values = values_from_json(saved.config[saved.algo])
     run = RunConfig(**{k: v for k, v in saved.config["run"].items() if k not in ("run_dir", "resume")})
     configs = [cls(**{k: v for k, v in values.items() if k in cls.__dataclass_fields__})
                for cls in algorithm.config_classes()]
-    env = configs[-1].env
-    if epsilon is None:  # builders record the rate they resolved
-        epsilon = values["eval_epsilon"]
+    env_id = configs[-1].env
     network_fn, policy_fn = algorithm.policy_fn()(run, *configs)
     net = network_fn().eval()
     FlatParams(net).set(saved.params)
-    with torch.no_grad():
-        scores = evaluate(policy_fn(net), env, episodes, epsilon, seed=seed, noop_max=noop_max)
-    out = {"run_dir": str(saved.run_dir), "algo": saved.algo, "env": env,
-           "checkpoint_env_steps": saved.meta.get("env_steps"), "episodes": episodes, "epsilon": epsilon,
+    env = make_env(env_id, seed=0, training=False)
+    try:
+        shape = tuple(env.observation_space.shape)
+    finally:
+        env.close()
+    # builders record the evaluation's exploration rate they resolved
+    return Policy(net, policy_fn(net), env_id=env_id, observation_shape=shape, epsilon=values["eval_epsilon"],
+                  saved=saved)
+
+
+def evaluate(run_dir: Path | str, episodes: int = 10, *, epsilon: float | None = None, noop_max: int = 30,
+             seed: int = 12345, video_dir: Path | str | None = None) -> dict[str, Any]:
+    """Scores of ``episodes`` episodes, with up to ``noop_max`` no-ops at their start, played by the
+    newest good checkpoint of the run in ``run_dir``; ``epsilon=None`` plays with the exploration
+    rate the run evaluated with; ``video_dir`` records each episode there (see ``gorila eval``)."""
+    policy = load_policy(run_dir)
+    epsilon = policy.epsilon if epsilon is None else epsilon
+    scores = evaluation.evaluate(policy, policy.env_id, episodes, epsilon, seed=seed, noop_max=noop_max,
+                                 video_dir=None if video_dir is None else Path(video_dir))
+    out = {"run_dir": str(policy.run_dir), "algo": policy.algo, "env": policy.env_id,
+           "checkpoint_env_steps": policy.env_steps, "episodes": episodes, "epsilon": epsilon,
            "mean": float(np.mean(scores)), "min": float(np.min(scores)), "max": float(np.max(scores)),
            "scores": scores}
-    if is_atari(env):
-        out["human_normalized"] = human_normalized(env, out["mean"])
-        out["human_normalized_table"] = NORMALIZATION_SOURCE
+    if video_dir is not None:
+        out["videos"] = sorted(str(p) for p in Path(video_dir).glob("*.mp4"))
+    if is_atari(policy.env_id):
+        out["human_normalized"] = evaluation.human_normalized(policy.env_id, out["mean"])
+        out["human_normalized_table"] = evaluation.NORMALIZATION_SOURCE
     return out

@@ -135,3 +135,17 @@ def test_timer_is_due_once_per_interval():
     assert timer.due()
     with pytest.raises(ValueError, match="every_s"):
         CheckpointTimer(every_s=0)
+
+
+def test_exports_are_written_beside_their_checkpoint_and_pruned_with_it(tmp_path):
+    for step in (1, 2, 3):
+        weights = {"body.0.weight": np.full((2, 3), step, np.float32)}
+        save_checkpoint(tmp_path, _arrays(step), {"step": step}, exports={"model": weights})
+    sidecar = json.loads((tmp_path / "ckpt-000003.json").read_text())
+    assert sidecar["exports"] == {"model": "ckpt-000003.model.safetensors"}
+    assert sorted(p.name for p in tmp_path.glob("*.model.safetensors")) == [
+        "ckpt-000002.model.safetensors", "ckpt-000003.model.safetensors"]
+    import safetensors.torch
+
+    loaded = safetensors.torch.load_file(tmp_path / "ckpt-000003.model.safetensors")
+    assert loaded["body.0.weight"].tolist() == [[3.0] * 3] * 2

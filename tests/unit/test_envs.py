@@ -1,8 +1,10 @@
+import itertools
+
 import numpy as np
 import pytest
 
 from gorila.envs import CountingEnv, EnvRunner, evaluate, human_normalized, is_atari, make_env, make_env_runner
-from gorila.envs.evaluation import NORMALIZATION_SOURCE
+from gorila.envs.evaluation import NORMALIZATION_SOURCE, EvaluationEpisodes
 from gorila.envs.make import SignReward
 from gorila.envs.vector import GymnasiumBackend, envpool_supports
 from gorila.errors import ConfigError
@@ -194,3 +196,28 @@ def test_human_normalized_uses_the_nature_dqn_table_gorila_normalized_against():
     with pytest.raises(ConfigError) as e:
         human_normalized("ALE/NotAGame-v5", 1.0)
     assert e.value.field == "env"
+
+
+def test_an_evaluation_played_in_slices_scores_as_one_played_whole():
+    calls = []
+
+    def greedy(obs_batch):
+        calls.append(len(obs_batch))
+        return np.zeros(len(obs_batch), np.int64)
+
+    whole = evaluate(greedy, "gorila/Counting-v0", episodes=6, epsilon=0.0, seed=4, noop_max=3)
+    steps, calls = len(calls), []
+    ticks = itertools.count()
+    played = EvaluationEpisodes("gorila/Counting-v0", episodes=6, epsilon=0.0, seed=4, noop_max=3)
+    slices = 1
+    while not played.play(greedy, seconds=0.5, clock=lambda: next(ticks)):  # a tick per read: one step a slice
+        slices += 1
+    played.close()
+    assert played.returns == whole
+    assert slices == len(calls) == steps > 1
+
+
+def test_a_video_needs_an_env_that_renders_frames(tmp_path):
+    with pytest.raises(ConfigError) as refused:
+        EvaluationEpisodes("gorila/Counting-v0", episodes=1, epsilon=0.0, seed=0, video_dir=tmp_path)
+    assert refused.value.field == "video" and "rgb_array" in refused.value.message

@@ -115,3 +115,14 @@ def test_a_module_trains_with_a_torch_optimizer_as_it_would_without_the_buffers(
 def test_non_float32_parameters_are_refused():
     with pytest.raises(ValueError, match="float32"):
         FlatParams(nn.Linear(2, 2).double())
+
+
+def test_state_dict_names_the_parameters_of_a_flat_vector():
+    net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    flat = FlatParams(net)
+    w = np.arange(flat.size, dtype=np.float32)
+    state = flat.state_dict(w)
+    fresh = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    fresh.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
+    np.testing.assert_array_equal(torch.cat([p.detach().flatten() for p in fresh.parameters()]).numpy(), w)
+    assert all(v.base is None for v in state.values())  # each owns its memory, as safetensors needs

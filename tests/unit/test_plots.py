@@ -1,7 +1,10 @@
+import json
+
 import numpy as np
 import pytest
 
-from gorila.metrics import plot_learning_curve, plot_speedup, read_series
+from gorila.errors import ConfigError
+from gorila.metrics import RunCurve, plot_learning_curve, plot_runs, plot_speedup, read_series
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -60,3 +63,43 @@ def test_speedup_needs_matching_lengths(tmp_path):
     with pytest.raises(ValueError, match="one limit per worker count"):
         plot_speedup([1, 2], [1.0, 1.5], tmp_path / "x.png", "bad", limit=[1.0])
     assert not (tmp_path / "x.png").exists()
+
+
+def _run_dir(path, mode, target=475.0, unit="env steps", rows=((1000, 1.5, 20.0), (2000, 3.0, 480.0))):
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(json.dumps({"algo": "a3c", "run": {"mode": mode}, "headline": "eval_return",
+                                                  "target": target, "step_unit": unit}))
+    lines = ["step,time_s,env_steps,eval_return"] + [f"{s},{t},{s},{r}" for s, t, r in rows]
+    (path / "metrics.csv").write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_learning_curve_has_a_wall_time_panel_and_the_target(tmp_path):
+    out = plot_learning_curve(_csv(tmp_path), "step", ["return"], tmp_path / "lc.png", "dqn on CartPole-v1",
+                              target=25.0)
+    _assert_png(out)
+    from PIL import Image
+
+    width, height = Image.open(out).size
+    assert width > 1.5 * height  # two panels side by side: by steps and by seconds of training
+
+
+def test_run_curve_reads_the_headline_by_steps_and_by_time(tmp_path):
+    curve = RunCurve.read(_run_dir(tmp_path / "sync", "sync"))
+    assert curve.metric == "eval_return" and curve.target == 475.0 and curve.step_unit == "env steps"
+    assert curve.steps.tolist() == [1000, 2000] and curve.seconds.tolist() == [1.5, 3.0]
+    assert curve.values.tolist() == [20.0, 480.0] and "a3c sync" in curve.label
+
+
+def test_runs_are_overlaid_in_one_picture(tmp_path):
+    runs = [_run_dir(tmp_path / m, m) for m in ("sync", "async", "semi-async")]
+    _assert_png(plot_runs(runs, tmp_path / "compare.png"))
+
+
+def test_runs_that_count_steps_differently_are_refused(tmp_path):
+    rl = _run_dir(tmp_path / "rl", "sync")
+    lstsq = _run_dir(tmp_path / "lstsq", "sync", unit="updates")
+    with pytest.raises(ConfigError, match="env steps, updates"):
+        plot_runs([rl, lstsq], tmp_path / "x.png")
+    with pytest.raises(ConfigError, match="not a gorila run directory"):
+        plot_runs([tmp_path / "nothing"], tmp_path / "x.png")

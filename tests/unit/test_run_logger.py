@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from gorila.metrics import RunLogger
-from gorila.metrics.progress import LINE_INTERVAL_S, LineProgress
+from gorila.metrics.progress import Limits, LineProgress
 
 COLUMNS = ["return", "loss", "lag"]
 
@@ -20,7 +20,6 @@ def _plain() -> tuple[Console, io.StringIO]:
 
 
 def _logger(run_dir: Path, **kwargs) -> RunLogger:
-    kwargs.setdefault("console", _plain()[0])
     kwargs.setdefault("tensorboard", False)
     return RunLogger(run_dir, kwargs.pop("config", {"algo": "dqn"}), COLUMNS, **kwargs)
 
@@ -56,9 +55,9 @@ def test_unknown_keys_are_refused_by_name(tmp_path):
 
 def test_column_names_are_checked(tmp_path):
     with pytest.raises(ValueError, match="reserved"):
-        RunLogger(tmp_path, {}, ["step", "loss"], tensorboard=False, console=_plain()[0])
+        RunLogger(tmp_path, {}, ["step", "loss"], tensorboard=False)
     with pytest.raises(ValueError, match="repeat: loss"):
-        RunLogger(tmp_path, {}, ["loss", "loss"], tensorboard=False, console=_plain()[0])
+        RunLogger(tmp_path, {}, ["loss", "loss"], tensorboard=False)
 
 
 @dataclass(frozen=True)
@@ -87,8 +86,7 @@ def test_summary_json_and_idempotent_close(tmp_path):
     path = logger.close({"final_return": np.float64(500.0), "versions": (1, 2)})
     assert path == tmp_path / "summary.json"
     summary = json.loads(path.read_text())
-    assert summary["final_return"] == 500.0 and summary["versions"] == [1, 2]
-    assert summary["time_s"] >= 0
+    assert summary == {"final_return": 500.0, "versions": [1, 2]}  # what the run says, nothing more
     assert logger.close({"other": 1}) == path
     assert json.loads(path.read_text()) == summary
     with pytest.raises(RuntimeError, match="closed"):
@@ -126,7 +124,7 @@ def test_resume_appends_and_checks_header(tmp_path):
     with pytest.raises(FileExistsError, match="resume=True"):
         _logger(tmp_path)
     with pytest.raises(ValueError, match="header is step,time_s,return,loss,lag"):
-        RunLogger(tmp_path, {}, ["return"], resume=True, tensorboard=False, console=_plain()[0])
+        RunLogger(tmp_path, {}, ["return"], resume=True, tensorboard=False)
 
     resumed = _logger(tmp_path, resume=True)
     resumed.log(3, {"return": 7})
@@ -143,56 +141,65 @@ def test_resume_without_existing_csv_starts_fresh(tmp_path):
     assert _rows(tmp_path / "metrics.csv") == [["step", "time_s", "return", "loss", "lag"]]
 
 
-def test_tensorboard_scalars_are_written(tmp_path):
+def test_time_s_is_the_training_time_the_run_gives(tmp_path):
+    logger = _logger(tmp_path)
+    logger.log(1, {"loss": 1.0}, train_s=12.5)
+    logger.close({})
+    assert _rows(tmp_path / "metrics.csv")[1][1] == "12.500"
+
+
+def _events(run_dir: Path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    logger = _logger(tmp_path, tensorboard=True)
-    logger.log(10, {"loss": 0.5, "return": 3})
-    logger.log(20, {"loss": 0.25})
-    logger.close({})
-    assert list(tmp_path.glob("events.out.tfevents.*"))
-    events = EventAccumulator(str(tmp_path))
+    events = EventAccumulator(str(run_dir), size_guidance={"tensors": 0})
     events.Reload()
-    assert set(events.Tags()["scalars"]) == {"loss", "return"}
-    assert [(e.step, e.value) for e in events.Scalars("loss")] == [(10, 0.5), (20, 0.25)]
-    assert [(e.step, e.value) for e in events.Scalars("return")] == [(10, 3.0)]
+    return events
 
 
-def test_plain_progress_lines_and_messages(tmp_path):
-    console, out = _plain()
-    logger = _logger(tmp_path, console=console, total=1000, description="dqn")
-    logger.log(100, {"loss": 0.5, "return": 21})
-    logger.message("eval return 500.0")
-    logger.log(200, {"loss": 0.25})  # within the interval: held back until close
+def test_tensorboard_scalars_are_written_under_their_tags(tmp_path):
+    logger = _logger(tmp_path, tensorboard=True, tags={"return": "eval/return", "loss": "train/loss"})
+    logger.log(10, {"loss": 0.5, "return": 3})
+    logger.log(20, {"loss": 0.25, "lag": 1})
     logger.close({})
-    assert out.getvalue().splitlines() == [
-        "dqn 100/1,000 steps (10%) | return 21  loss 0.5",
-        "eval return 500.0",
-        "dqn 200/1,000 steps (20%) | return 21  loss 0.25",
-    ]
+    events = _events(tmp_path)
+    assert set(events.Tags()["scalars"]) == {"train/loss", "eval/return", "lag"}  # untagged: the column's name
+    assert [(e.step, e.value) for e in events.Scalars("train/loss")] == [(10, 0.5), (20, 0.25)]
+    assert [(e.step, e.value) for e in events.Scalars("eval/return")] == [(10, 3.0)]
 
 
-def test_live_progress_on_a_terminal(tmp_path):
-    out = io.StringIO()
-    console = Console(file=out, force_terminal=True, width=160)
-    logger = _logger(tmp_path, console=console, total=1000, description="dqn")
-    logger.log(500, {"loss": 0.125, "return": 42})
-    logger.message("eval return 500.0")
+def test_tensorboard_states_the_step_axis_and_the_hyperparameters(tmp_path):
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    logger = _logger(tmp_path, tensorboard=True, tags={"return": "eval/return"}, step_axis="env steps",
+                     hparams={"run.mode": "async", "dqn.lr": 0.03, "dqn.hidden": (64, 64), "run.seed": 0},
+                     hparam_metrics=["eval/return"])
+    logger.log(10, {"return": 3})
     logger.close({})
-    text = out.getvalue()
-    assert "\x1b[" in text  # drawn with terminal control codes, not plain lines
-    assert "eval return 500.0" in text
-    assert "return 42  loss 0.125" in text and "500 steps" in text
+    events = _events(tmp_path)
+    note = events.Tensors("run/step_axis/text_summary")[0].tensor_proto.string_val[0].decode()
+    assert "env steps" in note
+    plugin = events.SummaryMetadata("_hparams_/session_start_info").plugin_data
+    session = plugin_data_pb2.HParamsPluginData.FromString(plugin.content).session_start_info
+    assert session.hparams["run.mode"].string_value == "async"
+    assert session.hparams["dqn.lr"].number_value == pytest.approx(0.03)
+    assert session.hparams["dqn.hidden"].string_value == "(64, 64)"
+    experiment = plugin_data_pb2.HParamsPluginData.FromString(
+        events.SummaryMetadata("_hparams_/experiment").plugin_data.content).experiment
+    assert [m.name.tag for m in experiment.metric_infos] == ["eval/return"]
 
 
-def test_line_progress_prints_at_most_once_per_interval():
+def test_progress_goes_to_the_display_it_is_given(tmp_path):
     console, out = _plain()
     now = [0.0]
-    display = LineProgress(console, total=None, unit="frames", description="", clock=lambda: now[0])
-    display.update(1, {})
-    now[0] = LINE_INTERVAL_S / 2
-    display.update(2, {"loss": 1.0})
-    now[0] = LINE_INTERVAL_S
-    display.update(3, {"loss": 2.0})
-    display.close()
-    assert out.getvalue().splitlines() == ["1 frames", "3 frames | loss 2"]
+    display = LineProgress(console, Limits(1000, "steps"), description="dqn", clock=lambda: now[0])
+    logger = _logger(tmp_path, display=display)
+    logger.log(100, {"loss": 0.5, "return": 21})
+    logger.message("eval return 500.0")
+    now[0] = 1.0
+    logger.log(200, {"loss": 0.25})  # within the line interval: held back until close
+    logger.close({})
+    assert out.getvalue().splitlines() == [
+        "dqn 10% of 1,000 steps · 100 done | return 21  loss 0.5",
+        "eval return 500.0",
+        "dqn 20% of 1,000 steps · 200 done · 0:00:08 left | return 21  loss 0.25",  # 100 steps/s, 800 to go
+    ]

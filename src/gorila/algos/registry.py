@@ -38,6 +38,11 @@ class Algorithm:
         """``(run, *configs) -> (network_fn, policy_fn)``: what ``gorila eval`` plays."""
         return _load(f"{self.builder}:evaluation_policy")
 
+    def label(self, configs: list) -> str:
+        """What a run directory is named after besides the algorithm, before its plan is built (the
+        builder's ``Plan.label``): the env id, or lstsq's synthetic data."""
+        return configs[-1].env if self.is_rl else "synthetic"
+
 
 def _load(path: str):
     module, _, attr = path.partition(":")

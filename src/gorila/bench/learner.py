@@ -14,6 +14,7 @@ from gorila import validate
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.bench.sampling import (add_common_flags, bench_run_config, bundle_factory, check_common_flags,
                                    measure_interleaved, placed_workers)
+from gorila.cliargs import HelpFormatter
 from gorila.core import WorkerFactory
 from gorila.learners.bundle import Bundle
 from gorila.losses.dqn import dqn_loss
@@ -77,7 +78,7 @@ def main(argv: list[str]) -> int:
     from gorila.algos.dqn.config import DQNConfig
     from gorila.driver.rl_config import RLConfig
 
-    parser = argparse.ArgumentParser(prog="gorila bench learner", description=__doc__)
+    parser = argparse.ArgumentParser(prog="gorila bench learner", description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--env", default="CartPole-v1", help="Gymnasium id (ALE/Pong-v5: the Nature CNN)")
     parser.add_argument("--batch-size", type=int, default=DQNConfig.batch_size, help="minibatch size")
     parser.add_argument("--fill", type=int, default=5_000, help="transitions of random play in the replay")

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from gorila.bench.report import bench_dir, write_bench_json
+from gorila.cliargs import HelpFormatter
 from gorila.params import ParameterClient, ServerSpec, UpdateRule
 
 NATURE_CNN_PARAMS = 1_687_206  # the Nature CNN with 6 actions (Pong)
@@ -46,7 +47,7 @@ def _round_trips(client: ParameterClient, grad: np.ndarray, rounds: int) -> tupl
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="gorila bench ps", description=__doc__)
+    parser = argparse.ArgumentParser(prog="gorila bench ps", description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--params", type=int, default=NATURE_CNN_PARAMS, help="parameters in the vector")
     parser.add_argument("--shards", type=int, default=1, help="parameter-server shards")
     parser.add_argument("--rounds", type=int, default=50, help="measured round trips")

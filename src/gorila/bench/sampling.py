@@ -13,6 +13,7 @@ import numpy as np
 
 from gorila import validate
 from gorila.bench.report import bench_dir, write_bench_json
+from gorila.cliargs import HelpFormatter
 from gorila.config import RunConfig
 from gorila.core import WorkerFactory, WorkerGroup
 from gorila.driver.plan import Plan
@@ -114,7 +115,7 @@ def add_common_flags(parser: argparse.ArgumentParser, seconds: float) -> None:
                         help="alternating rounds; short ones keep load from elsewhere from hitting one figure only")
     parser.add_argument("--runtime", default="both", choices=[*RUNTIMES, "both"], help="where the workers run")
     parser.add_argument("--address", default=None, help="Ray cluster to join (default: embedded)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="random seed")
     parser.add_argument("--out", type=Path, default=None,
                         help="directory for bench.json (default: bench-out/<bench>-<time>)")
 
@@ -131,7 +132,7 @@ def main(argv: list[str]) -> int:
     from gorila.algos.dqn.config import DQNConfig
     from gorila.driver.rl_config import RLConfig
 
-    parser = argparse.ArgumentParser(prog="gorila bench sampling", description=__doc__)
+    parser = argparse.ArgumentParser(prog="gorila bench sampling", description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--env", default="CartPole-v1", help="Gymnasium id")
     parser.add_argument("--actors", type=int, default=2, help="actor workers under the Ray runtime")
     parser.add_argument("--envs-per-actor", type=int, default=128,

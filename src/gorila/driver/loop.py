@@ -7,14 +7,16 @@ Every worker group runs ``plan.chunk_steps(updates)`` steps at a time and gets i
 soon as its reports are in, so groups of different speeds (actors and a learner) never wait for
 each other at the driver; the plan's evaluation may judge the newest parameters in parallel. Once
 every group has finished a chunk the driver logs a row; it checkpoints every
-``--checkpoint-every-s`` and stops at the target, the budget or the time limit, letting the chunks
-under way finish first.
+``--checkpoint-every-s`` and stops at the target, the budget, the time limit or a signal (SIGINT,
+SIGTERM: see :mod:`gorila.driver.stop`), letting the chunks under way finish first. What it is
+doing is shown on a :class:`~gorila.metrics.terminal.Terminal`: the start-up, then progress.
 """
 
 from __future__ import annotations
 
 import collections
-import json
+import math
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -22,25 +24,23 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psutil
 
 from gorila.checkpoint import CheckpointTimer, load_checkpoint, save_checkpoint
 from gorila.config import RunConfig
 from gorila.core import Pending, Runtime, ServiceGroup, ShardGroup, WorkerGroup
 from gorila.driver.counters import Counters
-from gorila.driver.plan import Plan, Score
+from gorila.driver.plan import Plan, Score, WorkerSpec
+from gorila.driver.stop import Interrupted, StopSignals
 from gorila.errors import WorkerTimeoutError
 from gorila.metrics import RunLogger, plot_learning_curve
+from gorila.metrics.progress import Limits
+from gorila.metrics.terminal import Terminal
 from gorila.params import ShardStats, merge_stats
+from gorila.params.server import server_params
 from gorila.runtime import make_runtime
 
 #: Summed over every worker (a restarted worker's counts before its restart included).
 SUMMED = ("env_steps", "episodes", "pushes_rejected_outlier")
-
-
-def command_seconds() -> float:
-    """Seconds since this process started: time to target counts the start-up too."""
-    return time.time() - psutil.Process().create_time()
 
 
 @dataclass(frozen=True)
@@ -60,50 +60,122 @@ class Placed:
 OnChunk = Callable[[Placed], None]
 
 
-def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None) -> dict[str, Any]:
+def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
+        terminal: Terminal | None = None) -> dict[str, Any]:
     """Train ``plan`` until its target, its budget or the time limit; returns ``summary.json``'s dict.
 
     ``on_chunk(placed)`` (tests, tools) is called after every logged row with what was placed
-    (:class:`Placed`).
+    (:class:`Placed`). ``terminal`` shows the start-up and the progress (default: on stderr, times
+    counted from the start of this process).
     With ``--resume`` the shards start from the newest good checkpoint and counting continues.
+    SIGINT or SIGTERM stops the run after the chunks under way: everything is saved as at any
+    other stop (``stop_reason: "interrupted"``) and :class:`~gorila.driver.stop.Interrupted` is
+    raised with the summary.
     """
-    startup = {"plan_s": command_seconds()}  # the command's imports and the builder are done
+    terminal = terminal or Terminal()
+    startup = {"plan_s": terminal.elapsed()}  # the command's imports and the builder are done
     run_dir = run_config.resolved_run_dir(plan.label)
     initial = plan.initial_params()
-    runtime = make_runtime(run_config.runtime, run_config.address, call_timeout_s=run_config.call_timeout_s)
-    startup["runtime_s"] = command_seconds()
-    try:
-        shard_processes = plan.spec.num_shards if plan.spec.placement == "process" else 0
-        runtime.plan(plan.processes + shard_processes + 1)  # + the shards and the evaluation
-        # Every process starts side by side: each waits for no other to be up first.
-        shards = runtime.start_shards(plan.spec, initial, wait=False)
-        meta: dict[str, Any] = {}
-        if run_config.resume is not None:
-            arrays, meta = load_checkpoint(run_dir / "checkpoints")
-            shards.load_state_dict(arrays)
-            plan.evaluation.load_state_dict(meta.get("evaluation", {}))
-        services = {s.name: runtime.start_services(s.factory, s.count, name=s.name, wait=False) for s in plan.services}
-        specs = plan.groups({name: group.endpoints() for name, group in services.items()})
-        groups = {w.name: runtime.start_workers(w.factory, w.count, shards.server, name=w.name, nice=w.nice,
-                                                wait=False) for w in specs}
-        plan.evaluation.start(runtime, shards, groups)
-        runtime.wait_started()
-        startup["processes_s"] = command_seconds()
-        config = {"algo": plan.algo, "run": asdict(run_config), plan.algo: plan.config,
-                  "rule": asdict(plan.spec.rule), "run_dir": str(run_dir)}
-        columns = _columns(plan)
-        with RunLogger(run_dir, config, columns, total=plan.budget.total, unit=plan.budget.unit.replace("_", " "),
-                       description=f"{plan.algo} {plan.label} {run_config.mode}",
-                       resume=run_config.resume is not None) as logger:
-            loop = _Loop(run_config, plan, runtime, shards, services, groups, logger, meta, run_dir, columns, startup)
-            loop.on_chunk = on_chunk
-            result = loop.execute()
-            summary = loop.summary(result)
-            logger.close(summary)
-        _plot(run_dir, plan, columns)
-        return summary
-    finally:
-        runtime.shutdown()
+    with StopSignals() as signals:
+        with terminal.stage(_runtime_stage(run_config)):
+            runtime = make_runtime(run_config.runtime, run_config.address, call_timeout_s=run_config.call_timeout_s,
+                                   verbose=terminal.verbose)
+        signals.install()  # again: starting Ray installs a SIGTERM handler of its own
+        startup["runtime_s"] = terminal.elapsed()
+        try:
+            shard_processes = plan.spec.num_shards if plan.spec.placement == "process" else 0
+            runtime.plan(plan.processes + shard_processes + 1)  # + the shards and the evaluation
+            # Every process starts side by side: each waits for no other to be up first.
+            shards = runtime.start_shards(plan.spec, initial, wait=False)
+            meta: dict[str, Any] = {}
+            if run_config.resume is not None:
+                arrays, meta = load_checkpoint(run_dir / "checkpoints")
+                shards.load_state_dict(arrays)
+                plan.evaluation.load_state_dict(meta.get("evaluation", {}))
+            services = {s.name: runtime.start_services(s.factory, s.count, name=s.name, wait=False)
+                        for s in plan.services}
+            specs = plan.groups({name: group.endpoints() for name, group in services.items()})
+            with terminal.stage(f"starting {_processes(plan, specs)}"):
+                groups = {w.name: runtime.start_workers(w.factory, w.count, shards.server, name=w.name,
+                                                        nice=w.nice, wait=False) for w in specs}
+                plan.evaluation.start(runtime, shards, groups)
+                runtime.wait_started()
+            startup["processes_s"] = terminal.elapsed()
+            unit = plan.budget.unit.replace("_", " ")
+            config = {"algo": plan.algo, "run": asdict(run_config), plan.algo: plan.config,
+                      "rule": asdict(plan.spec.rule), "run_dir": str(run_dir), "step_unit": unit,
+                      "headline": plan.evaluation.columns[0], "target": plan.evaluation.target}
+            columns = _columns(plan)
+            limits = Limits(plan.budget.total, unit, run_config.time_limit_s)
+            signals.arm()  # from here on a signal stops the run with everything saved
+            terminal.line(f"{terminal.elapsed():7.1f} s  training until {limits.describe()}")
+            tags = _tags(plan, columns)
+            with RunLogger(run_dir, config, columns, tags=tags, step_axis=_STEP_AXIS[plan.budget.unit],
+                           hparams=_hparams(config), hparam_metrics=[tags[plan.evaluation.columns[0]]],
+                           display=terminal.progress(limits, description=f"{plan.algo} {plan.label} {run_config.mode}"),
+                           resume=run_config.resume is not None) as logger:
+                loop = _Loop(run_config, plan, runtime, shards, services, groups, logger, meta, run_dir, columns,
+                             startup, terminal)
+                loop.on_chunk, loop.signals = on_chunk, signals
+                result = loop.execute()
+                summary = loop.summary(result)
+                logger.close(summary)
+            _plot(run_dir, plan, run_config, columns)
+        finally:
+            runtime.shutdown()
+    if signals.received is not None:
+        raise Interrupted(signals.received, summary)
+    return summary
+
+
+def _runtime_stage(run_config: RunConfig) -> str:
+    if run_config.runtime == "local":
+        return "local runtime: everything in this process"
+    if run_config.address:
+        return f"joining the Ray cluster at {run_config.address}"
+    return "starting Ray on this machine (127.0.0.1 only, no dashboard)"
+
+
+def _processes(plan: Plan, specs: list[WorkerSpec]) -> str:
+    """What starts side by side, e.g. ``1 parameter shard, 1 replay service, 4 actors, 1 learner``."""
+    parts = [_count(plan.spec.num_shards, "parameter shard")]
+    parts += [_count(s.count, s.name + " service") for s in plan.services]
+    parts += [_count(w.count, w.name) for w in specs]
+    return ", ".join(parts)
+
+
+def _count(n: int, name: str) -> str:
+    return f"{n} {name}{'' if n == 1 else 's'}"
+
+
+#: What TensorBoard's step axis counts, by the budget's unit.
+_STEP_AXIS = {"env_steps": "env steps, summed over all actors", "updates": "parameter-server updates"}
+_PS_COLUMNS = ("updates", "pushes_rejected", "bytes_pushed", "bytes_pulled")
+
+
+def _tags(plan: Plan, columns: tuple[str, ...]) -> dict[str, str]:
+    """TensorBoard's tag of each column, grouped: ``eval/`` (what the evaluation fills), ``ps/``
+    (the parameter server's counters), ``time/`` (rates), ``replay/``, and ``train/`` (the rest)."""
+    tags = {}
+    for column in columns:
+        if column in plan.evaluation.columns:
+            tags[column] = "eval/" + column.removeprefix("eval_")
+        elif column in _PS_COLUMNS:
+            tags[column] = "ps/" + column
+        elif column.endswith("_per_s"):
+            tags[column] = "time/" + column
+        elif column.startswith("replay_"):
+            tags[column] = "replay/" + column.removeprefix("replay_")
+        else:
+            tags[column] = "train/" + column.removeprefix("train_")
+    return tags
+
+
+def _hparams(config: dict[str, Any]) -> dict[str, Any]:
+    """The run's settings as TensorBoard hyperparameters: ``section.field`` -> value (paths left out)."""
+    sections = {name: config[name] for name in ("run", config["algo"], "rule")}
+    return {f"{section}.{key}": value for section, values in sections.items() for key, value in values.items()
+            if key not in ("run_dir", "resume")}
 
 
 def _columns(plan: Plan) -> tuple[str, ...]:
@@ -123,9 +195,11 @@ class _Loop:
 
     def __init__(self, run_config: RunConfig, plan: Plan, runtime: Runtime, shards: ShardGroup,
                  services: dict[str, ServiceGroup], groups: dict[str, WorkerGroup], logger: RunLogger,
-                 meta: dict[str, Any], run_dir: Path, columns: tuple[str, ...], startup: dict[str, float]):
+                 meta: dict[str, Any], run_dir: Path, columns: tuple[str, ...], startup: dict[str, float],
+                 terminal: Terminal):
         self.run_config, self.plan, self.runtime, self.shards = run_config, plan, runtime, shards
         self.startup = startup  # seconds from the command's start to each start-up stage
+        self.terminal = terminal  # its clock counts from the command's start: time to target includes start-up
         self.services, self.groups = services, groups
         self.logger, self.run_dir, self.columns = logger, run_dir, columns
         self.counters = Counters(SUMMED, base={"env_steps": int(meta.get("env_steps", 0))})
@@ -136,12 +210,16 @@ class _Loop:
         self.evaluations: list[dict[str, Any]] = []
         self.pending_row: dict[str, float | None] = {}
         self.on_chunk: OnChunk | None = None
+        self.signals: StopSignals | None = None
+        self._network: Any = None  # plan.network_fn()'s FlatParams, built at the first checkpoint
         self.stats = ShardStats()  # the servers' counters at the last logged row
         self.metrics: dict[str, float | None] = {}  # the plan's metrics at the last logged row
         self.service_stats: dict[tuple[str, int], dict[str, Any]] = {}
         self.chunk_size: dict[str, int] = {}  # each group's chunk, when it adapts to chunk_seconds
         self.chunk_started: dict[str, float] = {}
         self.chunk_took: dict[str, float] = {}
+        self.chunk_asked: dict[str, int] = {}  # steps per worker of each group's chunk under way
+        self.progress_per_step: dict[str, float] = {}  # budget used per worker step, by group
         self.service_restarts = self.items_lost = 0
 
     def progress(self) -> int:
@@ -161,7 +239,8 @@ class _Loop:
             for name, group in self.groups.items():
                 if name not in running:
                     self.chunk_started[name] = time.perf_counter()
-                    running[name] = group.start_steps(self._chunk_steps(name))
+                    self.chunk_asked[name] = self._chunk_steps(name)
+                    running[name] = group.start_steps(self.chunk_asked[name])
             finished |= self._collect(running)
             self._judged(evaluation.after_chunk())
             elapsed = self.elapsed_before + time.perf_counter() - start
@@ -170,6 +249,11 @@ class _Loop:
                 if self.on_chunk is not None:
                     self.on_chunk(Placed(self.shards, self.services, self.groups))
                 self._log(elapsed)
+            if self.signals is not None and self.signals.received is not None:
+                stop_reason = "interrupted"
+                self.logger.message(f"{signal.Signals(self.signals.received).name}: stopping; saving a final "
+                                    "checkpoint and the summary (send it again to quit at once)")
+                break
             if timer.due():
                 self.checkpoint(elapsed)
             if self.time_to_target is not None and self.plan.stop_at_target:
@@ -182,7 +266,7 @@ class _Loop:
                 break
         while running:  # the chunks under way finish, so every worker's counts are in
             self._collect(running)
-        if stop_reason != "target":
+        if stop_reason not in ("target", "interrupted"):  # an interrupt does not wait for an evaluation
             self._judged(evaluation.finish())
         elapsed = self.elapsed_before + time.perf_counter() - start
         self._log(elapsed)
@@ -203,28 +287,37 @@ class _Loop:
                 raise WorkerTimeoutError(f"no worker group ({', '.join(running)}) finished its chunk within "
                                          f"{timeout_s:.0f} s")
         for name in done:
-            self.counters.update(name, [p.result(timeout_s) for p in running.pop(name)])
+            before = self.progress()
+            reports = [p.result(timeout_s) for p in running.pop(name)]
+            self.counters.update(name, reports)
             self.chunk_took[name] = time.perf_counter() - self.chunk_started[name]
+            self.progress_per_step[name] = (self.progress() - before) / max(self.chunk_asked[name] * len(reports), 1)
         if "first_step_s" not in self.startup:
             self.startup["first_step_s"] = self._first_step_s()
         return done
 
     def _chunk_steps(self, group: str) -> int:
         """The plan's chunk size; with ``chunk_seconds``, scaled toward that duration from the
-        group's last chunk (at most doubling or halving at once)."""
+        group's last chunk (at most doubling or halving at once). A chunk never asks for more than
+        the budget has left, shared among the group's workers, so a run stops near its budget."""
         steps = self.chunk_size.get(group) or self.plan.chunk_steps(self.stats.updates)
         if self.plan.chunk_seconds is not None and group in self.chunk_took:
             scale = min(2.0, max(0.5, self.plan.chunk_seconds / max(self.chunk_took[group], 1e-6)))
             steps = max(1, round(steps * scale))
         if self.plan.chunk_seconds is not None:
             self.chunk_size[group] = steps
+        rate = self.progress_per_step.get(group)
+        if rate:  # this group's steps use the budget (actors' env steps; not a learner's updates)
+            workers = sum(1 for g, _ in self.counters.last if g == group)
+            left = self.plan.budget.total - self.progress()
+            steps = min(steps, max(1, math.ceil(left / (rate * workers))))
         return steps
 
     def _first_step_s(self) -> float:
         """When the first worker began stepping, from the command's start (now, where workers do
         not say: the local runtime steps them as soon as the driver asks)."""
         began = [r["first_step_at"] for r in self.counters.last.values() if r.get("first_step_at")]
-        return min(began) - (time.time() - command_seconds()) if began else command_seconds()
+        return min(began) - self.terminal.started_at if began else self.terminal.elapsed()
 
     def _judged(self, score: Score | None) -> None:
         if score is None:
@@ -235,21 +328,21 @@ class _Loop:
         if score.message:
             self.logger.message(f"{score.message}, {self.progress():,} {self.plan.budget.unit.replace('_', ' ')}")
         if score.reached and self.time_to_target is None:
-            self.time_to_target = command_seconds()
+            self.time_to_target = self.terminal.elapsed()
             self.train_time_to_target = self.elapsed_before + time.perf_counter() - self.started
-            self.logger.message(f"target {self.plan.evaluation.target} reached after {self.time_to_target:.1f} s")
+            self.logger.message(f"target {self.plan.evaluation.target:.4g} reached after {self.time_to_target:.1f} s")
 
     def _log(self, elapsed: float) -> None:
         stats = self.stats = merge_stats(self.shards.stats())
         if stats.updates and "first_update_s" not in self.startup:
-            self.startup["first_update_s"] = command_seconds()  # within a row of the first update
+            self.startup["first_update_s"] = self.terminal.elapsed()  # within a row of the first update
         env_steps = self.counters.total("env_steps")
         row = {"env_steps": env_steps, "updates": stats.updates, "train_return": self.counters.recent_return(),
                "loss": self.counters.mean("loss"), "env_steps_per_s": env_steps / max(elapsed, 1e-9),
                "updates_per_s": stats.updates / max(elapsed, 1e-9), "pushes_rejected": stats.pushes_rejected,
                "bytes_pushed": stats.bytes_in, "bytes_pulled": stats.bytes_out,
                "worker_restarts": self.counters.restarts, **self._plan_metrics(), **self.pending_row}
-        self.logger.log(self.progress(), {k: v for k, v in row.items() if k in self.columns})
+        self.logger.log(self.progress(), {k: v for k, v in row.items() if k in self.columns}, train_s=elapsed)
         self.pending_row = {}
 
     def _plan_metrics(self) -> dict[str, float | None]:
@@ -300,8 +393,20 @@ class _Loop:
                 "evaluation": self.plan.evaluation.state_dict()}
         for name in self.plan.checkpoint_services:
             self.services[name].call("save")
-        path = save_checkpoint(self.run_dir / "checkpoints", self.shards.state_dict(), meta)
-        self.logger.message(f"checkpoint {path.name}: {meta['env_steps']} env steps, {meta['updates']} updates")
+        arrays = self.shards.state_dict()
+        path = save_checkpoint(self.run_dir / "checkpoints", arrays, meta, exports=self._exports(arrays))
+        steps = f"{meta['env_steps']:,} env steps, " if self.plan.budget.unit == "env_steps" else ""
+        self.logger.message(f"checkpoint {path.name}: {steps}{meta['updates']:,} updates")
+
+    def _exports(self, arrays: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """The network's named state_dict (``model``), for use without gorila; none for lstsq."""
+        if self.plan.network_fn is None:
+            return {}
+        if self._network is None:
+            from gorila.nets import FlatParams  # torch: only plans with a network get here
+
+            self._network = FlatParams(self.plan.network_fn())
+        return {"model": self._network.state_dict(server_params(arrays))}
 
     def summary(self, result: dict[str, Any]) -> dict[str, Any]:
         stats = merge_stats(self.shards.stats())
@@ -316,7 +421,8 @@ class _Loop:
             "algo": self.plan.algo, "label": self.plan.label, "mode": self.run_config.mode,
             "runtime": self.run_config.runtime, "run_dir": str(self.run_dir),
             "workers": {name: len(g.reports()) for name, g in self.groups.items()},
-            "shards": self.run_config.shards, "wall_time_s": command_seconds(), "train_time_s": train_time,
+            "shards": self.run_config.shards, "wall_time_from_start_s": self.terminal.elapsed(),
+            "train_time_s": train_time,
             "cpu_time_s": cpu, "cpu_s_by_process_kind": cpu_by_kind,
             **(rl if self.plan.budget.unit == "env_steps" else {}),
             "updates": stats.updates, "updates_per_s": stats.updates / max(train_time, 1e-9),
@@ -328,6 +434,8 @@ class _Loop:
             "time_to_target_s": self.time_to_target, "train_time_to_target_s": self.train_time_to_target,
             "reached_target": self.time_to_target is not None, "startup": dict(self.startup),
             "stop_reason": result["stop_reason"], "worker_restarts": self.counters.restarts,
+            **({"signal": signal.Signals(self.signals.received).name}
+               if self.signals is not None and self.signals.received is not None else {}),
             "service_restarts": self.service_restarts, "items_lost": self.items_lost,
             **self.plan.evaluation.summary(), **{m.replace(".", "_"): v for m, v in self.metrics.items()},
             "evaluations": self.evaluations, "staleness_histogram": stats.as_dict()["staleness"],
@@ -335,8 +443,9 @@ class _Loop:
         }
 
 
-def _plot(run_dir: Path, plan: Plan, columns: tuple[str, ...]) -> None:
+def _plot(run_dir: Path, plan: Plan, run_config: RunConfig, columns: tuple[str, ...]) -> None:
     x = "env_steps" if plan.budget.unit == "env_steps" else "updates"
     series = [c for c in (plan.evaluation.columns[0], "train_return") if c in columns]
-    title = json.loads((run_dir / "config.json").read_text()).get("algo", "") + " learning curve"
-    plot_learning_curve(run_dir / "metrics.csv", x, series, run_dir / "learning_curve.png", title=title)
+    title = f"{plan.algo} on {plan.label}: {run_config.mode}, {run_config.runtime} runtime, seed {run_config.seed}"
+    plot_learning_curve(run_dir / "metrics.csv", x, series, run_dir / "learning_curve.png", title=title,
+                        target=plan.evaluation.target)

@@ -109,11 +109,13 @@ class Plan:
     driver adds the shards and the evaluation). ``chunk_steps(updates)`` is how many steps every
     worker takes in the next chunk; with ``chunk_seconds`` that is only the first chunk's size, and
     each group's chunks then grow or shrink to last about that long (the driver's calls between
-    chunks, and the wait for a group's slowest worker, then cost a small share of the time). ``metrics`` are extra columns ``group.key``: a service's
-    ``stats()[key]`` summed over its group, or a worker report's ``key`` averaged over its group;
-    ``histograms`` are report keys holding ``{value: count}``, summed into ``summary.json``.
-    ``checkpoint_services`` name service groups whose ``save()`` runs at every checkpoint (each
-    service writes its own state where it lives). ``config`` is written to ``config.json``.
+    chunks, and the wait for a group's slowest worker, then cost a small share of the time).
+    ``metrics`` are extra columns ``group.key``: a service's ``stats()[key]`` summed over its
+    group, or a worker report's ``key`` averaged over its group; ``histograms`` are report keys
+    holding ``{value: count}``, summed into ``summary.json``. ``checkpoint_services`` name service
+    groups whose ``save()`` runs at every checkpoint (each service writes its own state where it
+    lives). ``config`` is written to ``config.json``. ``network_fn`` (RL) builds the network whose parameters the server holds: checkpoints then also export its
+    named ``state_dict``, which plain PyTorch can load.
     """
 
     algo: str
@@ -132,3 +134,4 @@ class Plan:
     histograms: tuple[str, ...] = ()
     checkpoint_services: tuple[str, ...] = ()
     config: dict = field(default_factory=dict)
+    network_fn: Callable[[], Any] | None = None

@@ -13,54 +13,81 @@ from torch import nn
 
 from gorila.core import Pending, Runtime, ShardGroup, WorkerGroup
 from gorila.driver.plan import Score
-from gorila.envs.evaluation import NORMALIZATION_SOURCE, evaluate, human_normalized
+from gorila.envs.evaluation import NORMALIZATION_SOURCE, EvaluationEpisodes, human_normalized
 from gorila.envs.make import is_atari
 from gorila.nets import FlatParams
 from gorila.params import ParameterServer
 
+#: In one process the evaluator plays between the training chunks, in slices that take at most
+#: this share of the wall time, so that a long evaluation (Atari) never stalls training.
+IN_PROCESS_SHARE = 1 / 3
+MIN_SLICE_S = 0.02
+
 
 class Evaluator:
-    """A worker: each ``step()`` pulls the newest parameters and plays ``episodes`` episodes::
+    """A worker: a ``step()`` pulls the newest parameters and plays ``episodes`` episodes::
 
         ev = Evaluator(0, server, env_id="CartPole-v1", network_fn=..., policy_fn=greedy_policy,
                        episodes=10, epsilon=0.05, seed=0)
-        ev.step(); ev.report()   # {"eval_return": 500.0, "eval_version": 812, ...}
+        ev.step(); ev.report()   # {"eval_return": 500.0, "eval_version": 812, "playing": False, ...}
 
     ``network_fn()`` builds the architecture; ``policy_fn(net)`` turns it into a function from a
     batch of observations to greedy actions. Episodes start after up to ``noop_max`` no-ops.
+    With ``share`` (the evaluator shares a process with training) a step plays only a slice, as
+    long as ``share / (1 - share)`` times the time since the previous slice ended, and the next
+    step goes on with the same parameters; ``report()["playing"]`` says an evaluation is under way.
     """
 
     def __init__(self, worker_id: int, server: ParameterServer, *, env_id: str,
                  network_fn: Callable[[], nn.Module], policy_fn: Callable[[nn.Module], Callable],
-                 episodes: int, epsilon: float, seed: int, noop_max: int = 30):
+                 episodes: int, epsilon: float, seed: int, noop_max: int = 30, share: float | None = None,
+                 clock: Callable[[], float] = time.perf_counter):
         self.env_id, self.episodes, self.epsilon, self.noop_max = env_id, episodes, epsilon, noop_max
         self.seed = seed + 10_000
+        self.share, self.clock = share, clock
         self.net = network_fn().eval()
         self.flat = FlatParams(self.net)
         self.policy = policy_fn(self.net)
         self.client = server.client(worker_id)
         self.evaluations = 0
         self.last: dict[str, Any] = {}
+        self.playing: EvaluationEpisodes | None = None
+        self.played_s = 0.0
+        self.slice_ended: float | None = None
 
     def step(self) -> None:
-        self.flat.set(self.client.pull())
-        started = time.perf_counter()
+        started = self.clock()
+        if self.playing is None:
+            self.flat.set(self.client.pull())
+            self.version, self.played_s = self.client.version, 0.0
+            self.playing = EvaluationEpisodes(self.env_id, self.episodes, self.epsilon,
+                                              seed=self.seed + self.evaluations, noop_max=self.noop_max)
+        seconds = None
+        if self.share is not None:
+            since = started - self.slice_ended if self.slice_ended is not None else 0.0
+            seconds = max(MIN_SLICE_S, since * self.share / (1 - self.share))
         with torch.no_grad():
-            returns = evaluate(self.policy, self.env_id, self.episodes, self.epsilon,
-                               seed=self.seed + self.evaluations, noop_max=self.noop_max)
+            done = self.playing.play(self.policy, seconds, self.clock)
+        self.slice_ended = self.clock()
+        self.played_s += self.slice_ended - started
+        if not done:
+            return
+        returns = self.playing.returns
+        self.playing.close()
+        self.playing = None
         self.evaluations += 1
         self.last = {"eval_return": float(np.mean(returns)), "eval_min": float(np.min(returns)),
-                     "eval_returns": [float(r) for r in returns], "eval_version": self.client.version,
-                     "eval_seconds": time.perf_counter() - started}
+                     "eval_returns": returns, "eval_version": self.version, "eval_seconds": self.played_s}
 
     def report(self) -> dict[str, Any]:
-        return dict(self.last)
+        return {**self.last, "playing": self.playing is not None}
 
 
 class PolicyEvaluation:
     """The :class:`~gorila.driver.plan.Evaluation` of RL plans: at most one evaluation every
-    ``every_s`` seconds, played by an :class:`Evaluator` worker in parallel with training; the
-    run reaches its target when an evaluation's mean return reaches ``target``::
+    ``every_s`` seconds, played by an :class:`Evaluator` worker in parallel with training (in
+    slices between the chunks, on a runtime that runs everything in one process); the run
+    reaches its target when an evaluation's mean return reaches ``target``::
 
         evaluation = PolicyEvaluation("CartPole-v1", network_fn, greedy_policy, episodes=10,
                                       epsilon=0.05, seed=0, noop_max=30, every_s=1.0, target=475.0)
@@ -77,6 +104,7 @@ class PolicyEvaluation:
         self.runtime: Runtime | None = None
         self.server: ParameterServer | None = None
         self.pending: Pending[dict[str, Any]] | None = None
+        self.playing = False  # an evaluation played in slices is under way
         self.last_started = -np.inf
         self.timeout_s = 600.0
         self.final: float | None = None
@@ -90,9 +118,13 @@ class PolicyEvaluation:
 
     def before_chunk(self) -> None:
         if self.group is None:
-            self.group = self.runtime.start_workers(self.factory, 1, self.server, name="evaluator", wait=False)
+            share = IN_PROCESS_SHARE if self.runtime.name == "local" else None
+            self.group = self.runtime.start_workers(functools.partial(self.factory, share=share), 1, self.server,
+                                                    name="evaluator", wait=False)
         now = time.perf_counter()
-        if self.pending is None and now - self.last_started >= self.every_s:
+        if self.pending is None and self.playing:
+            self.pending = self.group.start_steps(1)[0]
+        elif self.pending is None and now - self.last_started >= self.every_s:
             self.pending, self.last_started = self.group.start_steps(1)[0], now
 
     def after_chunk(self) -> Score | None:
@@ -101,12 +133,17 @@ class PolicyEvaluation:
         return self._collect()
 
     def finish(self) -> Score | None:
-        return None if self.pending is None else self._collect()
+        score = None if self.pending is None else self._collect()
+        while self.playing:  # an evaluation played in slices is played to its end
+            self.pending = self.group.start_steps(1)[0]
+            score = self._collect()
+        return score
 
     def _collect(self) -> Score | None:
         pending, self.pending = self.pending, None
         report = pending.result(self.timeout_s)
-        if not report:
+        self.playing = report.pop("playing", False)
+        if self.playing or not report:
             return None
         score = report["eval_return"]
         self.final, self.best = score, score if self.best is None else max(self.best, score)

@@ -10,6 +10,7 @@ import numpy as np
 
 from gorila.checkpoint import load_checkpoint
 from gorila.errors import ConfigError
+from gorila.params.server import server_params
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,4 @@ class SavedRun:
         if not config_path.is_file():
             raise ConfigError("run_dir", f"{path} is neither a run directory nor its checkpoints/ (no {config_path})")
         arrays, meta = load_checkpoint(run_dir / "checkpoints")
-        shards = sorted({int(k.split(".", 1)[0][len("shard"):]) for k in arrays if k.endswith(".params")})
-        params = np.concatenate([arrays[f"shard{i}.params"] for i in shards])
-        return cls(run_dir, json.loads(config_path.read_text()), params, meta)
+        return cls(run_dir, json.loads(config_path.read_text()), server_params(arrays), meta)

@@ -3,70 +3,159 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import time
+import warnings
 from collections.abc import Callable
 from functools import cache
 from importlib import resources
+from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 
 from gorila import validate
-from gorila.envs.make import make_env
+from gorila.envs.make import ATARI_FRAME_SKIP, is_atari, make_env
 from gorila.errors import ConfigError
 
 
 def evaluate(policy_fn: Callable[[np.ndarray], np.ndarray], env_id: str, episodes: int, epsilon: float,
-             seed: int, noop_max: int = 30) -> list[float]:
+             seed: int, noop_max: int = 30, video_dir: Path | None = None) -> list[float]:
     """Unclipped returns of ``episodes`` episodes played ε-greedily with ``policy_fn``::
 
         scores = evaluate(lambda obs: q(torch.as_tensor(obs)).argmax(1).numpy(),
                           "ALE/Pong-v5", episodes=30, epsilon=0.05, seed=123)
 
-    ``policy_fn`` maps a batch of observations to greedy actions. Each episode starts with a random
-    number (0..``noop_max``) of no-op actions (action 0) — the "null-op starts" of the DQN and
-    Gorila papers — which makes the start state vary even for deterministic games. Their rewards
-    count toward the return. Envs whose action 0 is not a no-op (CartPole's is "push left") get
-    none: see :func:`has_noop`. The environment is built with ``training=False``: real rewards, no
-    end on a life loss; the Atari preprocessing's own no-ops are turned off so they are not doubled.
+    ``policy_fn`` maps a batch of observations to greedy actions. See :class:`EvaluationEpisodes`
+    for the null-op starts and ``video_dir``.
     """
-    validate.integer("eval_episodes", episodes, low=1)
-    validate.number("eval_epsilon", epsilon, low=0.0, high=1.0)
-    validate.integer("noop_max", noop_max, low=0)
-    # All episodes run side by side, so the policy sees one batch per step instead of one
-    # observation per step per episode.
-    envs = [make_env(env_id, seed=seed + i, training=False, noop_max=0) for i in range(episodes)]
-    n_actions = envs[0].action_space.n
-    if not has_noop(envs[0]):
-        noop_max = 0  # action 0 is a real move (CartPole: push left), not "do nothing"
-    rng = np.random.default_rng(seed)
-    returns = np.zeros(episodes)
-    live = np.ones(episodes, bool)
+    played = EvaluationEpisodes(env_id, episodes, epsilon, seed, noop_max, video_dir)
     try:
-        obs = []
-        for i, env in enumerate(envs):
+        played.play(policy_fn)
+    finally:
+        played.close()
+    return played.returns
+
+
+class EvaluationEpisodes:
+    """``episodes`` evaluation episodes played side by side, which can be played in slices::
+
+        played = EvaluationEpisodes("ALE/Pong-v5", episodes=10, epsilon=0.05, seed=123)
+        while not played.play(policy_fn, seconds=0.2):    # at most 0.2 s at a time
+            ...                                           # e.g. train in between
+        played.returns                                    # unclipped, one per episode
+        played.close()
+
+    Each episode starts with a random number (0..``noop_max``) of no-op actions (action 0) — the
+    "null-op starts" of the DQN and Gorila papers — which makes the start state vary even for
+    deterministic games. Their rewards count toward the return. Envs whose action 0 is not a
+    no-op (CartPole's is "push left") get none: see :func:`has_noop`. The environments are built
+    with ``training=False``: real rewards, no end on a life loss; the Atari preprocessing's own
+    no-ops are turned off so they are not doubled. With ``video_dir`` each episode is recorded
+    there by Gymnasium's ``RecordVideo`` (``eval-<i>-episode-0.mp4``; the env must render
+    ``rgb_array`` frames, and MoviePy be installed: ``pip install 'gorila[video]'``).
+    """
+
+    def __init__(self, env_id: str, episodes: int, epsilon: float, seed: int, noop_max: int = 30,
+                 video_dir: Path | None = None):
+        validate.integer("eval_episodes", episodes, low=1)
+        validate.number("eval_epsilon", epsilon, low=0.0, high=1.0)
+        validate.integer("noop_max", noop_max, low=0)
+        self.epsilon = epsilon
+        # All episodes run side by side, so the policy sees one batch per step instead of one
+        # observation per step per episode.
+        self.envs: list[gym.Env] = []
+        if video_dir is not None:
+            _check_renders(env_id)
+        try:
+            for i in range(episodes):
+                if video_dir is not None:  # frames are drawn off-screen: pygame (classic control) needs no display
+                    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+                env = make_env(env_id, seed=seed + i, training=False, noop_max=0,
+                               render_mode=None if video_dir is None else "rgb_array")
+                self.envs.append(env if video_dir is None else _recorded(env, env_id, Path(video_dir), i))
+            self._start(seed, noop_max)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, seed: int, noop_max: int) -> None:
+        self.n_actions = self.envs[0].action_space.n
+        if not has_noop(self.envs[0]):
+            noop_max = 0  # action 0 is a real move (CartPole: push left), not "do nothing"
+        self.rng = np.random.default_rng(seed)
+        self.totals = np.zeros(len(self.envs))
+        self.live = np.ones(len(self.envs), bool)
+        self.obs = []
+        for i, env in enumerate(self.envs):
             o, _ = env.reset(seed=seed + i)
-            for _ in range(int(rng.integers(0, noop_max + 1))):
+            for _ in range(int(self.rng.integers(0, noop_max + 1))):
                 o, reward, terminated, truncated, _ = env.step(0)
-                returns[i] += float(reward)
+                self.totals[i] += float(reward)
                 if terminated or truncated:
-                    live[i] = False
+                    self.live[i] = False
                     break
-            obs.append(o)
-        while live.any():
-            idx = np.flatnonzero(live)
-            explore = rng.random(len(idx)) < epsilon
-            actions = rng.integers(n_actions, size=len(idx))
+            self.obs.append(o)
+
+    @property
+    def done(self) -> bool:
+        return not self.live.any()
+
+    @property
+    def returns(self) -> list[float]:
+        """Each episode's unclipped return so far (final once :attr:`done`)."""
+        return [float(r) for r in self.totals]
+
+    def play(self, policy_fn: Callable[[np.ndarray], np.ndarray], seconds: float | None = None,
+             clock: Callable[[], float] = time.perf_counter) -> bool:
+        """Step every live episode until all have ended, or until ``seconds`` have passed (at least
+        one step); returns whether all have ended."""
+        deadline = None if seconds is None else clock() + seconds
+        while not self.done:
+            idx = np.flatnonzero(self.live)
+            explore = self.rng.random(len(idx)) < self.epsilon
+            actions = self.rng.integers(self.n_actions, size=len(idx))
             if not explore.all():
-                greedy = np.asarray(policy_fn(np.stack([obs[i] for i in idx[~explore]])))
+                greedy = np.asarray(policy_fn(np.stack([self.obs[i] for i in idx[~explore]])))
                 actions[~explore] = greedy
             for i, action in zip(idx, actions):
-                obs[i], reward, terminated, truncated, _ = envs[i].step(int(action))
-                returns[i] += float(reward)
-                live[i] = not (terminated or truncated)
-    finally:
-        for env in envs:
+                self.obs[i], reward, terminated, truncated, _ = self.envs[i].step(int(action))
+                self.totals[i] += float(reward)
+                self.live[i] = not (terminated or truncated)
+            if deadline is not None and clock() >= deadline:
+                break
+        return self.done
+
+    def close(self) -> None:
+        """Close the environments (and write their videos)."""
+        for env in self.envs:
             env.close()
-    return [float(r) for r in returns]
+        self.envs = []
+
+
+def _check_renders(env_id: str) -> None:
+    """Refuse an env that cannot draw ``rgb_array`` frames (asked for one, it would fail or warn)."""
+    env = make_env(env_id, seed=0, training=False)
+    modes = env.metadata.get("render_modes", [])
+    env.close()
+    if "rgb_array" not in modes:
+        raise ConfigError("video", f"{env_id} does not render rgb_array frames (its render modes: "
+                                   f"{', '.join(modes) or 'none'})")
+
+
+def _recorded(env: gym.Env, env_id: str, video_dir: Path, index: int) -> gym.Env:
+    from gymnasium.wrappers import RecordVideo
+    # An Atari agent step is ATARI_FRAME_SKIP emulator frames of a 60 Hz console: real speed.
+    fps = 60 // ATARI_FRAME_SKIP if is_atari(env_id) else None
+    try:
+        with warnings.catch_warnings():  # every episode's recorder but the first finds the folder there
+            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+            return RecordVideo(env, str(video_dir), episode_trigger=lambda episode: True,
+                               name_prefix=f"eval-{index}", fps=fps, disable_logger=True)
+    except gym.error.DependencyNotInstalled as err:
+        env.close()
+        raise ConfigError("video", f"recording needs MoviePy: pip install 'gorila[video]' ({err})") from err
 
 
 def has_noop(env) -> bool:

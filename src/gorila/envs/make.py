@@ -14,6 +14,7 @@ from gorila.errors import ConfigError
 RAW_REWARD = "raw_reward"
 
 ATARI_FRAME_STACK = 4
+ATARI_FRAME_SKIP = 4
 
 
 def is_atari(env_id: str) -> bool:
@@ -39,7 +40,7 @@ class SignReward(gym.Wrapper):
 
 
 def make_env(env_id: str, *, seed: int, training: bool, terminal_on_life_loss: bool = False,
-             noop_max: int = 30) -> gym.Env:
+             noop_max: int = 30, render_mode: str | None = None) -> gym.Env:
     """One environment for ``env_id``, reset with ``seed``; later ``reset()`` calls continue its RNG::
 
         env = make_env("CartPole-v1", seed=0, training=True)
@@ -54,26 +55,32 @@ def make_env(env_id: str, *, seed: int, training: bool, terminal_on_life_loss: b
     stays in ``info["raw_reward"]``) and ``terminal_on_life_loss`` may end an episode when a
     life is lost — note that Gymnasium then resets the whole game, not just the life.
     Evaluation (``training=False``) never clips and never ends on a life loss. Other ids ignore
-    ``training``, ``terminal_on_life_loss`` and ``noop_max``.
+    ``training``, ``terminal_on_life_loss`` and ``noop_max``. ``render_mode`` is Gymnasium's
+    (``"rgb_array"`` to record videos).
     """
+    # Only passed when asked for: some envs' constructors take no render_mode at all.
+    rendering = {} if render_mode is None else {"render_mode": render_mode}
     if is_atari(env_id):
         env = _make_atari(env_id, training=training, terminal_on_life_loss=terminal_on_life_loss,
-                          noop_max=noop_max)
+                          noop_max=noop_max, **rendering)
     else:
-        env = _make(env_id)
+        env = _make(env_id, **rendering)
     env.action_space.seed(seed)
     env.reset(seed=seed)
     return env
 
 
-def _make_atari(env_id: str, *, training: bool, terminal_on_life_loss: bool, noop_max: int) -> gym.Env:
+def _make_atari(env_id: str, *, training: bool, terminal_on_life_loss: bool, noop_max: int,
+                **rendering: str) -> gym.Env:
     try:
         import ale_py
     except ImportError as e:
         raise ConfigError("env", f"{env_id} needs ale-py: pip install 'gorila[atari]'") from e
     gym.register_envs(ale_py)
-    env = _make(env_id, frameskip=1, repeat_action_probability=0.0)
-    env = AtariPreprocessing(env, noop_max=noop_max, frame_skip=4, screen_size=84,
+    # The emulator's banner (logged at Info) on every env made would drown the run's own lines.
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
+    env = _make(env_id, frameskip=1, repeat_action_probability=0.0, **rendering)
+    env = AtariPreprocessing(env, noop_max=noop_max, frame_skip=ATARI_FRAME_SKIP, screen_size=84,
                              terminal_on_life_loss=training and terminal_on_life_loss,
                              grayscale_obs=True)
     env = FrameStackObservation(env, ATARI_FRAME_STACK)

@@ -1,8 +1,10 @@
-"""PNG figures of a run and of a benchmark, drawn off-screen (matplotlib's Agg canvas).
+"""PNG figures of runs and of a benchmark, drawn off-screen (matplotlib's Agg canvas).
 
 ::
 
-    plot_learning_curve(run_dir / "metrics.csv", "step", "return", run_dir / "return.png", "DQN CartPole")
+    plot_learning_curve(run_dir / "metrics.csv", "env_steps", "eval_return", run_dir / "learning_curve.png",
+                        "dqn on CartPole-v1", target=475.0)
+    plot_runs(["runs/a3c-sync", "runs/a3c-async"], "compare.png")    # overlaid, by steps and by time
     plot_speedup([1, 2, 4], [1.0, 1.8, 3.1], out / "speedup.png", "sync, lstsq",
                  efficiency=[1.0, 0.9, 0.78])
 """
@@ -11,12 +13,18 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from gorila.atomic import write_bytes
+from gorila.errors import ConfigError
+
+#: metrics.csv's column of seconds of training (start-up not counted).
+TIME_COLUMN = "time_s"
 
 
 def read_series(csv_path: Path, x: str, y: str) -> tuple[np.ndarray, np.ndarray]:
@@ -32,19 +40,102 @@ def read_series(csv_path: Path, x: str, y: str) -> tuple[np.ndarray, np.ndarray]
     return np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
 
 
-def plot_learning_curve(csv_path: Path, x: str, y: str | Sequence[str], out_png: Path, title: str) -> Path:
-    """One line per column in ``y`` against ``x``, blank cells skipped; returns ``out_png``."""
+def plot_learning_curve(csv_path: Path, x: str, y: str | Sequence[str], out_png: Path, title: str, *,
+                        target: float | None = None, wall_time: bool = True) -> Path:
+    """One line per column in ``y`` against ``x``, blank cells skipped, and with ``wall_time``
+    (unless ``x`` is time already) a second panel of the same against the seconds of training;
+    ``target`` as a dashed line. Returns ``out_png``."""
     names = [y] if isinstance(y, str) else list(y)
-    fig, ax = _figure()
-    for name in names:
-        ax.plot(*read_series(csv_path, x, name), label=name, linewidth=1.5)
-    ax.set_xlabel(x)
-    ax.set_ylabel(names[0] if len(names) == 1 else "value")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    if len(names) > 1:
-        ax.legend()
+    axes_x = [x] + ([TIME_COLUMN] if wall_time and x != TIME_COLUMN else [])
+    fig, axes = _figure(panels=len(axes_x))
+    y_label = names[0] if len(names) == 1 else "return" if all(n.endswith("return") for n in names) else "value"
+    for ax, column in zip(axes, axes_x):
+        for name in names:
+            xs, ys = read_series(csv_path, column, name)
+            # sparse series (evaluations) get a dot per point, so each one can be seen
+            ax.plot(xs, ys, label=name, linewidth=1.5, marker="o" if len(xs) <= 30 else None, markersize=3)
+        _decorate(ax, column, y_label, target)
+        if len(names) > 1 or target is not None:
+            ax.legend()
+    fig.suptitle(title)
     return _save(fig, out_png)
+
+
+@dataclass(frozen=True)
+class RunCurve:
+    """A run directory's headline metric over its steps and its seconds of training::
+
+        curve = RunCurve.read("runs/a3c-CartPole-v1-20261122-081500")
+        curve.label, curve.metric, curve.steps, curve.seconds, curve.values, curve.target
+    """
+
+    label: str
+    metric: str
+    step_unit: str
+    steps: np.ndarray
+    seconds: np.ndarray
+    values: np.ndarray
+    target: float | None
+
+    @classmethod
+    def read(cls, run_dir: Path | str, metric: str | None = None) -> RunCurve:
+        run_dir = Path(run_dir)
+        config_path, csv_path = run_dir / "config.json", run_dir / "metrics.csv"
+        if not config_path.is_file() or not csv_path.is_file():
+            raise ConfigError("run_dir", f"{run_dir} is not a gorila run directory (no config.json and metrics.csv)")
+        config = json.loads(config_path.read_text())
+        metric = metric or config.get("headline") or _first_metric(csv_path)
+        steps, values = read_series(csv_path, "step", metric)
+        seconds, _ = read_series(csv_path, TIME_COLUMN, metric)
+        run, algo = config.get("run", {}), config.get("algo", "?")
+        label = f"{algo} {run.get('mode', '')} {run_dir.name}".replace("  ", " ")
+        return cls(label, metric, config.get("step_unit", "steps"), steps, seconds, values,
+                   config.get("target") if metric == config.get("headline") else None)
+
+
+def plot_runs(run_dirs: Sequence[Path | str], out_png: Path, metric: str | None = None,
+              title: str | None = None) -> Path:
+    """The runs' headline metric (or ``metric``) overlaid, one line per run: by steps on the left,
+    by seconds of training on the right; a target they share as a dashed line. Returns ``out_png``."""
+    curves = [RunCurve.read(d, metric) for d in run_dirs]
+    units = sorted({c.step_unit for c in curves})
+    if len(units) > 1:
+        raise ConfigError("run_dir", f"the runs count steps differently ({', '.join(units)}): "
+                                     "plot runs of one kind together")
+    targets = {c.target for c in curves}
+    target = targets.pop() if len(targets) == 1 else None
+    fig, (by_steps, by_time) = _figure(panels=2)
+    for curve in curves:
+        marker = "o" if len(curve.values) <= 30 else None
+        line, = by_steps.plot(curve.steps, curve.values, linewidth=1.5, label=curve.label, marker=marker, markersize=3)
+        by_time.plot(curve.seconds, curve.values, linewidth=1.5, color=line.get_color(), marker=marker, markersize=3)
+    _decorate(by_steps, units[0], curves[0].metric, target)
+    _decorate(by_time, TIME_COLUMN, curves[0].metric, target)
+    fig.legend(*by_steps.get_legend_handles_labels(), loc="outside lower center", ncols=min(len(curves), 3))
+    fig.suptitle(title or f"{curves[0].metric}: {len(curves)} runs")
+    return _save(fig, out_png)
+
+
+def _first_metric(csv_path: Path) -> str:
+    """A run directory without a named headline: the first column after the step counters."""
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        header = next(csv.reader(f), [])
+    rest = [c for c in header if c not in ("step", TIME_COLUMN, "env_steps", "updates")]
+    if not rest:
+        raise ConfigError("run_dir", f"{csv_path} has no metric columns")
+    return rest[0]
+
+
+def _decorate(ax, x: str, y: str, target: float | None) -> None:
+    if target is not None:
+        ax.axhline(target, linestyle="--", color="grey", linewidth=1, label=f"target {target:g}")
+    values = [v for line in ax.get_lines() for v in line.get_ydata()]
+    # A loss-like headline that shrinks by orders of magnitude (lstsq's suboptimality) reads on a log scale.
+    if values and min(values) > 0 and max(values) / min(values) > 1e3:
+        ax.set_yscale("log")
+    ax.set_xlabel("seconds of training (start-up not counted)" if x == TIME_COLUMN else x.replace("_", " "))
+    ax.set_ylabel(y.replace("_", " "))
+    ax.grid(alpha=0.3)
 
 
 def plot_speedup(workers: Sequence[int], speedup: Sequence[float], out_png: Path, title: str,
@@ -86,16 +177,17 @@ def plot_speedup(workers: Sequence[int], speedup: Sequence[float], out_png: Path
     return _save(fig, out_png)
 
 
-def _figure():
+def _figure(panels: int | None = None):
+    """A figure and its one axes, or a row of ``panels`` axes."""
     # Imported on first use so that processes importing gorila.metrics for the logger or the
     # CPU clock (every worker) don't load matplotlib. A bare Figure on an Agg canvas needs no
     # display and shares no global pyplot state between threads.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(7, 4.5), layout="constrained")
+    fig = Figure(figsize=(7 if panels is None else 5.5 * panels, 4.5), layout="constrained")
     FigureCanvasAgg(fig)
-    return fig, fig.add_subplot()
+    return fig, fig.add_subplot() if panels is None else list(fig.subplots(1, panels, squeeze=False)[0])
 
 
 def _save(fig, out_png: Path) -> Path:

@@ -1,9 +1,11 @@
 """What a run shows while it trains: a live bar on a terminal, sparse plain lines in a log file.
 
-::
+The percentage and the time left follow whichever limit ends the run first, the step budget or
+the time limit on training::
 
-    display = open_progress(console, total=100_000, unit="steps", description="dqn")
-    display.update(2_000, {"return": 21.0, "loss": 0.013})
+    limits = Limits(total=100_000, unit="env steps", time_limit_s=60)
+    display = open_progress(console, limits, description="dqn CartPole-v1 async")
+    display.update(2_000, {"return": 21.0, "loss": 0.013}, train_s=4.0)
     display.message("eval return 500.0")     # printed above the bar
     display.close()
 """
@@ -12,43 +14,145 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
 
 from rich.console import Console
-from rich.progress import (BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 
 #: Plain lines are written at most this often, so a log file stays readable at any step rate.
 LINE_INTERVAL_S = 2.0
 
 
-def open_progress(console: Console, *, total: float | None, unit: str, description: str,
+@dataclass(frozen=True)
+class Status:
+    """How far a run is: ``fraction`` (0..1) of the limit that ends it first, named by ``by``
+    (the step unit, or ``"time limit"``), and the seconds left (``None`` until a rate is known)."""
+
+    fraction: float | None
+    eta_s: float | None
+    by: str | None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What ends a run: ``total`` steps of ``unit``, or ``time_limit_s`` seconds of training
+    (start-up not counted), whichever comes first::
+
+        limits = Limits(total=1_000_000, unit="env steps", time_limit_s=10)
+        limits.status(step=20_000, train_s=5.0, rate=4_000.0)  # Status(0.5, 5.0, "time limit")
+    """
+
+    total: float | None
+    unit: str = "steps"
+    time_limit_s: float | None = None
+
+    def status(self, step: float, train_s: float | None, rate: float | None) -> Status:
+        """Where the run stands at ``step`` after ``train_s`` seconds of training, ``rate`` steps
+        per second: the limit with the least time left (the one with the larger fraction done
+        while the step rate is still unknown)."""
+        candidates: list[tuple[float | None, float, str]] = []
+        if self.total:
+            left = max(self.total - step, 0.0)
+            candidates.append((left / rate if rate else None, step / self.total, self.unit))
+        if self.time_limit_s and train_s is not None:
+            candidates.append((max(self.time_limit_s - train_s, 0.0), train_s / self.time_limit_s, "time limit"))
+        if not candidates:
+            return Status(None, None, None)
+        if all(eta is not None for eta, _, _ in candidates):
+            eta, fraction, by = min(candidates, key=lambda c: c[0])
+        else:
+            eta, fraction, by = max(candidates, key=lambda c: c[1])
+        return Status(min(fraction, 1.0), eta, by)
+
+    def describe(self) -> str:
+        """``"1,000,000 env steps or 10 s of training (start-up not counted), whichever comes first"``."""
+        parts = []
+        if self.total:
+            parts.append(f"{self.total:,.0f} {self.unit}")
+        if self.time_limit_s:
+            parts.append(f"{self.time_limit_s:g} s of training (start-up not counted)")
+        if not parts:
+            return "no limit"
+        return " or ".join(parts) + (", whichever comes first" if len(parts) > 1 else "")
+
+
+class Display(Protocol):
+    """Where a run's progress goes: :class:`LiveProgress`, :class:`LineProgress` or :class:`NoProgress`."""
+
+    def update(self, step: int, values: Mapping[str, float], train_s: float | None = None) -> None: ...
+    def message(self, text: str) -> None: ...
+    def close(self) -> None: ...
+
+
+def open_progress(console: Console, limits: Limits, *, description: str,
                   clock: Callable[[], float] = time.monotonic) -> LiveProgress | LineProgress:
     """A :class:`LiveProgress` when ``console`` is a terminal, else a :class:`LineProgress`."""
     if console.is_terminal:
-        return LiveProgress(console, total=total, unit=unit, description=description)
-    return LineProgress(console, total=total, unit=unit, description=description, clock=clock)
+        return LiveProgress(console, limits, description=description, clock=clock)
+    return LineProgress(console, limits, description=description, clock=clock)
+
+
+class _Rate:
+    """Steps per second since the first update this display saw (a resumed run starts late)."""
+
+    def __init__(self, clock: Callable[[], float]):
+        self._clock = clock
+        self._first: tuple[float, float] | None = None
+
+    def __call__(self, step: float) -> float | None:
+        now = self._clock()
+        if self._first is None:
+            self._first = (step, now)
+            return None
+        steps, seconds = step - self._first[0], now - self._first[1]
+        return steps / seconds if seconds > 0 and steps > 0 else None
+
+
+def _where(step: int, limits: Limits, status: Status) -> str:
+    """What the percentage is of, the steps taken and the time left:
+    ``"of the 10 s time limit · 30,720 env steps · 0:00:06 left"``."""
+    if status.by is None:
+        return f"{step:,} {limits.unit}"
+    if status.by == limits.unit:
+        text = f"of {limits.total:,.0f} {limits.unit} · {step:,} done"
+    else:
+        text = f"of the {limits.time_limit_s:g} s {status.by} · {step:,} {limits.unit}"
+    if status.eta_s is not None:
+        text += f" · {_clock_time(status.eta_s)} left"
+    return text
+
+
+def _clock_time(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
 class LiveProgress:
     """A ``rich`` progress bar with the latest values beside it; redrawn in place."""
 
-    def __init__(self, console: Console, *, total: float | None, unit: str, description: str):
+    def __init__(self, console: Console, limits: Limits, *, description: str,
+                 clock: Callable[[], float] = time.monotonic):
+        self._limits = limits
+        self._rate = _Rate(clock)
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
             TaskProgressColumn(),
-            TextColumn("{task.completed:,.0f} {task.fields[unit]}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
+            TextColumn("{task.fields[where]}"),
             TextColumn("{task.fields[values]}"),
             console=console,
         )
-        self._task = self._progress.add_task(description, total=total, unit=unit, values="")
+        # The bar runs from 0 to 1 of whichever limit ends the run first.
+        self._task = self._progress.add_task(description, total=1.0 if limits.total or limits.time_limit_s else None,
+                                             where="", values="")
         self._progress.start()
 
-    def update(self, step: int, values: Mapping[str, float]) -> None:
-        """Move the bar to ``step`` and show ``values``."""
-        self._progress.update(self._task, completed=step, values=format_values(values))
+    def update(self, step: int, values: Mapping[str, float], train_s: float | None = None) -> None:
+        """Move the bar to ``step`` (``train_s`` seconds into training) and show ``values``."""
+        status = self._limits.status(step, train_s, self._rate(step))
+        self._progress.update(self._task, completed=status.fraction or 0.0,
+                              where=_where(step, self._limits, status), values=format_values(values))
 
     def message(self, text: str) -> None:
         """Print ``text`` above the bar."""
@@ -66,19 +170,19 @@ class LineProgress:
     even when they arrived inside the interval.
     """
 
-    def __init__(self, console: Console, *, total: float | None, unit: str, description: str,
+    def __init__(self, console: Console, limits: Limits, *, description: str,
                  clock: Callable[[], float] = time.monotonic):
         self._console = console
-        self._total = total
-        self._unit = unit
+        self._limits = limits
         self._prefix = f"{description} " if description else ""
         self._clock = clock
+        self._rate = _Rate(clock)
         self._last_print: float | None = None
         self._pending: str | None = None
 
-    def update(self, step: int, values: Mapping[str, float]) -> None:
+    def update(self, step: int, values: Mapping[str, float], train_s: float | None = None) -> None:
         """Print the line for ``step`` unless one was printed within the interval."""
-        line = self._line(step, values)
+        line = self._line(step, values, train_s)
         now = self._clock()
         if self._last_print is not None and now - self._last_print < LINE_INTERVAL_S:
             self._pending = line
@@ -97,15 +201,29 @@ class LineProgress:
             self._print(self._pending)
             self._pending = None
 
-    def _line(self, step: int, values: Mapping[str, float]) -> str:
-        where = f"{step:,} {self._unit}"
-        if self._total:
-            where = f"{step:,}/{self._total:,.0f} {self._unit} ({100 * step / self._total:.0f}%)"
+    def _line(self, step: int, values: Mapping[str, float], train_s: float | None) -> str:
+        status = self._limits.status(step, train_s, self._rate(step))
+        where = _where(step, self._limits, status)
+        if status.fraction is not None:
+            where = f"{100 * status.fraction:.0f}% {where}"
         shown = format_values(values)
         return f"{self._prefix}{where}" + (f" | {shown}" if shown else "")
 
     def _print(self, text: str) -> None:
         self._console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+class NoProgress:
+    """Shows nothing (``--quiet``, or a library call that asked for silence)."""
+
+    def update(self, step: int, values: Mapping[str, float], train_s: float | None = None) -> None:
+        """Nothing to show."""
+
+    def message(self, text: str) -> None:
+        """Nothing to show."""
+
+    def close(self) -> None:
+        """Nothing to close."""
 
 
 def format_values(values: Mapping[str, float]) -> str:

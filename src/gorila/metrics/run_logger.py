@@ -2,8 +2,10 @@
 
 ::
 
-    with RunLogger(run_dir, config, ["return", "loss", "lag"], total=100_000) as logger:
-        logger.log(step=2_000, row={"loss": 0.013, "lag": 2})     # "return" left blank
+    display = terminal.progress(Limits(100_000, "env steps"), description="dqn")
+    with RunLogger(run_dir, config, ["return", "loss", "lag"], display=display,
+                   tags={"return": "eval/return"}) as logger:
+        logger.log(step=2_000, row={"loss": 0.013, "lag": 2}, train_s=4.2)   # "return" left blank
         logger.message("eval return 500.0")
         logger.close({"final_return": 500.0})
 
@@ -23,10 +25,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from rich.console import Console
-
 from gorila.atomic import jsonable, write_json
-from gorila.metrics.progress import open_progress
+from gorila.metrics.progress import Display, NoProgress
 
 #: The first this-many columns are shown beside the progress display: list the ones to watch first.
 SHOWN_COLUMNS = 4
@@ -39,10 +39,13 @@ class RunLogger:
     * ``config.json``: ``config`` as JSON, written on construction (tuples become lists,
       numpy scalars numbers, ``inf`` the string ``"inf"``; see :func:`gorila.atomic.jsonable`).
     * ``metrics.csv``: a row per :meth:`log`, flushed at once so a killed run keeps its rows.
-      ``time_s`` counts seconds since the logger started, continuing across a resume.
-    * TensorBoard scalars, tagged by column name (``tensorboard=False`` to skip).
-    * A live ``rich`` bar when ``console`` is a terminal, otherwise a plain line at most every
-      2 s. ``console`` defaults to stderr (stdout is for results).
+      ``time_s`` is ``train_s`` where :meth:`log` is given it, else the seconds since the logger
+      started, continuing across a resume.
+    * TensorBoard scalars (``tensorboard=False`` to skip), tagged ``tags[column]`` (default: the
+      column's name) against ``step``, which ``step_axis`` names in a text note; ``hparams``
+      (flat name -> number, string or bool) go to TensorBoard's HParams dashboard with
+      ``hparam_metrics``, tags of scalars to show beside them.
+    * Progress on ``display`` (see :mod:`gorila.metrics.progress`; nothing when ``None``).
     * ``summary.json`` on :meth:`close`.
 
     ``resume=True`` appends to an existing ``metrics.csv`` (its header must match); without it
@@ -50,8 +53,9 @@ class RunLogger:
     """
 
     def __init__(self, run_dir: Path, config: Mapping[str, object], columns: Sequence[str], *,
-                 total: float | None = None, unit: str = "steps", description: str = "",
-                 tensorboard: bool = True, console: Console | None = None, resume: bool = False):
+                 display: Display | None = None, tensorboard: bool = True, tags: Mapping[str, str] | None = None,
+                 step_axis: str = "step", hparams: Mapping[str, object] | None = None,
+                 hparam_metrics: Sequence[str] = (), resume: bool = False):
         self.columns = tuple(columns)
         _check_columns(self.columns)
         self.run_dir = Path(run_dir)
@@ -72,19 +76,23 @@ class RunLogger:
         if fresh:
             self._write(header)
 
+        self._tags = {name: (tags or {}).get(name, name) for name in self.columns}
         self._tb = None
         if tensorboard:
             # Imported here: it pulls in TensorBoard, which a logger without it shouldn't pay for.
             from torch.utils.tensorboard import SummaryWriter
             self._tb = SummaryWriter(log_dir=str(self.run_dir), flush_secs=10)
-        self._progress = open_progress(console or Console(stderr=True), total=total, unit=unit,
-                                       description=description)
+            self._tb.add_text("run/step_axis", f"The step axis of every scalar is **{step_axis}**.")
+            if hparams:
+                _write_hparams(self._tb, hparams, hparam_metrics)
+        self._progress = display or NoProgress()
         self._latest: dict[str, float] = {}
         self._start = time.monotonic() - (elapsed_before or 0.0)
         self._closed = False
 
-    def log(self, step: int, row: Mapping[str, float | None]) -> None:
-        """Record ``row`` at ``step``: a CSV row (absent or ``None`` columns blank), scalars, progress."""
+    def log(self, step: int, row: Mapping[str, float | None], train_s: float | None = None) -> None:
+        """Record ``row`` at ``step``: a CSV row (absent or ``None`` columns blank), scalars, progress
+        (``train_s``, seconds of training so far, measures it against a time limit)."""
         if self._closed:
             raise RuntimeError(f"RunLogger for {self.run_dir} is closed")
         step = operator.index(step)
@@ -93,14 +101,14 @@ class RunLogger:
             raise ValueError(f"unknown metric column(s) {', '.join(map(repr, unknown))}; this run logs "
                              f"{', '.join(self.columns)}")
         values = {name: _number(name, row[name]) for name in self.columns if row.get(name) is not None}
-        self._write([step, f"{self.elapsed_s():.3f}",
+        self._write([step, f"{self.elapsed_s() if train_s is None else train_s:.3f}",
                      *(_cell(values[name]) if name in values else "" for name in self.columns)])
         if self._tb is not None:
             for name, value in values.items():
-                self._tb.add_scalar(name, value, global_step=step)
+                self._tb.add_scalar(self._tags[name], value, global_step=step)
         self._latest.update(values)
         shown = {name: self._latest[name] for name in self.columns[:SHOWN_COLUMNS] if name in self._latest}
-        self._progress.update(step, shown)
+        self._progress.update(step, shown, train_s)
 
     def message(self, text: str) -> None:
         """Print ``text`` as its own line (above the bar when there is one)."""
@@ -111,14 +119,14 @@ class RunLogger:
         return time.monotonic() - self._start
 
     def close(self, summary: Mapping[str, object]) -> Path:
-        """Write ``summary.json`` (``time_s`` plus ``summary``) and close everything; returns its path.
+        """Write ``summary.json`` and close everything; returns its path.
 
         Later calls change nothing and return the same path. A ``summary`` that can't be stored
         as JSON raises ``TypeError`` before anything is closed, so the call can be repeated.
         """
         if self._closed:
             return self.summary_path
-        record = jsonable({"time_s": round(self.elapsed_s(), 3), **summary})
+        record = jsonable(dict(summary))
         self._closed = True
         try:
             write_json(self.summary_path, record)
@@ -144,6 +152,18 @@ class RunLogger:
     def _write(self, cells: Sequence[object]) -> None:
         self._csv.writerow(cells)
         self._file.flush()
+
+
+def _write_hparams(writer, hparams: Mapping[str, object], metrics: Sequence[str]) -> None:
+    """TensorBoard's HParams record, in this run's own event file, so the dashboard shows the
+    run's real scalars (``metrics``) beside its settings (``SummaryWriter.add_hparams`` would
+    write them into a run directory of their own)."""
+    from torch.utils.tensorboard.summary import hparams as hparams_summaries
+
+    values = {name: value if isinstance(value, (bool, int, float, str)) else str(value)
+              for name, value in hparams.items()}
+    for summary in hparams_summaries(values, {tag: 0.0 for tag in metrics}):
+        writer.file_writer.add_summary(summary)
 
 
 def _check_columns(columns: tuple[str, ...]) -> None:

@@ -59,6 +59,16 @@ class FlatParams:
         with torch.no_grad():
             self._flat.copy_(torch.from_numpy(np.ascontiguousarray(flat, dtype=np.float32)))
 
+    def state_dict(self, flat: np.ndarray) -> dict[str, np.ndarray]:
+        """The module's named ``state_dict`` with ``flat`` as its parameters, as numpy arrays that
+        own their memory (the module's tensors are views of one buffer, which safetensors refuses)::
+
+            safetensors.numpy.save_file(FlatParams(net).state_dict(w), "model.safetensors")
+            net.load_state_dict(safetensors.torch.load_file("model.safetensors"))   # plain PyTorch
+        """
+        self.set(flat)
+        return {name: tensor.detach().cpu().numpy().copy() for name, tensor in self.module.state_dict().items()}
+
     def zero_grad(self) -> None:
         """Zero the gradient buffer in place and make every ``.grad`` a view of it again."""
         self._flat_grad.zero_()

@@ -99,6 +99,12 @@ def shard_state(states: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     return {f"shard{i}.{k}": v for i, state in enumerate(states) for k, v in state.items()}
 
 
+def server_params(state: dict[str, np.ndarray]) -> np.ndarray:
+    """The server's whole flat parameter vector from a checkpoint's shard states (shards in order)."""
+    shards = sorted({int(k.split(".", 1)[0][len("shard"):]) for k in state if k.endswith(".params")})
+    return np.concatenate([state[f"shard{i}.params"] for i in shards])
+
+
 def split_shard_state(state: dict[str, np.ndarray], num_shards: int) -> list[dict[str, np.ndarray]]:
     """The inverse of :func:`shard_state`."""
     out: list[dict[str, np.ndarray]] = [{} for _ in range(num_shards)]

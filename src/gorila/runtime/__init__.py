@@ -12,13 +12,15 @@ from gorila.runtime.local import LocalRuntime
 RUNTIMES = ("local", "ray")
 
 
-def make_runtime(name: str, address: str | None = None, *, call_timeout_s: float = 600.0) -> Runtime:
-    """``make_runtime("local")`` or ``make_runtime("ray", address=None)`` (embedded Ray)."""
+def make_runtime(name: str, address: str | None = None, *, call_timeout_s: float = 600.0,
+                 verbose: bool = False) -> Runtime:
+    """``make_runtime("local")`` or ``make_runtime("ray", address=None)`` (embedded Ray);
+    ``verbose`` lets Ray's own logs through to the console."""
     if name == "local":
         return LocalRuntime(call_timeout_s=call_timeout_s)
     from gorila.runtime.ray_runtime import RayRuntime
 
-    return RayRuntime(address=address, call_timeout_s=call_timeout_s)
+    return RayRuntime(address=address, call_timeout_s=call_timeout_s, verbose=verbose)
 
 
 __all__ = ["RUNTIMES", "LocalRuntime", "make_runtime"]

@@ -89,12 +89,15 @@ class LocalServices:
 
 class LocalRuntime:
     """One process; ``cpu_seconds`` is this process's CPU time. PyTorch is held to one thread,
-    as each Ray worker is: the local runtime is the one-core reference."""
+    as each Ray worker is: the local runtime is the one-core reference. ``shutdown`` closes the
+    workers that have a ``close`` (a bundle's prefetch thread would otherwise keep it, and its
+    envs, alive until the interpreter exits)."""
 
     name = "local"
 
     def __init__(self, call_timeout_s: float = 600.0):
         self.call_timeout_s = call_timeout_s
+        self._workers: list[Worker] = []
 
     def plan(self, processes: int) -> None:
         """Nothing to share: everything runs in this process."""
@@ -110,7 +113,9 @@ class LocalRuntime:
         """Built at once, in this process (``nice`` and ``wait`` mean nothing here)."""
         if "torch" in sys.modules:  # checked, not imported: lstsq workers never load torch
             sys.modules["torch"].set_num_threads(1)
-        return LocalWorkers([factory(k, server) for k in range(count)])
+        group = LocalWorkers([factory(k, server) for k in range(count)])
+        self._workers += group.workers
+        return group
 
     def wait_started(self) -> None:
         """Everything was built when it was started."""
@@ -123,4 +128,7 @@ class LocalRuntime:
         return process_cpu_seconds()
 
     def shutdown(self) -> None:
-        pass
+        for worker in self._workers:
+            if hasattr(worker, "close"):
+                worker.close()
+        self._workers.clear()

@@ -11,6 +11,7 @@ import copy
 import itertools
 import logging
 import os
+import socket
 import time
 import uuid
 import warnings
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from gorila.core import Pending, ServiceFactory, WorkerFactory
-from gorila.errors import ConfigError, GorilaError, SchedulingError, WorkerTimeoutError
+from gorila.errors import ClusterUnreachableError, ConfigError, GorilaError, SchedulingError, WorkerTimeoutError
 from gorila.metrics.cputime import CpuClock, process_cpu_seconds
 from gorila.params import (ParameterServer, ParameterShard, PushResult, ServerSpec, ShardStats, shard_state,
                            split_shard_state)
@@ -146,6 +147,24 @@ class _ShardProcess:
     def close_fast_path(self) -> None:
         if self.fast_path is not None:
             self.fast_path.close()
+
+
+def check_reachable(address: str, source: str, timeout_s: float) -> None:
+    """Raise :class:`ClusterUnreachableError` unless something accepts a connection at ``address``
+    (``host:port`` or ``ray://host:port``) within ``timeout_s``; ``auto`` is left to Ray."""
+    if address in ("auto", "local"):
+        return
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    if not host or not port.isdigit():
+        raise ClusterUnreachableError(f"{source} {address!r} is not a Ray address: expected HOST:PORT, "
+                                      "e.g. 10.0.0.5:6379")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as err:
+        raise ClusterUnreachableError(
+            f"no Ray cluster answers at {address} (from {source}): {err.strerror or err}. Start one there "
+            f"(ray start --head --port {port}), or leave out --address and RAY_ADDRESS to run on an "
+            "embedded Ray on this machine") from None
 
 
 @dataclass(frozen=True)
@@ -429,14 +448,17 @@ class RayRuntime:
 
     Every process asks for ``cpus_per_process`` CPUs (a fraction on a small machine, so no
     worker waits forever for a CPU that does not exist); a worker that cannot be placed
-    within ``schedule_timeout_s`` is a :class:`SchedulingError`.
+    within ``schedule_timeout_s`` is a :class:`SchedulingError`. An address where nothing
+    answers within ``connect_timeout_s`` is a :class:`ClusterUnreachableError` naming it (Ray
+    itself would retry for minutes). Ray's own logs (start-up warnings, the workers' output)
+    reach the console only when ``verbose``.
     """
 
     name = "ray"
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None,
                  schedule_timeout_s: float = 60.0, call_timeout_s: float = 600.0,
-                 max_restarts: int = 10):
+                 max_restarts: int = 10, verbose: bool = False, connect_timeout_s: float = 10.0):
         self.schedule_timeout_s = schedule_timeout_s
         self.call_timeout_s = call_timeout_s
         self.max_restarts = max_restarts
@@ -447,14 +469,20 @@ class RayRuntime:
         # it starts in advance (four workers importing torch came up in ~3 s instead of ~7 s).
         self._runtime_env: dict | None = {"env_vars": _ONE_THREAD}
         if self._owns:
+            source = "--address" if address else "RAY_ADDRESS"
             address = address or os.environ.get("RAY_ADDRESS")
-            if address:
-                ray.init(address=address, logging_level=logging.WARNING)
-            else:
-                os.environ.update(_ONE_THREAD)
-                self._runtime_env = None
-                ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
-                         logging_level=logging.WARNING)
+            logs = dict(logging_level=logging.INFO if verbose else logging.ERROR, log_to_driver=verbose)
+            try:
+                if address:
+                    check_reachable(address, source, connect_timeout_s)
+                    ray.init(address=address, **logs)
+                else:
+                    os.environ.update(_ONE_THREAD)
+                    self._runtime_env = None
+                    ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, **logs)
+            except BaseException:
+                ray.shutdown()  # a start cut short (Ctrl-C, an error) leaves no Ray process behind
+                raise
         self.cpus_per_process = 1.0
         self._handles: list[Any] = []  # every process this runtime started, ended by shutdown()
         self._pending_start: list[tuple[Any, list, str]] = []

@@ -45,7 +45,7 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
         budget=Budget(rl.total_steps, "env_steps"), processes=cfg.workers,
         chunk_steps=lambda updates: STEPS_PER_CHUNK, chunk_seconds=CHUNK_SECONDS,
         stop_at_target=rl.stop_at_target,
-        config={**asdict(cfg), **asdict(rl), "eval_epsilon": epsilon})
+        config={**asdict(cfg), **asdict(rl), "eval_epsilon": epsilon}, network_fn=network_fn)
 
 
 def evaluation_policy(run: RunConfig, cfg: A3CConfig, rl: RLConfig):

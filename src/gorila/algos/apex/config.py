@@ -27,7 +27,7 @@ class ApexConfig:
                                                        "choices": ("auto", "gymnasium", "envpool")})
     terminal_on_life_loss: bool = field(default=False, metadata={"help": "Atari: a lost life ends the episode"})
     learners: int = field(default=1, metadata={"help": "learners (each samples every replay shard)"})
-    replay_shards: int = field(default=1, metadata={"help": "replay shards; actor k writes to shard k % shards"})
+    replay_shards: int = field(default=1, metadata={"help": "replay shards; actor k writes to shard k mod shards"})
     replay_capacity: int = field(default=100_000, metadata={"help": "rows per replay shard"})
     learning_starts: int = field(default=1_000, metadata={"help": "rows in replay (all shards) before sampling"})
     samples_per_insert: float | None = field(default=None, metadata={

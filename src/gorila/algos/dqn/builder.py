@@ -65,7 +65,8 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
                                     seed=run.seed, noop_max=rl.eval_noop_max, every_s=rl.eval_every_s,
                                     target=rl.target()),
         budget=Budget(rl.total_steps, "env_steps"), stop_at_target=rl.stop_at_target,
-        config={**asdict(cfg), "target_update": str(cfg.target_update), **asdict(rl), "eval_epsilon": epsilon})
+        config={**asdict(cfg), "target_update": str(cfg.target_update), **asdict(rl), "eval_epsilon": epsilon},
+        network_fn=network_fn)
     if cfg.replay == "local":
         bundle = functools.partial(Bundle, actor=actor, learner=learner, replay_capacity=cfg.replay_capacity,
                                    batch_size=cfg.batch_size, learning_starts=cfg.learning_starts,

@@ -49,12 +49,13 @@ class DQNConfig:
     eps_end: float = field(default=0.05, metadata={"help": "final exploration rate"})
     eps_decay_updates: int = field(default=2_000, metadata={"help": "global updates to anneal epsilon over"})
     apex_alpha: float | None = field(default=None, metadata={
-        "help": "per-actor epsilon as in Ape-X: eps_i = 0.4^(1 + alpha*i/(N-1)) (e.g. 7)"})
+        "help": "per-actor epsilon as in Ape-X: eps_i = 0.4^(1 + alpha*i/(N-1)), e.g. 7 "
+                "(default: off, epsilon annealed by global updates)"})
     actor_refresh: int | None = field(default=None, metadata={
         "help": "actor steps between parameter refreshes (default 10 with local replay; 2 with global replay, "
                 "where each refresh also sends one batch to replay, so it sets env steps per learner gradient)"})
     outlier_k: float | None = field(default=None, metadata={
-        "help": "skip pushes whose loss exceeds the running mean + k*std of recent losses"})
+        "help": "skip pushes whose loss exceeds the running mean + k*std of recent losses (default: off)"})
     lr: float = field(default=3e-2, metadata={
         "help": "server learning rate (the default suits AdaGrad on small MLPs; Atari wants ~1e-4 with adam)"})
     hidden: tuple[int, ...] = field(default=(64, 64), metadata={"help": "MLP hidden sizes (vector observations)"})

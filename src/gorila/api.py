@@ -1,0 +1,46 @@
+"""Training from Python, with the command line's names and checks::
+
+    import gorila
+
+    summary = gorila.train("a3c", env="CartPole-v1", workers=2, runtime="local", time_limit_s=60)
+    policy = gorila.load_policy(summary["run_dir"])     # gorila.policy.load_policy
+    action = policy(observation)
+
+Reached lazily as ``gorila.train`` (``import gorila`` alone loads neither PyTorch nor Ray).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from gorila.config import RunConfig
+from gorila.errors import ConfigError
+from gorila.launch import configs_from_values, launch, saved_values
+from gorila.metrics.terminal import Terminal
+
+__all__ = ["train"]
+
+
+def train(algo: str | None = None, *, verbose: bool | int = False, **settings: Any) -> dict[str, Any]:
+    """Train ``algo`` (``"dqn"``, ``"a3c"``, ``"lstsq"``) and return its summary (``summary.json``'s dict).
+
+    ``settings`` are the flags of ``gorila train --algo ALGO`` as keywords, dashes as underscores
+    (``--time-limit-s 60`` is ``time_limit_s=60``); they are checked as the command checks them,
+    and a name the algorithm does not have raises :class:`~gorila.errors.ConfigError` naming it.
+    ``resume=RUN_DIR`` continues a saved run with its own settings (``algo`` may be left out).
+    Nothing is printed unless ``verbose`` (``True``: the run directory, start-up stages and
+    progress on stderr, as the command shows them; ``2``: Ray's own logs too). Ctrl-C stops the
+    run as the command does, saving a final checkpoint and the summary, then raises
+    :class:`~gorila.driver.stop.Interrupted` (a ``KeyboardInterrupt``) whose ``summary`` is it.
+    """
+    started = time.time()
+    values = dict(settings)
+    if values.get("resume") is not None:
+        saved_algo, saved = saved_values(Path(values["resume"]))
+        if algo is not None and algo != saved_algo:
+            raise ConfigError("algo", f"{values['resume']} is a {saved_algo} run, not {algo}")
+        algo, values = saved_algo, {**{k: v for k, v in saved.items() if v is not None}, **values}
+    run, configs = configs_from_values(algo or RunConfig.algo, values)
+    return launch(run, configs, Terminal(int(verbose), started_at=started))

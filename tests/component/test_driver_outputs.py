@@ -1,0 +1,77 @@
+"""What the driver leaves behind (local runtime): everything saved when a signal stops a run, and
+TensorBoard scalars grouped as users look for them."""
+
+import json
+import os
+import signal
+
+import pytest
+
+from gorila.algos.a3c.builder import make_plan
+from gorila.algos.a3c.config import A3CConfig
+from gorila.checkpoint import load_checkpoint
+from gorila.config import RunConfig
+from gorila.driver.loop import run
+from gorila.driver.rl_config import RLConfig
+from gorila.driver.stop import Interrupted
+from gorila.metrics.terminal import QUIET, Terminal
+
+COUNTERS = ("env_steps", "updates", "pushes_counted", "pushes_accepted", "pushes_rejected", "bytes_pushed",
+            "bytes_pulled", "worker_restarts", "wall_time_from_start_s", "train_time_s", "cpu_time_s")
+
+
+def _a3c(run_dir, **rl):
+    run_config = RunConfig(algo="a3c", runtime="local", run_dir=run_dir, checkpoint_every_s=3600)
+    rl = RLConfig(**{"stop_at_target": False, "eval_episodes": 2, "eval_every_s": 0.1, **rl})
+    return run_config, make_plan(run_config, A3CConfig(), rl)
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_stops_the_run_after_its_chunk_and_everything_is_saved(tmp_path, signum, code):
+    run_config, plan = _a3c(tmp_path / "run", total_steps=10_000_000)
+    before = signal.getsignal(signum)
+    chunks = []
+
+    def on_chunk(placed):
+        chunks.append(1)
+        if len(chunks) == 3:
+            os.kill(os.getpid(), signum)
+
+    with pytest.raises(Interrupted) as stopped:
+        run(run_config, plan, on_chunk, terminal=Terminal(QUIET))
+    summary = stopped.value.summary
+    assert stopped.value.exit_code == code and len(chunks) == 3  # no chunk after the signal
+    saved = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert saved["stop_reason"] == "interrupted" and saved["signal"] == signal.Signals(signum).name
+    assert all(saved[name] is not None for name in COUNTERS) and saved["env_steps"] > 0
+    assert saved == json.loads(json.dumps(summary))
+    # the one checkpoint (the periodic one is an hour away) is the final one, taken after the signal
+    _, meta = load_checkpoint(tmp_path / "run" / "checkpoints")
+    assert meta["env_steps"] == summary["env_steps"] and meta["updates"] == summary["updates"]
+    assert (tmp_path / "run" / "learning_curve.png").stat().st_size > 0
+    assert signal.getsignal(signum) == before
+
+
+def test_tensorboard_scalars_are_grouped_with_the_step_axis_and_hparams(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run_config, plan = _a3c(tmp_path / "run", total_steps=3_000)
+    run(run_config, plan, terminal=Terminal(QUIET))
+    events = EventAccumulator(str(tmp_path / "run"), size_guidance={"tensors": 0})
+    events.Reload()
+    scalars = set(events.Tags()["scalars"])
+    assert {"eval/return", "eval/version", "train/return", "train/loss", "train/env_steps", "ps/updates",
+            "ps/pushes_rejected", "ps/bytes_pushed", "time/env_steps_per_s", "time/updates_per_s"} <= scalars
+    assert all(tag.split("/")[0] in ("eval", "train", "ps", "replay", "time") for tag in scalars)
+    assert "env steps" in events.Tensors("run/step_axis/text_summary")[0].tensor_proto.string_val[0].decode()
+    assert "_hparams_/session_start_info" in events.summary_metadata
+
+
+def test_a_run_stops_within_one_step_per_worker_of_its_budget(tmp_path):
+    """Chunks grow toward half a second, but never past what the budget has left."""
+    cfg = A3CConfig(workers=2, envs_per_worker=4, rollout_steps=5)
+    run_config = RunConfig(algo="a3c", runtime="local", run_dir=tmp_path / "run", checkpoint_every_s=3600)
+    rl = RLConfig(stop_at_target=False, total_steps=20_000, eval_episodes=1, eval_every_s=60)
+    summary = run(run_config, make_plan(run_config, cfg, rl), terminal=Terminal(QUIET))
+    one_step_each = cfg.workers * cfg.envs_per_worker * cfg.rollout_steps
+    assert 20_000 <= summary["env_steps"] <= 20_000 + one_step_each

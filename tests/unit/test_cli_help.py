@@ -1,0 +1,101 @@
+"""The ``gorila`` command tells the truth about itself: version, commands, flags and their defaults,
+and names the argument a user got wrong (in-process; ``tests/smoke`` runs the real command)."""
+
+import argparse
+import json
+
+import pytest
+
+from gorila import __version__
+from gorila.algos.registry import ALGORITHMS
+from gorila.cli import _train_parser, main
+from gorila.cliargs import HelpFormatter
+
+
+def _exit(argv: list[str]) -> int:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    return exited.value.code
+
+
+def test_version(capsys):
+    assert _exit(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"gorila {__version__}"
+
+
+def test_an_unknown_command_is_an_invalid_choice_with_the_list(capsys):
+    assert _exit(["trian"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'trian'" in err
+    assert all(f"'{name}'" in err for name in ("train", "eval", "plot", "bench", "info"))
+
+
+def test_gorila_help_lists_the_commands(capsys):
+    assert _exit(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"\n  {name}  " in out for name in ("train", "eval", "plot", "bench", "info"))
+
+
+def test_train_help_says_how_to_see_another_algorithms_flags(capsys):
+    assert _exit(["train", "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # unwrapped
+    assert "gorila train --algo NAME --help lists another algorithm's flags (a3c, apex, lstsq)" in out
+    assert "--algo {a3c,apex,dqn,lstsq} algorithm (default: dqn)" in out
+    assert "(default: runs/<algo>-<env>-<YYYYmmdd-HHMMSS> in the current directory)" in out
+    assert "start-up (Ray, workers, evaluator) is not counted (default: no limit)" in out
+    assert "(default: None)" not in out
+
+
+@pytest.mark.parametrize("algo", sorted(ALGORITHMS))
+def test_every_train_flag_shows_its_default_at_most_once(algo):
+    formatter = HelpFormatter("gorila train")
+    for action in _train_parser(algo)._actions:
+        text = formatter._get_help_string(action) % {"default": action.default}
+        assert text.count("default") <= 1, action.option_strings
+        assert "None" not in text, action.option_strings
+
+
+@pytest.mark.parametrize("bench, shown", [("ps", "measured round trips (default: 50)"),
+                                          ("speedup", "comma-separated worker counts (default: 1,2,4,8)"),
+                                          ("sampling", "random seed (default: 0)")])
+def test_bench_help_shows_the_defaults(capsys, bench, shown):
+    assert _exit(["bench", bench, "--help"]) == 0
+    assert shown in " ".join(capsys.readouterr().out.split())
+
+
+def test_eval_names_the_run_directory_the_user_gave(capsys, tmp_path):
+    missing = tmp_path / "no-such-run"
+    assert _exit(["eval", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gorila eval: error: RUN_DIR: {missing} is neither a run directory")
+    assert "--run-dir" not in err
+
+
+def test_plot_overlays_runs_and_prints_where(capsys, tmp_path):
+    for mode in ("sync", "async"):
+        run = tmp_path / mode
+        run.mkdir()
+        (run / "config.json").write_text(json.dumps({"algo": "lstsq", "run": {"mode": mode},
+                                                     "headline": "suboptimality", "step_unit": "updates"}))
+        (run / "metrics.csv").write_text("step,time_s,updates,suboptimality\n10,0.1,10,1.0\n20,0.2,20,0.001\n")
+    assert main(["plot", str(tmp_path / "sync"), str(tmp_path / "async"), "--out", str(tmp_path / "c.png")]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "c.png")
+    assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+    assert _exit(["plot", str(tmp_path / "sync"), "--metric", "reward"]) == 2
+    assert "--metric" in capsys.readouterr().err
+
+
+def test_quiet_and_verbose_exclude_each_other(capsys):
+    assert _exit(["train", "--quiet", "--verbose"]) == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_help_formatter_leaves_explained_and_empty_defaults_alone():
+    parser = argparse.ArgumentParser(formatter_class=HelpFormatter)
+    parser.add_argument("--a", default=3, help="three")
+    parser.add_argument("--b", default=None, help="none")
+    parser.add_argument("--c", default=2, help="two (default: the second)")
+    parser.add_argument("--d", action="store_true", help="a switch")
+    text = " ".join(parser.format_help().split())
+    assert "three (default: 3)" in text and "none " in text and "(default: the second)" in text
+    assert text.count("default") == 2

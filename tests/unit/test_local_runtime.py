@@ -1,0 +1,29 @@
+"""The local runtime ends what it started: shutdown closes the workers that can be closed."""
+
+import numpy as np
+
+from gorila.params import ServerSpec, UpdateRule
+from gorila.runtime import LocalRuntime
+
+
+class _Closable:
+    def __init__(self, worker_id, server):
+        self.closed = False
+
+    def step(self) -> None:
+        """Nothing to do."""
+
+    def report(self) -> dict:
+        return {}
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_shutdown_closes_the_workers_that_have_close():
+    runtime = LocalRuntime()
+    shards = runtime.start_shards(ServerSpec(rule=UpdateRule.asynchronous()), np.zeros(3, np.float32))
+    closable = runtime.start_workers(_Closable, 2, shards.server, name="bundle")
+    runtime.start_workers(lambda k, server: object(), 1, shards.server, name="bare")  # nothing to close
+    runtime.shutdown()
+    assert [w.closed for w in closable.workers] == [True, True]
