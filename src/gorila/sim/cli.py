@@ -152,6 +152,10 @@ def _simulate(args: argparse.Namespace) -> int:
         if not any(knob in RULE_KNOBS[mode] for mode in args.mode):
             owner = next(m for m, names in RULE_KNOBS.items() if knob in names)
             raise ConfigError(knob, f"applies to --mode {owner} only (--mode is {','.join(args.mode)})")
+    from gorila.params import UpdateRule
+
+    for mode in args.mode:  # the knobs' values are checked by the rule itself
+        UpdateRule.for_mode(mode, 1, **{k: v for k, v in knobs.items() if k in RULE_KNOBS[mode]})
     calibration = Calibration.load(args.calibration)
     work = calibration.workload(args.algo)
     if args.params is not None:
@@ -166,8 +170,6 @@ def _simulate(args: argparse.Namespace) -> int:
     spec = Sweep(work, cluster, calibration.apply_s, args.mode, args.workers, shards=args.shards,
                  param_cache=args.param_cache == "node", stragglers=args.stragglers, slow_worker=args.slow_worker,
                  rule_knobs=knobs, gradients_per_worker=args.gradients_per_worker, seed=args.seed)
-    for mode in args.mode:  # the knobs' values are checked by the rule itself
-        spec.rule(mode, 1)
     print(f"gorila simulate: {args.algo}, {work.params:,} parameters, {args.shards} shard(s), "
           f"parameter cache {args.param_cache}; {cluster.describe()}")
     print(HEADER)
