@@ -17,8 +17,8 @@ pytestmark = pytest.mark.smoke
 def calibration(tmp_path):
     work = Workload(algo="lstsq", params=400, optimizer="sgd", env_steps_per_gradient=25_000, divides_data=True,
                     pipelined=False, compute_s={1: (0.010, 0.011), 2: (0.006, 0.0065)})
-    return Calibration(cpus=2, transport="shm", latency_s=1e-4, bandwidth_Bps=1e9, apply_fixed_s={"sgd": 2e-5},
-                       apply_per_param_s={"sgd": 1e-9}, workloads={"lstsq": work}).save(tmp_path / "cal.json")
+    return Calibration(cpus=2, transport="shm", latency_s=1e-4, bandwidth_Bps=1e9, apply_points={"sgd": [[400, 2e-5]]},
+                       workloads={"lstsq": work}).save(tmp_path / "cal.json")
 
 
 def test_simulate_writes_predictions_staleness_png_and_bench_json(tmp_path, calibration):

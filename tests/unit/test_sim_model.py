@@ -121,11 +121,14 @@ def test_divided_data_scales_compute_with_the_share():
 
 def test_calibration_round_trips_and_a_bad_file_names_the_flag(tmp_path):
     calibration = Calibration(cpus=2, transport="shm", latency_s=1e-4, bandwidth_Bps=1e9,
-                              apply_fixed_s={"sgd": 1e-5}, apply_per_param_s={"sgd": 1e-9}, workloads={"lstsq": WORK})
+                              apply_points={"sgd": [[1000, 1e-5], [10_000, 2e-5]]}, workloads={"lstsq": WORK})
     path = calibration.save(tmp_path / "c.json")
     loaded = Calibration.load(path)
     assert loaded == calibration
-    assert loaded.apply_s("sgd", 1000) == pytest.approx(1e-5 + 1e-6)
+    # between the measured sizes on a line, beyond the largest in proportion, below the smallest as it
+    assert loaded.apply_s("sgd", 5500) == pytest.approx(1.5e-5)
+    assert loaded.apply_s("sgd", 20_000) == pytest.approx(4e-5)
+    assert loaded.apply_s("sgd", 10) == pytest.approx(1e-5)
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(ConfigError) as err:
         Calibration.load(tmp_path / "bad.json")

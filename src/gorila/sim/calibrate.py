@@ -26,6 +26,7 @@ from collections.abc import Callable
 import numpy as np
 
 from gorila.bench.report import machine
+from gorila.params import ParameterShard, ServerSpec, UpdateRule
 from gorila.sim.calibration import Calibration, Workload
 
 # The lstsq workload of gorila bench speedup's defaults, so that its runs can be predicted.
@@ -126,30 +127,37 @@ def workload(algo: str, cpus: int, seconds: float) -> Workload:
                     compute_s=compute)
 
 
-def apply_seconds(optimizer: str, size: int, repeats: int = 30) -> float:
-    """Median seconds of one in-process push of ``size`` parameters, applied at once."""
-    from gorila.params import ParameterShard, UpdateRule
+def apply_seconds(optimizer: str, size: int, repeats: int = 50) -> float:
+    """Median seconds of one in-process push of ``size`` parameters, applied at once, on one
+    thread as in a shard process (Ray holds its workers to one)."""
+    import torch
 
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     shard = ParameterShard(np.zeros(size, np.float32), UpdateRule.asynchronous(), optimizer=optimizer, lr=1e-3)
     grad = np.full(size, 1e-3, np.float32)
     times = []
-    for _ in range(repeats + 3):
-        t = time.perf_counter()
-        shard.push(grad, shard.version)
-        times.append(time.perf_counter() - t)
+    try:
+        for _ in range(repeats + 3):
+            t = time.perf_counter()
+            shard.push(grad, shard.version)
+            times.append(time.perf_counter() - t)
+    finally:
+        torch.set_num_threads(threads)
     return float(np.median(times[3:]))
 
 
 def _line(x: list[float], y: list[float]) -> tuple[float, float]:
-    """Least-squares intercept and slope, both clipped at zero (a cost is never negative)."""
-    slope, intercept = np.polyfit(np.asarray(x, float), np.asarray(y, float), 1)
+    """Intercept and slope of the line through ``(x, y)`` with the least *relative* squared error
+    (points spanning 4 kB to 7 MB each count alike), both clipped above zero."""
+    y = np.maximum(np.asarray(y, float), 1e-9)
+    slope, intercept = np.polyfit(np.asarray(x, float), y, 1, w=1 / y)
     return max(float(intercept), 0.0), max(float(slope), 1e-15)
 
 
 def transport_round_trips(sizes: tuple[int, ...], rounds: int) -> list[tuple[int, float]]:
     """``(bytes, seconds)``: median push+pull round trips through the same-node fast path."""
     from gorila.bench.ps import round_trips
-    from gorila.params import ServerSpec, UpdateRule
     from gorila.runtime.ray_runtime import RayRuntime
 
     runtime = RayRuntime()
@@ -175,14 +183,13 @@ def calibrate(seconds: float = 3.0, rounds: int = 30, algos: tuple[str, ...] = (
         progress(f"compute: {algo} gradients, 1 and {cpus} workers at once, {seconds:g} s each")
         workloads[algo] = workload(algo, cpus, seconds)
     progress("apply: in-process pushes per optimizer and size")
-    apply_points = {opt: [(size, apply_seconds(opt, size)) for size in SIZES] for opt in OPTIMIZERS}
-    fits = {opt: _line([s for s, _ in pts], [t for _, t in pts]) for opt, pts in apply_points.items()}
+    apply_points = {opt: [[size, apply_seconds(opt, size)] for size in SIZES] for opt in OPTIMIZERS}
     progress(f"transport: push+pull round trips through the Ray runtime's fast path, {len(SIZES)} sizes")
     trips = transport_round_trips(SIZES, rounds)
-    sgd_fixed, sgd_per_param = fits["sgd"]
-    wire = [(nbytes, max(rt - (sgd_fixed + sgd_per_param * nbytes / 4), 0.0)) for nbytes, rt in trips]
+    # The shard applied each pushed gradient (sgd) within the round trip: the wire is the rest.
+    sgd = dict((size, t) for size, t in apply_points["sgd"])
+    wire = [(nbytes, rt - sgd[nbytes // 4]) for nbytes, rt in trips]
     fixed, per_byte = _line([b for b, _ in wire], [t for _, t in wire])
     return Calibration(cpus=cpus, transport="shm", latency_s=fixed / 2, bandwidth_Bps=2 / per_byte,
-                       apply_fixed_s={opt: f for opt, (f, _) in fits.items()},
-                       apply_per_param_s={opt: p for opt, (_, p) in fits.items()}, workloads=workloads,
-                       machine=machine(), points={"apply_s": apply_points, "round_trip_s": trips})
+                       apply_points=apply_points, workloads=workloads, machine=machine(),
+                       round_trips=[[b, t] for b, t in trips])

@@ -73,18 +73,18 @@ class Workload:
 @dataclass(frozen=True)
 class Calibration:
     """Measured costs of one machine (see the module doc). The transport is fitted to
-    ``latency_s + bytes / bandwidth_Bps`` per message; a shard's apply time to
-    ``apply_fixed_s + apply_per_param_s * params``, per optimizer."""
+    ``latency_s + bytes / bandwidth_Bps`` per message; a shard's apply time is measured at a few
+    sizes per optimizer (``apply_points[optimizer] = [[params, seconds], ...]``) and read between
+    them on straight lines (beyond the largest, in proportion to the size)."""
 
     cpus: int
     transport: str
     latency_s: float
     bandwidth_Bps: float
-    apply_fixed_s: dict[str, float]
-    apply_per_param_s: dict[str, float]
+    apply_points: dict[str, list[list[float]]]
     workloads: dict[str, Workload]
     machine: dict[str, Any] = field(default_factory=dict)
-    points: dict[str, list] = field(default_factory=dict)  # the raw measurements the fits came from
+    round_trips: list[list[float]] = field(default_factory=list)  # [[bytes, seconds], ...] the fit came from
 
     def __post_init__(self) -> None:
         validate.integer("cpus", self.cpus, low=1)
@@ -100,9 +100,12 @@ class Calibration:
 
     def apply_s(self, optimizer: str, params: int) -> float:
         """Seconds a shard takes to apply one push of ``params`` parameters with ``optimizer``."""
-        if optimizer not in self.apply_fixed_s:
+        if optimizer not in self.apply_points:
             raise ConfigError("calibration", f"has no apply time for optimizer {optimizer!r}")
-        return self.apply_fixed_s[optimizer] + self.apply_per_param_s[optimizer] * params
+        sizes, seconds = zip(*sorted(self.apply_points[optimizer]))
+        if params > sizes[-1]:
+            return seconds[-1] * params / sizes[-1]
+        return float(np.interp(params, sizes, seconds))
 
     def save(self, path: Path) -> Path:
         data = asdict(self)
@@ -122,8 +125,7 @@ class Calibration:
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
             raise ConfigError("calibration", f"cannot read {path}: {err}; write one with "
                                              "gorila simulate --calibrate --out FILE") from None
-        for optimizer in calibration.apply_fixed_s:
-            for table in (calibration.apply_fixed_s, calibration.apply_per_param_s):
-                if optimizer not in table or not math.isfinite(table[optimizer]):
-                    raise ConfigError("calibration", f"{path}: apply time of {optimizer!r} is incomplete")
+        for optimizer, points in calibration.apply_points.items():
+            if not points or any(len(p) != 2 or not all(math.isfinite(x) and x >= 0 for x in p) for p in points):
+                raise ConfigError("calibration", f"{path}: apply times of {optimizer!r} must be [[params, seconds], ...]")
         return calibration

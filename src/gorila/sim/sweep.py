@@ -2,8 +2,8 @@
 
 ::
 
-    points = sweep(Sweep(work, cluster, calibration.apply_s, modes=("sync", "async"), counts=[1, 2, 4]))
-    write_outputs(points, Path("sim-out"), title="a3c on this machine", settings={...})
+    spec = Sweep(work, cluster, calibration.apply_s, modes=("sync", "async"), counts=(1, 2, 4))
+    write_outputs(spec, sweep(spec), Path("sim-out"), title="a3c on this machine", settings={...})
 
 Speedup is env steps per second (lstsq: rows) over those of one worker under the same rule and
 the same stragglers: the textbook's ``T(1) / T(m)`` for the same work.
