@@ -90,7 +90,8 @@ def _parser() -> argparse.ArgumentParser:
     what_if = parser.add_argument_group("what if (override the measured workload)")
     what_if.add_argument("--params", type=int, default=None, help="parameters of the model (e.g. 1687206: Nature CNN)")
     what_if.add_argument("--compute-ms", type=float, default=None,
-                         help="median compute time of one gradient, ms (the measured spread is kept)")
+                         help="compute time of one gradient, ms, in place of the measured samples (every gradient "
+                              "takes this long; --stragglers then adds the spread)")
     rule = parser.add_argument_group("rule knobs (as gorila train)")
     rule.add_argument("--max-staleness", type=int, default=None, help="async: reject pushes staler than this")
     rule.add_argument("--aggregate", type=int, default=None, help="semi-async: counted pushes per update")
@@ -162,7 +163,7 @@ def _simulate(args: argparse.Namespace) -> int:
         validate.integer("params", args.params, low=1)
         work = replace(work, params=args.params)
     if args.compute_ms is not None:
-        work = _with_median(work, args.compute_ms / 1e3)
+        work = replace(work, compute_s={1: (args.compute_ms / 1e3,)})
     cluster = Cluster.of(calibration, args.cluster, nodes=args.nodes, cores_per_node=args.cores_per_node,
                          latency_s=_scaled(args.latency_us, 1e-6), cache_read_s=_scaled(args.cache_read_us, 1e-6),
                          bandwidth_Bps=_scaled(args.bandwidth_gbps, 1e9 / 8))
@@ -186,10 +187,3 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def _scaled(value: float | None, unit: float) -> float | None:
     return None if value is None else value * unit
-
-
-def _with_median(work, seconds: float):
-    """``work`` with every compute sample scaled so the median of the one-worker samples is ``seconds``."""
-    ones = sorted(work.compute_s[min(work.compute_s)])
-    factor = seconds / ones[len(ones) // 2]
-    return replace(work, compute_s={k: tuple(t * factor for t in v) for k, v in work.compute_s.items()})
