@@ -19,7 +19,7 @@ exactly as in a run; the barrier is :meth:`ShardHost.must_wait`. What the model 
 ::
 
     setup = Setup(rule=UpdateRule.synchronous(4), workers=4, shards=1, workload=work, cluster=cluster,
-                  apply_s=[2e-5])
+                  apply_s=(2e-5,))
     prediction = simulate(setup, seed=0)
     prediction.updates_per_s, prediction.staleness_mean
 """
