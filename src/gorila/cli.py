@@ -1,4 +1,4 @@
-"""The ``gorila`` command: ``train``, ``eval``, ``plot``, ``bench``, ``info``.
+"""The ``gorila`` command: ``train``, ``eval``, ``plot``, ``bench``, ``simulate``, ``info``.
 
 Invalid flags are refused before anything starts, naming the flag, with exit code 2. Progress and
 logs go to stderr; stdout carries only the result (``train``: the summary as JSON). A run stopped
@@ -21,11 +21,12 @@ from gorila.errors import ConfigError, GorilaError
 EXIT_USAGE = 2
 
 COMMANDS_HELP = """commands:
-  train   train an algorithm (gorila train --algo NAME --help lists its flags)
-  eval    play a saved run's policy, and record videos of it
-  plot    overlay the learning curves of runs, by env steps and by time
-  bench   measure a figure next to its limit
-  info    versions, CPUs, GPU
+  train     train an algorithm (gorila train --algo NAME --help lists its flags)
+  eval      play a saved run's policy, and record videos of it
+  plot      overlay the learning curves of runs, by env steps and by time
+  bench     measure a figure next to its limit
+  simulate  predict speedup, staleness and load of the update rules for 1 to 4096 workers
+  info      versions, CPUs, GPU
 
 gorila COMMAND --help shows a command's flags."""
 
@@ -202,7 +203,14 @@ def cmd_bench(argv: list[str]) -> int:
     return EXIT_USAGE
 
 
-COMMANDS = {"train": cmd_train, "eval": cmd_eval, "plot": cmd_plot, "bench": cmd_bench, "info": cmd_info}
+def cmd_simulate(argv: list[str]) -> int:
+    from gorila.sim.cli import main
+
+    return main(argv)
+
+
+COMMANDS = {"train": cmd_train, "eval": cmd_eval, "plot": cmd_plot, "bench": cmd_bench, "simulate": cmd_simulate,
+            "info": cmd_info}
 
 
 def _command_parser() -> argparse.ArgumentParser:

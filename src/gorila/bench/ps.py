@@ -27,7 +27,7 @@ def memcpy_seconds(nbytes: int, repeats: int = 50) -> float:
     return float(np.median(times))
 
 
-def _round_trips(client: ParameterClient, grad: np.ndarray, rounds: int) -> tuple[float, float]:
+def round_trips(client: ParameterClient, grad: np.ndarray, rounds: int) -> tuple[float, float]:
     """Median seconds of a push+pull round trip and of a pull alone."""
     client.params()
     for _ in range(5):  # warm-up: first calls pay for worker start, connections and page faults
@@ -70,7 +70,7 @@ def main(argv: list[str]) -> int:
         grad = np.full(args.params, 1e-3, np.float32)
         for transport in transports:
             server = shards.server if transport == "shm" else shards.ray_call_server()
-            figures[transport] = _round_trips(server.client(), grad, args.rounds)
+            figures[transport] = round_trips(server.client(), grad, args.rounds)
             used = {ep.transport for ep in server.endpoints}
             if used != {transport}:  # e.g. shards on another node: say what was measured
                 figures[f"{transport} (went by {'+'.join(sorted(used))})"] = figures.pop(transport)

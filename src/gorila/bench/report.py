@@ -41,11 +41,12 @@ def machine() -> dict[str, Any]:
 
 
 def write_bench_json(out: Path, name: str, settings: dict[str, Any], rows: list[dict[str, Any]],
-                     **figures: Any) -> Path:
-    """``out/bench.json``: the benchmark, the command, the machine, its settings, one row per
-    measurement, and any headline ``figures``."""
+                     *, command: list[str] | None = None, **figures: Any) -> Path:
+    """``out/bench.json``: the benchmark, the command (``gorila bench NAME ...`` unless given), the
+    machine, its settings, one row per measurement, and any headline ``figures``."""
     path = out / "bench.json"
-    write_json(path, {"bench": name, "command": ["gorila", "bench", name, *sys.argv[3:]],
+    command = command if command is not None else ["gorila", "bench", name, *sys.argv[3:]]
+    write_json(path, {"bench": name, "command": command,
                       "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(),
                       "settings": settings, **figures, "rows": rows})
     print(f"wrote {path}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -12,6 +13,7 @@ import torch
 from torch import nn
 
 from gorila.envs.spec import EnvSpec
+from gorila.learners.straggler import Straggler
 from gorila.losses.a3c import A3CLoss, Rollout
 from gorila.nets.flat import FlatParams, soft_update
 from gorila.params import OUTCOMES, ParameterServer
@@ -34,12 +36,13 @@ class A3CWorker:
     steps of every environment, actions sampled from pi) and one push of the gradient of that
     rollout. Environment ``i`` of worker ``k`` is seeded ``seed + 1000 k + i``; actions come from a
     generator seeded the same way, so a worker's rollouts depend only on its seed and the
-    parameters it pulls.
+    parameters it pulls. ``straggler > 1`` makes worker 0's steps take that many times as long
+    (see :mod:`gorila.learners.straggler`).
     """
 
     def __init__(self, worker_id: int, server: ParameterServer, *, envs: EnvSpec,
                  network_fn: Callable[[], nn.Module], loss: A3CLoss, rollout_steps: int, target_tau: float,
-                 seed: int):
+                 seed: int, straggler: float = 1.0):
         self.loss, self.rollout_steps, self.target_tau = loss, rollout_steps, target_tau
         worker_seed = seed + 1000 * worker_id
         self.runner = envs.runner(worker_seed)
@@ -48,6 +51,7 @@ class A3CWorker:
         self.flat, self.target_flat = FlatParams(self.net), FlatParams(self.target_net)
         self.client = server.client(worker_id)
         self.generator = torch.Generator().manual_seed(worker_seed)
+        self.slow = Straggler.for_worker(worker_id, straggler)
         self._target: np.ndarray | None = None
         self._target_version = -1
         self.env_steps = 0
@@ -107,9 +111,11 @@ class A3CWorker:
                        truncated=truncated, final_obs=final_obs, valid=valid)
 
     def step(self) -> None:
+        started = time.perf_counter()
         self.refresh()
         rollout = self.collect()
         grad, self.last_info = self.loss.gradients(self.net, self.target_net, rollout, self.flat)
+        self.slow.stretch(started)
         # Under asynchronous rules the reply travels while the next rollout runs; a barrier waits.
         self.client.push(grad, wait=self.client.barrier)
         self.updates_pushed += 1

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
 
 from gorila.envs.least_squares import LeastSquares
+from gorila.learners.straggler import Straggler
 from gorila.params import ParameterServer
 
 
@@ -25,21 +27,29 @@ class LstsqWorker:
 
         factory = functools.partial(LstsqWorker, problem=LeastSquares(...), num_workers=4)
         worker = factory(worker_id, server); worker.step()
+
+    ``straggler > 1`` makes worker 0's gradients take that many times as long (see
+    :mod:`gorila.learners.straggler`).
     """
 
-    def __init__(self, worker_id: int, server: ParameterServer, *, problem: LeastSquares, num_workers: int):
+    def __init__(self, worker_id: int, server: ParameterServer, *, problem: LeastSquares, num_workers: int,
+                 straggler: float = 1.0):
         self.x, self.y = problem.rows(problem.partition(num_workers)[worker_id])
         self.scale = np.float32(num_workers / problem.n)
         self.client = server.client(worker_id)
         self.client.connect()  # the transport set up now, so the first step is a round like any other
+        self.slow = Straggler.for_worker(worker_id, straggler)
         self.steps = 0
 
     def gradient(self, w: np.ndarray) -> np.ndarray:
         return local_gradient(self.x, self.y, w, self.scale)
 
     def step(self) -> None:
+        started = time.perf_counter()
         w = self.client.params()
-        self.client.push(self.gradient(w))
+        grad = self.gradient(w)
+        self.slow.stretch(started)
+        self.client.push(grad)
         self.steps += 1
 
     def report(self) -> dict[str, Any]:

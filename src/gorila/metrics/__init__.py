@@ -14,10 +14,11 @@ Checkpoints live in :mod:`gorila.checkpoint`.
 """
 
 from gorila.metrics.cputime import CpuClock, process_cpu_seconds
-from gorila.metrics.plots import RunCurve, plot_learning_curve, plot_runs, plot_speedup, read_series
+from gorila.metrics.plots import (RunCurve, plot_learning_curve, plot_predictions, plot_runs, plot_speedup,
+                                  read_series)
 from gorila.metrics.run_logger import SHOWN_COLUMNS, RunLogger
 
 __all__ = [
-    "SHOWN_COLUMNS", "CpuClock", "RunCurve", "RunLogger", "plot_learning_curve", "plot_runs", "plot_speedup",
-    "process_cpu_seconds", "read_series",
+    "SHOWN_COLUMNS", "CpuClock", "RunCurve", "RunLogger", "plot_learning_curve", "plot_predictions", "plot_runs",
+    "plot_speedup", "process_cpu_seconds", "read_series",
 ]

@@ -177,6 +177,33 @@ def plot_speedup(workers: Sequence[int], speedup: Sequence[float], out_png: Path
     return _save(fig, out_png)
 
 
+def plot_predictions(curves: dict[str, tuple[Sequence[int], Sequence[float], Sequence[float]]], out_png: Path,
+                     title: str) -> Path:
+    """``gorila simulate``'s figure: predicted speedup (left) and mean staleness (right) against
+    workers, on log axes, one curve per label. ``curves[label] = (workers, speedup,
+    staleness_mean)``; a label ending in ``" + stragglers"`` is drawn dashed in the colour of the
+    label before it, so each rule's straggler effect sits beside it."""
+    fig, (left, right) = _figure(2)
+    everyone = sorted({w for workers, _, _ in curves.values() for w in workers})
+    left.plot(everyone, everyone, ":", color="grey", label="ideal (y = x)")
+    colours = {}
+    for label, (workers, speedup, staleness) in curves.items():
+        base = label.removesuffix(" + stragglers")
+        colour = colours.setdefault(base, f"C{len(colours)}")
+        style = "o--" if base != label else "o-"
+        left.plot(workers, speedup, style, color=colour, label=label, markersize=4)
+        right.plot(workers, [max(s, 1e-2) for s in staleness], style, color=colour, label=label, markersize=4)
+    for ax, ylabel in ((left, "predicted speedup over 1 worker"), (right, "mean staleness (versions; 0 drawn at 0.01)")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("workers")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3, which="both")
+    left.legend(fontsize="small")
+    fig.suptitle(title)
+    return _save(fig, out_png)
+
+
 def _figure(panels: int | None = None):
     """A figure and its one axes, or a row of ``panels`` axes."""
     # Imported on first use so that processes importing gorila.metrics for the logger or the

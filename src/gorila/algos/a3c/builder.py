@@ -32,7 +32,8 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
     worker = functools.partial(
         A3CWorker, envs=EnvSpec(rl.env, cfg.envs_per_worker), network_fn=network_fn,
         loss=A3CLoss(cfg.gamma, cfg.entropy_coef, cfg.gae_lambda, cfg.max_grad_norm),
-        rollout_steps=cfg.rollout_steps, target_tau=cfg.target_tau, seed=run.seed)
+        rollout_steps=cfg.rollout_steps, target_tau=cfg.target_tau, seed=run.seed,
+        straggler=cfg.straggler)
     epsilon = rl.eval_epsilon if rl.eval_epsilon is not None else EVAL_EPSILON
     return Plan(
         algo="a3c", label=rl.env, initial_params=lambda: FlatParams(net).get(),

@@ -39,6 +39,7 @@ class A3CConfig:
     hidden: tuple[int, ...] = field(default=(64, 64), metadata={"help": "Hidden layer widths of the policy and value MLPs (or of the shared torso)."})
     shared_torso: bool = field(default=False, metadata={"help": "One torso with a policy head and a value head instead of two networks."})
     max_grad_norm: float | None = field(default=None, metadata={"help": "Clip each pushed gradient to this L2 norm, > 0 (default: no clipping)."})
+    straggler: float = field(default=1.0, metadata={"help": "Worker 0's gradients take this many times as long (an injected straggler, >= 1; compare a run with gorila simulate --slow-worker)."})
 
     def __post_init__(self) -> None:
         validate.integer("workers", self.workers, low=1, high=1024)
@@ -59,3 +60,4 @@ class A3CConfig:
             raise ConfigError("shared_torso", f"must be True or False, got {self.shared_torso!r}")
         if self.max_grad_norm is not None:
             validate.number("max_grad_norm", self.max_grad_norm, low=0.0, low_open=True)
+        validate.number("straggler", self.straggler, low=1.0)

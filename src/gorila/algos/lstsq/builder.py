@@ -83,7 +83,7 @@ def make_plan(run: RunConfig, cfg: LstsqConfig) -> Plan:
         todo = max(1, min(cfg.log_every, horizon - updates))
         return max(1, round(todo * steps_per_update))
 
-    worker = functools.partial(LstsqWorker, problem=problem, num_workers=cfg.workers)
+    worker = functools.partial(LstsqWorker, problem=problem, num_workers=cfg.workers, straggler=cfg.straggler)
     return Plan(algo="lstsq", label="synthetic", initial_params=lambda: np.zeros(cfg.d, np.float32),
                 spec=run.server_spec(rule, "sgd", cfg.step_size),
                 groups=lambda services: [WorkerSpec("worker", worker, cfg.workers)],
