@@ -126,6 +126,10 @@ class _ShardProcess:
         await self._loaded.wait()
         return self.host.pull()
 
+    async def version(self) -> int:
+        await self._loaded.wait()
+        return self.host.version
+
     async def stats(self) -> ShardStats:
         await self._loaded.wait()
         with self.host.locked() as shard:
@@ -267,6 +271,10 @@ class RayShardEndpoint:
         channel = self._fast()
         pending = channel.pull() if channel is not None else None
         return pending or RayPending(self.handle.pull.remote(), f"shard {self.shard_id} pull")
+
+    def version(self) -> Pending:
+        """The shard's version through a Ray call (no payload): a cache's probe."""
+        return RayPending(self.handle.version.remote(), f"shard {self.shard_id} version")
 
     def close(self) -> None:
         """Close this process's fast path (later calls go through Ray)."""
