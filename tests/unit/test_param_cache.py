@@ -73,9 +73,9 @@ def test_the_cache_pulls_once_per_version_and_chains():
                 node_a.refresh()
                 node_b.refresh()
         assert upstream.pulls == 3 and upstream.probes == 12
-        assert node_a.stats.pulls == node_a.stats.versions == 3
-        assert node_a.stats.served == 3  # node b read each version from node a, once
-        assert node_b.stats.pulls == 3 and node_b.stats.bytes_pulled == 3 * 10 * 4
+        assert node_a.counts.pulls == node_a.counts.versions == 3
+        assert node_a.counts.served == 3  # node b read each version from node a, once
+        assert node_b.counts.pulls == 3 and node_b.counts.bytes_pulled == 3 * 10 * 4
         flat, version = node_b.pull()
         assert version == 2 and (flat == 2).all()
     finally:
@@ -100,10 +100,10 @@ def test_actors_read_the_cache_and_fall_back_to_the_server_while_it_is_gone():
     source = CachedSource(spec, server.client(1))
     learner.push(np.ones(size, np.float32))  # version 1: params -1
     cache.refresh()
-    pulled = cache.stats.pulls
+    pulled = cache.counts.pulls
     assert (source.pull() == -1).all() and source.version == 1
     assert source.transport == "cache" and source.cache_reads == 1 and source.server_reads == 0
-    assert cache.stats.pulls == pulled  # the actor's read did not reach the server
+    assert cache.counts.pulls == pulled  # the actor's read did not reach the server
 
     cache.close()  # the cache dies
     learner.params()

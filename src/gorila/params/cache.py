@@ -34,6 +34,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from gorila.params.client import ParameterClient, ShardEndpoint
+    from gorila.params.server import ParameterServer
 
 # Header slots (int64): the sequence counter (odd while a write is under way), the version in the
 # buffer, the newest version the cache saw upstream at its last probe, and the cache's heartbeat
@@ -171,6 +172,7 @@ class ParamCache:
         cache = ParamCache(ServerUpstream(server), name=spec.shm_name(node), size=n)
         cache.start()                 # a thread probes every poll_s, pulls on a new version
         cache.version(); cache.pull() # it is an Upstream itself: caches chain
+        cache.stats()                 # {"pulls": ..., "bytes_per_version": ...}
         cache.close()
 
     A failed probe or pull (the server restarting) is counted and tried again at the next poll.
@@ -179,7 +181,7 @@ class ParamCache:
     def __init__(self, upstream: Upstream, name: str, size: int, poll_s: float = 0.002):
         self.upstream, self.size, self.poll_s = upstream, size, poll_s
         self.buffer = SeqlockBuffer.create(name, size)
-        self.stats = CacheStats()
+        self.counts = CacheStats()
         self._lock = threading.Lock()  # refresh() from the thread and from callers
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -187,15 +189,15 @@ class ParamCache:
     def refresh(self) -> bool:
         """Probe upstream; pull and publish if its version moved. Whether a new version was written."""
         with self._lock:
-            self.stats.probes += 1
+            self.counts.probes += 1
             latest = self.upstream.version()
             fresh = latest != self.buffer.version
             if fresh:
                 flat, latest = self.upstream.pull()
                 self.buffer.write(flat, latest)
-                self.stats.pulls += 1
-                self.stats.versions += 1
-                self.stats.bytes_pulled += flat.nbytes
+                self.counts.pulls += 1
+                self.counts.versions += 1
+                self.counts.bytes_pulled += flat.nbytes
             self.buffer.beat(latest)
             return fresh
 
@@ -209,15 +211,19 @@ class ParamCache:
             try:
                 self.refresh()
             except Exception:  # noqa: BLE001 - upstream down for a moment: keep serving the last version
-                self.stats.errors += 1
+                self.counts.errors += 1
 
     def version(self) -> int:
         return self.buffer.version
 
+    def stats(self) -> dict[str, float]:
+        """Its counters (a service's ``stats()``)."""
+        return self.counts.as_dict()
+
     def pull(self) -> tuple[np.ndarray, int]:
         out = np.empty(self.size, np.float32)
         version = self.buffer.read(out)
-        self.stats.served += 1
+        self.counts.served += 1
         return out, version
 
     def close(self) -> None:
@@ -254,7 +260,8 @@ class CacheSpec:
         spec = CacheSpec(prefix="gorila-1a2b3c4d-params", size=n, locate=this_host)
         spec.shm_name(spec.locate())   # the node id is in the name: simulated nodes share /dev/shm
 
-    ``stale_after_s``: a cache whose heartbeat is older is taken for dead.
+    ``stale_after_s``: a cache whose heartbeat is older is taken for dead. ``poll_s`` trades
+    staleness (half of it on average) against probe calls on the server (one per ``poll_s`` per node).
     """
 
     prefix: str
@@ -262,9 +269,18 @@ class CacheSpec:
     locate: Callable[[], str] = this_host
     stale_after_s: float = 1.0
     retry_s: float = 0.5  # how often a source that fell back looks for its cache again
+    poll_s: float = 0.005  # how often a cache probes its upstream's version
 
     def shm_name(self, node: str) -> str:
         return f"{self.prefix}-{node[:24]}"
+
+
+def serve_node_cache(server: ParameterServer, spec: CacheSpec, service_id: int = 0) -> ParamCache:
+    """The service a runtime hosts on each node: that node's cache, pulling from ``server``. It
+    holds the server's first version before it is up, so its actors' first reads find it there."""
+    cache = ParamCache(server.upstream(), spec.shm_name(spec.locate()), spec.size, spec.poll_s)
+    cache.refresh()
+    return cache.start()
 
 
 class CachedSource:

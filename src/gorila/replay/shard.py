@@ -216,6 +216,11 @@ class ShardedReplaySpec:
     Replay is sharded by actor group (as in Menger): actors ``s, s + S, s + 2S, ...`` write to
     shard ``s`` only, each environment of each as its own stream. ``capacity`` is per shard, and so
     are ``prioritization`` and ``limiter`` (each shard limits its own inserts and samples).
+    Shards get the same number of actors (±1), so they fill at about the same rate and hold about
+    the same number of rows; learners that take their requests from the shards in turn then draw
+    every row with about the same probability as one replay holding them all would (exactly so
+    once full, with equal capacities). Placed by node (``--replay-placement node``), shard ``s``
+    and its actors share node ``s`` and actors' rows never leave it until a learner samples them.
     """
 
     num_shards: int
@@ -232,6 +237,10 @@ class ShardedReplaySpec:
     def route(self, actor: int) -> tuple[int, int]:
         """``(shard, slot)``: actor ``actor`` writes to ``shard``, as that shard's ``slot``-th actor."""
         return actor % self.num_shards, actor // self.num_shards
+
+    def shard_of(self, actor: int) -> int:
+        """The shard actor ``actor`` writes to."""
+        return self.route(actor)[0]
 
     def build(self, shard_id: int) -> ReplayShard:
         routed = sum(self.route(k)[0] == shard_id for k in range(self.actors))
