@@ -143,6 +143,7 @@ def _reads(runtime, args: argparse.Namespace) -> list[dict]:
                          "versions": versions, "publish_ms": _stats(publisher.times)[0],
                          "limit_memcpy_ms": limit, "ratio": mean / limit})
             _print_read(rows[-1])
+    caches.call("close")  # unlinks their shared memory (the runtime's shutdown kills the processes)
     return rows
 
 

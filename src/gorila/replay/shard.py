@@ -216,11 +216,14 @@ class ShardedReplaySpec:
     Replay is sharded by actor group (as in Menger): actors ``s, s + S, s + 2S, ...`` write to
     shard ``s`` only, each environment of each as its own stream. ``capacity`` is per shard, and so
     are ``prioritization`` and ``limiter`` (each shard limits its own inserts and samples).
-    Shards get the same number of actors (±1), so they fill at about the same rate and hold about
-    the same number of rows; learners that take their requests from the shards in turn then draw
-    every row with about the same probability as one replay holding them all would (exactly so
-    once full, with equal capacities). Placed by node (``--replay-placement node``), shard ``s``
-    and its actors share node ``s`` and actors' rows never leave it until a learner samples them.
+    How the union is sampled: learners take their requests from the shards in turn, so each shard
+    gives the same share of rows. Shards get the same number of actors (±1), so they fill at about
+    the same rate and hold about the same number of rows; a row is then drawn about as often as
+    from one replay holding them all (uniformly: exactly so once the shards are full, with equal
+    capacities). Prioritized, each shard draws in proportion to its own priorities and weights by
+    its own importance weights, so the union's bias correction holds shard by shard. Placed by node
+    (``--replay-placement node``), shard ``s`` and its actors share node ``s``: rows never leave
+    it until a learner samples them.
     """
 
     num_shards: int
