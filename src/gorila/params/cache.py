@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 # (CLOCK_MONOTONIC ns, the same clock in every process of a node).
 _SEQ, _VERSION, _UPSTREAM, _BEAT = range(4)
 _HEADER_BYTES = 64  # one cache line: the vector starts aligned
+#: ``--param-cache``: ``node`` (a cache on every node) or ``none`` (actors pull from the server).
+PARAM_CACHE_MODES = ("node", "none")
 
 
 class Upstream(Protocol):

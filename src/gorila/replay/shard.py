@@ -26,6 +26,8 @@ from gorila.replay.priority import PrioritizedSampler
 from gorila.replay.rate_limit import RateLimiter
 from gorila.replay.storage import Batch
 
+#: ``--replay-placement``: ``node`` (shard s and its actors on node s) or ``spread`` (where Ray likes).
+REPLAY_PLACEMENTS = ("node", "spread")
 # Priorities are kept above 0: a slot with priority 0 would never be drawn again.
 PRIORITY_FLOOR = 1e-6
 
@@ -242,8 +244,12 @@ class ShardedReplaySpec:
         return actor % self.num_shards, actor // self.num_shards
 
     def shard_of(self, actor: int) -> int:
-        """The shard actor ``actor`` writes to."""
+        """The shard actor ``actor`` writes to: placed by node, the actor runs on that shard's node."""
         return self.route(actor)[0]
+
+    def node_of_shard(self, shard: int) -> int:
+        """Placed by node, shard ``s`` runs on node ``s`` (modulo the nodes)."""
+        return shard
 
     def build(self, shard_id: int) -> ReplayShard:
         routed = sum(self.route(k)[0] == shard_id for k in range(self.actors))

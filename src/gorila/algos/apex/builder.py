@@ -85,7 +85,7 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
         algo="apex", label=rl.env, initial_params=lambda: FlatParams(net).get(),
         spec=run.server_spec(run.rule(num_workers=cfg.learners), OPTIMIZER_DEFAULT, cfg.lr),
         groups=groups,
-        services=(ServiceSpec("replay", routing.build, cfg.replay_shards, node_of=_same if by_node else None),),
+        services=(ServiceSpec("replay", routing.build, cfg.replay_shards, node_of=routing.node_of_shard if by_node else None),),
         param_cache=cache,
         evaluation=PolicyEvaluation(rl.env, network_fn, policy_fn, episodes=rl.eval_episodes, epsilon=epsilon,
                                     seed=run.seed, noop_max=rl.eval_noop_max, every_s=rl.eval_every_s,
@@ -96,11 +96,6 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
         metrics=METRICS + (CACHE_METRICS if cache else ()), histograms=("learner.policy_lag",),
         checkpoint_services=("replay",) if cfg.checkpoint_replay else (),
         config={**asdict(cfg), "target_update": str(cfg.target_update), **asdict(rl), "eval_epsilon": epsilon})
-
-
-def _same(shard: int) -> int:
-    """Replay shard ``s`` goes to node ``s`` (modulo the nodes)."""
-    return shard
 
 
 def _limiter(cfg: ApexConfig) -> RateLimiter:
