@@ -15,7 +15,7 @@ from gorila.core import Done, ServiceFactory, Worker, WorkerFactory
 from gorila.metrics.cputime import process_cpu_seconds
 from gorila.params import (LocalEndpoint, ParameterServer, ServerSpec, ShardStats, shard_state,
                            split_shard_state)
-from gorila.params.cache import CacheSpec, ParamCache, serve_node_cache
+from gorila.params.cache import CacheSpec, ParamCache
 
 
 class LocalShards:
@@ -48,14 +48,18 @@ class LocalWorkers:
     """Workers stepped in turn, one step each per round, so a synchronous round completes
     before anyone computes on the next version (the barrier of the Ray runtime, without threads).
     A worker whose step says it is blocked sits out the rest of the chunk: what it waits for can
-    only happen once the other groups have run."""
+    only happen once the other groups have run. Parameter caches refresh before every round, on
+    this thread: the shards are plain objects, never read while a push changes them."""
 
-    def __init__(self, workers: list[Worker]):
+    def __init__(self, workers: list[Worker], caches: list[ParamCache] | None = None):
         self.workers = workers
+        self.caches = caches if caches is not None else []
 
     def run_steps(self, steps: int) -> list[dict[str, Any]]:
         active = list(self.workers)
         for _ in range(steps):
+            for cache in self.caches:
+                cache.refresh()
             active = [worker for worker in active if worker.step() is not False]
         return self.reports()
 
@@ -113,9 +117,10 @@ class LocalRuntime:
 
     def start_param_caches(self, server: ParameterServer, poll_s: float = 0.005) -> tuple[ParameterServer,
                                                                                           LocalServices]:
-        """This machine's parameter cache, on a thread of this process (one node)."""
+        """This machine's parameter cache (one node), refreshed before every round of the workers."""
         spec = CacheSpec(prefix=f"gorila-{uuid.uuid4().hex[:8]}-params", size=server.layout.size, poll_s=poll_s)
-        self._caches.append(serve_node_cache(server, spec))
+        self._caches.append(ParamCache(server.upstream(), spec.shm_name(spec.locate()), spec.size))
+        self._caches[-1].refresh()
         return replace(server, cache=spec), LocalServices(self._caches[-1:])
 
     def start_services(self, factory: ServiceFactory, count: int, *, name: str, wait: bool = True,
@@ -129,7 +134,7 @@ class LocalRuntime:
         """Built at once, in this process (``nice``, ``wait`` and ``node_of`` mean nothing here)."""
         if "torch" in sys.modules:  # checked, not imported: lstsq workers never load torch
             sys.modules["torch"].set_num_threads(1)
-        group = LocalWorkers([factory(k, server) for k in range(count)])
+        group = LocalWorkers([factory(k, server) for k in range(count)], self._caches)
         self._workers += group.workers
         return group
 
