@@ -221,13 +221,13 @@ def _plot(out: Path, reads: list[dict], writes: list[dict]) -> None:
         plt.close(fig)
     if writes:
         fig, ax = plt.subplots(figsize=(6.5, 4.5))
-        for payload in dict.fromkeys(r["payload"] for r in writes):
-            for sharded in (False, True):
+        for k, payload in enumerate(dict.fromkeys(r["payload"] for r in writes)):
+            for sharded in (False, True):  # a colour per payload, a line style per replay layout
                 mine = [r for r in writes if r["payload"] == payload and (r["shards"] > 1) == sharded]
-                mine = mine if sharded else [r for r in writes if r["payload"] == payload and r["shards"] == 1]
                 if mine:
                     ax.plot([r["writers"] for r in mine], [r["write_latency_mean_ms"] for r in mine],
-                            "o-" if sharded else "s--", label=f"{payload}, {'sharded' if sharded else '1 shard'}")
+                            "o-" if sharded else "s--", color=f"C{k}",
+                            label=f"{payload}, {'sharded' if sharded else '1 shard'}")
         ax.set(xscale="log", yscale="log", xlabel="writing actors", ylabel="mean write latency (ms)",
                title="Replay writes: one shard vs one per writer group")
         ax.legend(fontsize=8)
