@@ -9,7 +9,8 @@ role                played by
 :class:`Actor`      ``actors.QActor``: steps environments, emits experience tagged with the
                     ``policy_version`` it acted with
 :class:`Learner`    ``learners.QLearner``: turns a batch into a gradient on given parameters
-:class:`ParamSource`  ``params.ParameterClient``: where an actor gets its parameters
+:class:`ParamSource`  ``params.ParameterClient`` or ``params.cache.CachedSource`` (its node's
+                    cache): where an actor gets its parameters
 :class:`ReplayClient` ``replay.RemoteReplay``: typed calls to one replay shard, wherever it lives
 :class:`Worker`     anything the driver steps in chunks: a bundle, an actor or learner worker,
                     an A3C or lstsq worker, the evaluator
@@ -60,8 +61,8 @@ class Done(Generic[T]):
 
 
 class ParamSource(Protocol):
-    """Where an actor gets the parameters it acts with: the server (a ``ParameterClient``) today,
-    a node-local cache tomorrow; the actor's code is the same either way::
+    """Where an actor gets the parameters it acts with: the server (a ``ParameterClient``) or its
+    node's cache (``params.cache.CachedSource``); the actor's code is the same either way::
 
         w = source.params()     # a copy it already holds (fetched on first use)
         w = source.pull()       # the newest there is
@@ -195,17 +196,22 @@ class Runtime(Protocol):
         reports = workers.run_steps(10)
         runtime.shutdown()
 
-    ``wait=True`` (the default) waits for that group's processes at once.
+    ``wait=True`` (the default) waits for that group's processes at once. ``node_of(k)`` pins
+    member ``k`` of a group to the node of that index (modulo the nodes, in a fixed order).
     """
 
     name: str
 
     def plan(self, processes: int) -> None: ...
     def start_shards(self, spec: ServerSpec, params: np.ndarray, *, wait: bool = True) -> ShardGroup: ...
+    def start_param_caches(self, server: ParameterServer,
+                           poll_s: float = 0.005) -> tuple[ParameterServer, ServiceGroup]:
+        """A parameter cache on every node; the server whose ``source()`` reads them."""
     def start_services(self, factory: ServiceFactory, count: int, *, name: str,
-                       wait: bool = True) -> ServiceGroup: ...
+                       wait: bool = True, node_of: Callable[[int], int] | None = None) -> ServiceGroup: ...
     def start_workers(self, factory: WorkerFactory, count: int, server: ParameterServer, *,
-                      name: str, nice: int = 0, wait: bool = True) -> WorkerGroup: ...
+                      name: str, nice: int = 0, wait: bool = True,
+                      node_of: Callable[[int], int] | None = None) -> WorkerGroup: ...
     def wait_started(self) -> None: ...
     def wait(self, pending: list[Pending[Any]], timeout_s: float) -> list[int]:
         """Block until at least one of ``pending`` is ready (or ``timeout_s`` passed); the indices of

@@ -44,3 +44,13 @@ def test_the_rate_limiter_holds_samples_per_insert_near_the_ratio(tmp_path):
 def test_more_replay_shards_than_actors_is_refused():
     with pytest.raises(ConfigError, match="replay_shards"):
         ApexConfig(actors=2, replay_shards=3)
+
+
+def test_with_a_node_cache_the_actors_read_the_cache_and_the_server_sees_one_pull_per_version(tmp_path):
+    summary = apex(tmp_path, param_cache="node", replay_placement="node")
+    assert summary["updates"] > 50
+    # each actor read each of its refreshes from the cache, never from the server
+    assert summary["actor_cache_reads"] > 0 and summary["actor_server_reads"] == 0
+    # the cache pulled at most once per server version: one node, one pull per version
+    assert 0 < summary["param_cache_pulls"] <= summary["updates"] + 1
+    assert summary["actor_param_staleness_mean"] >= 0

@@ -38,6 +38,10 @@ def refused(capsys, argv: list[str]) -> str:
     (["--algo", "dqn", "--target-update", "hard:0"], "--target-update"),
     (["--algo", "dqn", "--target-update", "every:10"], "--target-update"),
     (["--algo", "dqn", "--target", "mean"], "--target"),
+    (["--algo", "dqn", "--param-cache", "node"], "--param-cache"),                 # needs --replay global
+    (["--algo", "dqn", "--replay-placement", "node"], "--replay-placement"),
+    (["--algo", "apex", "--param-cache", "rack"], "--param-cache"),
+    (["--algo", "apex", "--replay-placement", "rack"], "--replay-placement"),
     (["--algo", "dqn", "--replay", "local", "--actors", "2", "--learners", "3"], "--learners"),
     (["--algo", "dqn", "--mode", "sync", "--outlier-k", "3"], "--outlier-k"),
     (["--algo", "dqn", "--env", "NoSuchEnv-v0"], "--env"),

@@ -15,6 +15,7 @@ from gorila.core import Pending
 from gorila.envs.vector import Transitions
 from gorila.errors import WorkerTimeoutError
 from gorila.params import ParameterServer
+from gorila.params.cache import CachedSource
 from gorila.replay import RemoteReplay, ShardedReplaySpec
 
 
@@ -38,7 +39,7 @@ class ReplayActor:
     def __init__(self, worker_id: int, server: ParameterServer, *, actor: QActorSpec, replay: list[RemoteReplay],
                  routing: ShardedReplaySpec, steps_per_add: int, refresh_every: int, prioritized: bool):
         self.actor = actor.build(worker_id)
-        self.source = server.client(worker_id)
+        self.source = server.source(worker_id)  # its node's cache, when the run has them
         self.timeout_s = server.timeout_s
         shard, slot = routing.route(worker_id)
         self.shard, self.replay = shard, replay[shard]
@@ -100,4 +101,5 @@ class ReplayActor:
     def report(self) -> dict[str, Any]:
         return {"env_steps": self.actor.env_steps, "episodes": self.actor.episodes,
                 "recent_returns": list(self.actor.recent_returns), "transitions_stored": self.stored,
-                "version": self.source.version, "epsilon": self.actor.epsilon}
+                "version": self.source.version, "epsilon": self.actor.epsilon,
+                **(self.source.counters() if isinstance(self.source, CachedSource) else {})}

@@ -92,12 +92,16 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
                 arrays, meta = load_checkpoint(run_dir / "checkpoints")
                 shards.load_state_dict(arrays)
                 plan.evaluation.load_state_dict(meta.get("evaluation", {}))
-            services = {s.name: runtime.start_services(s.factory, s.count, name=s.name, wait=False)
+            services = {s.name: runtime.start_services(s.factory, s.count, name=s.name, wait=False,
+                                                       node_of=s.node_of)
                         for s in plan.services}
             specs = plan.groups({name: group.endpoints() for name, group in services.items()})
+            server = shards.server
+            if plan.param_cache:
+                server, services["param_cache"] = runtime.start_param_caches(server)
             with terminal.stage(f"starting {_processes(plan, specs)}"):
-                groups = {w.name: runtime.start_workers(w.factory, w.count, shards.server, name=w.name,
-                                                        nice=w.nice, wait=False) for w in specs}
+                groups = {w.name: runtime.start_workers(w.factory, w.count, server, name=w.name,
+                                                        nice=w.nice, wait=False, node_of=w.node_of) for w in specs}
                 plan.evaluation.start(runtime, shards, groups)
                 runtime.wait_started()
             startup["processes_s"] = terminal.elapsed()

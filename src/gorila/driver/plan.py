@@ -28,21 +28,26 @@ from gorila.params import ServerSpec
 class WorkerSpec:
     """A group of ``count`` workers built by ``factory(worker_id, server)`` in their processes.
     ``nice`` lowers their processes' scheduling priority (Ray runtime): background producers such
-    as Ape-X actors yield the CPU to the learner they feed when cores are scarce."""
+    as Ape-X actors yield the CPU to the learner they feed when cores are scarce. ``node_of(k)``
+    places worker ``k`` on that node (an index into the cluster's nodes, modulo their number; None:
+    wherever Ray likes)."""
 
     name: str
     factory: WorkerFactory
     count: int
     nice: int = 0
+    node_of: Callable[[int], int] | None = None
 
 
 @dataclass(frozen=True)
 class ServiceSpec:
-    """A group of ``count`` services (e.g. replay shards) built by ``factory(service_id)``."""
+    """A group of ``count`` services (e.g. replay shards) built by ``factory(service_id)``, placed
+    as :class:`WorkerSpec` places workers (``node_of``)."""
 
     name: str
     factory: ServiceFactory
     count: int
+    node_of: Callable[[int], int] | None = None
 
 
 @dataclass(frozen=True)
@@ -114,7 +119,9 @@ class Plan:
     group, or a worker report's ``key`` averaged over its group; ``histograms`` are report keys
     holding ``{value: count}``, summed into ``summary.json``. ``checkpoint_services`` name service
     groups whose ``save()`` runs at every checkpoint (each service writes its own state where it
-    lives). ``config`` is written to ``config.json``. ``network_fn`` (RL) builds the network whose parameters the server holds: checkpoints then also export its
+    lives). With ``param_cache`` every node gets a parameter cache (:mod:`gorila.params.cache`),
+    a service group ``param_cache`` whose stats can be metrics, and workers' ``server.source()``
+    reads it. ``config`` is written to ``config.json``. ``network_fn`` (RL) builds the network whose parameters the server holds: checkpoints then also export its
     named ``state_dict``, which plain PyTorch can load.
     """
 
@@ -135,3 +142,4 @@ class Plan:
     checkpoint_services: tuple[str, ...] = ()
     config: dict = field(default_factory=dict)
     network_fn: Callable[[], Any] | None = None
+    param_cache: bool = False

@@ -18,6 +18,8 @@ class ShardEndpoint(Protocol):
 
     def push(self, grad: np.ndarray, version: int, worker_id: int) -> Pending[PushResult]: ...
     def pull(self) -> Pending[tuple[np.ndarray, int]]: ...
+    def version(self) -> Pending[int]:
+        """The shard's version alone, without its parameters (a cache's cheap probe)."""
     def connect(self) -> None:
         """Set up this process's transport to the shard now, rather than on the first push or pull."""
 
@@ -33,6 +35,9 @@ class LocalEndpoint:
 
     def pull(self) -> Done[tuple[np.ndarray, int]]:
         return Done(self.shard.pull())
+
+    def version(self) -> Done[int]:
+        return Done(self.shard.version)
 
     def connect(self) -> None:
         """Nothing to set up: the shard is in this process."""

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gorila import validate
+from gorila.core import ParamSource
+from gorila.params.cache import CachedSource, CacheSpec, ServerUpstream
 from gorila.params.client import ParameterClient, ShardEndpoint
 from gorila.params.layout import ShardLayout
 from gorila.params.optim import OPTIMIZERS, LearningRate
@@ -65,17 +67,29 @@ class ParameterServer:
         client.params(); client.push(grad)
 
     A runtime builds it when it starts the shards (``runtime.start_shards(spec, params).server``).
+    With ``cache`` (``runtime.start_param_caches``), :meth:`source` is the actor's node cache.
     """
 
     endpoints: tuple[ShardEndpoint, ...]
     layout: ShardLayout
     rule: UpdateRule
     timeout_s: float = 600.0
+    cache: CacheSpec | None = None
 
     def client(self, worker_id: int = 0) -> ParameterClient:
         """A new client with its own copy of the parameters."""
         return ParameterClient(list(self.endpoints), self.layout, worker_id=worker_id,
                                barrier=self.rule.barrier, timeout_s=self.timeout_s)
+
+    def source(self, worker_id: int = 0) -> ParamSource:
+        """Where an actor gets its parameters: its node's cache when there is one (falling back to
+        the server while the cache is gone), else a client of its own."""
+        client = self.client(worker_id)
+        return client if self.cache is None else CachedSource(self.cache, client)
+
+    def upstream(self) -> ServerUpstream:
+        """The server as a cache's upstream (a version probe, and pulls of the whole vector)."""
+        return ServerUpstream(list(self.endpoints), self.client(-1), self.timeout_s)
 
 
 def merge_stats(stats: list[ShardStats]) -> ShardStats:

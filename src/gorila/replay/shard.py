@@ -26,6 +26,8 @@ from gorila.replay.priority import PrioritizedSampler
 from gorila.replay.rate_limit import RateLimiter
 from gorila.replay.storage import Batch
 
+#: ``--replay-placement``: ``node`` (shard s and its actors on node s) or ``spread`` (where Ray likes).
+REPLAY_PLACEMENTS = ("node", "spread")
 # Priorities are kept above 0: a slot with priority 0 would never be drawn again.
 PRIORITY_FLOOR = 1e-6
 
@@ -216,6 +218,14 @@ class ShardedReplaySpec:
     Replay is sharded by actor group (as in Menger): actors ``s, s + S, s + 2S, ...`` write to
     shard ``s`` only, each environment of each as its own stream. ``capacity`` is per shard, and so
     are ``prioritization`` and ``limiter`` (each shard limits its own inserts and samples).
+    How the union is sampled: learners take their requests from the shards in turn, so each shard
+    gives the same share of rows. Shards get the same number of actors (±1), so they fill at about
+    the same rate and hold about the same number of rows; a row is then drawn about as often as
+    from one replay holding them all (uniformly: exactly so once the shards are full, with equal
+    capacities). Prioritized, each shard draws in proportion to its own priorities and weights by
+    its own importance weights, so the union's bias correction holds shard by shard. Placed by node
+    (``--replay-placement node``), shard ``s`` and its actors share node ``s``: rows never leave
+    it until a learner samples them.
     """
 
     num_shards: int
@@ -232,6 +242,14 @@ class ShardedReplaySpec:
     def route(self, actor: int) -> tuple[int, int]:
         """``(shard, slot)``: actor ``actor`` writes to ``shard``, as that shard's ``slot``-th actor."""
         return actor % self.num_shards, actor // self.num_shards
+
+    def shard_of(self, actor: int) -> int:
+        """The shard actor ``actor`` writes to: placed by node, the actor runs on that shard's node."""
+        return self.route(actor)[0]
+
+    def node_of_shard(self, shard: int) -> int:
+        """Placed by node, shard ``s`` runs on node ``s`` (modulo the nodes)."""
+        return shard
 
     def build(self, shard_id: int) -> ReplayShard:
         routed = sum(self.route(k)[0] == shard_id for k in range(self.actors))

@@ -188,6 +188,9 @@ class SpreadEndpoint:
     def pull(self) -> Done[tuple[np.ndarray, int]]:
         return Done((self.views["params"][self.part].copy(), int(self.views["versions"][self.shard_id])))
 
+    def version(self) -> Done[int]:
+        return Done(int(self.views["versions"][self.shard_id]))
+
     def connect(self) -> None:
         """Attach to the segment and build the shard's optimizer."""
         self.views

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import sys
+import uuid
 from typing import Any
 
 import numpy as np
+
+from collections.abc import Callable
+from dataclasses import replace
 
 from gorila.core import Done, ServiceFactory, Worker, WorkerFactory
 from gorila.metrics.cputime import process_cpu_seconds
 from gorila.params import (LocalEndpoint, ParameterServer, ServerSpec, ShardStats, shard_state,
                            split_shard_state)
+from gorila.params.cache import CacheSpec, ParamCache
 
 
 class LocalShards:
@@ -43,14 +48,18 @@ class LocalWorkers:
     """Workers stepped in turn, one step each per round, so a synchronous round completes
     before anyone computes on the next version (the barrier of the Ray runtime, without threads).
     A worker whose step says it is blocked sits out the rest of the chunk: what it waits for can
-    only happen once the other groups have run."""
+    only happen once the other groups have run. Parameter caches refresh before every round, on
+    this thread: the shards are plain objects, never read while a push changes them."""
 
-    def __init__(self, workers: list[Worker]):
+    def __init__(self, workers: list[Worker], caches: list[ParamCache] | None = None):
         self.workers = workers
+        self.caches = caches if caches is not None else []
 
     def run_steps(self, steps: int) -> list[dict[str, Any]]:
         active = list(self.workers)
         for _ in range(steps):
+            for cache in self.caches:
+                cache.refresh()
             active = [worker for worker in active if worker.step() is not False]
         return self.reports()
 
@@ -98,6 +107,7 @@ class LocalRuntime:
     def __init__(self, call_timeout_s: float = 600.0):
         self.call_timeout_s = call_timeout_s
         self._workers: list[Worker] = []
+        self._caches: list[ParamCache] = []
 
     def plan(self, processes: int) -> None:
         """Nothing to share: everything runs in this process."""
@@ -105,15 +115,26 @@ class LocalRuntime:
     def start_shards(self, spec: ServerSpec, params: np.ndarray, *, wait: bool = True) -> LocalShards:
         return LocalShards(spec, params, self.call_timeout_s)
 
-    def start_services(self, factory: ServiceFactory, count: int, *, name: str, wait: bool = True) -> LocalServices:
+    def start_param_caches(self, server: ParameterServer, poll_s: float = 0.005) -> tuple[ParameterServer,
+                                                                                          LocalServices]:
+        """This machine's parameter cache (one node), refreshed before every round of the workers."""
+        spec = CacheSpec(prefix=f"gorila-{uuid.uuid4().hex[:8]}-params", size=server.layout.size, poll_s=poll_s)
+        self._caches.append(ParamCache(server.upstream(), spec.shm_name(spec.locate()), spec.size))
+        self._caches[-1].refresh()
+        return replace(server, cache=spec), LocalServices(self._caches[-1:])
+
+    def start_services(self, factory: ServiceFactory, count: int, *, name: str, wait: bool = True,
+                       node_of: Callable[[int], int] | None = None) -> LocalServices:
+        """Built at once, in this process (one node: ``node_of`` means nothing here)."""
         return LocalServices([factory(k) for k in range(count)])
 
     def start_workers(self, factory: WorkerFactory, count: int, server: ParameterServer, *,
-                      name: str, nice: int = 0, wait: bool = True) -> LocalWorkers:
-        """Built at once, in this process (``nice`` and ``wait`` mean nothing here)."""
+                      name: str, nice: int = 0, wait: bool = True,
+                      node_of: Callable[[int], int] | None = None) -> LocalWorkers:
+        """Built at once, in this process (``nice``, ``wait`` and ``node_of`` mean nothing here)."""
         if "torch" in sys.modules:  # checked, not imported: lstsq workers never load torch
             sys.modules["torch"].set_num_threads(1)
-        group = LocalWorkers([factory(k, server) for k in range(count)])
+        group = LocalWorkers([factory(k, server) for k in range(count)], self._caches)
         self._workers += group.workers
         return group
 
@@ -132,3 +153,6 @@ class LocalRuntime:
             if hasattr(worker, "close"):
                 worker.close()
         self._workers.clear()
+        for cache in self._caches:
+            cache.close()
+        self._caches.clear()

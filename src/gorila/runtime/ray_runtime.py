@@ -15,6 +15,7 @@ import socket
 import time
 import uuid
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ from gorila.metrics.cputime import CpuClock, process_cpu_seconds
 from gorila.params import (ParameterServer, ParameterShard, PushResult, ServerSpec, ShardStats, shard_state,
                            split_shard_state)
 from gorila.runtime.allreduce import SpreadShards
+from gorila.runtime.placement import alive_nodes, pinned
 from gorila.runtime.shard_host import ShardHost
 from gorila.runtime.shm import FastPathChannel, FastPathServer
 
@@ -125,6 +127,10 @@ class _ShardProcess:
     async def pull(self) -> tuple[np.ndarray, int]:
         await self._loaded.wait()
         return self.host.pull()
+
+    async def version(self) -> int:
+        await self._loaded.wait()
+        return self.host.version
 
     async def stats(self) -> ShardStats:
         await self._loaded.wait()
@@ -267,6 +273,10 @@ class RayShardEndpoint:
         channel = self._fast()
         pending = channel.pull() if channel is not None else None
         return pending or RayPending(self.handle.pull.remote(), f"shard {self.shard_id} pull")
+
+    def version(self) -> Pending:
+        """The shard's version through a Ray call (no payload): a cache's probe."""
+        return RayPending(self.handle.version.remote(), f"shard {self.shard_id} version")
 
     def close(self) -> None:
         """Close this process's fast path (later calls go through Ray)."""
@@ -486,7 +496,8 @@ class RayRuntime:
         self.cpus_per_process = 1.0
         self._handles: list[Any] = []  # every process this runtime started, ended by shutdown()
         self._pending_start: list[tuple[Any, list, str]] = []
-        self._shard_groups: list[RayShards | SpreadShards] = []  # closed before the processes are killed
+        # Closed before the processes are killed (fast paths, caches' shared memory).
+        self._shard_groups: list[Any] = []
 
     @property
     def total_cpus(self) -> float:
@@ -549,8 +560,18 @@ class RayRuntime:
         self._starting(group, loads, f"{spec.num_shards} parameter shards", wait)
         return group
 
-    def start_services(self, factory: ServiceFactory, count: int, *, name: str, wait: bool = True) -> RayServices:
-        handles = [_NamedActor(_ServiceProcess.options(**self._worker_options(), name=actor).remote(factory, k),
+    def start_param_caches(self, server: ParameterServer, poll_s: float = 0.005) -> tuple[ParameterServer, Any]:
+        """A parameter cache on every node (:mod:`gorila.runtime.ray_caches`); the server whose
+        ``source()`` reads them, and the caches' group."""
+        from gorila.runtime.ray_caches import start_param_caches  # built on this module's processes
+
+        return start_param_caches(self, server, poll_s)
+
+    def start_services(self, factory: ServiceFactory, count: int, *, name: str, wait: bool = True,
+                       node_of: Callable[[int], int] | None = None) -> RayServices:
+        nodes = alive_nodes() if node_of else []
+        handles = [_NamedActor(_ServiceProcess.options(**self._worker_options(), name=actor,
+                                                       **(pinned(nodes, node_of(k)) if node_of else {})).remote(factory, k),
                                actor)
                    for k, actor in enumerate(self._names(name, count))]
         self._handles += handles
@@ -559,8 +580,11 @@ class RayRuntime:
         return group
 
     def start_workers(self, factory: WorkerFactory, count: int, server: ParameterServer, *,
-                      name: str, nice: int = 0, wait: bool = True) -> RayWorkers:
-        handles = [_NamedActor(_WorkerProcess.options(**self._worker_options(), name=actor).remote(
+                      name: str, nice: int = 0, wait: bool = True,
+                      node_of: Callable[[int], int] | None = None) -> RayWorkers:
+        nodes = alive_nodes() if node_of else []
+        handles = [_NamedActor(_WorkerProcess.options(**self._worker_options(), name=actor,
+                                                      **(pinned(nodes, node_of(k)) if node_of else {})).remote(
                        factory, k, server, nice), actor)
                    for k, actor in enumerate(self._names(name, count))]
         self._handles += handles

@@ -38,6 +38,10 @@ CHUNK_SECONDS = 0.5  # how long a chunk lasts once sized to the workers' speed
 ACTOR_NICE = 5
 METRICS = ("replay.size", "replay.added", "replay.sampled", "replay.refused_samples", "replay.priority_max",
            "learner.wait_fraction", "learner.policy_lag_mean")
+# With --param-cache node: reads reaching the server from the caches and from actors that fell back,
+# bytes moved per version per node, and how many versions behind the server the actors act.
+CACHE_METRICS = ("param_cache.pulls", "param_cache.bytes_per_version", "actor.cache_reads", "actor.server_reads",
+                 "actor.param_staleness_mean")
 
 
 def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
@@ -68,20 +72,28 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
         learners = functools.partial(ReplayLearner, learner=learner, replay=replay, batch_size=cfg.batch_size,
                                      learning_starts=cfg.learning_starts, prefetch=cfg.prefetch, prioritized=True)
         # The actors yield the CPU to the learner: they only make data it would not keep up with.
-        return [WorkerSpec("actor", actors, cfg.actors, nice=ACTOR_NICE), WorkerSpec("learner", learners, cfg.learners)]
+        # Placed by node, actor k runs on the node of the shard it writes to.
+        return [WorkerSpec("actor", actors, cfg.actors, nice=ACTOR_NICE,
+                           node_of=routing.shard_of if by_node else None),
+                WorkerSpec("learner", learners, cfg.learners)]
+
+    by_node = cfg.replay_placement == "node"
+    cache = cfg.param_cache == "node"
 
     epsilon = rl.eval_epsilon if rl.eval_epsilon is not None else EVAL_EPSILON
     return Plan(
         algo="apex", label=rl.env, initial_params=lambda: FlatParams(net).get(),
         spec=run.server_spec(run.rule(num_workers=cfg.learners), OPTIMIZER_DEFAULT, cfg.lr),
-        groups=groups, services=(ServiceSpec("replay", routing.build, cfg.replay_shards),),
+        groups=groups,
+        services=(ServiceSpec("replay", routing.build, cfg.replay_shards, node_of=routing.node_of_shard if by_node else None),),
+        param_cache=cache,
         evaluation=PolicyEvaluation(rl.env, network_fn, policy_fn, episodes=rl.eval_episodes, epsilon=epsilon,
                                     seed=run.seed, noop_max=rl.eval_noop_max, every_s=rl.eval_every_s,
                                     target=rl.target()),
         budget=Budget(rl.total_steps, "env_steps"), processes=cfg.actors + cfg.learners + cfg.replay_shards,
         chunk_steps=lambda updates: STEPS_PER_CHUNK, chunk_seconds=CHUNK_SECONDS,
         stop_at_target=rl.stop_at_target,
-        metrics=METRICS, histograms=("learner.policy_lag",),
+        metrics=METRICS + (CACHE_METRICS if cache else ()), histograms=("learner.policy_lag",),
         checkpoint_services=("replay",) if cfg.checkpoint_replay else (),
         config={**asdict(cfg), "target_update": str(cfg.target_update), **asdict(rl), "eval_epsilon": epsilon})
 

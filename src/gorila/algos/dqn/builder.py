@@ -102,9 +102,13 @@ def _global_replay(run: RunConfig, cfg: DQNConfig, envs: EnvSpec, actor: QActorS
                                    prioritized=False)
         learners = functools.partial(ReplayLearner, learner=learner, replay=replay, batch_size=cfg.batch_size,
                                      learning_starts=cfg.learning_starts)
-        return [WorkerSpec("actor", actors, cfg.actors), WorkerSpec("learner", learners, cfg.num_learners)]
+        return [WorkerSpec("actor", actors, cfg.actors, node_of=routing.shard_of if by_node else None),
+                WorkerSpec("learner", learners, cfg.num_learners)]
 
-    return dict(groups=groups, services=(ServiceSpec("replay", routing.build, cfg.replay_shards),),
+    by_node = cfg.replay_placement == "node"
+    return dict(groups=groups, param_cache=cfg.param_cache == "node",
+                services=(ServiceSpec("replay", routing.build, cfg.replay_shards, node_of=routing.node_of_shard if by_node
+                                      else None),),
                 processes=cfg.actors + cfg.num_learners + cfg.replay_shards,
                 chunk_steps=lambda updates: GLOBAL_STEPS_PER_CHUNK, chunk_seconds=CHUNK_SECONDS)
 

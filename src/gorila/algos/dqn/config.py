@@ -14,6 +14,8 @@ from gorila.actors.exploration import ExplorationSchedule
 from gorila.errors import ConfigError
 from gorila.learners.target import TargetUpdate
 from gorila.losses.dqn import LOSS_KINDS, TARGET_KINDS
+from gorila.params.cache import PARAM_CACHE_MODES
+from gorila.replay.shard import REPLAY_PLACEMENTS
 
 REPLAY_MODES = ("local", "global")
 
@@ -31,6 +33,12 @@ class DQNConfig:
                                                    "choices": REPLAY_MODES})
     replay_shards: int = field(default=1, metadata={"help": "replay shards (global replay)"})
     replay_capacity: int = field(default=50_000, metadata={"help": "transitions per replay (shard)"})
+    param_cache: str = field(default="none", metadata={
+        "help": "global replay: node: a parameter cache on every node serves that node's actors (pulls each "
+                "version once); none: every actor pulls from the server", "choices": PARAM_CACHE_MODES})
+    replay_placement: str = field(default="spread", metadata={
+        "help": "global replay: node: replay shard s on node s, written only by the actors placed there; "
+                "spread: wherever Ray places them", "choices": REPLAY_PLACEMENTS})
     envs_per_actor: int = field(default=1, metadata={"help": "vectorised envs per actor"})
     env_backend: str = field(default="auto", metadata={"help": "auto (EnvPool when installed), gymnasium, envpool",
                                                        "choices": ("auto", "gymnasium", "envpool")})
@@ -75,6 +83,12 @@ class DQNConfig:
             raise ConfigError("replay_shards", f"each shard is fed by its own actors, so at most --actors "
                                                f"({self.actors}) shards; got {self.replay_shards}")
         validate.integer("replay_capacity", self.replay_capacity, low=1)
+        validate.choice("param_cache", self.param_cache, PARAM_CACHE_MODES)
+        validate.choice("replay_placement", self.replay_placement, REPLAY_PLACEMENTS)
+        for name, default in (("param_cache", "none"), ("replay_placement", "spread")):
+            if self.replay == "local" and getattr(self, name) != default:
+                raise ConfigError(name, "places actors and replay shards of --replay global; bundles keep their "
+                                        "own replay")
         validate.integer("envs_per_actor", self.envs_per_actor, low=1)
         validate.integer("batch_size", self.batch_size, low=1)
         validate.integer("learning_starts", self.learning_starts, low=0)

@@ -1,0 +1,114 @@
+"""The simulated nodes of ``gorila bench menger``: processes whose threads are the actors.
+
+A :class:`ReaderNode` is one node's actors reading the newest parameters (from the server, or from
+that node's cache); a :class:`WriterNode` one node's actors adding rows to replay. Each is a service
+object (``runtime.start_services``), so the threads run in a process of their own, as a node's
+actors do, and report every call's latency.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+from functools import partial
+
+import numpy as np
+
+from gorila.envs.vector import Transitions
+from gorila.params import ParameterServer
+from gorila.params.cache import CachedSource, CacheSpec, ParamCache
+from gorila.replay import RemoteReplay
+
+
+def node_name(node: int) -> str:
+    """A simulated node's key: its caches' shared memory is named after it."""
+    return f"sim{node}"
+
+
+def bench_cache(server: ParameterServer, spec: CacheSpec, node: int) -> ParamCache:
+    """Simulated node ``node``'s cache (a service factory)."""
+    cache = ParamCache(server.upstream(), spec.shm_name(node_name(node)), spec.size, spec.poll_s)
+    cache.refresh()
+    return cache.start()
+
+
+def _run_threads(count: int, body) -> list[list[float]]:
+    """``body(k, latencies)`` on ``count`` threads started together; each thread's latencies."""
+    out: list[list[float]] = [[] for _ in range(count)]
+    start = threading.Barrier(count)
+    threads = [threading.Thread(target=body, args=(k, out[k], start), daemon=True) for k in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+class ReaderNode:
+    """One simulated node's reading actors::
+
+        node = ReaderNode(server, spec, node=1)
+        node.read(threads=32, cached=True, seconds=2.0)   # {"latencies_s": [...], "server_reads": 0}
+    """
+
+    def __init__(self, server: ParameterServer, spec: CacheSpec, node: int):
+        self.server, self.node = server, node
+        self.spec = replace(spec, locate=partial(node_name, node))
+
+    def read(self, threads: int, cached: bool, seconds: float) -> dict:
+        server_reads = [0] * threads
+
+        def body(k: int, latencies: list[float], start: threading.Barrier) -> None:
+            client = self.server.client(k)
+            source = CachedSource(self.spec, client) if cached else client
+            source.pull()  # warm-up: connections, page faults
+            start.wait()
+            deadline = time.perf_counter() + seconds
+            while (began := time.perf_counter()) < deadline:
+                source.pull()
+                latencies.append(time.perf_counter() - began)
+            server_reads[k] = source.server_reads if cached else len(latencies)
+            if cached:
+                source.close()
+
+        latencies = _run_threads(threads, body)
+        return {"latencies_s": [x for per in latencies for x in per], "server_reads": sum(server_reads)}
+
+
+class WriterNode:
+    """One simulated node's writing actors: each thread adds one row of ``payload`` bytes at a
+    time to its replay shard (writer ``k`` of the run to shard ``k % shards``)::
+
+        node = WriterNode(node=0, nodes=2)
+        node.write(endpoints, writers=64, payload=1 << 20, seconds=2.0, tag="1M-64")  # {"latencies_s": [...]}
+    """
+
+    def __init__(self, node: int, nodes: int):
+        self.node, self.nodes = node, nodes
+
+    def write(self, endpoints: list, writers: int, payload: int, seconds: float, tag: str = "") -> dict:
+        mine = list(range(self.node, writers, self.nodes))  # writers of the run on this node
+        if not mine:
+            return {"latencies_s": []}
+        half = payload // 2  # obs and next_obs
+        rng = np.random.default_rng(self.node)
+        obs = rng.integers(0, 255, (1, half), dtype=np.uint8)
+        row = Transitions(obs, np.zeros(1, np.int64), np.zeros(1, np.float32), obs.copy(), np.zeros(1, bool),
+                          np.zeros(1, bool), np.zeros(1, np.int64), policy_version=np.zeros(1, np.int64),
+                          discount=np.ones(1, np.float32), steps=np.ones(1, np.int64))
+
+        def body(k: int, latencies: list[float], start: threading.Barrier) -> None:
+            writer = mine[k]
+            replay = RemoteReplay(endpoints[writer % len(endpoints)])
+            name = f"writer{writer}-{tag}"
+            replay.add(row, name, 0).result(600.0)  # warm-up
+            start.wait()
+            seq, deadline = 1, time.perf_counter() + seconds
+            while (began := time.perf_counter()) < deadline:
+                replay.add(row, name, seq).result(600.0)
+                latencies.append(time.perf_counter() - began)
+                seq += 1
+
+        latencies = _run_threads(len(mine), body)
+        return {"latencies_s": [x for per in latencies for x in per]}

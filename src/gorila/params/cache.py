@@ -1,0 +1,356 @@
+"""A parameter cache per node (Menger): the server sends each new version once per node, and the
+actors of that node read it from shared memory.
+
+::
+
+    learner ──push──► ParameterServer ◄── version probe (cheap), full pull only on a new version
+                                               │
+                                        ParamCache (one per node) ── writes ──► SeqlockBuffer
+                                                                                (node-local /dev/shm)
+                                                                                   ▲  ▲  ▲
+                                                    CachedSource of each actor ────┘  │  │  (reads)
+
+A :class:`ParamCache`'s upstream is anything with ``version()`` and ``pull()``: the server
+(:class:`ServerUpstream`) or another cache (chaining, so many nodes do not each read from the
+learner). An actor's :class:`~gorila.core.ParamSource` is a :class:`CachedSource` instead of a
+``ParameterClient`` (``server.source(worker_id)``); its code does not change. When the node's cache
+is gone (no buffer, or a buffer whose heartbeat stopped) the source reads the server itself until a
+cache (restarted) beats again.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing import resource_tracker, shared_memory
+from typing import TYPE_CHECKING, Protocol
+
+import _posixshmem
+import numpy as np
+
+if TYPE_CHECKING:
+    from gorila.params.client import ParameterClient, ShardEndpoint
+    from gorila.params.server import ParameterServer
+
+# Header slots (int64): the sequence counter (odd while a write is under way), the version in the
+# buffer, the newest version the cache saw upstream at its last probe, and the cache's heartbeat
+# (CLOCK_MONOTONIC ns, the same clock in every process of a node).
+_SEQ, _VERSION, _UPSTREAM, _BEAT = range(4)
+_HEADER_BYTES = 64  # one cache line: the vector starts aligned
+#: ``--param-cache``: ``node`` (a cache on every node) or ``none`` (actors pull from the server).
+PARAM_CACHE_MODES = ("node", "none")
+
+
+class Upstream(Protocol):
+    """Where a cache gets the parameters: ``version()`` is a cheap probe, ``pull()`` the whole vector."""
+
+    def version(self) -> int: ...
+    def pull(self) -> tuple[np.ndarray, int]: ...
+
+
+class SeqlockBuffer:
+    """A float32 vector and its version in named shared memory (mode 0600), written by one process
+    and read by many without locks::
+
+        buf = SeqlockBuffer.create("gorila-ab12-node3", size)   # the writer (the cache)
+        buf.write(flat, version)
+        reader = SeqlockBuffer.attach("gorila-ab12-node3", size)
+        version = reader.read(out)                              # never a half-written vector
+
+    The writer makes the sequence counter odd, writes, and makes it even again; a reader copies
+    between two reads of the counter and retries unless both are the same even number. (x86 keeps
+    stores in program order, which this relies on.)
+    """
+
+    def __init__(self, shm: shared_memory.SharedMemory, size: int, owner: bool):
+        self.shm, self.size, self.owner = shm, size, owner
+        self.name = shm.name
+        self._head = np.ndarray((4,), np.int64, shm.buf, 0)
+        self._data = np.ndarray((size,), np.float32, shm.buf, _HEADER_BYTES)
+
+    @classmethod
+    def create(cls, name: str, size: int) -> SeqlockBuffer:
+        """A new buffer (version -1: nothing yet). One left by a writer that crashed is taken over."""
+        nbytes = _HEADER_BYTES + 4 * size
+        try:
+            shm = shared_memory.SharedMemory(name, create=True, size=nbytes)  # CPython creates it 0600
+        except FileExistsError:
+            shm = shared_memory.SharedMemory(name)
+            if shm.size < nbytes:
+                shm.close()
+                _posixshmem.shm_unlink(shm._name)
+                shm = shared_memory.SharedMemory(name, create=True, size=nbytes)
+        # The owner unlinks it in close(); Python's resource tracker would also unlink it when this
+        # process dies, possibly under a restarted cache that took the name over.
+        resource_tracker.unregister(shm._name, "shared_memory")
+        buf = cls(shm, size, owner=True)
+        buf._head[:] = (0, -1, -1, time.monotonic_ns())
+        return buf
+
+    @classmethod
+    def attach(cls, name: str, size: int) -> SeqlockBuffer:
+        """A reader's view of an existing buffer; FileNotFoundError when there is none."""
+        shm = shared_memory.SharedMemory(name)
+        resource_tracker.unregister(shm._name, "shared_memory")  # a reader must never unlink it
+        if shm.size < _HEADER_BYTES + 4 * size:
+            shm.close()
+            raise ValueError(f"shared memory {name} holds fewer than {size} parameters")
+        return cls(shm, size, owner=False)
+
+    def write(self, flat: np.ndarray, version: int) -> None:
+        seq = int(self._head[_SEQ])
+        self._head[_SEQ] = seq + 1
+        np.copyto(self._data, flat)
+        self._head[_VERSION] = version
+        self._head[_SEQ] = seq + 2
+
+    def read(self, out: np.ndarray) -> int:
+        """Copy the vector into ``out``; its version (-1: nothing written yet)."""
+        while True:
+            before = int(self._head[_SEQ])
+            if before & 1:
+                os.sched_yield()  # a write is under way
+                continue
+            version = int(self._head[_VERSION])
+            np.copyto(out, self._data)
+            if int(self._head[_SEQ]) == before:
+                return version
+
+    @property
+    def version(self) -> int:
+        return int(self._head[_VERSION])
+
+    @property
+    def upstream_version(self) -> int:
+        return int(self._head[_UPSTREAM])
+
+    def beat(self, upstream_version: int) -> None:
+        """Say the writer is alive and what version it saw upstream (aligned 8-byte stores)."""
+        self._head[_UPSTREAM] = upstream_version
+        self._head[_BEAT] = time.monotonic_ns()
+
+    def age_s(self) -> float:
+        """Seconds since the writer's last heartbeat."""
+        return (time.monotonic_ns() - int(self._head[_BEAT])) / 1e9
+
+    def close(self) -> None:
+        if self.owner:
+            self._head[_BEAT] = 0  # readers that still map it see a writer long dead
+        del self._head, self._data  # views first: the mapping cannot close while they exist
+        self.shm.close()
+        if self.owner:
+            try:
+                # Not shm.unlink(): that would also unregister it from the resource tracker again.
+                _posixshmem.shm_unlink(self.shm._name)
+            except FileNotFoundError:
+                pass
+
+
+@dataclass
+class CacheStats:
+    """A cache's counters: ``pulls`` are the reads reaching its upstream, ``served`` the reads it
+    answered itself (chained caches, benches), ``bytes_pulled`` / ``versions`` the bytes moved per
+    version to this node."""
+
+    probes: int = 0
+    pulls: int = 0
+    versions: int = 0
+    bytes_pulled: int = 0
+    served: int = 0
+    errors: int = 0
+
+    def as_dict(self) -> dict[str, float]:
+        return {**vars(self), "bytes_per_version": self.bytes_pulled / max(self.versions, 1)}
+
+
+class ParamCache:
+    """The parameter cache of one node: pulls each new version once and keeps it in a
+    :class:`SeqlockBuffer` that every reader on the node maps::
+
+        cache = ParamCache(ServerUpstream(server), name=spec.shm_name(node), size=n)
+        cache.start()                 # a thread probes every poll_s, pulls on a new version
+        cache.version(); cache.pull() # it is an Upstream itself: caches chain
+        cache.stats()                 # {"pulls": ..., "bytes_per_version": ...}
+        cache.close()
+
+    A failed probe or pull (the server restarting) is counted and tried again at the next poll.
+    """
+
+    def __init__(self, upstream: Upstream, name: str, size: int, poll_s: float = 0.002):
+        self.upstream, self.size, self.poll_s = upstream, size, poll_s
+        self.buffer = SeqlockBuffer.create(name, size)
+        self.counts = CacheStats()
+        self._lock = threading.Lock()  # refresh() from the thread and from callers
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def refresh(self) -> bool:
+        """Probe upstream; pull and publish if its version moved. Whether a new version was written."""
+        with self._lock:
+            self.counts.probes += 1
+            latest = self.upstream.version()
+            fresh = latest != self.buffer.version
+            if fresh:
+                flat, latest = self.upstream.pull()
+                self.buffer.write(flat, latest)
+                self.counts.pulls += 1
+                self.counts.versions += 1
+                self.counts.bytes_pulled += flat.nbytes
+            self.buffer.beat(latest)
+            return fresh
+
+    def start(self) -> ParamCache:
+        self._thread = threading.Thread(target=self._run, name="param-cache", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            try:
+                self.refresh()
+            except Exception:  # noqa: BLE001 - upstream down for a moment: keep serving the last version
+                self.counts.errors += 1
+
+    def version(self) -> int:
+        return self.buffer.version
+
+    def stats(self) -> dict[str, float]:
+        """Its counters (a service's ``stats()``)."""
+        return self.counts.as_dict()
+
+    def pull(self) -> tuple[np.ndarray, int]:
+        out = np.empty(self.size, np.float32)
+        version = self.buffer.read(out)
+        self.counts.served += 1
+        return out, version
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10.0)
+        self.buffer.close()
+
+
+class ServerUpstream:
+    """The parameter server as a cache's upstream: the version probe asks each shard for its
+    version only (no payload); the pull fetches every shard (picklable)."""
+
+    def __init__(self, endpoints: list[ShardEndpoint], client: ParameterClient, timeout_s: float):
+        self.endpoints, self.client, self.timeout_s = endpoints, client, timeout_s
+
+    def version(self) -> int:
+        probes = [ep.version() for ep in self.endpoints]
+        return min(p.result(self.timeout_s) for p in probes)
+
+    def pull(self) -> tuple[np.ndarray, int]:
+        return self.client.pull(), self.client.version
+
+
+def this_host() -> str:
+    """The node key outside Ray: this machine's name."""
+    return socket.gethostname()
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """How a process finds its node's cache (picklable; part of the ``ParameterServer``)::
+
+        spec = CacheSpec(prefix="gorila-1a2b3c4d-params", size=n, locate=this_host)
+        spec.shm_name(spec.locate())   # the node id is in the name: simulated nodes share /dev/shm
+
+    ``stale_after_s``: a cache whose heartbeat is older is taken for dead. ``poll_s`` trades
+    staleness (half of it on average) against probe calls on the server (one per ``poll_s`` per node).
+    """
+
+    prefix: str
+    size: int
+    locate: Callable[[], str] = this_host
+    stale_after_s: float = 1.0
+    retry_s: float = 0.5  # how often a source that fell back looks for its cache again
+    poll_s: float = 0.005  # how often a cache probes its upstream's version
+
+    def shm_name(self, node: str) -> str:
+        return f"{self.prefix}-{node[:24]}"
+
+
+def serve_node_cache(server: ParameterServer, spec: CacheSpec, service_id: int = 0) -> ParamCache:
+    """The service a runtime hosts on each node: that node's cache, pulling from ``server``. It
+    holds the server's first version before it is up, so its actors' first reads find it there."""
+    cache = ParamCache(server.upstream(), spec.shm_name(spec.locate()), spec.size, spec.poll_s)
+    cache.refresh()
+    return cache.start()
+
+
+class CachedSource:
+    """The :class:`~gorila.core.ParamSource` of an actor on a node with a cache (``server.source(k)``)::
+
+        source = CachedSource(spec, fallback=server.client(k))
+        w = source.pull(); source.version
+
+    Reads the node's buffer; while there is no live cache it pulls from the server through
+    ``fallback`` and looks for the cache again every ``retry_s``. Counts reads from each, and the
+    staleness of each read: how many versions the cache had seen upstream beyond the one read.
+    """
+
+    def __init__(self, spec: CacheSpec, fallback: ParameterClient):
+        self.spec, self.fallback = spec, fallback
+        self._flat = np.zeros(spec.size, np.float32)
+        self._version = -1
+        self._buffer: SeqlockBuffer | None = None
+        self._next_try = 0.0
+        self.cache_reads = self.server_reads = self.staleness_sum = 0
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    @property
+    def transport(self) -> str:
+        """``"cache"`` while reading the node's cache, else ``"server"``."""
+        return "cache" if self._buffer is not None else "server"
+
+    def params(self) -> np.ndarray:
+        return self._flat if self._version >= 0 else self.pull()
+
+    def pull(self) -> np.ndarray:
+        buffer = self._live_buffer()
+        if buffer is not None:
+            version = buffer.read(self._flat)
+            if version >= 0:
+                self._version = version
+                self.cache_reads += 1
+                self.staleness_sum += max(buffer.upstream_version - version, 0)
+                return self._flat
+        np.copyto(self._flat, self.fallback.pull())
+        self._version = self.fallback.version
+        self.server_reads += 1
+        return self._flat
+
+    def _live_buffer(self) -> SeqlockBuffer | None:
+        if self._buffer is not None and self._buffer.age_s() > self.spec.stale_after_s:
+            self._buffer.close()  # its cache died: a restarted one makes a new segment
+            self._buffer, self._next_try = None, time.monotonic() + self.spec.retry_s
+        if self._buffer is None and time.monotonic() >= self._next_try:
+            try:
+                self._buffer = SeqlockBuffer.attach(self.spec.shm_name(self.spec.locate()), self.spec.size)
+            except (FileNotFoundError, ValueError):
+                self._next_try = time.monotonic() + self.spec.retry_s
+            else:
+                if self._buffer.age_s() > self.spec.stale_after_s:  # left behind by a dead cache
+                    self._buffer.close()
+                    self._buffer, self._next_try = None, time.monotonic() + self.spec.retry_s
+        return self._buffer
+
+    def counters(self) -> dict[str, float]:
+        reads = max(self.cache_reads, 1)
+        return {"cache_reads": self.cache_reads, "server_reads": self.server_reads,
+                "param_staleness_mean": self.staleness_sum / reads}
+
+    def close(self) -> None:
+        if self._buffer is not None:
+            self._buffer.close()
+            self._buffer = None

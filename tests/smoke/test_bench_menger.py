@@ -1,0 +1,37 @@
+"""``gorila bench menger`` end to end on a tiny sweep: CSVs, PNGs and bench.json with the keys
+the figures are read by; the cache's reads never reach the server more than once per version per node."""
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = [pytest.mark.smoke, pytest.mark.timeout(240)]
+
+
+def test_bench_menger_writes_both_figures(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "gorila", "bench", "menger", "--readers", "2", "--writers", "2",
+                             "--payloads", "16K", "--params", "100000", "--groups", "2", "--seconds", "0.3",
+                             "--publish-ms", "20", "--out", str(tmp_path)], capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    reads = list(csv.DictReader(open(tmp_path / "reads.csv")))
+    assert [(r["cache"], int(r["readers"])) for r in reads] == [("none", 2), ("node", 2)]
+    cached = reads[1]
+    assert float(cached["server_reads_per_version_per_node"]) <= 1.0 + 1e-9
+    writes = list(csv.DictReader(open(tmp_path / "writes.csv")))
+    assert [(int(r["shards"]), int(r["writers"])) for r in writes] == [(1, 2), (2, 2)]
+    assert all(int(r["adds"]) > 0 for r in writes)
+    report = json.loads((tmp_path / "bench.json").read_text())
+    assert set(report["read_latency_ms"]) == {"none", "node"} and "2" in report["server_reads_per_s"]["node"]
+    assert set(report["write_latency_ms"]) == {"single", "sharded"} and "16K" in report["insert_per_s"]["single"]
+    assert (tmp_path / "reads.png").stat().st_size > 0 and (tmp_path / "writes.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("flag, value", [("--readers", "0"), ("--payloads", "2M"), ("--seconds", "0")])
+def test_bad_flags_are_refused_before_anything_starts(tmp_path, flag, value):
+    result = subprocess.run([sys.executable, "-m", "gorila", "bench", "menger", flag, value, "--out",
+                             str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and flag in result.stderr
+    assert not (tmp_path / "out").exists()

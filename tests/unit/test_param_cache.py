@@ -1,0 +1,155 @@
+"""The node cache (Menger): a seqlock buffer never shows a half-written vector, the cache pulls once
+per version, caches chain, and actors fall back to the server while their cache is gone."""
+
+import multiprocessing
+import uuid
+
+import numpy as np
+import pytest
+
+from gorila.params import LocalEndpoint, ParameterServer, ServerSpec, UpdateRule
+from gorila.params.cache import CachedSource, CacheSpec, ParamCache, SeqlockBuffer
+
+
+def _writer(name: str, size: int, versions: int, ready) -> None:
+    buf = SeqlockBuffer.attach(name, size)
+    ready.set()
+    flat = np.empty(size, np.float32)
+    for v in range(1, versions + 1):
+        flat.fill(v)
+        buf.write(flat, v)
+
+
+def test_a_reader_never_sees_a_torn_vector():
+    """A writer process fills the vector with its version number; every read must be all one value
+    and equal to the version read with it."""
+    size, versions = 500_000, 300
+    owner = SeqlockBuffer.create(f"gorila-test-{uuid.uuid4().hex[:8]}", size)
+    ctx = multiprocessing.get_context("fork")
+    ready = ctx.Event()
+    writer = ctx.Process(target=_writer, args=(owner.name, size, versions, ready))
+    writer.start()
+    try:
+        assert ready.wait(timeout=30)
+        out = np.empty(size, np.float32)
+        seen = set()
+        while True:
+            version = owner.read(out)
+            if version > 0:
+                assert out.min() == out.max() == version
+                seen.add(version)
+            if version == versions:
+                break
+        assert len(seen) > 1  # the reads overlapped the writes
+    finally:
+        writer.join(timeout=30)
+        owner.close()
+    assert writer.exitcode == 0
+
+
+class CountingUpstream:
+    """A fake server: a version set by the test; counts probes and pulls."""
+
+    def __init__(self, size: int):
+        self.size, self.current, self.probes, self.pulls = size, 0, 0, 0
+
+    def version(self) -> int:
+        self.probes += 1
+        return self.current
+
+    def pull(self) -> tuple[np.ndarray, int]:
+        self.pulls += 1
+        return np.full(self.size, self.current, np.float32), self.current
+
+
+def test_the_cache_pulls_once_per_version_and_chains():
+    upstream = CountingUpstream(10)
+    node_a = ParamCache(upstream, f"gorila-test-{uuid.uuid4().hex[:8]}-a", 10)
+    node_b = ParamCache(node_a, f"gorila-test-{uuid.uuid4().hex[:8]}-b", 10)  # pulls from node a's cache
+    try:
+        for version in range(3):
+            upstream.current = version
+            for _ in range(4):
+                node_a.refresh()
+                node_b.refresh()
+        assert upstream.pulls == 3 and upstream.probes == 12
+        assert node_a.counts.pulls == node_a.counts.versions == 3
+        assert node_a.counts.served == 3  # node b read each version from node a, once
+        assert node_b.counts.pulls == 3 and node_b.counts.bytes_pulled == 3 * 10 * 4
+        flat, version = node_b.pull()
+        assert version == 2 and (flat == 2).all()
+    finally:
+        node_b.close()
+        node_a.close()
+
+
+def _server(size: int) -> ParameterServer:
+    spec = ServerSpec(UpdateRule.asynchronous(), num_shards=2, optimizer="sgd", lr=1.0)
+    shards = spec.build(np.zeros(size, np.float32))
+    return ParameterServer(tuple(LocalEndpoint(s) for s in shards), spec.layout(size), spec.rule), shards
+
+
+def test_actors_read_the_cache_and_fall_back_to_the_server_while_it_is_gone():
+    size = 6
+    server, shards = _server(size)
+    spec = CacheSpec(prefix=f"gorila-test-{uuid.uuid4().hex[:8]}", size=size, locate=lambda: "node0",
+                     retry_s=0.0)
+    learner = server.client(0)
+    learner.params()
+    cache = ParamCache(server.upstream(), spec.shm_name("node0"), size)
+    source = CachedSource(spec, server.client(1))
+    learner.push(np.ones(size, np.float32))  # version 1: params -1
+    cache.refresh()
+    pulled = cache.counts.pulls
+    assert (source.pull() == -1).all() and source.version == 1
+    assert source.transport == "cache" and source.cache_reads == 1 and source.server_reads == 0
+    assert cache.counts.pulls == pulled  # the actor's read did not reach the server
+
+    cache.close()  # the cache dies
+    learner.params()
+    learner.push(np.ones(size, np.float32))  # version 2
+    assert (source.pull() == -2).all() and source.version == 2
+    assert source.transport == "server" and source.server_reads == 1
+
+    restarted = ParamCache(server.upstream(), spec.shm_name("node0"), size)
+    try:
+        restarted.refresh()
+        source.pull()
+        assert source.transport == "cache" and source.cache_reads == 2 and source.version == 2
+    finally:
+        source.close()
+        restarted.close()
+    assert all(s.version == 2 for s in shards)
+
+
+def test_a_cache_whose_heartbeat_is_older_than_the_limit_is_left_for_the_server():
+    size = 4
+    server, _ = _server(size)
+    prefix = f"gorila-test-{uuid.uuid4().hex[:8]}"
+    cache = ParamCache(server.upstream(), f"{prefix}-node0", size)
+    try:
+        cache.refresh()
+        live = CachedSource(CacheSpec(prefix, size, locate=lambda: "node0", stale_after_s=60.0), server.client(1))
+        live.pull()
+        assert live.transport == "cache"
+        # Any heartbeat is older than 0 s: this source takes the cache for dead.
+        dead = CachedSource(CacheSpec(prefix, size, locate=lambda: "node0", stale_after_s=0.0), server.client(2))
+        dead.pull()
+        assert dead.transport == "server" and dead.server_reads == 1 and dead.cache_reads == 0
+        live.close()
+    finally:
+        cache.close()
+
+
+def test_the_server_gives_a_client_without_a_cache():
+    server, _ = _server(4)
+    assert type(server.source(3)).__name__ == "ParameterClient"
+
+
+def test_a_buffer_that_is_too_small_is_refused():
+    owner = SeqlockBuffer.create(f"gorila-test-{uuid.uuid4().hex[:8]}", 4)
+    try:
+        with pytest.raises(ValueError, match="fewer than"):
+            SeqlockBuffer.attach(owner.name, 1 << 20)
+    finally:
+        owner.close()
