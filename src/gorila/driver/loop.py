@@ -92,7 +92,7 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
                 arrays, meta = load_checkpoint(run_dir / "checkpoints")
                 shards.load_state_dict(arrays)
                 plan.evaluation.load_state_dict(meta.get("evaluation", {}))
-            services = {s.name: runtime.start_services(s.factory, s.count, name=s.name, wait=False)
+            services = {s.name: runtime.start_services(s.bound(shards.server), s.count, name=s.name, wait=False)
                         for s in plan.services}
             specs = plan.groups({name: group.endpoints() for name, group in services.items()})
             with terminal.stage(f"starting {_processes(plan, specs)}"):

@@ -13,6 +13,7 @@ from small factories, how progress is judged (an :class:`Evaluation`) and the bu
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -21,7 +22,7 @@ import numpy as np
 
 from gorila import validate
 from gorila.core import Runtime, ServiceEndpoint, ServiceFactory, ShardGroup, WorkerFactory, WorkerGroup
-from gorila.params import ServerSpec
+from gorila.params import ParameterServer, ServerSpec
 
 
 @dataclass(frozen=True)
@@ -38,11 +39,18 @@ class WorkerSpec:
 
 @dataclass(frozen=True)
 class ServiceSpec:
-    """A group of ``count`` services (e.g. replay shards) built by ``factory(service_id)``."""
+    """A group of ``count`` services (e.g. replay shards) built by ``factory(service_id)``; with
+    ``uses_server`` by ``factory(service_id, server=parameter_server)`` (an inference server pulls
+    the parameters it serves)."""
 
     name: str
     factory: ServiceFactory
     count: int
+    uses_server: bool = False
+
+    def bound(self, server: ParameterServer) -> ServiceFactory:
+        """The factory the runtime builds each service with."""
+        return functools.partial(self.factory, server=server) if self.uses_server else self.factory
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from gorila.actors.q_actor import QActorSpec
+from gorila.actors.rollout import CentralQActorSpec
 from gorila.learners.q_learner import QLearner
 from gorila.params import ParameterServer
 from gorila.replay import check_replay_memory, make_storage
@@ -25,17 +26,18 @@ class Bundle:
         bundle = factory(worker_id, server); bundle.step(); bundle.report()
 
     Bundles talk to each other only through the parameter server. The actor reloads the parameters
-    every ``actor_refresh`` steps; the learner's next minibatch is sampled on a background thread
+    every ``actor_refresh`` steps (an actor of ``--inference central`` asks the node's inference
+    server instead, which refreshes its own); the learner's next minibatch is sampled on a background thread
     while the current gradient is computed.
     """
 
-    def __init__(self, worker_id: int, server: ParameterServer, *, actor: QActorSpec,
+    def __init__(self, worker_id: int, server: ParameterServer, *, actor: QActorSpec | CentralQActorSpec,
                  learner: Callable[[], QLearner], replay_capacity: int, batch_size: int, learning_starts: int,
                  train_every: int, actor_refresh: int):
         self.actor = actor.build(worker_id)
         self.learner = learner()
         self.envs_per_actor = actor.envs.num_envs
-        space = self.actor.runner.observation_space
+        space = self.actor.observation_space
         check_replay_memory(replay_capacity, space.shape, space.dtype)
         self.replay = make_storage(replay_capacity, space.shape, space.dtype, num_streams=self.envs_per_actor)
         self.replay_lock = threading.Lock()  # actor adds and the prefetch thread samples
