@@ -61,3 +61,18 @@ def test_bad_inference_flags_are_refused_by_name():
         with pytest.raises(ConfigError) as err:
             RLConfig(**kwargs)
         assert err.value.field == field
+
+
+@pytest.mark.parametrize("inference", ["local", "central"])
+def test_a3c_reports_its_policy_lag_in_either_mode(tmp_path, inference):
+    from gorila.algos.a3c.builder import make_plan as a3c_plan
+    from gorila.algos.a3c.config import A3CConfig
+
+    cfg = A3CConfig(workers=2, envs_per_worker=4, rollout_steps=5, hidden=(8,))
+    run_config = RunConfig(algo="a3c", runtime="local", run_dir=tmp_path)
+    summary = run(run_config, a3c_plan(run_config, cfg, rl(2000, inference)))
+    lag = {int(k): v for k, v in summary["worker_policy_lag_histogram"].items()}
+    assert sum(lag.values()) == summary["env_steps"]  # every env step is counted once
+    if inference == "local":
+        assert lag.keys() == {0}  # a worker acts with the very parameters its gradient is computed on
+    assert summary["worker_policy_lag_mean"] is not None and summary["updates"] > 0
