@@ -367,11 +367,14 @@ class _Loop:
         for k, now in enumerate(stats):
             before = self.service_stats.get((name, k))
             if before is not None and before.get("pid") != now.get("pid"):
-                lost = max(0, before.get("size", 0) - now.get("restored_size", 0))
                 self.service_restarts += 1
-                self.items_lost += lost
-                came_back = "from its last checkpoint" if now.get("restored") else "empty"
-                self.logger.message(f"{name} {k} was restarted and came back {came_back}: {lost:,} rows lost")
+                if "size" in before:
+                    lost = max(0, before["size"] - now.get("restored_size", 0))
+                    self.items_lost += lost
+                    came_back = "from its last checkpoint" if now.get("restored") else "empty"
+                    self.logger.message(f"{name} {k} was restarted and came back {came_back}: {lost:,} rows lost")
+                else:  # a service that holds no rows (an inference server)
+                    self.logger.message(f"{name} {k} was restarted")
             self.service_stats[(name, k)] = now
 
     def _histograms(self) -> dict[str, dict[int, int]]:

@@ -103,9 +103,10 @@ class InferenceServer:
         return self._path
 
     def stats(self) -> dict[str, Any]:
-        """Cumulative counters: batches served, observations, their mean batch, observations of
-        departed clients dropped unserved, clients lost, the version served now."""
-        return {"batches": self.batches, "observations": self.observations,
+        """Cumulative counters since this server started (``pid`` tells a restarted one): batches
+        served, observations, their mean batch, observations of departed clients dropped unserved,
+        clients lost, the version served now."""
+        return {"pid": os.getpid(), "batches": self.batches, "observations": self.observations,
                 "mean_batch": self.observations / max(self.batches, 1), "dropped": self.dropped,
                 "clients": len(self._clients), "clients_lost": self.clients_lost, "version": self.version}
 

@@ -29,6 +29,7 @@ CHUNK_SECONDS = 0.5  # how long a chunk lasts once sized to the workers' speed
 # Central inference: batches between the server's pulls. A worker pulls before every rollout, so
 # the server refreshes about as often: once per rollout step of every worker's two groups.
 REFRESH_EVERY = 2
+INFERENCE_METRICS = ("inference.mean_batch", "inference.dropped")
 
 
 def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
@@ -63,7 +64,7 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
                                     target=rl.target()),
         budget=Budget(rl.total_steps, "env_steps"), processes=cfg.workers + len(inference),
         chunk_steps=lambda updates: STEPS_PER_CHUNK, chunk_seconds=CHUNK_SECONDS,
-        stop_at_target=rl.stop_at_target, metrics=("worker.policy_lag_mean",), histograms=("worker.policy_lag",),
+        stop_at_target=rl.stop_at_target, metrics=("worker.policy_lag_mean", *(INFERENCE_METRICS if central else ())), histograms=("worker.policy_lag",),
         config={**asdict(cfg), **asdict(rl), "eval_epsilon": epsilon, "inference": "central" if central else "local"},
         network_fn=network_fn)
 
