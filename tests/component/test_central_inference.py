@@ -44,15 +44,18 @@ def test_dqn_with_central_inference_runs_in_both_replay_modes(tmp_path, replay):
     assert summary["inference_mean_batch"] >= 1  # the server chose the actions
 
 
-def test_auto_inference_is_central_for_images_and_local_for_vectors():
+def test_auto_inference_is_central_for_images_on_a_gpu_only():
     import gymnasium as gym
     import numpy as np
 
     image = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
     vector = gym.spaces.Box(-1, 1, (4,), np.float32)
-    assert RLConfig().central_inference(image) and not RLConfig().central_inference(vector)
-    assert not RLConfig(inference="local").central_inference(image)
-    assert RLConfig(inference="central").central_inference(vector)
+    assert RLConfig().central_inference(image, gpu=True)
+    assert not RLConfig().central_inference(image, gpu=False)
+    assert not RLConfig().central_inference(vector, gpu=True)
+    assert not RLConfig(inference_device="cpu").central_inference(image)  # the server is asked to use the CPU
+    assert not RLConfig(inference="local").central_inference(image, gpu=True)
+    assert RLConfig(inference="central").central_inference(vector, gpu=False)
 
 
 def test_bad_inference_flags_are_refused_by_name():

@@ -37,7 +37,7 @@ class RLConfig:
     inference: str = field(default="auto", metadata={
         "help": "local: every actor acts with its own network copy; central: actors only step envs and the "
                 "node's inference server batches their observations; auto: central for image observations "
-                "(Nature CNN), local for vector ones", "choices": INFERENCE_MODES})
+                "when the server has a GPU, else local", "choices": INFERENCE_MODES})
     inference_batch: int | None = field(default=None, metadata={
         "help": "central inference: a batch closes once this many observations wait (default: half of all "
                 "actors' envs, one group of each)"})
@@ -64,11 +64,15 @@ class RLConfig:
         validate.number("inference_wait_ms", self.inference_wait_ms, low=0.0)
         validate.choice("inference_device", self.inference_device, DEVICES)
 
-    def central_inference(self, observation_space: gym.Space) -> bool:
-        """Whether actors ask an inference server (``--inference``; ``auto``: for image observations,
-        where the Nature CNN's batched forward pass is worth more than the round trip)."""
+    def central_inference(self, observation_space: gym.Space, gpu: bool | None = None) -> bool:
+        """Whether actors ask an inference server (``--inference``). ``auto`` chooses central for image
+        observations when the server has a GPU (``--inference-device``; ``gpu`` overrides what torch
+        sees): on CPU cores every actor's own Nature CNN sampled faster than one server (``gorila bench
+        sampling``), and an MLP's forward pass costs less than the round trip to a server."""
         if self.inference == "auto":
-            return len(observation_space.shape or ()) == 3
+            if gpu is None:
+                gpu = self.inference_device != "cpu" and resolve_device(self.inference_device) == "cuda"
+            return gpu and len(observation_space.shape or ()) == 3
         return self.inference == "central"
 
     def batching_rule(self, total_envs: int) -> BatchingRule:
