@@ -59,7 +59,8 @@ class InferenceClient:
                 self.channel = InferenceChannel(path, self.layout, self.timeout_s)
             except ChannelLost:
                 if time.monotonic() > deadline:
-                    raise WorkerTimeoutError(f"no inference server answered within {self.timeout_s:g} s") from None
+                    raise WorkerTimeoutError(f"no inference server answered at {path} within {self.timeout_s:g} s "
+                                             "(rollout workers must share its node)") from None
                 time.sleep(_RETRY_S)  # the endpoint still names the dead server: give the restart time
         return self.channel
 
