@@ -42,6 +42,10 @@ def test_dqn_with_central_inference_runs_in_both_replay_modes(tmp_path, replay):
     summary = run(run_config, dqn_plan(run_config, cfg, rl(1500)))
     assert summary["env_steps"] >= 1500 and summary["updates"] > 0
     assert summary["inference_mean_batch"] >= 1  # the server chose the actions
+    group = "bundle" if replay == "local" else "learner"
+    lag = {int(k): v for k, v in summary[f"{group}_policy_lag_histogram"].items()}
+    # every sampled row is counted; a push still on its way at the end may not be an update yet
+    assert abs(sum(lag.values()) - summary["updates"] * 16) <= 16 * cfg.actors
 
 
 def test_auto_inference_is_central_for_images_on_a_gpu_only():

@@ -84,7 +84,8 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
         budget=Budget(rl.total_steps, "env_steps"), stop_at_target=rl.stop_at_target,
         config={**asdict(cfg), "target_update": str(cfg.target_update), **asdict(rl), "eval_epsilon": epsilon,
                 "inference": "central" if central else "local"},
-        network_fn=network_fn, metrics=INFERENCE_METRICS if central else ())
+        network_fn=network_fn)
+    metrics = INFERENCE_METRICS if central else ()
     inference = ()
     if central:
         inference = (inference_service(functools.partial(GreedyQPolicy, network_fn,
@@ -99,8 +100,10 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
             return [WorkerSpec("bundle", bundle, cfg.actors)]
 
         return Plan(**common, groups=bundles, services=inference, processes=cfg.actors + len(inference),
-                    chunk_steps=lambda updates: BUNDLE_STEPS_PER_CHUNK, chunk_seconds=CHUNK_SECONDS)
-    return Plan(**common, **_global_replay(run, cfg, space, actor, learner, inference))
+                    chunk_steps=lambda updates: BUNDLE_STEPS_PER_CHUNK, chunk_seconds=CHUNK_SECONDS,
+                    metrics=("bundle.policy_lag_mean", *metrics), histograms=("bundle.policy_lag",))
+    return Plan(**common, **_global_replay(run, cfg, space, actor, learner, inference),
+                metrics=("learner.policy_lag_mean", *metrics), histograms=("learner.policy_lag",))
 
 
 def _global_replay(run: RunConfig, cfg: DQNConfig, space: gym.Space,
