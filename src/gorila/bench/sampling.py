@@ -203,10 +203,10 @@ def main(argv: list[str]) -> int:
             if not header:
                 _describe(args, cfg, batch)
                 header = True
-            def factory_for(endpoints: dict, plan: Plan = plan, batch: int = batch) -> WorkerFactory:
+            def factory_for(endpoints: dict, plan: Plan = plan, batch: int = batch,
+                            num_envs: int = cfg.envs_per_actor) -> WorkerFactory:
                 return functools.partial(SamplingWorker, bundle=bundle_factory(plan, endpoints), env_id=args.env,
-                                         num_envs=cfg.envs_per_actor, seed=args.seed, network_fn=plan.network_fn,
-                                         batch=batch)
+                                         num_envs=num_envs, seed=args.seed, network_fn=plan.network_fn, batch=batch)
 
             with placed_workers(name, args.address, plan, None, count, "actor", factory_for) as group:
                 pipeline, env_rate, infer_rate = measure_interleaved(group, args.seconds, args.rounds,

@@ -71,9 +71,13 @@ class RLConfig:
         sampling``), and an MLP's forward pass costs less than the round trip to a server."""
         if self.inference == "auto":
             if gpu is None:
-                gpu = self.inference_device != "cpu" and resolve_device(self.inference_device) == "cuda"
+                gpu = self.server_device() == "cuda"
             return gpu and len(observation_space.shape or ()) == 3
         return self.inference == "central"
+
+    def server_device(self) -> str:
+        """The inference server's device: ``--inference-device`` resolved (``auto``: a GPU if torch sees one)."""
+        return resolve_device(self.inference_device, "inference_device")
 
     def batching_rule(self, total_envs: int) -> BatchingRule:
         """The inference server's rule; by default a batch is one group (half the envs) of every actor."""
@@ -90,12 +94,13 @@ class RLConfig:
             return None
 
 
-def resolve_device(device: str) -> str:
-    """``auto`` is ``cuda`` when a GPU is visible, else ``cpu``; ``cuda`` without one is an error."""
+def resolve_device(device: str, field: str = "device") -> str:
+    """``auto`` is ``cuda`` when a GPU is visible, else ``cpu``; ``cuda`` without one is an error
+    naming ``field`` (``device``, ``inference_device``)."""
     import torch
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device", "cuda was asked for but torch sees no GPU")
+        raise ConfigError(field, "cuda was asked for but torch sees no GPU")
     return device

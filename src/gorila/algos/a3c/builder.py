@@ -14,7 +14,7 @@ from gorila.algos.a3c.networks import greedy_policy, learning_rates, make_networ
 from gorila.config import RunConfig
 from gorila.driver.plan import Budget, Plan, WorkerSpec
 from gorila.driver.policy_evaluation import PolicyEvaluation
-from gorila.driver.rl_config import RLConfig, resolve_device
+from gorila.driver.rl_config import RLConfig
 from gorila.envs.spec import EnvSpec
 from gorila.inference import SERVICE as INFERENCE
 from gorila.inference import inference_service
@@ -45,8 +45,7 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
         rollout_steps=cfg.rollout_steps, target_tau=cfg.target_tau, seed=run.seed, timeout_s=run.call_timeout_s)
     inference = ()
     if central:  # the server samples a ~ pi(.|s) with the parameters it last pulled
-        policy = functools.partial(SampledPolicy, network_fn, device=resolve_device(rl.inference_device),
-                                   seed=run.seed)
+        policy = functools.partial(SampledPolicy, network_fn, device=rl.server_device(), seed=run.seed)
         inference = (inference_service(policy, rl.batching_rule(cfg.workers * cfg.envs_per_worker), REFRESH_EVERY),)
 
     def groups(services: dict) -> list[WorkerSpec]:

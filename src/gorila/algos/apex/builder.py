@@ -69,8 +69,7 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
     central = rl.central_inference(space)
     inference = ()
     if central:
-        inference = (inference_service(functools.partial(GreedyQPolicy, network_fn,
-                                                         device=resolve_device(rl.inference_device)),
+        inference = (inference_service(functools.partial(GreedyQPolicy, network_fn, device=rl.server_device()),
                                        rl.batching_rule(cfg.actors * cfg.envs_per_actor), cfg.actor_refresh),)
     learner = functools.partial(QLearner, network_fn, loss=cfg.loss, target=cfg.target,
                                 target_update=cfg.target_update, outlier_k=None, max_grad_norm=cfg.max_grad_norm,

@@ -88,8 +88,7 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
     metrics = INFERENCE_METRICS if central else ()
     inference = ()
     if central:
-        inference = (inference_service(functools.partial(GreedyQPolicy, network_fn,
-                                                         device=resolve_device(rl.inference_device)),
+        inference = (inference_service(functools.partial(GreedyQPolicy, network_fn, device=rl.server_device()),
                                        rl.batching_rule(cfg.actors * cfg.envs_per_actor), cfg.actor_refresh),)
     if cfg.replay == "local":
         def bundles(services: dict) -> list[WorkerSpec]:
