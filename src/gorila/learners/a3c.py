@@ -39,7 +39,10 @@ class A3CWorker:
     steps of every environment, actions sampled from pi) and one push of the gradient of that
     rollout. Environment ``i`` of worker ``k`` is seeded ``seed + 1000 k + i``; actions come from a
     generator seeded the same way, so a worker's rollouts depend only on its seed and the
-    parameters it pulls.
+    parameters it pulls. Given ``inference`` (the endpoint of an inference server, with
+    ``--inference central``), a :class:`~gorila.actors.rollout.RolloutWorker` steps the envs in two
+    alternating groups and the server samples the actions with the parameters it last pulled; the
+    gradient is still computed here, on the parameters this worker pulled.
     """
 
     def __init__(self, worker_id: int, server: ParameterServer, *, envs: EnvSpec,
