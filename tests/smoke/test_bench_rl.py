@@ -26,11 +26,24 @@ def assert_rows(report, figure, runtimes):
         assert row["ratio"] == pytest.approx(row[figure] / row[f"limit_{figure}"])
 
 
-def test_bench_sampling_writes_both_figures_and_the_ratio_for_each_runtime(tmp_path):
+def test_bench_sampling_writes_each_inference_mode_beside_the_combined_limit(tmp_path):
     report = bench(tmp_path, "sampling", "--env", "CartPole-v1", "--actors", "2", "--envs-per-actor", "4",
                    "--seconds", "0.4", "--rounds", "2")
-    assert_rows(report, "steps_per_s", ["local", "ray"])
-    assert [row["actors"] for row in report["rows"]] == [1, 2]
+    assert_rows(report, "steps_per_s", ["ray", "ray"])
+    assert [(row["inference"], row["actors"], row["batch"]) for row in report["rows"]] == [
+        ("local", 2, 4), ("central", 2, 4)]  # the server's batch: one group (half the envs) of each actor
+    for row in report["rows"]:  # env steps and forward passes share the cores
+        assert row["limit_steps_per_s"] == pytest.approx(
+            1 / (1 / row["env_steps_per_s"] + 1 / row["inference_obs_per_s"]))
+
+
+def test_bench_sampling_of_pong_with_central_inference_writes_its_headline(tmp_path):
+    report = bench(tmp_path, "sampling", "--env", "ALE/Pong-v5", "--inference", "central", "--actors", "1",
+                   "--envs-per-actor", "2", "--seconds", "0.4", "--rounds", "2")
+    (row,) = report["rows"]
+    assert row["inference"] == "central" and row["batch"] == 1
+    assert report["steps_per_s"] == row["steps_per_s"] > 0
+    assert report["ratio"] == pytest.approx(report["steps_per_s"] / report["limit_steps_per_s"])
 
 
 def test_bench_learner_writes_both_figures_and_the_ratio_for_each_runtime(tmp_path):

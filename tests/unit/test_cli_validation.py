@@ -47,6 +47,9 @@ def refused(capsys, argv: list[str]) -> str:
     (["--algo", "dqn", "--env", "NoSuchEnv-v0"], "--env"),
     (["--algo", "dqn", "--env", "Pendulum-v1"], "--env"),
     (["--algo", "dqn", "--resume", "/nonexistent"], "--resume"),
+    (["--algo", "apex", "--inference", "remote"], "--inference"),
+    (["--algo", "a3c", "--inference-batch", "0"], "--inference-batch"),
+    (["--algo", "dqn", "--inference-wait-ms", "-1"], "--inference-wait-ms"),
 ])
 def test_invalid_flags_are_refused_naming_the_flag(capsys, args, flag):
     assert flag in refused(capsys, ["train", *args])

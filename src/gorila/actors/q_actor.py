@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
@@ -50,6 +51,10 @@ class QActor:
         self.env_steps = 0
         self.episodes = 0
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=RECENT_EPISODES)
+
+    @property
+    def observation_space(self) -> gym.Space:
+        return self.runner.observation_space
 
     @property
     def epsilon(self) -> float:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from gorila.actors.q_actor import QActorSpec
+from gorila.actors.rollout import CentralQActorSpec
 from gorila.core import Pending
 from gorila.envs.vector import Transitions
 from gorila.errors import WorkerTimeoutError
@@ -27,6 +28,8 @@ class ReplayActor:
                                     routing=replay_spec, steps_per_add=2, refresh_every=2, prioritized=False)
         worker = factory(worker_id, server); worker.step(); worker.report()
 
+    With ``refresh_every=None`` it never pulls: its actor (a
+    :class:`~gorila.actors.rollout.CentralQActor`) asks the node's inference server for actions.
     With ``prioritized`` each row goes with its initial priority, the actor network's ``|TD error|``.
     At most one add is in flight: its reply is collected before the next one is sent, so a slow
     replay shard slows its actors down instead of queueing their rows. A shard whose rate limiter
@@ -36,8 +39,9 @@ class ReplayActor:
     writer, and a restarted actor is a new writer, so no row enters replay twice.
     """
 
-    def __init__(self, worker_id: int, server: ParameterServer, *, actor: QActorSpec, replay: list[RemoteReplay],
-                 routing: ShardedReplaySpec, steps_per_add: int, refresh_every: int, prioritized: bool):
+    def __init__(self, worker_id: int, server: ParameterServer, *, actor: QActorSpec | CentralQActorSpec,
+                 replay: list[RemoteReplay], routing: ShardedReplaySpec, steps_per_add: int,
+                 refresh_every: int | None, prioritized: bool):
         self.actor = actor.build(worker_id)
         self.source = server.source(worker_id)  # its node's cache, when the run has them
         self.timeout_s = server.timeout_s
@@ -51,7 +55,7 @@ class ReplayActor:
         self.unsent: collections.deque[tuple[Transitions, np.ndarray | None, int]] = collections.deque()
         self.in_flight: tuple[Pending[int | None], tuple] | None = None
         self.refused_since: float | None = None
-        self.steps_since_refresh = refresh_every  # the first step pulls
+        self.steps_since_refresh = refresh_every  # the first step pulls (None: never, see the class doc)
         self.stored = 0
 
     def step(self) -> bool:
@@ -68,11 +72,12 @@ class ReplayActor:
     def _act(self) -> None:
         parts = []
         for _ in range(self.steps_per_add):
-            if self.steps_since_refresh >= self.refresh_every:
-                self.actor.load(self.source.pull(), self.source.version)
-                self.steps_since_refresh = 0
+            if self.refresh_every is not None:
+                if self.steps_since_refresh >= self.refresh_every:
+                    self.actor.load(self.source.pull(), self.source.version)
+                    self.steps_since_refresh = 0
+                self.steps_since_refresh += 1
             rows = self.actor.act()
-            self.steps_since_refresh += 1
             if rows is not None:
                 parts.append(rows)
         if not parts:
@@ -101,5 +106,5 @@ class ReplayActor:
     def report(self) -> dict[str, Any]:
         return {"env_steps": self.actor.env_steps, "episodes": self.actor.episodes,
                 "recent_returns": list(self.actor.recent_returns), "transitions_stored": self.stored,
-                "version": self.source.version, "epsilon": self.actor.epsilon,
+                "version": self.actor.version, "epsilon": self.actor.epsilon,
                 **(self.source.counters() if isinstance(self.source, CachedSource) else {})}

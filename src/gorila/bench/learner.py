@@ -87,7 +87,8 @@ def main(argv: list[str]) -> int:
     names = check_common_flags(args)
     validate.integer("fill", args.fill, low=1)
     cfg = DQNConfig(batch_size=args.batch_size, actors=1, replay_capacity=max(args.fill, DQNConfig.replay_capacity))
-    plan = make_plan(bench_run_config("local", None, args.seed), cfg, RLConfig(env=args.env, device="cpu"))
+    plan = make_plan(bench_run_config("local", None, args.seed), cfg, RLConfig(env=args.env, device="cpu",
+                                                                              inference="local"))
     size = plan.initial_params().size
     factory = functools.partial(LearnerWorker, bundle=bundle_factory(plan), fill=args.fill)
     print(f"gorila bench learner: {args.env}, {size:,} parameters ({size * 4 / 1e6:.2f} MB), batch "

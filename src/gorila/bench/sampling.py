@@ -1,13 +1,16 @@
-"""``gorila bench sampling``: the DQN actor pipeline's env steps/s vs the same envs stepped bare."""
+"""``gorila bench sampling``: env steps/s of the DQN actor pipeline, with each actor's own network
+(``--inference local``) or the node's inference server (``central``), beside what the machine allows
+for the same envs and network on the same cores, measured in the same run."""
 
 from __future__ import annotations
 
 import argparse
 import functools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -22,19 +25,23 @@ from gorila.learners.bundle import Bundle
 from gorila.params import ParameterServer
 from gorila.runtime import RUNTIMES, make_runtime
 
+INFERENCE_MODES = ("local", "central")
+
 
 class SamplingWorker:
     """The actor half of a real :class:`~gorila.learners.bundle.Bundle` (``Bundle.act``: ε-greedy
-    steps of its envs with one batched forward pass, every transition added to its replay,
-    parameters reloaded every ``actor_refresh`` steps) and, in the same process, the limit: copies
-    of the same envs stepped with random actions in a plain loop."""
+    steps of its envs, every transition added to its replay; the greedy actions from its own network
+    copy, or from the inference server) and, in the same process, the limit's env half: copies of
+    the same envs stepped with random actions in a plain loop."""
 
     def __init__(self, worker_id: int, server: ParameterServer, *, bundle: WorkerFactory, env_id: str,
-                 num_envs: int, seed: int):
+                 num_envs: int, seed: int, network_fn: Callable[[], Any] | None = None, batch: int = 1):
         self.bundle: Bundle = bundle(worker_id, server)
         seed += 1000 * worker_id
         self.bare_envs = [make_env(env_id, seed=seed + 500 + i, training=True) for i in range(num_envs)]
         self.rng = np.random.default_rng(seed)
+        self.network_fn, self.batch = network_fn, batch
+        self.bare_policy: Callable[[np.ndarray], np.ndarray] | None = None
 
     def step(self) -> None:
         self.bundle.act(1)
@@ -62,27 +69,48 @@ class SamplingWorker:
             steps += len(self.bare_envs)
         return steps / (time.perf_counter() - t0)
 
+    def infer_rate(self, seconds: float) -> float:
+        """The limit's network half: observations per second through the same network alone
+        (greedy actions for batches of ``batch`` observations), in this process."""
+        if self.bare_policy is None:
+            from gorila.inference.policies import GreedyQPolicy
+
+            self.bare_policy = GreedyQPolicy(self.network_fn)
+            space = self.bare_envs[0].observation_space
+            self.bare_obs = np.stack([space.sample() for _ in range(self.batch)])
+        done, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            self.bare_policy(self.bare_obs)
+            done += self.batch
+        return done / (time.perf_counter() - t0)
+
     def close(self) -> None:
         self.bundle.close()
         for env in self.bare_envs:
             env.close()
 
 
-def bundle_factory(plan: Plan) -> WorkerFactory:
-    """The bundle factory of a bundled-mode DQN plan: what ``gorila train`` would run."""
-    (bundles,) = plan.groups({})
+def bundle_factory(plan: Plan, services: dict | None = None) -> WorkerFactory:
+    """The bundle factory of a bundled-mode DQN plan: what ``gorila train`` would run, given the
+    endpoints of the plan's services (an inference server's, for central inference)."""
+    (bundles,) = plan.groups(services or {})
     return bundles.factory
 
 
 @contextmanager
-def placed_workers(runtime_name: str, address: str | None, plan: Plan, factory: WorkerFactory, count: int,
-                   name: str) -> Iterator[WorkerGroup]:
-    """``count`` workers and ``plan``'s parameter server, placed by the runtime ``runtime_name``; the
-    workers are closed and the runtime shut down on exit."""
+def placed_workers(runtime_name: str, address: str | None, plan: Plan, factory: WorkerFactory | None, count: int,
+                   name: str, factory_for: Callable[[dict], WorkerFactory] | None = None) -> Iterator[WorkerGroup]:
+    """``count`` workers, ``plan``'s parameter server and services, placed by the runtime
+    ``runtime_name``; the workers are built by ``factory``, or by ``factory_for(endpoints)`` given
+    the services' endpoints by name. Workers are closed and the runtime shut down on exit."""
     runtime = make_runtime(runtime_name, address=address)
     try:
-        runtime.plan(count + plan.spec.num_shards)
+        runtime.plan(count + plan.spec.num_shards + sum(s.count for s in plan.services))
         shards = runtime.start_shards(plan.spec, plan.initial_params())
+        services = {s.name: runtime.start_services(s.bound(shards.server), s.count, name=s.name)
+                    for s in plan.services}
+        if factory is None:
+            factory = factory_for({n: g.endpoints() for n, g in services.items()})
         group = runtime.start_workers(factory, count, shards.server, name=name)
         yield group
         group.call("close")  # in-process workers outlive the runtime otherwise
@@ -95,17 +123,19 @@ def bench_run_config(runtime: str, address: str | None, seed: int) -> RunConfig:
     return RunConfig(algo="dqn", mode="async", runtime=runtime, address=address, seed=seed)
 
 
-def measure_interleaved(group: WorkerGroup, seconds: float, rounds: int) -> tuple[float, float]:
-    """Median over ``rounds`` of the group's summed ``pipeline_rate`` and of its summed ``limit_rate``,
-    taken in alternation so that load from elsewhere on the machine hits both alike."""
+def measure_interleaved(group: WorkerGroup, seconds: float, rounds: int,
+                        limits: tuple[str, ...] = ("limit_rate",)) -> tuple[float, ...]:
+    """Median over ``rounds`` of the group's summed ``pipeline_rate`` and of each of its summed
+    ``limits`` (``limit_rate``; with ``infer_rate``, the network's half of the limit), taken in
+    alternation so that load from elsewhere on the machine hits them alike."""
     round_s = seconds / rounds
-    group.call("pipeline_rate", min(0.5, round_s))  # warm-up: first calls pay for page faults and caches
-    group.call("limit_rate", min(0.5, round_s))
-    pipeline, limit = [], []
+    for method in ("pipeline_rate", *limits):  # warm-up: first calls pay for page faults and caches
+        group.call(method, min(0.5, round_s))
+    figures: dict[str, list[float]] = {method: [] for method in ("pipeline_rate", *limits)}
     for _ in range(rounds):
-        limit.append(sum(group.call("limit_rate", round_s)))
-        pipeline.append(sum(group.call("pipeline_rate", round_s)))
-    return float(np.median(pipeline)), float(np.median(limit))
+        for method in (*limits, "pipeline_rate"):
+            figures[method].append(sum(group.call(method, round_s)))
+    return tuple(float(np.median(values)) for values in figures.values())
 
 
 def add_common_flags(parser: argparse.ArgumentParser, seconds: float) -> None:
@@ -127,43 +157,82 @@ def check_common_flags(args: argparse.Namespace) -> list[str]:
     return list(RUNTIMES) if args.runtime == "both" else [args.runtime]
 
 
+def combined_limit(env_rate: float, infer_rate: float) -> float:
+    """Steps/s when every step needs an env step and a forward pass on the same cores, each at its
+    bare rate: ``1 / (1/env_rate + 1/infer_rate)``."""
+    return 1.0 / (1.0 / env_rate + 1.0 / infer_rate)
+
+
 def main(argv: list[str]) -> int:
     from gorila.algos.dqn.builder import make_plan
     from gorila.algos.dqn.config import DQNConfig
     from gorila.driver.rl_config import RLConfig
 
     parser = argparse.ArgumentParser(prog="gorila bench sampling", description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--env", default="CartPole-v1", help="Gymnasium id")
+    parser.add_argument("--env", default="CartPole-v1", help="Gymnasium id (ALE/Pong-v5: the Nature CNN)")
+    parser.add_argument("--inference", default="both", choices=[*INFERENCE_MODES, "both"],
+                        help="who runs the network: each actor (local), the inference server (central), or both "
+                             "in turn")
     parser.add_argument("--actors", type=int, default=2, help="actor workers under the Ray runtime")
-    parser.add_argument("--envs-per-actor", type=int, default=128,
-                        help="envs each actor steps together (one forward pass per step of all of them)")
+    parser.add_argument("--envs-per-actor", type=int, default=8,
+                        help="envs each actor steps (central: two groups of half of them, alternating)")
+    parser.add_argument("--inference-batch", type=int, default=None,
+                        help="central: observations that close a batch (default: half of all envs)")
+    parser.add_argument("--inference-wait-ms", type=float, default=2.0,
+                        help="central: ... or how long the oldest may wait")
     add_common_flags(parser, seconds=5.0)
+    parser.set_defaults(runtime="ray")
     args = parser.parse_args(argv)
     names = check_common_flags(args)
     validate.integer("actors", args.actors, low=1)
-    # Gymnasium envs on both sides: the limit steps the very env objects make_env builds.
-    cfg = DQNConfig(envs_per_actor=args.envs_per_actor, actors=args.actors, env_backend="gymnasium")
-    plan = make_plan(bench_run_config("local", None, args.seed), cfg, RLConfig(env=args.env))
-    k = cfg.envs_per_actor
-    factory = functools.partial(SamplingWorker, bundle=bundle_factory(plan), env_id=args.env, num_envs=k,
-                                seed=args.seed)
-    print(f"gorila bench sampling: {args.env}, {k} envs per actor, 1 torch thread per process, "
-          f"medians of {args.rounds} alternating rounds, {args.seconds:g} s per figure")
-    print(f"  pipeline: Bundle.act, ε-greedy (ε = {cfg.eps_start:g}, the schedule's start) with one forward pass "
-          f"per step of its {k} envs, each transition added to its replay, parameters reloaded every "
-          f"{cfg.actor_refresh} steps")
-    print(f"  limit:    {k} copies of the same env stepped with random actions in a plain loop, in the same "
-          f"process(es)")
-    print("  counted:  env steps that yield a transition (the pipeline's reset-only steps are not counted)")
-    print(f"{'runtime':>8} {'actors':>6} {'pipeline steps/s':>17} {'limit steps/s':>14} {'ratio':>6}")
+    validate.integer("envs_per_actor", args.envs_per_actor, low=1)
+    modes = list(INFERENCE_MODES) if args.inference == "both" else [args.inference]
     out = bench_dir(args.out, "sampling")
     rows = []
+    header = False
     for name in names:
         count = args.actors if name == "ray" else 1
-        with placed_workers(name, args.address, plan, factory, count, "actor") as group:
-            pipeline, limit = measure_interleaved(group, args.seconds, args.rounds)
-        print(f"{name:>8} {count:>6} {pipeline:>17,.0f} {limit:>14,.0f} {pipeline / limit:>6.2f}")
-        rows.append({"runtime": name, "actors": count, "steps_per_s": pipeline, "limit_steps_per_s": limit,
-                     "ratio": pipeline / limit})
-    write_bench_json(out, "sampling", vars(args), rows)
+        # Gymnasium envs on both sides: the limit steps the very env objects make_env builds.
+        cfg = DQNConfig(envs_per_actor=args.envs_per_actor, actors=count, env_backend="gymnasium",
+                        replay_capacity=10_000, learning_starts=1_000)
+        for mode in modes:
+            rl = RLConfig(env=args.env, inference=mode, inference_batch=args.inference_batch,
+                          inference_wait_ms=args.inference_wait_ms)
+            plan = make_plan(bench_run_config("local", None, args.seed), cfg, rl)
+            batch = rl.batching_rule(count * cfg.envs_per_actor).max_batch
+            if not header:
+                _describe(args, cfg, batch)
+                header = True
+            def factory_for(endpoints: dict, plan: Plan = plan, batch: int = batch,
+                            num_envs: int = cfg.envs_per_actor) -> WorkerFactory:
+                return functools.partial(SamplingWorker, bundle=bundle_factory(plan, endpoints), env_id=args.env,
+                                         num_envs=num_envs, seed=args.seed, network_fn=plan.network_fn, batch=batch)
+
+            with placed_workers(name, args.address, plan, None, count, "actor", factory_for) as group:
+                pipeline, env_rate, infer_rate = measure_interleaved(group, args.seconds, args.rounds,
+                                                                     ("limit_rate", "infer_rate"))
+            limit = combined_limit(env_rate, infer_rate)
+            print(f"{name:>8} {mode:>9} {count:>6} {pipeline:>17,.0f} {env_rate:>14,.0f} {infer_rate:>14,.0f} "
+                  f"{limit:>14,.0f} {pipeline / limit:>6.2f}")
+            rows.append({"runtime": name, "inference": mode, "actors": count, "envs_per_actor": cfg.envs_per_actor,
+                         "batch": batch, "steps_per_s": pipeline, "env_steps_per_s": env_rate,
+                         "inference_obs_per_s": infer_rate, "limit_steps_per_s": limit, "ratio": pipeline / limit})
+    headline = {k: rows[0][k] for k in ("steps_per_s", "limit_steps_per_s", "ratio")} if len(rows) == 1 else {}
+    write_bench_json(out, "sampling", vars(args), rows, **headline)
     return 0
+
+
+def _describe(args: argparse.Namespace, cfg, batch: int) -> None:
+    k = cfg.envs_per_actor
+    print(f"gorila bench sampling: {args.env}, {k} envs per actor, medians of {args.rounds} alternating rounds, "
+          f"{args.seconds:g} s per figure")
+    print(f"  pipeline: Bundle.act, ε-greedy (ε = {cfg.eps_start:g}, the schedule's start) on greedy actions from "
+          f"each actor's network (local, one forward pass per step of its {k} envs) or from the inference server "
+          f"(central: two groups of envs per actor, batches of up to {batch} observations); each transition added "
+          "to its replay")
+    print(f"  limit:    1 / (1/env + 1/infer): env = {k} copies of the same env per actor stepped with random "
+          f"actions in a plain loop, infer = the same network alone on batches of {batch}; both in the same "
+          "processes, side by side")
+    print("  counted:  env steps that yield a transition (the pipeline's reset-only steps are not counted)")
+    print(f"{'runtime':>8} {'inference':>9} {'actors':>6} {'pipeline steps/s':>17} {'env steps/s':>14} "
+          f"{'infer obs/s':>14} {'limit steps/s':>14} {'ratio':>6}")

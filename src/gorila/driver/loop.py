@@ -92,7 +92,7 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
                 arrays, meta = load_checkpoint(run_dir / "checkpoints")
                 shards.load_state_dict(arrays)
                 plan.evaluation.load_state_dict(meta.get("evaluation", {}))
-            services = {s.name: runtime.start_services(s.factory, s.count, name=s.name, wait=False,
+            services = {s.name: runtime.start_services(s.bound(shards.server), s.count, name=s.name, wait=False,
                                                        node_of=s.node_of)
                         for s in plan.services}
             specs = plan.groups({name: group.endpoints() for name, group in services.items()})
@@ -371,11 +371,14 @@ class _Loop:
         for k, now in enumerate(stats):
             before = self.service_stats.get((name, k))
             if before is not None and before.get("pid") != now.get("pid"):
-                lost = max(0, before.get("size", 0) - now.get("restored_size", 0))
                 self.service_restarts += 1
-                self.items_lost += lost
-                came_back = "from its last checkpoint" if now.get("restored") else "empty"
-                self.logger.message(f"{name} {k} was restarted and came back {came_back}: {lost:,} rows lost")
+                if "size" in before:
+                    lost = max(0, before["size"] - now.get("restored_size", 0))
+                    self.items_lost += lost
+                    came_back = "from its last checkpoint" if now.get("restored") else "empty"
+                    self.logger.message(f"{name} {k} was restarted and came back {came_back}: {lost:,} rows lost")
+                else:  # a service that holds no rows (an inference server)
+                    self.logger.message(f"{name} {k} was restarted")
             self.service_stats[(name, k)] = now
 
     def _histograms(self) -> dict[str, dict[int, int]]:

@@ -13,6 +13,7 @@ from small factories, how progress is judged (an :class:`Evaluation`) and the bu
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -21,7 +22,7 @@ import numpy as np
 
 from gorila import validate
 from gorila.core import Runtime, ServiceEndpoint, ServiceFactory, ShardGroup, WorkerFactory, WorkerGroup
-from gorila.params import ServerSpec
+from gorila.params import ParameterServer, ServerSpec
 
 
 @dataclass(frozen=True)
@@ -41,13 +42,19 @@ class WorkerSpec:
 
 @dataclass(frozen=True)
 class ServiceSpec:
-    """A group of ``count`` services (e.g. replay shards) built by ``factory(service_id)``, placed
-    as :class:`WorkerSpec` places workers (``node_of``)."""
+    """A group of ``count`` services (e.g. replay shards) built by ``factory(service_id)``; with
+    ``uses_server`` by ``factory(service_id, server=parameter_server)`` (an inference server pulls
+    the parameters it serves). Placed as :class:`WorkerSpec` places workers (``node_of``)."""
 
     name: str
     factory: ServiceFactory
     count: int
     node_of: Callable[[int], int] | None = None
+    uses_server: bool = False
+
+    def bound(self, server: ParameterServer) -> ServiceFactory:
+        """The factory the runtime builds each service with."""
+        return functools.partial(self.factory, server=server) if self.uses_server else self.factory
 
 
 @dataclass(frozen=True)

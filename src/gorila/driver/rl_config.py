@@ -1,4 +1,5 @@
-"""What the RL algorithms (``dqn``, ``a3c``) share: the environment, the step budget, evaluation, device."""
+"""What the RL algorithms (``dqn``, ``apex``, ``a3c``) share: the environment, the step budget, evaluation,
+devices, and how actors choose their actions (``--inference``)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import gymnasium as gym
 
 from gorila import validate
 from gorila.errors import ConfigError
+from gorila.inference.batching import BatchingRule
 
 DEVICES = ("auto", "cpu", "cuda")
+INFERENCE_MODES = ("auto", "local", "central")
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,17 @@ class RLConfig:
     eval_noop_max: int = field(default=30, metadata={"help": "evaluation episodes start after 0..N no-op actions"})
     eval_every_s: float = field(default=1.0, metadata={"help": "at most one evaluation per this many seconds"})
     device: str = field(default="auto", metadata={"help": "learner device", "choices": DEVICES})
+    inference: str = field(default="auto", metadata={
+        "help": "local: every actor acts with its own network copy; central: actors only step envs and the "
+                "node's inference server batches their observations; auto: central for image observations "
+                "when the server has a GPU, else local", "choices": INFERENCE_MODES})
+    inference_batch: int | None = field(default=None, metadata={
+        "help": "central inference: a batch closes once this many observations wait (default: half of all "
+                "actors' envs, one group of each)"})
+    inference_wait_ms: float = field(default=2.0, metadata={
+        "help": "central inference: ... or once the oldest has waited this long"})
+    inference_device: str = field(default="auto", metadata={"help": "central inference: the server's device",
+                                                            "choices": DEVICES})
 
     def __post_init__(self) -> None:
         if not isinstance(self.env, str) or not self.env:
@@ -44,6 +58,31 @@ class RLConfig:
         validate.integer("eval_noop_max", self.eval_noop_max, low=0)
         validate.number("eval_every_s", self.eval_every_s, low=0.0)
         validate.choice("device", self.device, DEVICES)
+        validate.choice("inference", self.inference, INFERENCE_MODES)
+        if self.inference_batch is not None:
+            validate.integer("inference_batch", self.inference_batch, low=1)
+        validate.number("inference_wait_ms", self.inference_wait_ms, low=0.0)
+        validate.choice("inference_device", self.inference_device, DEVICES)
+
+    def central_inference(self, observation_space: gym.Space, gpu: bool | None = None) -> bool:
+        """Whether actors ask an inference server (``--inference``). ``auto`` chooses central for image
+        observations when the server has a GPU (``--inference-device``; ``gpu`` overrides what torch
+        sees): on CPU cores every actor's own Nature CNN sampled faster than one server (``gorila bench
+        sampling``), and an MLP's forward pass costs less than the round trip to a server."""
+        if self.inference == "auto":
+            if gpu is None:
+                gpu = self.server_device() == "cuda"
+            return gpu and len(observation_space.shape or ()) == 3
+        return self.inference == "central"
+
+    def server_device(self) -> str:
+        """The inference server's device: ``--inference-device`` resolved (``auto``: a GPU if torch sees one)."""
+        return resolve_device(self.inference_device, "inference_device")
+
+    def batching_rule(self, total_envs: int) -> BatchingRule:
+        """The inference server's rule; by default a batch is one group (half the envs) of every actor."""
+        batch = self.inference_batch if self.inference_batch is not None else max(1, total_envs // 2)
+        return BatchingRule.from_flags(batch, self.inference_wait_ms)
 
     def target(self) -> float | None:
         """``target_return``, or the env's registered reward threshold (None if it has none)."""
@@ -55,12 +94,13 @@ class RLConfig:
             return None
 
 
-def resolve_device(device: str) -> str:
-    """``auto`` is ``cuda`` when a GPU is visible, else ``cpu``; ``cuda`` without one is an error."""
+def resolve_device(device: str, field: str = "device") -> str:
+    """``auto`` is ``cuda`` when a GPU is visible, else ``cpu``; ``cuda`` without one is an error
+    naming ``field`` (``device``, ``inference_device``)."""
     import torch
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device", "cuda was asked for but torch sees no GPU")
+        raise ConfigError(field, "cuda was asked for but torch sees no GPU")
     return device

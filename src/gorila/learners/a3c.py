@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
-from collections import deque
-from collections.abc import Callable
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from gorila.actors.rollout import RolloutWorker
+from gorila.core import ServiceEndpoint
 from gorila.envs.spec import EnvSpec
+from gorila.envs.vector import Transitions
+from gorila.learners.replay_learner import lag_bins
 from gorila.learners.straggler import Straggler
 from gorila.losses.a3c import A3CLoss, Rollout
 from gorila.nets.flat import FlatParams, soft_update
@@ -36,16 +41,23 @@ class A3CWorker:
     steps of every environment, actions sampled from pi) and one push of the gradient of that
     rollout. Environment ``i`` of worker ``k`` is seeded ``seed + 1000 k + i``; actions come from a
     generator seeded the same way, so a worker's rollouts depend only on its seed and the
-    parameters it pulls. ``straggler > 1`` makes worker 0's steps take that many times as long
-    (see :mod:`gorila.learners.straggler`).
+    parameters it pulls. Given ``inference`` (the endpoint of an inference server, with
+    ``--inference central``), a :class:`~gorila.actors.rollout.RolloutWorker` steps the envs in two
+    alternating groups and the server samples the actions with the parameters it last pulled; the
+    gradient is still computed here, on the parameters this worker pulled. ``straggler > 1`` makes
+    worker 0's steps take that many times as long (see :mod:`gorila.learners.straggler`).
     """
 
     def __init__(self, worker_id: int, server: ParameterServer, *, envs: EnvSpec,
                  network_fn: Callable[[], nn.Module], loss: A3CLoss, rollout_steps: int, target_tau: float,
-                 seed: int, straggler: float = 1.0):
+                 seed: int, inference: ServiceEndpoint | None = None, timeout_s: float = 60.0,
+                 straggler: float = 1.0):
         self.loss, self.rollout_steps, self.target_tau = loss, rollout_steps, target_tau
         worker_seed = seed + 1000 * worker_id
-        self.runner = envs.runner(worker_seed)
+        # Central inference: the node's inference server samples the actions, the envs step in two groups.
+        self.rollout = (RolloutWorker(envs, inference, seed=worker_seed, timeout_s=timeout_s)
+                        if inference is not None else None)
+        self.runner = envs.runner(worker_seed) if inference is None else None
         self.net = network_fn()
         self.target_net = copy.deepcopy(self.net)
         self.flat, self.target_flat = FlatParams(self.net), FlatParams(self.target_net)
@@ -59,6 +71,8 @@ class A3CWorker:
         self.updates_pushed = 0
         self.recent_returns: deque[float] = deque(maxlen=RECENT_EPISODES)
         self.last_info: dict[str, float] = {}
+        self.policy_lag: Counter = Counter()  # env steps by lag_bins of (gradient's version - policy_version)
+        self.lag_sum = 0
 
     def refresh(self) -> None:
         """Load the client's parameters into the online network; move the target value network
@@ -74,26 +88,25 @@ class A3CWorker:
             self._target_version = version
 
     def collect(self) -> Rollout:
-        """``rollout_steps`` steps of every environment with actions sampled from pi.
+        """``rollout_steps`` steps of every environment with actions sampled from pi: by this
+        worker's network, or (central inference) by the inference server, group after group.
 
         A slot where an environment spent the step resetting (no row from the runner) is marked
         invalid; so is nothing else. ``final_obs`` holds the observation a truncated episode was
-        cut at.
+        cut at. Every real step counts in ``policy_lag``: the version the gradient is computed on
+        minus the ``policy_version`` that chose its action (0 when this worker acts itself).
         """
-        T, N = self.rollout_steps, self.runner.num_envs
-        obs_shape = self.runner.observations.shape[1:]
-        obs = np.zeros((T, N, *obs_shape), np.float32)
-        final_obs = np.zeros((T, N, *obs_shape), np.float32)
+        T = self.rollout_steps
+        space = self.runner.observation_space if self.rollout is None else self.rollout.observation_space
+        N = self.runner.num_envs if self.rollout is None else self.rollout.num_envs
+        obs = np.zeros((T, N, *space.shape), space.dtype)  # frames stay bytes: a quarter of float32
+        final_obs = np.zeros((T, N, *space.shape), space.dtype)
         actions = np.zeros((T, N), np.int64)
         rewards = np.zeros((T, N), np.float32)
         terminated = np.zeros((T, N), bool)
         truncated = np.zeros((T, N), bool)
         valid = np.zeros((T, N), bool)
-        for t in range(T):
-            with torch.no_grad():
-                logits, _ = self.net(torch.as_tensor(self.runner.observations, dtype=torch.float32))
-                chosen = torch.multinomial(torch.softmax(logits, -1), 1, generator=self.generator)
-            step = self.runner.step(chosen.squeeze(-1).numpy())
+        for t, step in self._steps():
             rows = step.env_index
             obs[t, rows] = step.obs
             actions[t, rows] = step.action
@@ -103,12 +116,33 @@ class A3CWorker:
             final_obs[t, rows] = step.next_obs
             valid[t, rows] = True
             self.env_steps += len(step)
-        for episode in self.runner.pop_episodes():
+            lag = np.maximum(self._target_version - step.policy_version, 0)
+            self.lag_sum += int(lag.sum())
+            self.policy_lag.update(lag_bins(lag).tolist())
+        episodes = self.runner.pop_episodes() if self.rollout is None else self.rollout.pop_episodes()
+        for episode in episodes:
             self.episodes += 1
             self.recent_returns.append(episode.score)
+        runners = [self.runner] if self.rollout is None else self.rollout.runners
+        last_obs = np.concatenate([runner.observations for runner in runners])
         return Rollout(obs=obs, actions=actions, rewards=rewards, dones=terminated | truncated,
-                       last_obs=np.asarray(self.runner.observations, np.float32),
-                       truncated=truncated, final_obs=final_obs, valid=valid)
+                       last_obs=last_obs, truncated=truncated, final_obs=final_obs, valid=valid)
+
+    def _steps(self) -> Iterator[tuple[int, Transitions]]:
+        """``(t, transitions)``: ``rollout_steps`` steps of every env, each tagged with its ``policy_version``."""
+        if self.rollout is not None:
+            filled = [0] * len(self.rollout.runners)
+            for _ in range(self.rollout_steps * len(filled)):  # the groups alternate
+                step, group = self.rollout.step()
+                yield filled[group], step
+                filled[group] += 1
+            return
+        for t in range(self.rollout_steps):
+            with torch.no_grad():
+                logits, _ = self.net(torch.as_tensor(self.runner.observations, dtype=torch.float32))
+                chosen = torch.multinomial(torch.softmax(logits, -1), 1, generator=self.generator)
+            step = self.runner.step(chosen.squeeze(-1).numpy())
+            yield t, dataclasses.replace(step, policy_version=np.full(len(step), self._target_version, np.int64))
 
     def step(self) -> None:
         started = time.perf_counter()
@@ -119,6 +153,9 @@ class A3CWorker:
         # Under asynchronous rules the reply travels while the next rollout runs; a barrier waits.
         self.client.push(grad, wait=self.client.barrier)
         self.updates_pushed += 1
+
+    def close(self) -> None:
+        (self.runner or self.rollout).close()
 
     def report(self) -> dict[str, Any]:
         """Cumulative counters; push outcomes count once per push (averaged over shards, as
@@ -134,4 +171,6 @@ class A3CWorker:
             "loss": self.last_info.get("loss"),
             "entropy": self.last_info.get("entropy"),
             "version": self._target_version,
+            "policy_lag": dict(self.policy_lag),
+            "policy_lag_mean": self.lag_sum / max(sum(self.policy_lag.values()), 1),
         }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -9,7 +10,9 @@ from typing import Any
 import numpy as np
 
 from gorila.actors.q_actor import QActorSpec
+from gorila.actors.rollout import CentralQActorSpec
 from gorila.learners.q_learner import QLearner
+from gorila.learners.replay_learner import lag_bins
 from gorila.params import ParameterServer
 from gorila.replay import check_replay_memory, make_storage
 from gorila.replay.prefetch import Prefetcher
@@ -25,17 +28,20 @@ class Bundle:
         bundle = factory(worker_id, server); bundle.step(); bundle.report()
 
     Bundles talk to each other only through the parameter server. The actor reloads the parameters
-    every ``actor_refresh`` steps; the learner's next minibatch is sampled on a background thread
-    while the current gradient is computed.
+    every ``actor_refresh`` steps (an actor of ``--inference central`` asks the node's inference
+    server instead, which refreshes its own); the learner's next minibatch is sampled on a background thread
+    while the current gradient is computed. ``policy_lag`` counts the sampled rows by how many
+    versions the server had moved on since their action was chosen (see
+    :func:`~gorila.learners.replay_learner.lag_bins`).
     """
 
-    def __init__(self, worker_id: int, server: ParameterServer, *, actor: QActorSpec,
+    def __init__(self, worker_id: int, server: ParameterServer, *, actor: QActorSpec | CentralQActorSpec,
                  learner: Callable[[], QLearner], replay_capacity: int, batch_size: int, learning_starts: int,
                  train_every: int, actor_refresh: int):
         self.actor = actor.build(worker_id)
         self.learner = learner()
         self.envs_per_actor = actor.envs.num_envs
-        space = self.actor.runner.observation_space
+        space = self.actor.observation_space
         check_replay_memory(replay_capacity, space.shape, space.dtype)
         self.replay = make_storage(replay_capacity, space.shape, space.dtype, num_streams=self.envs_per_actor)
         self.replay_lock = threading.Lock()  # actor adds and the prefetch thread samples
@@ -49,6 +55,8 @@ class Bundle:
         self.learning_starts = max(learning_starts, 2 * batch_size)
         self.pushes = 0
         self.last_info: dict[str, float] = {}
+        self.policy_lag: collections.Counter = collections.Counter()  # sampled rows by lag_bins
+        self.lag_sum = 0
 
     def sample_batch(self):
         with self.replay_lock:
@@ -79,7 +87,11 @@ class Bundle:
         if self.prefetch is None:
             self.prefetch = Prefetcher(self.sample_batch, depth=2)
         batch = self.prefetch.next(timeout_s=60.0)
-        grad, self.last_info = self.learner.gradient(self.client.params(), self.client.version, batch)
+        params, version = self.client.params(), self.client.version
+        grad, self.last_info = self.learner.gradient(params, version, batch)
+        lag = np.maximum(version - batch.policy_version, 0)
+        self.lag_sum += int(lag.sum())
+        self.policy_lag.update(lag_bins(lag).tolist())
         if grad is not None:
             # Under asynchronous rules the reply travels while the next actor steps run.
             self.client.push(grad, wait=self.client.barrier)
@@ -94,4 +106,5 @@ class Bundle:
         return {"env_steps": self.actor.env_steps, "episodes": self.actor.episodes,
                 "recent_returns": list(self.actor.recent_returns), "updates_pushed": self.pushes,
                 "pushes_rejected_outlier": self.learner.skipped_outliers, "loss": self.last_info.get("loss"),
-                "version": self.client.version, "epsilon": self.actor.epsilon}
+                "version": self.client.version, "epsilon": self.actor.epsilon, "policy_lag": dict(self.policy_lag),
+                "policy_lag_mean": self.lag_sum / max(sum(self.policy_lag.values()), 1)}

@@ -1,4 +1,4 @@
-"""Policy and value networks for discrete actions and vector observations (A2C / A3C)."""
+"""Policy and value networks for discrete actions (A2C / A3C): MLPs for vectors, the Nature CNN for frames."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from gorila.nets.cnn import NatureCNN
 from gorila.nets.flat import FlatParams
 from gorila.nets.mlp import mlp
 
@@ -58,10 +59,50 @@ class ActorCritic(nn.Module):
 
         Every entry is in exactly one group; a shared torso belongs to the policy group.
         """
-        if flat.module is not self:
-            raise ValueError("param_groups needs the FlatParams of this network")
-        policy_mask = np.zeros(flat.size, dtype=bool)
-        for name, where in flat.slices().items():
-            if not name.startswith("value."):
-                policy_mask[where] = True
-        return policy_mask, ~policy_mask
+        return _param_groups(self, flat)
+
+
+class ConvActorCritic(nn.Module):
+    """The Nature-CNN actor-critic for stacked 84×84 frames: one torso, a policy head and a value head::
+
+        net = ConvActorCritic(n_actions=6)
+        logits, value = net(obs)          # obs (..., 4, 84, 84), uint8 or float pixels -> (..., 6), (...)
+
+    The torso is the Nature CNN's (three convolutions and a 512-unit layer, ReLU); pixels are
+    scaled by 1/255 here. As with :class:`ActorCritic`'s shared torso, the torso counts as a
+    **policy** parameter in :meth:`param_groups`, and the policy head starts at 1% of its default
+    scale, so the first policy is close to uniform.
+    """
+
+    def __init__(self, n_actions: int, in_channels: int = 4, image_size: tuple[int, int] = (84, 84)):
+        super().__init__()
+        features = NatureCNN(n_actions, in_channels, image_size).features
+        with torch.no_grad():
+            n_features = features(torch.zeros(1, in_channels, *image_size)).shape[1]
+        self.torso = nn.Sequential(features, nn.Linear(n_features, 512), nn.ReLU())
+        self.policy = nn.Linear(512, n_actions)
+        self.value = nn.Linear(512, 1)
+        with torch.no_grad():
+            self.policy.weight.mul_(0.01)
+            self.policy.bias.zero_()
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``obs (..., C, H, W)`` -> ``(logits (..., n_actions), value (...))``: any leading axes,
+        as a rollout's ``(T, N)``."""
+        lead = obs.shape[:-3]
+        features = self.torso(obs.reshape(-1, *obs.shape[-3:]).float() / 255.0)
+        return self.policy(features).reshape(*lead, -1), self.value(features).reshape(lead)
+
+    def param_groups(self, flat: FlatParams) -> tuple[np.ndarray, np.ndarray]:
+        """``(policy_mask, value_mask)`` over ``flat``'s vector: the value head, and the rest."""
+        return _param_groups(self, flat)
+
+
+def _param_groups(net: nn.Module, flat: FlatParams) -> tuple[np.ndarray, np.ndarray]:
+    if flat.module is not net:
+        raise ValueError("param_groups needs the FlatParams of this network")
+    policy_mask = np.zeros(flat.size, dtype=bool)
+    for name, where in flat.slices().items():
+        if not name.startswith("value."):
+            policy_mask[where] = True
+    return policy_mask, ~policy_mask

@@ -99,14 +99,14 @@ class LocalServices:
 class LocalRuntime:
     """One process; ``cpu_seconds`` is this process's CPU time. PyTorch is held to one thread,
     as each Ray worker is: the local runtime is the one-core reference. ``shutdown`` closes the
-    workers that have a ``close`` (a bundle's prefetch thread would otherwise keep it, and its
-    envs, alive until the interpreter exits)."""
+    workers and services that have a ``close`` (a bundle's prefetch thread, an inference server's
+    serving thread would otherwise keep them, and their envs, alive until the interpreter exits)."""
 
     name = "local"
 
     def __init__(self, call_timeout_s: float = 600.0):
         self.call_timeout_s = call_timeout_s
-        self._workers: list[Worker] = []
+        self._owned: list[Any] = []
         self._caches: list[ParamCache] = []
 
     def plan(self, processes: int) -> None:
@@ -126,7 +126,9 @@ class LocalRuntime:
     def start_services(self, factory: ServiceFactory, count: int, *, name: str, wait: bool = True,
                        node_of: Callable[[int], int] | None = None) -> LocalServices:
         """Built at once, in this process (one node: ``node_of`` means nothing here)."""
-        return LocalServices([factory(k) for k in range(count)])
+        group = LocalServices([factory(k) for k in range(count)])
+        self._owned += group.services  # closed at shutdown too (an inference server's thread)
+        return group
 
     def start_workers(self, factory: WorkerFactory, count: int, server: ParameterServer, *,
                       name: str, nice: int = 0, wait: bool = True,
@@ -135,7 +137,7 @@ class LocalRuntime:
         if "torch" in sys.modules:  # checked, not imported: lstsq workers never load torch
             sys.modules["torch"].set_num_threads(1)
         group = LocalWorkers([factory(k, server) for k in range(count)], self._caches)
-        self._workers += group.workers
+        self._owned += group.workers
         return group
 
     def wait_started(self) -> None:
@@ -149,10 +151,10 @@ class LocalRuntime:
         return process_cpu_seconds()
 
     def shutdown(self) -> None:
-        for worker in self._workers:
+        for worker in self._owned:
             if hasattr(worker, "close"):
                 worker.close()
-        self._workers.clear()
+        self._owned.clear()
         for cache in self._caches:
             cache.close()
         self._caches.clear()

@@ -202,10 +202,10 @@ class FastPathServer:
                            result.applied, result.params is not None, result.version, result.staleness)
 
 
-def remove_stale_dirs(tmp: str) -> None:
-    """Remove socket dirs left by shard processes that were killed before they could close:
-    their socket refuses connections. A live shard accepts the probe and drops it."""
-    for path in glob.glob(os.path.join(tmp, _DIR_PREFIX + "*", _SOCKET_NAME)):
+def remove_stale_dirs(tmp: str, prefix: str = _DIR_PREFIX, socket_name: str = _SOCKET_NAME) -> None:
+    """Remove socket dirs left by processes (shards, inference servers) that were killed before
+    they could close: their socket refuses connections. A live one accepts the probe and drops it."""
+    for path in glob.glob(os.path.join(tmp, prefix + "*", socket_name)):
         with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as probe:
             try:
                 probe.connect(path)

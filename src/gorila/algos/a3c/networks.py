@@ -18,25 +18,28 @@ import torch
 from gorila.algos.a3c.config import A3CConfig
 from gorila.envs import make_env
 from gorila.errors import ConfigError
-from gorila.nets.actor_critic import ActorCritic
+from gorila.nets.actor_critic import ActorCritic, ConvActorCritic
 from gorila.nets.flat import FlatParams
 
 
-def network_for(observation_space: gym.Space, action_space: gym.Space, cfg: A3CConfig) -> ActorCritic:
-    """An :class:`ActorCritic` for these spaces, with the RNG's current weights.
+def network_for(observation_space: gym.Space, action_space: gym.Space, cfg: A3CConfig) -> ActorCritic | ConvActorCritic:
+    """An :class:`ActorCritic` for vector observations, a :class:`ConvActorCritic` (Nature CNN,
+    shared torso) for ``(channels, height, width)`` frames; with the RNG's current weights.
 
-    Raises ``ConfigError("env", ...)`` unless the observations are 1-D boxes and the actions
-    discrete.
+    Raises ``ConfigError("env", ...)`` for other observations or for continuous actions.
     """
-    vector_obs = isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 1
-    if not (vector_obs and isinstance(action_space, gym.spaces.Discrete)):
-        raise ConfigError("env", "a3c supports discrete actions and vector observations; got "
-                                 f"observations {observation_space} and actions {action_space}")
+    rank = len(observation_space.shape) if isinstance(observation_space, gym.spaces.Box) else 0
+    if rank not in (1, 3) or not isinstance(action_space, gym.spaces.Discrete):
+        raise ConfigError("env", "a3c supports discrete actions and vector or (channels, height, width) image "
+                                 f"observations; got observations {observation_space} and actions {action_space}")
+    if rank == 3:
+        channels, height, width = observation_space.shape
+        return ConvActorCritic(int(action_space.n), channels, (height, width))
     return ActorCritic(int(observation_space.shape[0]), int(action_space.n), cfg.hidden,
                        shared=cfg.shared_torso)
 
 
-def make_network(env_id: str, cfg: A3CConfig, seed: int) -> ActorCritic:
+def make_network(env_id: str, cfg: A3CConfig, seed: int) -> ActorCritic | ConvActorCritic:
     """The network for ``env_id``, initialised from ``seed`` only (the global RNG is left alone)."""
     env = make_env(env_id, seed=seed, training=False)
     try:
@@ -47,7 +50,7 @@ def make_network(env_id: str, cfg: A3CConfig, seed: int) -> ActorCritic:
         env.close()
 
 
-def learning_rates(net: ActorCritic, cfg: A3CConfig) -> np.ndarray:
+def learning_rates(net: ActorCritic | ConvActorCritic, cfg: A3CConfig) -> np.ndarray:
     """The server's float32 learning rate of every flat parameter: ``lr_policy`` on the policy
     group (a shared torso included), ``lr_value`` on the value group."""
     policy_mask, _ = net.param_groups(FlatParams(net))
@@ -55,14 +58,14 @@ def learning_rates(net: ActorCritic, cfg: A3CConfig) -> np.ndarray:
 
 
 class GreedyPolicy:
-    """Observations ``(B, obs_dim)`` -> the argmax action of each, ``(B,)`` int64::
+    """Observations ``(B, *obs_shape)`` -> the argmax action of each, ``(B,)`` int64::
 
         policy = GreedyPolicy(net)
         FlatParams(net).set(params)    # the policy follows the network's current weights
         actions = policy(obs)
     """
 
-    def __init__(self, net: ActorCritic):
+    def __init__(self, net: ActorCritic | ConvActorCritic):
         self.net = net
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
@@ -71,6 +74,6 @@ class GreedyPolicy:
         return logits.argmax(-1).numpy()
 
 
-def greedy_policy(net: ActorCritic) -> GreedyPolicy:
+def greedy_policy(net: ActorCritic | ConvActorCritic) -> GreedyPolicy:
     """The deterministic policy used for evaluation (see :class:`GreedyPolicy`)."""
     return GreedyPolicy(net)

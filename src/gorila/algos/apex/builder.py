@@ -5,6 +5,10 @@
        ▲ pull every --actor-refresh steps                                                           ▼
        └──────────────────────────────────────── parameter server ◄────────────────────────────────┘
 
+With ``--inference central`` the actors hold no network: they step their envs in two alternating
+groups and the node's inference server chooses every action (greedy, batched, refreshed every
+--actor-refresh batches); the actor adds ε. Their rows enter replay with the largest priority so far.
+
 This is where :class:`~gorila.algos.apex.config.ApexConfig` is read.
 """
 
@@ -18,6 +22,7 @@ import psutil
 
 from gorila.actors import ExplorationSchedule, QActorSpec, ReplayActor
 from gorila.actors.nstep import NStepReturns
+from gorila.actors.rollout import CentralQActorSpec
 from gorila.algos.apex.config import ApexConfig
 from gorila.algos.dqn.networks import build_q_network
 from gorila.config import RunConfig
@@ -25,6 +30,9 @@ from gorila.driver.plan import Budget, Plan, ServiceSpec, WorkerSpec
 from gorila.driver.policy_evaluation import PolicyEvaluation
 from gorila.driver.rl_config import RLConfig, resolve_device
 from gorila.envs.spec import EnvSpec
+from gorila.inference import SERVICE as INFERENCE
+from gorila.inference import inference_service
+from gorila.inference.policies import GreedyQPolicy
 from gorila.learners.q_learner import QLearner
 from gorila.learners.replay_learner import ReplayLearner
 from gorila.nets import FlatParams
@@ -42,6 +50,7 @@ METRICS = ("replay.size", "replay.added", "replay.sampled", "replay.refused_samp
 # bytes moved per version per node, and how many versions behind the server the actors act.
 CACHE_METRICS = ("param_cache.pulls", "param_cache.bytes_per_version", "actor.cache_reads", "actor.server_reads",
                  "actor.param_staleness_mean")
+INFERENCE_METRICS = ("inference.mean_batch", "inference.dropped")
 
 
 def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
@@ -59,16 +68,29 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
                                                      anneal_inserts=max(rl.total_steps // cfg.replay_shards, 1)),
         limiter=_limiter(cfg),
         checkpoints=run.resolved_run_dir(rl.env) / "checkpoints" if cfg.checkpoint_replay else None)
-    actor = QActorSpec(envs, network_fn, ExplorationSchedule.per_actor(cfg.actors, cfg.eps_alpha, cfg.eps_base),
-                       NStepReturns(cfg.n_step, cfg.gamma), seed=run.seed)
+    exploration = ExplorationSchedule.per_actor(cfg.actors, cfg.eps_alpha, cfg.eps_base)
+    returns = NStepReturns(cfg.n_step, cfg.gamma)
+    central = rl.central_inference(space)
+    inference = ()
+    if central:
+        inference = (inference_service(functools.partial(GreedyQPolicy, network_fn, device=rl.server_device()),
+                                       rl.batching_rule(cfg.actors * cfg.envs_per_actor), cfg.actor_refresh),)
     learner = functools.partial(QLearner, network_fn, loss=cfg.loss, target=cfg.target,
                                 target_update=cfg.target_update, outlier_k=None, max_grad_norm=cfg.max_grad_norm,
                                 device=resolve_device(rl.device))
 
     def groups(services: dict) -> list[WorkerSpec]:
         replay = [RemoteReplay(endpoint) for endpoint in services["replay"]]
-        actors = functools.partial(ReplayActor, actor=actor, replay=replay, routing=routing,
-                                   steps_per_add=cfg.add_every, refresh_every=cfg.actor_refresh, prioritized=True)
+        if central:  # rows enter with the largest priority so far: a rollout worker has no network
+            actor = CentralQActorSpec(envs, services[INFERENCE][0], exploration, returns, seed=run.seed,
+                                      timeout_s=run.call_timeout_s)
+            actors = functools.partial(ReplayActor, actor=actor, replay=replay, routing=routing,
+                                       steps_per_add=cfg.add_every, refresh_every=None, prioritized=False)
+        else:
+            actors = functools.partial(ReplayActor, actor=QActorSpec(envs, network_fn, exploration, returns,
+                                                                     seed=run.seed),
+                                       replay=replay, routing=routing, steps_per_add=cfg.add_every,
+                                       refresh_every=cfg.actor_refresh, prioritized=True)
         learners = functools.partial(ReplayLearner, learner=learner, replay=replay, batch_size=cfg.batch_size,
                                      learning_starts=cfg.learning_starts, prefetch=cfg.prefetch, prioritized=True)
         # The actors yield the CPU to the learner: they only make data it would not keep up with.
@@ -85,17 +107,20 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
         algo="apex", label=rl.env, initial_params=lambda: FlatParams(net).get(),
         spec=run.server_spec(run.rule(num_workers=cfg.learners), OPTIMIZER_DEFAULT, cfg.lr),
         groups=groups,
-        services=(ServiceSpec("replay", routing.build, cfg.replay_shards, node_of=routing.node_of_shard if by_node else None),),
+        services=(ServiceSpec("replay", routing.build, cfg.replay_shards, node_of=routing.node_of_shard if by_node else None),
+                  *inference),
         param_cache=cache,
         evaluation=PolicyEvaluation(rl.env, network_fn, policy_fn, episodes=rl.eval_episodes, epsilon=epsilon,
                                     seed=run.seed, noop_max=rl.eval_noop_max, every_s=rl.eval_every_s,
                                     target=rl.target()),
-        budget=Budget(rl.total_steps, "env_steps"), processes=cfg.actors + cfg.learners + cfg.replay_shards,
+        budget=Budget(rl.total_steps, "env_steps"), processes=cfg.actors + cfg.learners + cfg.replay_shards + len(inference),
         chunk_steps=lambda updates: STEPS_PER_CHUNK, chunk_seconds=CHUNK_SECONDS,
         stop_at_target=rl.stop_at_target,
-        metrics=METRICS + (CACHE_METRICS if cache else ()), histograms=("learner.policy_lag",),
+        metrics=METRICS + (CACHE_METRICS if cache else ()) + (INFERENCE_METRICS if central else ()),
+        histograms=("learner.policy_lag",),
         checkpoint_services=("replay",) if cfg.checkpoint_replay else (),
-        config={**asdict(cfg), "target_update": str(cfg.target_update), **asdict(rl), "eval_epsilon": epsilon})
+        config={**asdict(cfg), "target_update": str(cfg.target_update), **asdict(rl), "eval_epsilon": epsilon,
+                "inference": "central" if central else "local"})
 
 
 def _limiter(cfg: ApexConfig) -> RateLimiter:

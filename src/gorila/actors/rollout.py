@@ -1,0 +1,164 @@
+"""Actors that only step environments: the node's inference server chooses their actions.
+
+A :class:`RolloutWorker` runs its K envs as two groups that alternate (Sample Factory's double
+buffering): while one group's observations wait at the inference server, the other group steps.
+:class:`CentralQActor` is the Q-learning :class:`~gorila.core.Actor` built on it, used by
+``--inference central`` exactly where a :class:`~gorila.actors.q_actor.QActor` is used otherwise.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+
+from gorila.actors.exploration import ExplorationSchedule
+from gorila.actors.nstep import NStepReturns
+from gorila.core import ServiceEndpoint
+from gorila.envs.spec import EnvSpec
+from gorila.envs.vector import Episode, Transitions
+from gorila.inference.channel import SlotLayout
+from gorila.inference.client import InferenceClient
+
+RECENT_EPISODES = 20
+
+
+class RolloutWorker:
+    """K envs in two alternating groups, acting on the inference server's actions::
+
+        rollout = RolloutWorker(EnvSpec("ALE/Pong-v5", 8), endpoint, seed=s, timeout_s=30)
+        t, group = rollout.step()       # one step of one group, tagged with the policy_version used
+        rollout.pop_episodes()
+
+    Env ``i`` is seeded ``seed + i`` (as a :class:`~gorila.actors.q_actor.QActor`'s) and keeps index
+    ``i`` in the transitions, whichever group it is in. Both groups' first observations are sent at
+    once; after that a group's next observations are sent as soon as it has stepped, before its
+    transitions are handed back, so the server works while the caller stores them. With an
+    ``exploration`` schedule each action is replaced by a random one with probability
+    ``exploration.epsilon(index, policy_version)`` (ε-greedy on the server's greedy action).
+    """
+
+    def __init__(self, envs: EnvSpec, endpoint: ServiceEndpoint, *, seed: int, timeout_s: float,
+                 exploration: ExplorationSchedule | None = None, index: int = 0):
+        k = envs.num_envs
+        sizes = (k - k // 2, k // 2) if k > 1 else (1,)
+        self.offsets = np.cumsum((0, *sizes[:-1]))
+        self.runners = [dataclasses.replace(envs, num_envs=n).runner(seed + int(offset))
+                        for n, offset in zip(sizes, self.offsets)]
+        space = self.runners[0].observation_space
+        self.client = InferenceClient(endpoint, SlotLayout(tuple(space.shape), np.dtype(space.dtype).str, sizes),
+                                      timeout_s)
+        self.exploration, self.index = exploration, index
+        self.n_actions = int(self.runners[0].action_space.n)
+        self.rng = np.random.default_rng(seed)
+        self.version = -1
+        self.next_group = 0
+        for group, runner in enumerate(self.runners):
+            self.client.request(group, runner.observations)
+
+    @property
+    def observation_space(self) -> gym.Space:
+        return self.runners[0].observation_space
+
+    @property
+    def action_space(self) -> gym.Space:
+        return self.runners[0].action_space
+
+    @property
+    def num_envs(self) -> int:
+        return sum(runner.num_envs for runner in self.runners)
+
+    @property
+    def epsilon(self) -> float:
+        return 0.0 if self.exploration is None else self.exploration.epsilon(self.index, self.version)
+
+    def step(self) -> tuple[Transitions, int]:
+        """One step of the next group; its transitions (env indices of the worker) and the group."""
+        group = self.next_group
+        self.next_group = (group + 1) % len(self.runners)
+        actions, self.version = self.client.actions(group)
+        if self.exploration is not None:
+            explore = self.rng.random(len(actions)) < self.epsilon
+            actions[explore] = self.rng.integers(self.n_actions, size=int(explore.sum()))
+        runner = self.runners[group]
+        t = runner.step(actions)
+        self.client.request(group, runner.observations)
+        t = dataclasses.replace(t, env_index=t.env_index + self.offsets[group],
+                                policy_version=np.full(len(t), self.version, np.int64))
+        return t, group
+
+    def pop_episodes(self) -> list[Episode]:
+        return [episode._replace(env_index=episode.env_index + int(offset))
+                for runner, offset in zip(self.runners, self.offsets) for episode in runner.pop_episodes()]
+
+    def close(self) -> None:
+        self.client.close()
+        for runner in self.runners:
+            runner.close()
+
+
+class CentralQActor:
+    """The Q-learning :class:`~gorila.core.Actor` of ``--inference central``: a :class:`RolloutWorker`
+    with ε-greedy exploration on the server's greedy actions and n-step rows::
+
+        actor = CentralQActorSpec(EnvSpec("CartPole-v1", 8), endpoint, schedule, seed=0).build(index=3)
+        rows = actor.act()       # one step of one group: the replay rows it completed, or None
+
+    It holds no parameters (:meth:`load` does nothing: the inference server refreshes its own), and
+    computes no initial priorities: its rows enter a prioritized replay with the largest priority
+    seen so far, as in prioritized replay's original rule.
+    """
+
+    def __init__(self, rollout: RolloutWorker, returns: NStepReturns):
+        self.rollout = rollout
+        self.nstep = returns.builder()
+        self.env_steps = 0
+        self.episodes = 0
+        self.recent_returns: collections.deque[float] = collections.deque(maxlen=RECENT_EPISODES)
+
+    @property
+    def observation_space(self) -> gym.Space:
+        return self.rollout.observation_space
+
+    @property
+    def epsilon(self) -> float:
+        return self.rollout.epsilon
+
+    @property
+    def version(self) -> int:
+        return self.rollout.version
+
+    def load(self, params: np.ndarray, version: int) -> None:
+        """Nothing to load: the inference server holds the parameters."""
+
+    def act(self) -> Transitions | None:
+        t, _ = self.rollout.step()
+        self.env_steps += len(t)
+        for episode in self.rollout.pop_episodes():
+            self.episodes += 1
+            self.recent_returns.append(episode.score)
+        return self.nstep.add(t)
+
+    def close(self) -> None:
+        self.rollout.close()
+
+
+@dataclass(frozen=True)
+class CentralQActorSpec:
+    """How to build central actor ``index`` in its own process (small and picklable; the same
+    ``build(index)`` and ``envs`` as a :class:`~gorila.actors.q_actor.QActorSpec`)."""
+
+    envs: EnvSpec
+    inference: ServiceEndpoint
+    exploration: ExplorationSchedule
+    returns: NStepReturns = NStepReturns()
+    seed: int = 0
+    timeout_s: float = 60.0
+
+    def build(self, index: int) -> CentralQActor:
+        seed = self.seed + 1000 * index
+        return CentralQActor(RolloutWorker(self.envs, self.inference, seed=seed, timeout_s=self.timeout_s,
+                                           exploration=self.exploration, index=index), self.returns)

@@ -1,0 +1,53 @@
+"""The policies an inference server runs: a network on a device, loaded from flat parameters.
+
+Both are built in the server's process from a picklable ``network_fn``::
+
+    policy = GreedyQPolicy(network_fn, device="cuda")     # Q-networks: the argmax (actors add ε)
+    policy = SampledPolicy(network_fn, device="cpu", seed=0)  # actor-critics: a ~ pi(.|s)
+    policy.load(flat_params)
+    actions = policy(obs)                                  # int64, one per observation
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from gorila.nets import FlatParams
+
+
+class _NetworkPolicy:
+    def __init__(self, network_fn: Callable[[], nn.Module], device: str = "cpu"):
+        self.device = torch.device(device)
+        self.net = network_fn().to(self.device).eval()
+        self.flat = FlatParams(self.net)
+
+    def load(self, params: np.ndarray) -> None:
+        self.flat.set(params)
+
+    def _forward(self, obs: np.ndarray):
+        with torch.inference_mode():
+            return self.net(torch.as_tensor(obs).to(self.device, non_blocking=True))
+
+
+class GreedyQPolicy(_NetworkPolicy):
+    """The greedy action of a Q-network; the rollout worker explores on top of it."""
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        return self._forward(obs).argmax(1).cpu().numpy().astype(np.int64)
+
+
+class SampledPolicy(_NetworkPolicy):
+    """An action sampled from an actor-critic's ``pi(.|s)`` (its logits are the first output)."""
+
+    def __init__(self, network_fn: Callable[[], nn.Module], device: str = "cpu", seed: int = 0):
+        super().__init__(network_fn, device)
+        self.generator = torch.Generator(self.device).manual_seed(seed)
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        logits, _ = self._forward(obs)
+        chosen = torch.multinomial(torch.softmax(logits.float(), -1), 1, generator=self.generator)
+        return chosen.squeeze(-1).cpu().numpy().astype(np.int64)
