@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 import numpy as np
 
 if TYPE_CHECKING:  # annotations only: importing these here would make every role import them
+    from pathlib import Path
+
     from gorila.params.server import ParameterServer, ServerSpec
     from gorila.params.shard import ShardStats
 
@@ -181,6 +183,8 @@ class ShardGroup(Protocol):
     def state_dict(self) -> dict[str, np.ndarray]: ...
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None: ...
     def cpu_seconds(self) -> float: ...
+    def restarts(self) -> list[str]:
+        """A sentence for each shard restarted since the last call (none where shards never restart)."""
 
 
 class Runtime(Protocol):
@@ -201,7 +205,10 @@ class Runtime(Protocol):
     name: str
 
     def plan(self, processes: int) -> None: ...
-    def start_shards(self, spec: ServerSpec, params: np.ndarray, *, wait: bool = True) -> ShardGroup: ...
+    def start_shards(self, spec: ServerSpec, params: np.ndarray, *, wait: bool = True,
+                     checkpoints: Path | None = None) -> ShardGroup:
+        """The shards; with ``checkpoints`` (the run's), a runtime that restarts processes brings a
+        dead shard back from the newest good checkpoint there."""
     def start_services(self, factory: ServiceFactory, count: int, *, name: str,
                        wait: bool = True) -> ServiceGroup: ...
     def start_workers(self, factory: WorkerFactory, count: int, server: ParameterServer, *,

@@ -86,7 +86,7 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
             shard_processes = plan.spec.num_shards if plan.spec.placement == "process" else 0
             runtime.plan(plan.processes + shard_processes + 1)  # + the shards and the evaluation
             # Every process starts side by side: each waits for no other to be up first.
-            shards = runtime.start_shards(plan.spec, initial, wait=False)
+            shards = runtime.start_shards(plan.spec, initial, wait=False, checkpoints=run_dir / "checkpoints")
             meta: dict[str, Any] = {}
             if run_config.resume is not None:
                 arrays, meta = load_checkpoint(run_dir / "checkpoints")
@@ -220,7 +220,7 @@ class _Loop:
         self.chunk_took: dict[str, float] = {}
         self.chunk_asked: dict[str, int] = {}  # steps per worker of each group's chunk under way
         self.progress_per_step: dict[str, float] = {}  # budget used per worker step, by group
-        self.service_restarts = self.items_lost = 0
+        self.service_restarts = self.items_lost = self.shard_restarts = 0
 
     def progress(self) -> int:
         """How far the budget is used: env steps, or server updates."""
@@ -333,6 +333,9 @@ class _Loop:
             self.logger.message(f"target {self.plan.evaluation.target:.4g} reached after {self.time_to_target:.1f} s")
 
     def _log(self, elapsed: float) -> None:
+        for message in self.shards.restarts():
+            self.shard_restarts += 1
+            self.logger.message(message)
         stats = self.stats = merge_stats(self.shards.stats())
         if stats.updates and "first_update_s" not in self.startup:
             self.startup["first_update_s"] = self.terminal.elapsed()  # within a row of the first update
@@ -437,6 +440,8 @@ class _Loop:
             **({"signal": signal.Signals(self.signals.received).name}
                if self.signals is not None and self.signals.received is not None else {}),
             "service_restarts": self.service_restarts, "items_lost": self.items_lost,
+            "shard_restarts": self.shard_restarts, "pushes_rejected_restarted": stats.pushes_rejected_restarted,
+            "pushes_rejected_duplicate": stats.pushes_rejected_duplicate,
             **self.plan.evaluation.summary(), **{m.replace(".", "_"): v for m, v in self.metrics.items()},
             "evaluations": self.evaluations, "staleness_histogram": stats.as_dict()["staleness"],
             **self._histograms(),

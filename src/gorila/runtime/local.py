@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,9 @@ class LocalShards:
 
     def cpu_seconds(self) -> float:
         return 0.0  # counted once, as the whole process's CPU time, by the runtime
+
+    def restarts(self) -> list[str]:
+        return []  # shards in this process die with it
 
 
 class LocalWorkers:
@@ -102,7 +106,8 @@ class LocalRuntime:
     def plan(self, processes: int) -> None:
         """Nothing to share: everything runs in this process."""
 
-    def start_shards(self, spec: ServerSpec, params: np.ndarray, *, wait: bool = True) -> LocalShards:
+    def start_shards(self, spec: ServerSpec, params: np.ndarray, *, wait: bool = True,
+                     checkpoints: Path | None = None) -> LocalShards:
         return LocalShards(spec, params, self.call_timeout_s)
 
     def start_services(self, factory: ServiceFactory, count: int, *, name: str, wait: bool = True) -> LocalServices:
