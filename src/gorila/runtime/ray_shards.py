@@ -312,10 +312,11 @@ class RayShards:
         return float(sum(self._get([h.cpu_seconds.remote() for h in self.handles], "cpu_seconds")))
 
     def restarts(self) -> list[str]:
-        """A sentence for each shard restarted since the last call, saying where it came back from."""
+        """A sentence for each shard restarted since the last call, saying where it came back from
+        (a process restarted twice between calls counts once)."""
         out = []
         for k, (pid, source) in enumerate(self._get([h.life.remote() for h in self.handles], "life")):
-            if self._pids.get(k, pid) != pid:
+            if source is not None and self._pids.get(k) != pid:
                 out.append(f"parameter shard {k} was restarted and came back from {source}")
             self._pids[k] = pid
         return out

@@ -47,14 +47,16 @@ class ShardRecovery:
 
     def save_start(self, shard: ParameterShard) -> None:
         """Save ``shard`` as it starts: what a restart builds on until the run's first checkpoint."""
-        lr = np.asarray(shard.lr, np.float32)
+        lr = np.asarray(shard.lr, np.float32).reshape(-1)  # safetensors keeps no 0-d arrays
         save_checkpoint(self.start_dir, {**shard.state_dict(), "lr": lr}, {"shard_id": self.shard_id}, keep=1)
 
     def restore(self) -> tuple[ParameterShard, str]:
         """The shard as of the newest good checkpoint, in a new epoch; and which checkpoint that was."""
         start, _ = load_checkpoint(self.start_dir)
         lr = start.pop("lr")
-        shard = ParameterShard(start["params"], self.rule, self.optimizer, lr=lr if lr.ndim else float(lr),
+        # One rate (or a shard of one parameter, where a vector of one means the same).
+        lr = float(lr[0]) if lr.size == 1 else lr
+        shard = ParameterShard(start["params"], self.rule, self.optimizer, lr=lr,
                                shard_id=self.shard_id, nonfinite_limit=self.nonfinite_limit)
         state, source = start, "its start (no run checkpoint yet)"
         prefix = f"shard{self.shard_id}."
