@@ -36,7 +36,7 @@ from gorila.metrics import RunLogger, plot_learning_curve
 from gorila.metrics.progress import Limits
 from gorila.metrics.terminal import Terminal
 from gorila.params import ShardStats, merge_stats
-from gorila.params.server import server_params
+from gorila.params.server import check_shard_state, server_params
 from gorila.runtime import make_runtime
 
 #: Summed over every worker (a restarted worker's counts before its restart included).
@@ -89,7 +89,11 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
             shards = runtime.start_shards(plan.spec, initial, wait=False, checkpoints=run_dir / "checkpoints")
             meta: dict[str, Any] = {}
             if run_config.resume is not None:
-                arrays, meta = load_checkpoint(run_dir / "checkpoints")
+                skipped: list[str] = []
+                arrays, meta = load_checkpoint(run_dir / "checkpoints", skipped)
+                for reason in skipped:
+                    terminal.line(f"skipping a damaged checkpoint: {reason}")
+                check_shard_state(arrays, plan.spec.layout(initial.size), f"the checkpoint in {run_dir}")
                 shards.load_state_dict(arrays)
                 plan.evaluation.load_state_dict(meta.get("evaluation", {}))
             services = {s.name: runtime.start_services(s.factory, s.count, name=s.name, wait=False)

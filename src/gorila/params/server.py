@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gorila import validate
+from gorila.errors import CheckpointError
 from gorila.params.client import ParameterClient, ShardEndpoint
 from gorila.params.layout import ShardLayout
 from gorila.params.optim import OPTIMIZERS, LearningRate
@@ -107,6 +108,18 @@ def server_params(state: dict[str, np.ndarray]) -> np.ndarray:
     """The server's whole flat parameter vector from a checkpoint's shard states (shards in order)."""
     shards = sorted({int(k.split(".", 1)[0][len("shard"):]) for k in state if k.endswith(".params")})
     return np.concatenate([state[f"shard{i}.params"] for i in shards])
+
+
+def check_shard_state(state: dict[str, np.ndarray], layout: ShardLayout, where: str) -> None:
+    """Raise :class:`CheckpointError`, in words, unless ``state`` (a checkpoint's shard states) fits
+    a server of ``layout``: the same number of shards and parameters."""
+    shards = sorted({k.split(".", 1)[0] for k in state if k.startswith("shard") and k.endswith(".params")})
+    sizes = [state[f"{name}.params"].size for name in shards]
+    if len(sizes) != layout.num_shards or sum(sizes) != layout.size:
+        raise CheckpointError(
+            f"{where} holds {sum(sizes):,} parameters in {len(sizes)} shard(s), but this run's network has "
+            f"{layout.size:,} in {layout.num_shards}: it was saved by another algorithm, network or --shards. "
+            "Resume with the settings it was saved with, or start a new run directory")
 
 
 def split_shard_state(state: dict[str, np.ndarray], num_shards: int) -> list[dict[str, np.ndarray]]:
