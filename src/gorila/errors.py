@@ -38,6 +38,10 @@ class NonFiniteError(GorilaError, ArithmeticError):
     """A worker pushed too many non-finite gradients in a row: the run stops rather than train on garbage."""
 
 
+class EnvFailedError(GorilaError, RuntimeError):
+    """An actor's environments failed too often (raised in step or reset, or returned bad observations)."""
+
+
 class ShardRestartedError(GorilaError, ConnectionError):
     """A parameter shard's process went away during a call (it is restarted from its last checkpoint)."""
 

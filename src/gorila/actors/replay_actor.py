@@ -99,5 +99,6 @@ class ReplayActor:
 
     def report(self) -> dict[str, Any]:
         return {"env_steps": self.actor.env_steps, "episodes": self.actor.episodes,
+                "env_failures": self.actor.env_failures,
                 "recent_returns": list(self.actor.recent_returns), "transitions_stored": self.stored,
                 "version": self.source.version, "epsilon": self.actor.epsilon}

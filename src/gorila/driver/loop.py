@@ -40,7 +40,7 @@ from gorila.params.server import check_shard_state, server_params
 from gorila.runtime import make_runtime
 
 #: Summed over every worker (a restarted worker's counts before its restart included).
-SUMMED = ("env_steps", "episodes", "pushes_rejected_outlier")
+SUMMED = ("env_steps", "episodes", "pushes_rejected_outlier", "env_failures")
 
 
 @dataclass(frozen=True)
@@ -444,7 +444,7 @@ class _Loop:
             **({"signal": signal.Signals(self.signals.received).name}
                if self.signals is not None and self.signals.received is not None else {}),
             "service_restarts": self.service_restarts, "items_lost": self.items_lost,
-            "shard_restarts": self.shard_restarts, "pushes_rejected_restarted": stats.pushes_rejected_restarted,
+            "shard_restarts": self.shard_restarts, "env_failures": self.counters.total("env_failures"), "pushes_rejected_restarted": stats.pushes_rejected_restarted,
             "pushes_rejected_duplicate": stats.pushes_rejected_duplicate,
             **self.plan.evaluation.summary(), **{m.replace(".", "_"): v for m, v in self.metrics.items()},
             "evaluations": self.evaluations, "staleness_histogram": stats.as_dict()["staleness"],

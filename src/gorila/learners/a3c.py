@@ -90,6 +90,7 @@ class A3CWorker:
                 logits, _ = self.net(torch.as_tensor(self.runner.observations, dtype=torch.float32))
                 chosen = torch.multinomial(torch.softmax(logits, -1), 1, generator=self.generator)
             step = self.runner.step(chosen.squeeze(-1).numpy())
+            valid[:, self.runner.dropped] = False  # an env that failed: its steps in this rollout go
             rows = step.env_index
             obs[t, rows] = step.obs
             actions[t, rows] = step.action
@@ -122,6 +123,7 @@ class A3CWorker:
         return {
             "env_steps": self.env_steps,
             "episodes": self.episodes,
+            "env_failures": self.runner.env_failures,
             "updates_pushed": self.updates_pushed,
             **{f"pushes_{k}": self.client.outcomes[k] // shards for k in OUTCOMES},
             "recent_returns": list(self.recent_returns),
