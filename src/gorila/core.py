@@ -163,6 +163,9 @@ class WorkerGroup(Protocol):
     def call(self, method: str, *args: Any) -> list[Any]:
         """Call ``method`` on every worker object and return the results in worker order."""
 
+    def kill(self, index: int) -> None:
+        """End worker ``index``'s process as a crash would, so the runtime starts it again."""
+
 
 class ServiceGroup(Protocol):
     """Services of one kind (e.g. the replay shards)."""

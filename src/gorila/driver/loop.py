@@ -225,6 +225,7 @@ class _Loop:
         self.chunk_asked: dict[str, int] = {}  # steps per worker of each group's chunk under way
         self.progress_per_step: dict[str, float] = {}  # budget used per worker step, by group
         self.service_restarts = self.items_lost = self.shard_restarts = 0
+        self.restarted_in_chunk: set[tuple[str, int]] = set()  # stalled workers restarted, by group and index
 
     def progress(self) -> int:
         """How far the budget is used: env steps, or server updates."""
@@ -280,17 +281,24 @@ class _Loop:
     def _collect(self, running: dict[str, list[Pending]]) -> set[str]:
         """Wait until at least one group's chunk is complete; take in its reports. Returns the
         groups whose chunks completed (and are no longer running)."""
-        timeout_s = self.run_config.call_timeout_s
+        timeout_s, stall_s = self.run_config.call_timeout_s, self.run_config.actor_timeout_s
+        deadline = time.perf_counter() + timeout_s
         while True:
             ready = {name: [p.ready() for p in pending] for name, pending in running.items()}  # one snapshot
+            # Checked on every pass: other groups' chunks keep finishing while one worker hangs.
+            if stall_s is not None and self._restart_stalled(ready, stall_s):
+                deadline = time.perf_counter() + timeout_s  # restarted workers get the whole time again
             done = {name for name, flags in ready.items() if all(flags)}
             if done:
                 break
             waiting = [p for name, pending in running.items() for p, flag in zip(pending, ready[name]) if not flag]
-            if not self.runtime.wait(waiting, timeout_s):
+            if self.runtime.wait(waiting, timeout_s if stall_s is None else min(timeout_s, stall_s / 4)):
+                continue
+            if time.perf_counter() >= deadline:
                 raise WorkerTimeoutError(f"no worker group ({', '.join(running)}) finished its chunk within "
                                          f"{timeout_s:.0f} s")
         for name in done:
+            self.restarted_in_chunk = {(g, k) for g, k in self.restarted_in_chunk if g != name}
             before = self.progress()
             reports = [p.result(timeout_s) for p in running.pop(name)]
             self.counters.update(name, reports)
@@ -299,6 +307,23 @@ class _Loop:
         if "first_step_s" not in self.startup:
             self.startup["first_step_s"] = self._first_step_s()
         return done
+
+    def _restart_stalled(self, ready: dict[str, list[bool]], stall_s: float) -> bool:
+        """Restart the workers of every group whose chunk has run for ``stall_s`` without them
+        finishing (Ray retries their chunk in the new process); whether any was. A worker is
+        restarted once per chunk: its retried chunk has ``--call-timeout-s`` (killing a process
+        Ray is still starting again would end it for good)."""
+        now, restarted = time.perf_counter(), False
+        for name, flags in ready.items():
+            if now - self.chunk_started[name] < stall_s:
+                continue
+            for k, flag in enumerate(flags):
+                if not flag and (name, k) not in self.restarted_in_chunk:
+                    self.groups[name].kill(k)
+                    self.restarted_in_chunk.add((name, k))
+                    self.logger.message(f"{name} {k} made no progress for {stall_s:g} s: restarting it")
+                    restarted = True
+        return restarted
 
     def _chunk_steps(self, group: str) -> int:
         """The plan's chunk size; with ``chunk_seconds``, scaled toward that duration from the

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from gorila.core import Done, ServiceFactory, Worker, WorkerFactory
+from gorila.errors import GorilaError
 from gorila.metrics.cputime import process_cpu_seconds
 from gorila.params import (LocalEndpoint, ParameterServer, ServerSpec, ShardStats, shard_state,
                            split_shard_state)
@@ -66,6 +67,9 @@ class LocalWorkers:
 
     def call(self, method: str, *args: Any) -> list[Any]:
         return [getattr(w, method)(*args) for w in self.workers]
+
+    def kill(self, index: int) -> None:
+        raise GorilaError("the local runtime runs every worker in the driver's process: it cannot restart one")
 
 
 class LocalService:
