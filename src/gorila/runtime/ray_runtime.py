@@ -25,6 +25,7 @@ from gorila.params import ParameterServer, ServerSpec
 from gorila.runtime.allreduce import SpreadShards
 from gorila.runtime.ray_calls import NamedActor, RayPending, ray
 from gorila.runtime.ray_shards import RayShards, ShardProcess
+from gorila.runtime.reaper import Reaper
 from gorila.runtime.shard_recovery import ShardRecovery
 
 from ray.exceptions import GetTimeoutError, RayActorError  # noqa: E402  (after ray_calls: the environment is set)
@@ -193,6 +194,7 @@ class RayRuntime:
         # embedded Ray started here inherits the variables instead and reuses the Python workers
         # it starts in advance (four workers importing torch came up in ~3 s instead of ~7 s).
         self._runtime_env: dict | None = {"env_vars": _ONE_THREAD}
+        self._reaper: Reaper | None = None
         if self._owns:
             source = "--address" if address else "RAY_ADDRESS"
             address = address or os.environ.get("RAY_ADDRESS")
@@ -205,6 +207,7 @@ class RayRuntime:
                     os.environ.update(_ONE_THREAD)
                     self._runtime_env = None
                     ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, **logs)
+                    self._reaper = Reaper.start()  # Ray's own processes must not outlive a killed driver
             except BaseException:
                 ray.shutdown()  # a start cut short (Ctrl-C, an error) leaves no Ray process behind
                 raise
@@ -324,3 +327,6 @@ class RayRuntime:
             self._handles.clear()
             if self._owns:
                 ray.shutdown()
+            if self._reaper is not None:
+                self._reaper.stop()
+                self._reaper = None
