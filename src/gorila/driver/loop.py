@@ -379,9 +379,9 @@ class _Loop:
 
     def _plan_metrics(self) -> dict[str, float | None]:
         """The plan's ``group.key`` metrics as columns ``group_key``: a service's stats summed over
-        the group, a worker report's value averaged over the group's workers."""
-        stats = {name: group.call("stats") for name, group in self.services.items()
-                 if any(m.startswith(name + ".") for m in self.plan.metrics)}
+        the group, a worker report's value averaged over the group's workers. Every service's stats
+        are read, for its metrics or not: they tell a restarted service."""
+        stats = {name: group.call("stats") for name, group in self.services.items()}
         for name, shards in stats.items():
             self._note_restarts(name, shards)
         for metric in self.plan.metrics:
