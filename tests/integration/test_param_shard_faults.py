@@ -132,3 +132,25 @@ def test_row3_a_sync_run_whose_shard_is_killed_still_reaches_its_target(ray_loca
     assert summary["reached_target"], summary
     for shard in stats[-1]:
         assert shard.pushes_counted == 2 * shard.updates and shard.pushes_accepted == 0
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast path", "ray calls"])
+def test_row5_a_gradient_staler_than_the_bound_is_rejected_and_changes_nothing(runtime, tmp_path, fast):
+    """Row 5 (stale gradient) across processes: with --max-staleness 1, a push two versions behind
+    is rejected, the parameters and optimizer state stay bit for bit, and the pusher gets fresh ones."""
+    spec = ServerSpec(UpdateRule.asynchronous(max_staleness=1), num_shards=1, optimizer="adam", lr=0.01)
+    shards = runtime.start_shards(spec, np.zeros(N, np.float32), checkpoints=tmp_path)
+    server = shards.server if fast else shards.ray_call_server()
+    slow, quick = server.client(0), server.client(1)
+    slow.params()
+    for _ in range(2):
+        quick.params()
+        quick.push(np.ones(N, np.float32))
+    before = shards.state_dict()
+    reply = slow.push(np.full(N, 100.0, np.float32))
+    assert reply.outcomes == ("rejected",) and slow.rejections["stale"] == 1
+    after = shards.state_dict()
+    for key in ("shard0.params", "shard0.optim.m", "shard0.optim.v", "shard0.counters"):
+        assert after[key].tobytes() == before[key].tobytes(), key
+    assert slow.versions == [2] and slow.params().tobytes() == before["shard0.params"].tobytes()
+    assert server.endpoints[0].transport == ("shm" if fast else "ray")
