@@ -1,7 +1,9 @@
-"""The Ray runtime: shards and workers as Ray processes; the only module that imports Ray.
+"""The Ray runtime: shards and workers as Ray processes. With :mod:`~gorila.runtime.ray_shards`
+and :mod:`~gorila.runtime.ray_calls`, the only modules that import Ray.
 
 With neither ``address`` nor ``RAY_ADDRESS`` it starts an embedded Ray on this machine,
-bound to loopback with no dashboard; otherwise it joins that cluster.
+bound to loopback with no dashboard, and a reaper (:mod:`~gorila.runtime.reaper`) that takes
+Ray's processes down should this process be killed; otherwise it joins that cluster.
 """
 
 from __future__ import annotations
