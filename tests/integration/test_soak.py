@@ -1,6 +1,7 @@
 """Row 13 of the fault matrix: memory. A 10-minute DQN run's resident memory, over all its
-processes, stays flat once replay is full (``make chaos`` runs it with the other slow tests;
-``GORILA_SOAK_S`` shortens it). It prints the RSS of each kind of process as replay fills and at the end."""
+processes, stays flat once replay is full. Marked slow: ``pytest -m slow -s tests/integration/test_soak.py``
+(``GORILA_SOAK_S`` sets another length). It prints the RSS of each kind of process as replay fills
+and at the end."""
 
 import collections
 import json
