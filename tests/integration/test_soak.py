@@ -27,7 +27,7 @@ def rss_by_kind() -> dict[str, float]:
     out: collections.Counter = collections.Counter()
     for process in [me, *me.children(recursive=True)]:
         try:
-            title = process.cmdline()[0] if process.cmdline() else process.name()
+            title = (process.cmdline() or [""])[0] or process.name()  # Ray's own processes: their title
             kind = "driver" if process.pid == me.pid else title.split(".")[0].split()[0].rsplit("/", 1)[-1]
             out[kind] += process.memory_info().rss / 2**20
         except (psutil.Error, IndexError):
