@@ -11,7 +11,7 @@ BIN    := $(VENV)/bin
 TORCH_SPEC  ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: setup run test bench clean
+.PHONY: setup run test chaos bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ run: setup
 
 test: setup
 	$(BIN)/python -m pytest
+
+# The long chaos run: kills a process every 10 s while DQN learns CartPole, beside a run without (prints figures).
+chaos: setup
+	$(BIN)/python -m pytest -m slow -s tests/integration/test_chaos.py
 
 bench: setup
 	$(BIN)/gorila bench ps

@@ -8,7 +8,8 @@ A checkpoint is two files with the same increasing sequence number, and any expo
 
 The arrays are written first and the JSON sidecar last, each atomically, so the sidecar is
 the commit mark: a checkpoint without one, or whose arrays don't match its size and
-checksum, was cut short or damaged and is skipped in favour of the one before::
+checksum, was cut short or damaged and is skipped in favour of the one before. The sidecar
+carries a checksum of its own record too, so one edited by hand is skipped as well::
 
     save_checkpoint(run_dir / "ckpt", {"params": flat, "replay_obs": obs}, {"step": 10_000})
     arrays, meta = load_checkpoint(run_dir / "ckpt")      # newest good one
@@ -65,7 +66,7 @@ def save_checkpoint(directory: Path, arrays: Mapping[str, np.ndarray], meta: Map
         export = safetensors.numpy.save({k: np.ascontiguousarray(v) for k, v in group.items()},
                                         metadata={"format": "pt"})
         exported[name] = write_bytes(directory / f"ckpt-{sequence:06d}.{name}.safetensors", export).name
-    sidecar = write_json(directory / f"ckpt-{sequence:06d}.json", {
+    record = {
         "format": _FORMAT,
         "sequence": sequence,
         "file": data_path.name,
@@ -74,13 +75,15 @@ def save_checkpoint(directory: Path, arrays: Mapping[str, np.ndarray], meta: Map
         "exports": exported,
         "saved_at": time.time(),
         "meta": jsonable(meta),
-    })
+    }
+    sidecar = write_json(directory / f"ckpt-{sequence:06d}.json", {**record, "record_sha256": _digest(jsonable(record))})
     _prune(directory, keep)
     return sidecar
 
 
-def load_checkpoint(directory: Path) -> tuple[dict[str, np.ndarray], dict]:
-    """The arrays and meta of the newest checkpoint in ``directory`` that verifies.
+def load_checkpoint(directory: Path, skipped: list[str] | None = None) -> tuple[dict[str, np.ndarray], dict]:
+    """The arrays and meta of the newest checkpoint in ``directory`` that verifies; why each newer
+    one was refused is appended to ``skipped`` (logged as a warning without it).
 
     Raises :class:`CheckpointError` when there is none, listing why each one was refused.
     """
@@ -94,7 +97,9 @@ def load_checkpoint(directory: Path) -> tuple[dict[str, np.ndarray], dict]:
         except CheckpointError as err:
             refused.append(str(err))
             continue
-        if refused:
+        if refused and skipped is not None:
+            skipped.extend(refused)
+        elif refused:
             _log.warning("using checkpoint %d; skipped newer ones: %s", sequence, "; ".join(refused))
         return arrays, meta
     if not refused:
@@ -136,12 +141,23 @@ def _sequences(directory: Path) -> set[int]:
     return {int(m.group(1)) for p in directory.iterdir() if (m := _NAME.match(p.name))}
 
 
+def _digest(record: Mapping[str, object]) -> str:
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+
+
 def _read(directory: Path, sequence: int) -> tuple[dict[str, np.ndarray], dict]:
     sidecar = directory / f"ckpt-{sequence:06d}.json"
+    if not sidecar.exists():
+        raise CheckpointError(f"{sidecar.name}: missing (a save cut short, or the sidecar was removed)")
     try:
         record = json.loads(sidecar.read_text(encoding="utf-8"))
         if record.get("format") != _FORMAT:
             raise ValueError(f"format {record.get('format')!r}, expected {_FORMAT!r}")
+        own = record.pop("record_sha256", None)
+        if own is not None and own != _digest(record):
+            raise CheckpointError(f"{sidecar.name}: edited after it was saved (its record fails its sha256 check)")
+        if record["file"] != f"ckpt-{sequence:06d}.safetensors":  # never a file elsewhere, of another kind
+            raise ValueError(f"names {record['file']!r} as its arrays")
         data = (directory / record["file"]).read_bytes()
         expected_bytes, expected_sha = record["bytes"], record["sha256"]
         meta = record["meta"]

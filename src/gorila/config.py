@@ -63,6 +63,10 @@ class RunConfig:
                 "start-up (Ray, workers, evaluator) is not counted (default: no limit)", "metavar": "SECONDS"})
     checkpoint_every_s: float = field(default=60.0, metadata={"help": "seconds between checkpoints"})
     call_timeout_s: float = field(default=600.0, metadata={"help": "longest wait for any worker call"})
+    actor_timeout_s: float | None = field(default=None, metadata={
+        "help": "restart a worker whose chunk of steps has not finished after this many seconds (a stalled "
+                "environment; Ray runtime); the other groups go on meanwhile (default: wait up to --call-timeout-s)",
+        "metavar": "SECONDS"})
     # When the run was configured: the default run directory's name, the same however often asked.
     stamp: str = field(default_factory=lambda: time.strftime("%Y%m%d-%H%M%S"))
 
@@ -78,6 +82,8 @@ class RunConfig:
             validate.number("time_limit_s", self.time_limit_s, low=0.0, low_open=True)
         validate.number("checkpoint_every_s", self.checkpoint_every_s, low=0.0, low_open=True)
         validate.number("call_timeout_s", self.call_timeout_s, low=0.0, low_open=True)
+        if self.actor_timeout_s is not None:
+            validate.number("actor_timeout_s", self.actor_timeout_s, low=0.0, low_open=True)
         self.rule(num_workers=1)  # e.g. --count-within 5 --accept-within 3 is refused here, before anything starts
         validate.choice("server", self.server, PLACEMENTS)
         if self.server == "workers" and (self.mode != "sync" or self.runtime != "ray"):

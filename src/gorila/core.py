@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 import numpy as np
 
 if TYPE_CHECKING:  # annotations only: importing these here would make every role import them
+    from pathlib import Path
+
     from gorila.params.server import ParameterServer, ServerSpec
     from gorila.params.shard import ShardStats
 
@@ -162,6 +164,9 @@ class WorkerGroup(Protocol):
     def call(self, method: str, *args: Any) -> list[Any]:
         """Call ``method`` on every worker object and return the results in worker order."""
 
+    def kill(self, index: int) -> None:
+        """End worker ``index``'s process as a crash would, so the runtime starts it again."""
+
 
 class ServiceGroup(Protocol):
     """Services of one kind (e.g. the replay shards)."""
@@ -182,6 +187,8 @@ class ShardGroup(Protocol):
     def state_dict(self) -> dict[str, np.ndarray]: ...
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None: ...
     def cpu_seconds(self) -> float: ...
+    def restarts(self) -> list[str]:
+        """A sentence for each shard restarted since the last call (none where shards never restart)."""
 
 
 class Runtime(Protocol):
@@ -203,7 +210,10 @@ class Runtime(Protocol):
     name: str
 
     def plan(self, processes: int) -> None: ...
-    def start_shards(self, spec: ServerSpec, params: np.ndarray, *, wait: bool = True) -> ShardGroup: ...
+    def start_shards(self, spec: ServerSpec, params: np.ndarray, *, wait: bool = True,
+                     checkpoints: Path | None = None) -> ShardGroup:
+        """The shards; with ``checkpoints`` (the run's), a runtime that restarts processes brings a
+        dead shard back from the newest good checkpoint there."""
     def start_param_caches(self, server: ParameterServer,
                            poll_s: float = 0.005) -> tuple[ParameterServer, ServiceGroup]:
         """A parameter cache on every node; the server whose ``source()`` reads them."""

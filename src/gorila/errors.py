@@ -34,6 +34,18 @@ class VersionError(GorilaError, ValueError):
     """A push claims a version the shard has not reached yet (a version from the future)."""
 
 
+class NonFiniteError(GorilaError, ArithmeticError):
+    """A worker pushed too many non-finite gradients in a row: the run stops rather than train on garbage."""
+
+
+class EnvFailedError(GorilaError, RuntimeError):
+    """An actor's environments failed too often (raised in step or reset, or returned bad observations)."""
+
+
+class ShardRestartedError(GorilaError, ConnectionError):
+    """A parameter shard's process went away during a call (it is restarted from its last checkpoint)."""
+
+
 class WorkerTimeoutError(GorilaError, TimeoutError):
     """A remote call or a wait did not finish within its ``timeout_s``."""
 

@@ -54,9 +54,13 @@ def saved_values(run_dir: Path) -> tuple[str, dict[str, Any]]:
     path = Path(run_dir) / "config.json"
     if not path.is_file():
         raise ConfigError("resume", f"{run_dir} has no config.json: not a gorila run directory")
-    saved = json.loads(path.read_text())
-    algo = saved.get("algo")
-    if algo not in ALGORITHMS or "run" not in saved:
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError("resume", f"{path} cannot be read as JSON ({err}): it was damaged or edited; "
+                                    "start a new run, or restore the file") from None
+    algo = saved.get("algo") if isinstance(saved, dict) else None
+    if algo not in ALGORITHMS or not isinstance(saved.get("run"), dict) or not isinstance(saved.get(algo, {}), dict):
         raise ConfigError("resume", f"{path} does not describe a gorila training run")
     names = settings(algo)
     values = {k: v for k, v in {**saved["run"], **saved.get(algo, {})}.items() if k in names}

@@ -42,9 +42,9 @@ class RecordingEndpoint(LocalEndpoint):
         self.versions = {digest(shard.pull()[0]): 0}
         self.labels = []
 
-    def push(self, grad, version, worker_id):
+    def push(self, grad, version, worker_id, tag=None):
         self.labels.append(version)
-        reply = super().push(grad, version, worker_id)
+        reply = super().push(grad, version, worker_id, tag)
         self.versions.setdefault(digest(self.shard.pull()[0]), self.shard.version)
         return InFlight(reply.value)
 

@@ -49,9 +49,9 @@ class RecordingEndpoint(LocalEndpoint):
         super().__init__(shard)
         self.pushed = []
 
-    def push(self, grad, version, worker_id):
+    def push(self, grad, version, worker_id, tag=None):
         self.pushed.append(grad.copy())
-        return super().push(grad, version, worker_id)
+        return super().push(grad, version, worker_id, tag)
 
 
 def _plan(env_id, cfg, num_shards=1):

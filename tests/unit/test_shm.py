@@ -28,9 +28,9 @@ class Served:
         self.server = FastPathServer(self._push, self.host.pull, N)
         self.path = self.server.start()
 
-    def _push(self, grad, version, worker_id, out=None):
+    def _push(self, grad, version, worker_id, out=None, tag=None):
         assert self.release.wait(timeout=30)
-        return self.host.push(grad, version, worker_id, out=out)
+        return self.host.push(grad, version, worker_id, out=out, tag=tag)
 
     def hold(self) -> None:
         self.release.clear()

@@ -74,6 +74,10 @@ class NStep:
                            policy_version=np.array(version, np.int64), discount=np.array(discount, np.float32),
                            steps=np.array(steps, np.int64))
 
+    def drop(self, env: int) -> None:
+        """Forget environment ``env``'s pending steps (its episode was cut short by a failure)."""
+        self._windows.pop(env, None)
+
     def _row(self, window: deque) -> tuple:
         """The n-step row of the window's first step, over every step the window holds."""
         ret = 0.0

@@ -33,8 +33,9 @@ class QActor:
 
     Its ε is ``schedule.epsilon(index, version)``: the version of the loaded parameters counts the
     global updates. Rows are n-step (``returns``) and tagged with the ``policy_version`` that acted;
-    EnvPool's hidden reset steps yield none. ``env_steps``, ``episodes`` and ``recent_returns``
-    (unclipped scores of the last 20 episodes) count what it has played.
+    EnvPool's hidden reset steps yield none, nor does an environment that failed (its episode's
+    pending rows are dropped). ``env_steps``, ``episodes`` and ``recent_returns`` (unclipped
+    scores of the last 20 episodes) count what it has played, ``env_failures`` what failed.
     """
 
     def __init__(self, envs: EnvSpec, network_fn: Callable[[], nn.Module], exploration: ExplorationSchedule,
@@ -57,6 +58,10 @@ class QActor:
         return self.runner.observation_space
 
     @property
+    def env_failures(self) -> int:
+        return self.runner.env_failures
+
+    @property
     def epsilon(self) -> float:
         return self.exploration.epsilon(self.index, self.version)
 
@@ -69,6 +74,8 @@ class QActor:
         explore = self.rng.random(len(actions)) < self.epsilon
         actions[explore] = self.rng.integers(self.n_actions, size=int(explore.sum()))
         transitions = self.runner.step(actions)
+        for env in self.runner.dropped:  # an env that failed: its episode's pending rows go with it
+            self.nstep.drop(env)
         transitions = dataclasses.replace(transitions, policy_version=np.full(len(transitions), self.version))
         self.env_steps += len(transitions)
         for episode in self.runner.pop_episodes():

@@ -105,6 +105,7 @@ class ReplayActor:
 
     def report(self) -> dict[str, Any]:
         return {"env_steps": self.actor.env_steps, "episodes": self.actor.episodes,
+                "env_failures": self.actor.env_failures,
                 "recent_returns": list(self.actor.recent_returns), "transitions_stored": self.stored,
                 "version": self.actor.version, "epsilon": self.actor.epsilon,
                 **(self.source.counters() if isinstance(self.source, CachedSource) else {})}

@@ -17,7 +17,8 @@ class Counters:
         counters.restarts                        # reports whose pid changed
 
     A report with a new ``pid`` comes from a restarted worker: what the old process had counted in
-    ``summed`` is kept, so totals never go back.
+    ``summed`` is kept, so totals never go back. A first report that says ``restarted`` comes from a
+    worker restarted before it ever reported (e.g. one that hung in its first chunk).
     """
 
     def __init__(self, summed: Iterable[str], base: dict[str, float] | None = None):
@@ -31,7 +32,9 @@ class Counters:
         for k, report in enumerate(reports):
             key = (group, k)
             before = self.last.get(key)
-            if before is not None and before.get("pid") != report.get("pid"):
+            if before is None and report.get("restarted"):
+                self.restarts += 1
+            elif before is not None and before.get("pid") != report.get("pid"):
                 self.restarts += 1
                 for name in self.summed:
                     self.lost[name] = self.lost.get(name, 0) + before.get(name, 0)

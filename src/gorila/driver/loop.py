@@ -36,11 +36,11 @@ from gorila.metrics import RunLogger, plot_learning_curve
 from gorila.metrics.progress import Limits
 from gorila.metrics.terminal import Terminal
 from gorila.params import ShardStats, merge_stats
-from gorila.params.server import server_params
+from gorila.params.server import check_shard_state, server_params
 from gorila.runtime import make_runtime
 
 #: Summed over every worker (a restarted worker's counts before its restart included).
-SUMMED = ("env_steps", "episodes", "pushes_rejected_outlier")
+SUMMED = ("env_steps", "episodes", "pushes_rejected_outlier", "env_failures")
 
 
 @dataclass(frozen=True)
@@ -86,10 +86,14 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
             shard_processes = plan.spec.num_shards if plan.spec.placement == "process" else 0
             runtime.plan(plan.processes + shard_processes + 1)  # + the shards and the evaluation
             # Every process starts side by side: each waits for no other to be up first.
-            shards = runtime.start_shards(plan.spec, initial, wait=False)
+            shards = runtime.start_shards(plan.spec, initial, wait=False, checkpoints=run_dir / "checkpoints")
             meta: dict[str, Any] = {}
             if run_config.resume is not None:
-                arrays, meta = load_checkpoint(run_dir / "checkpoints")
+                skipped: list[str] = []
+                arrays, meta = load_checkpoint(run_dir / "checkpoints", skipped)
+                for reason in skipped:
+                    terminal.line(f"skipping a damaged checkpoint: {reason}")
+                check_shard_state(arrays, plan.spec.layout(initial.size), f"the checkpoint in {run_dir}")
                 shards.load_state_dict(arrays)
                 plan.evaluation.load_state_dict(meta.get("evaluation", {}))
             services = {s.name: runtime.start_services(s.bound(shards.server), s.count, name=s.name, wait=False,
@@ -224,7 +228,8 @@ class _Loop:
         self.chunk_took: dict[str, float] = {}
         self.chunk_asked: dict[str, int] = {}  # steps per worker of each group's chunk under way
         self.progress_per_step: dict[str, float] = {}  # budget used per worker step, by group
-        self.service_restarts = self.items_lost = 0
+        self.service_restarts = self.items_lost = self.shard_restarts = 0
+        self.restarted_in_chunk: set[tuple[str, int]] = set()  # stalled workers restarted, by group and index
 
     def progress(self) -> int:
         """How far the budget is used: env steps, or server updates."""
@@ -280,17 +285,24 @@ class _Loop:
     def _collect(self, running: dict[str, list[Pending]]) -> set[str]:
         """Wait until at least one group's chunk is complete; take in its reports. Returns the
         groups whose chunks completed (and are no longer running)."""
-        timeout_s = self.run_config.call_timeout_s
+        timeout_s, stall_s = self.run_config.call_timeout_s, self.run_config.actor_timeout_s
+        deadline = time.perf_counter() + timeout_s
         while True:
             ready = {name: [p.ready() for p in pending] for name, pending in running.items()}  # one snapshot
+            # Checked on every pass: other groups' chunks keep finishing while one worker hangs.
+            if stall_s is not None and self._restart_stalled(ready, stall_s):
+                deadline = time.perf_counter() + timeout_s  # restarted workers get the whole time again
             done = {name for name, flags in ready.items() if all(flags)}
             if done:
                 break
             waiting = [p for name, pending in running.items() for p, flag in zip(pending, ready[name]) if not flag]
-            if not self.runtime.wait(waiting, timeout_s):
+            if self.runtime.wait(waiting, timeout_s if stall_s is None else min(timeout_s, stall_s / 4)):
+                continue
+            if time.perf_counter() >= deadline:
                 raise WorkerTimeoutError(f"no worker group ({', '.join(running)}) finished its chunk within "
                                          f"{timeout_s:.0f} s")
         for name in done:
+            self.restarted_in_chunk = {(g, k) for g, k in self.restarted_in_chunk if g != name}
             before = self.progress()
             reports = [p.result(timeout_s) for p in running.pop(name)]
             self.counters.update(name, reports)
@@ -299,6 +311,23 @@ class _Loop:
         if "first_step_s" not in self.startup:
             self.startup["first_step_s"] = self._first_step_s()
         return done
+
+    def _restart_stalled(self, ready: dict[str, list[bool]], stall_s: float) -> bool:
+        """Restart the workers of every group whose chunk has run for ``stall_s`` without them
+        finishing (Ray retries their chunk in the new process); whether any was. A worker is
+        restarted once per chunk: its retried chunk has ``--call-timeout-s`` (killing a process
+        Ray is still starting again would end it for good)."""
+        now, restarted = time.perf_counter(), False
+        for name, flags in ready.items():
+            if now - self.chunk_started[name] < stall_s:
+                continue
+            for k, flag in enumerate(flags):
+                if not flag and (name, k) not in self.restarted_in_chunk:
+                    self.groups[name].kill(k)
+                    self.restarted_in_chunk.add((name, k))
+                    self.logger.message(f"{name} {k} made no progress for {stall_s:g} s: restarting it")
+                    restarted = True
+        return restarted
 
     def _chunk_steps(self, group: str) -> int:
         """The plan's chunk size; with ``chunk_seconds``, scaled toward that duration from the
@@ -337,6 +366,9 @@ class _Loop:
             self.logger.message(f"target {self.plan.evaluation.target:.4g} reached after {self.time_to_target:.1f} s")
 
     def _log(self, elapsed: float) -> None:
+        for message in self.shards.restarts():
+            self.shard_restarts += 1
+            self.logger.message(message)
         stats = self.stats = merge_stats(self.shards.stats())
         if stats.updates and "first_update_s" not in self.startup:
             self.startup["first_update_s"] = self.terminal.elapsed()  # within a row of the first update
@@ -351,9 +383,9 @@ class _Loop:
 
     def _plan_metrics(self) -> dict[str, float | None]:
         """The plan's ``group.key`` metrics as columns ``group_key``: a service's stats summed over
-        the group, a worker report's value averaged over the group's workers."""
-        stats = {name: group.call("stats") for name, group in self.services.items()
-                 if any(m.startswith(name + ".") for m in self.plan.metrics)}
+        the group, a worker report's value averaged over the group's workers. Every service's stats
+        are read, for its metrics or not: they tell a restarted service."""
+        stats = {name: group.call("stats") for name, group in self.services.items()}
         for name, shards in stats.items():
             self._note_restarts(name, shards)
         for metric in self.plan.metrics:
@@ -444,6 +476,8 @@ class _Loop:
             **({"signal": signal.Signals(self.signals.received).name}
                if self.signals is not None and self.signals.received is not None else {}),
             "service_restarts": self.service_restarts, "items_lost": self.items_lost,
+            "shard_restarts": self.shard_restarts, "env_failures": self.counters.total("env_failures"), "pushes_rejected_restarted": stats.pushes_rejected_restarted,
+            "pushes_rejected_duplicate": stats.pushes_rejected_duplicate,
             **self.plan.evaluation.summary(), **{m.replace(".", "_"): v for m, v in self.metrics.items()},
             "evaluations": self.evaluations, "staleness_histogram": stats.as_dict()["staleness"],
             **self._histograms(),

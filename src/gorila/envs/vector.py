@@ -18,6 +18,7 @@ import gymnasium as gym
 import numpy as np
 
 from gorila import validate
+from gorila.envs.faults import EnvFailures, observation_fault
 from gorila.envs.make import RAW_REWARD, is_atari, make_env
 from gorila.errors import ConfigError
 
@@ -65,10 +66,13 @@ class Episode(NamedTuple):
 
 class VectorBackend(Protocol):
     """``num_envs`` environments stepped together and auto-reset: within the step where an episode
-    ends when ``same_step_reset``, else on the step after it (a step that only resets)."""
+    ends when ``same_step_reset``, else on the step after it (a step that only resets). ``broken``
+    lists the environments rebuilt in the last step (their rows in it are not real steps)."""
 
     num_envs: int
     same_step_reset: bool
+    broken: list[int]
+    failures: EnvFailures
     single_observation_space: gym.Space
     single_action_space: gym.Space
 
@@ -94,23 +98,92 @@ class GymnasiumBackend:
     bookkeeping (info merging, numpy item writes, a deep copy of every batch) costs about a fifth of
     a CartPole step; here each step collects the envs' own tuples and builds each batch array once
     (np.array of the list: a third of the time np.stack takes for small observations).
+
+    An environment that raises in ``step`` or ``reset``, or returns an observation that does not
+    fit the observation space, is closed and built again from its function (see
+    :mod:`gorila.envs.faults`); its row in that step is a fresh reset, listed in ``broken``.
     """
 
     same_step_reset = True
 
-    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]]):
-        self.envs = [fn() for fn in env_fns]
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], env_id: str = "env",
+                 failures: EnvFailures | None = None):
+        self.env_fns, self.env_id = list(env_fns), env_id
+        self.failures = failures or EnvFailures()
+        self.envs = [fn() for fn in self.env_fns]
         self.num_envs = len(self.envs)
         self.single_observation_space = self.envs[0].observation_space
         self.single_action_space = self.envs[0].action_space
         self._obs_dtype = self.single_observation_space.dtype
+        self._float_obs = np.issubdtype(self._obs_dtype, np.floating)
+        self.broken: list[int] = []
+        self._steps = 0
 
     def reset(self) -> np.ndarray:
-        return np.array([env.reset()[0] for env in self.envs], dtype=self._obs_dtype)
+        self.broken = []
+        return self._checked([self._reset(i) for i in range(self.num_envs)])
+
+    def _reset(self, i: int) -> object:
+        try:
+            obs = self.envs[i].reset()[0]
+        except Exception as err:  # noqa: BLE001 - any failure of the env's own code: rebuild it
+            return self._rebuilt(i, f"{type(err).__name__} in reset: {err}")
+        fault = observation_fault(self.env_id, i, obs, self.single_observation_space)
+        return obs if fault is None else self._rebuilt(i, fault)
+
+    def _step(self, i: int, action: object) -> tuple:
+        try:
+            return self.envs[i].step(action)
+        except Exception as err:  # noqa: BLE001 - any failure of the env's own code: rebuild it
+            self.broken.append(i)
+            return self._rebuilt(i, f"{type(err).__name__} in step: {err}"), 0.0, False, False, {}
+
+    def _rebuilt(self, i: int, why: str) -> np.ndarray:
+        """Count env ``i``'s failure, build it again and reset it; its first observation."""
+        while True:
+            self.failures.record(f"{self.env_id} env {i}: {why}", self._steps)  # raises at the limit
+            try:
+                self.envs[i].close()
+            except Exception:  # noqa: BLE001, S110 - a broken env may fail to close too; it is dropped
+                pass
+            try:
+                self.envs[i] = self.env_fns[i]()
+                obs = self.envs[i].reset()[0]
+            except Exception as err:  # noqa: BLE001
+                why = f"{type(err).__name__} while rebuilding: {err}"
+                continue
+            why = observation_fault(self.env_id, i, obs, self.single_observation_space)
+            if why is None:
+                return obs
+
+    def _checked(self, obs_list: Sequence) -> np.ndarray:
+        """The batch of observations; one that does not fit the observation space is never
+        handed out: its env is rebuilt and the reset observation takes its place."""
+        try:
+            obs = np.array(obs_list, dtype=self._obs_dtype)
+            fits = obs.shape[1:] == self.single_observation_space.shape and (
+                not self._float_obs or bool(np.isfinite(obs).all()))
+        except (ValueError, TypeError):  # observations of several shapes do not stack
+            fits = False
+        if fits:
+            return obs
+        obs_list = list(obs_list)
+        for i, o in enumerate(obs_list):
+            fault = observation_fault(self.env_id, i, o, self.single_observation_space)
+            if fault is not None:
+                self.broken.append(i)
+                obs_list[i] = self._rebuilt(i, fault)
+        return np.array(obs_list, dtype=self._obs_dtype)
 
     def step(self, actions):
-        obs, reward, terminated, truncated, infos = zip(*[env.step(a) for env, a in zip(self.envs, actions)])
-        obs = np.array(obs, dtype=self._obs_dtype)
+        self._steps += 1
+        self.broken = []
+        obs, reward, terminated, truncated, infos = zip(*[self._step(i, a) for i, a in enumerate(actions)])
+        obs = self._checked(obs)
+        if self.broken:  # their rows are fresh resets, not steps: no reward, no episode end
+            reward, terminated, truncated, infos = (list(x) for x in (reward, terminated, truncated, infos))
+            for i in self.broken:
+                reward[i], terminated[i], truncated[i], infos[i] = 0.0, False, False, {}
         reward = np.array(reward, np.float32)
         # Only wrapped envs (Atari's sign clipping) put anything in info: skip the per-env lookup otherwise.
         raw = (np.array([info.get(RAW_REWARD, r) for info, r in zip(infos, reward)], np.float32)
@@ -121,7 +194,7 @@ class GymnasiumBackend:
         if len(ended):
             current = obs.copy()
             for i in ended:
-                current[i] = self.envs[i].reset()[0]
+                current[i] = self._reset(i)  # a failure here costs no row: the episode had ended
         return obs, reward, raw, terminated, truncated, current
 
     def close(self) -> None:
@@ -136,7 +209,8 @@ class EnvPoolBackend:
             backend = EnvPoolBackend("ALE/Pong-v5", 8, seed=0, training=True)
 
     Rewards are clipped here rather than by EnvPool so the raw reward stays available. EnvPool's
-    ``episodic_life`` continues the game after a lost life instead of resetting it.
+    ``episodic_life`` continues the game after a lost life instead of resetting it. Its games run
+    in its own threads: one that fails fails the actor (nothing is rebuilt here).
     """
 
     same_step_reset = False
@@ -153,6 +227,8 @@ class EnvPoolBackend:
                           noop_max=30, repeat_action_probability=0.0, use_fire_reset=False)
         self.envs = envpool.make_gymnasium(_envpool_task(env_id), **kwargs)
         self.num_envs = num_envs
+        self.broken: list[int] = []
+        self.failures = EnvFailures()
         self.single_observation_space = self.envs.observation_space
         self.single_action_space = self.envs.action_space
 
@@ -194,7 +270,10 @@ class EnvRunner:
 
     With a backend that resets in the next step, an environment that finished on the previous
     step spends this step resetting: its action is ignored and it contributes no row. Episode
-    scores sum the raw (unclipped) rewards.
+    scores sum the raw (unclipped) rewards. An environment the backend rebuilt (it failed) gives no
+    row either, and its episode so far is dropped: ``dropped`` lists those of the last step, so
+    that whoever holds rows of the episode (n-step windows, a rollout) drops them too, and
+    ``env_failures`` counts the failures.
     """
 
     def __init__(self, backend: VectorBackend):
@@ -208,6 +287,11 @@ class EnvRunner:
         self._scores = np.zeros(self.num_envs, np.float64)
         self._lengths = np.zeros(self.num_envs, np.int64)
         self._finished: list[Episode] = []
+        self.dropped: list[int] = []
+
+    @property
+    def env_failures(self) -> int:
+        return self.backend.failures.count
 
     @property
     def observation_space(self) -> gym.Space:
@@ -222,13 +306,20 @@ class EnvRunner:
         obs = self.observations
         next_obs, reward, raw, terminated, truncated, self.observations = self.backend.step(actions)
         done = terminated | truncated
-        if not self._resetting.any():  # every env stepped: rows need no selecting
+        self.dropped = list(self.backend.broken)
+        skipped = self._resetting
+        if self.dropped:
+            skipped = skipped.copy()
+            skipped[self.dropped] = True
+            self._scores[self.dropped] = 0.0
+            self._lengths[self.dropped] = 0
+        if not skipped.any():  # every env stepped: rows need no selecting
             self._scores += raw
             self._lengths += 1
             transitions = Transitions(obs, actions, reward, next_obs, terminated, truncated,
                                       self._all_rows)
         else:
-            live = ~self._resetting
+            live = ~skipped
             self._scores[live] += raw[live]
             self._lengths[live] += 1
             done &= live
@@ -273,7 +364,7 @@ def make_env_runner(env_id: str, num_envs: int, *, seed: int, training: bool,
         return EnvRunner(EnvPoolBackend(env_id, num_envs, seed=seed, training=training,
                                         terminal_on_life_loss=terminal_on_life_loss))
     fns = [_env_fn(env_id, seed + i, training, terminal_on_life_loss) for i in range(num_envs)]
-    return EnvRunner(GymnasiumBackend(fns))
+    return EnvRunner(GymnasiumBackend(fns, env_id))
 
 
 def _env_fn(env_id: str, seed: int, training: bool, terminal_on_life_loss: bool) -> Callable[[], gym.Env]:

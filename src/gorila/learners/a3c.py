@@ -106,7 +106,8 @@ class A3CWorker:
         terminated = np.zeros((T, N), bool)
         truncated = np.zeros((T, N), bool)
         valid = np.zeros((T, N), bool)
-        for t, step in self._steps():
+        for t, step, dropped in self._steps():
+            valid[:, dropped] = False  # an env that failed: its steps in this rollout go
             rows = step.env_index
             obs[t, rows] = step.obs
             actions[t, rows] = step.action
@@ -128,13 +129,15 @@ class A3CWorker:
         return Rollout(obs=obs, actions=actions, rewards=rewards, dones=terminated | truncated,
                        last_obs=last_obs, truncated=truncated, final_obs=final_obs, valid=valid)
 
-    def _steps(self) -> Iterator[tuple[int, Transitions]]:
-        """``(t, transitions)``: ``rollout_steps`` steps of every env, each tagged with its ``policy_version``."""
+    def _steps(self) -> Iterator[tuple[int, Transitions, list[int]]]:
+        """``(t, transitions, dropped)``: ``rollout_steps`` steps of every env, each tagged with its
+        ``policy_version``, and the envs that failed in that step (their episode so far is dropped)."""
         if self.rollout is not None:
             filled = [0] * len(self.rollout.runners)
             for _ in range(self.rollout_steps * len(filled)):  # the groups alternate
                 step, group = self.rollout.step()
-                yield filled[group], step
+                offset = int(self.rollout.offsets[group])
+                yield filled[group], step, [offset + i for i in self.rollout.runners[group].dropped]
                 filled[group] += 1
             return
         for t in range(self.rollout_steps):
@@ -142,7 +145,8 @@ class A3CWorker:
                 logits, _ = self.net(torch.as_tensor(self.runner.observations, dtype=torch.float32))
                 chosen = torch.multinomial(torch.softmax(logits, -1), 1, generator=self.generator)
             step = self.runner.step(chosen.squeeze(-1).numpy())
-            yield t, dataclasses.replace(step, policy_version=np.full(len(step), self._target_version, np.int64))
+            yield (t, dataclasses.replace(step, policy_version=np.full(len(step), self._target_version, np.int64)),
+                   self.runner.dropped)
 
     def step(self) -> None:
         started = time.perf_counter()
@@ -165,6 +169,7 @@ class A3CWorker:
         return {
             "env_steps": self.env_steps,
             "episodes": self.episodes,
+            "env_failures": self.runner.env_failures,
             "updates_pushed": self.updates_pushed,
             **{f"pushes_{k}": self.client.outcomes[k] // shards for k in OUTCOMES},
             "recent_returns": list(self.recent_returns),

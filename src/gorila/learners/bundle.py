@@ -104,6 +104,7 @@ class Bundle:
 
     def report(self) -> dict[str, Any]:
         return {"env_steps": self.actor.env_steps, "episodes": self.actor.episodes,
+                "env_failures": self.actor.env_failures,
                 "recent_returns": list(self.actor.recent_returns), "updates_pushed": self.pushes,
                 "pushes_rejected_outlier": self.learner.skipped_outliers, "loss": self.last_info.get("loss"),
                 "version": self.client.version, "epsilon": self.actor.epsilon, "policy_lag": dict(self.policy_lag),

@@ -13,10 +13,10 @@ from gorila.params.layout import ShardLayout
 from gorila.params.optim import OPTIMIZERS, make_optimizer
 from gorila.params.rule import OUTCOMES, UpdateRule
 from gorila.params.server import ParameterServer, ServerSpec, merge_stats, shard_state, split_shard_state
-from gorila.params.shard import ParameterShard, PushResult, ShardStats
+from gorila.params.shard import ParameterShard, PushResult, PushTag, ShardStats
 
 __all__ = [
     "OPTIMIZERS", "OUTCOMES", "ClientPush", "LocalEndpoint", "ParameterClient", "ParameterServer",
-    "ParameterShard", "PushResult", "ServerSpec", "ShardEndpoint", "ShardLayout", "ShardStats", "UpdateRule",
+    "ParameterShard", "PushResult", "PushTag", "ServerSpec", "ShardEndpoint", "ShardLayout", "ShardStats", "UpdateRule",
     "make_optimizer", "merge_stats", "shard_state", "split_shard_state",
 ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+import threading
 from collections import Counter
 from dataclasses import dataclass
 from typing import Protocol
@@ -10,13 +12,13 @@ import numpy as np
 
 from gorila.core import Done, Pending
 from gorila.params.layout import ShardLayout
-from gorila.params.shard import ParameterShard, PushResult
+from gorila.params.shard import ParameterShard, PushResult, PushTag
 
 
 class ShardEndpoint(Protocol):
     """How a client reaches one shard: in process, or a Ray worker (see ``gorila.runtime``)."""
 
-    def push(self, grad: np.ndarray, version: int, worker_id: int) -> Pending[PushResult]: ...
+    def push(self, grad: np.ndarray, version: int, worker_id: int, tag: PushTag) -> Pending[PushResult]: ...
     def pull(self) -> Pending[tuple[np.ndarray, int]]: ...
     def version(self) -> Pending[int]:
         """The shard's version alone, without its parameters (a cache's cheap probe)."""
@@ -25,16 +27,21 @@ class ShardEndpoint(Protocol):
 
 
 class LocalEndpoint:
-    """A shard in this process; replies are immediate."""
+    """A shard in this process; replies are immediate. Each push and pull holds the shard's lock:
+    a thread of this process (a central inference server's) may pull while a worker pushes, and
+    must never copy a half-applied update."""
 
-    def __init__(self, shard: ParameterShard):
+    def __init__(self, shard: ParameterShard, lock: threading.Lock | None = None):
         self.shard = shard
+        self.lock = lock if lock is not None else threading.Lock()
 
-    def push(self, grad: np.ndarray, version: int, worker_id: int) -> Done[PushResult]:
-        return Done(self.shard.push(grad, version, worker_id))
+    def push(self, grad: np.ndarray, version: int, worker_id: int, tag: PushTag | None = None) -> Done[PushResult]:
+        with self.lock:
+            return Done(self.shard.push(grad, version, worker_id, tag=tag))
 
     def pull(self) -> Done[tuple[np.ndarray, int]]:
-        return Done(self.shard.pull())
+        with self.lock:
+            return Done(self.shard.pull())
 
     def version(self) -> Done[int]:
         return Done(self.shard.version)
@@ -69,6 +76,12 @@ class ParameterClient:
     since has moved the client's copy on. With a barrier rule whose shards answer before the next
     version exists (in-process shards cannot block), the client marks itself behind and pulls on
     the next ``params()``.
+
+    Every push carries a :class:`PushTag`: this client's number and the push's, so a redelivered
+    push is dropped, and each shard's epoch as of the reply that last brought its parameters. A
+    shard restored after a crash refuses a push labelled with an older epoch (``"restarted"``)
+    and sends its parameters: the client's version of that shard goes back, and the next gradient
+    is computed on the restored parameters. ``rejections`` counts rejected pushes by reason.
     """
 
     def __init__(self, endpoints: list[ShardEndpoint], layout: ShardLayout, worker_id: int = 0,
@@ -85,7 +98,12 @@ class ParameterClient:
         self.versions = [-1] * layout.num_shards  # -1: never pulled
         # The versions of the copy params() last handed out: what the next gradient is computed on.
         self._computed_on = list(self.versions)
+        self.epochs = [0] * layout.num_shards  # each shard's epoch, from the replies with parameters
+        self._computed_epochs = list(self.epochs)
+        self.client_id = secrets.randbits(63)  # a restarted worker is a new client: its numbers start again
+        self._seq = -1
         self.outcomes: Counter = Counter()
+        self.rejections: Counter = Counter()
         self._in_flight: list[Pending[PushResult]] | None = None
 
     @property
@@ -108,13 +126,13 @@ class ParameterClient:
         stale = [i for i, v in enumerate(self.versions) if v < 0]
         if stale:
             self._pull(stale)
-        self._computed_on = list(self.versions)
+        self._computed_on, self._computed_epochs = list(self.versions), list(self.epochs)
         return self._flat
 
     def pull(self) -> np.ndarray:
         """Fetch every shard's current parameters now."""
         self._pull(range(self.layout.num_shards))
-        self._computed_on = list(self.versions)
+        self._computed_on, self._computed_epochs = list(self.versions), list(self.epochs)
         return self._flat
 
     def push(self, grad: np.ndarray, wait: bool = True) -> ClientPush | None:
@@ -124,10 +142,11 @@ class ParameterClient:
         pull or ``params()``), so the worker can compute its next gradient while this one travels:
         that gradient is then computed on parameters one version older, and labelled so.
         """
-        labels = self._computed_on  # taken before the previous reply can move the copy on
+        labels, epochs = self._computed_on, self._computed_epochs  # before the previous reply moves the copy on
         self.complete()
-        pending = [ep.push(g, v, self.worker_id)
-                   for ep, g, v in zip(self.endpoints, self.layout.split(grad), labels)]
+        self._seq += 1
+        pending = [ep.push(g, v, self.worker_id, PushTag(e, self.client_id, self._seq))
+                   for ep, g, v, e in zip(self.endpoints, self.layout.split(grad), labels, epochs)]
         if not wait:
             self._in_flight = pending
             return None
@@ -146,10 +165,12 @@ class ParameterClient:
             result = p.result(self.timeout_s)
             outcomes.append(result.outcome)
             self.outcomes[result.outcome] += 1
+            if result.reason is not None:
+                self.rejections[result.reason] += 1
             applied |= result.applied
             if result.params is not None:
                 np.copyto(self._parts[i], result.params)
-                self.versions[i] = result.version
+                self.versions[i], self.epochs[i] = result.version, result.epoch
                 refreshed = True
             elif self.barrier and result.outcome != "rejected" and result.version == self.versions[i]:
                 self.versions[i] = -1

@@ -10,6 +10,7 @@ import numpy as np
 from gorila import validate
 from gorila.core import ParamSource
 from gorila.params.cache import CachedSource, CacheSpec, ServerUpstream
+from gorila.errors import CheckpointError
 from gorila.params.client import ParameterClient, ShardEndpoint
 from gorila.params.layout import ShardLayout
 from gorila.params.optim import OPTIMIZERS, LearningRate
@@ -30,6 +31,7 @@ class ServerSpec:
     ``lr`` may be a float32 vector over the whole flat vector (per-parameter rates). ``placement``
     says where a runtime puts the shards: ``process`` (each in a process of its own) or ``workers``
     (synchronous rule, one node: spread over the workers, see :mod:`gorila.runtime.allreduce`).
+    A worker whose ``nonfinite_limit``-th non-finite gradient in a row arrives stops the run.
     """
 
     rule: UpdateRule
@@ -37,9 +39,11 @@ class ServerSpec:
     optimizer: str = "sgd"
     lr: LearningRate = 0.1
     placement: str = "process"
+    nonfinite_limit: int = 10
 
     def __post_init__(self) -> None:
         validate.integer("shards", self.num_shards, low=1)
+        validate.integer("nonfinite_limit", self.nonfinite_limit, low=1)
         validate.choice("server", self.placement, PLACEMENTS)
         validate.choice("optimizer", self.optimizer, OPTIMIZERS)
         if not isinstance(self.lr, np.ndarray):
@@ -51,7 +55,8 @@ class ServerSpec:
     def build_shard(self, part: np.ndarray, size: int, shard_id: int) -> ParameterShard:
         """Shard ``shard_id`` holding ``part``, its slice of a flat vector of ``size`` parameters."""
         lr = self.lr[self.layout(size).slices[shard_id]] if isinstance(self.lr, np.ndarray) else self.lr
-        return ParameterShard(part, rule=self.rule, optimizer=self.optimizer, lr=lr, shard_id=shard_id)
+        return ParameterShard(part, rule=self.rule, optimizer=self.optimizer, lr=lr, shard_id=shard_id,
+                              nonfinite_limit=self.nonfinite_limit)
 
     def build(self, params: np.ndarray) -> list[ParameterShard]:
         """Every shard of the flat ``params``."""
@@ -95,13 +100,13 @@ class ParameterServer:
 def merge_stats(stats: list[ShardStats]) -> ShardStats:
     """Counters of all shards. Every worker push reaches every shard, so push counts, updates
     and the staleness histogram are averaged over shards (one worker push counts once);
-    bytes are summed."""
+    bytes, and pushes refused by a restarted shard (one shard's own), are summed."""
     total = ShardStats()
     for s in stats:
         total = total.merge(s)
     n = max(len(stats), 1)
-    for name in ("pushes_counted", "pushes_accepted", "pushes_rejected_stale",
-                 "pushes_rejected_nonfinite", "updates"):
+    for name in ("pushes_counted", "pushes_accepted", "pushes_rejected_stale", "pushes_rejected_nonfinite",
+                 "pushes_rejected_duplicate", "updates"):
         setattr(total, name, getattr(total, name) // n)
     for k in total.staleness:
         total.staleness[k] //= n
@@ -117,6 +122,18 @@ def server_params(state: dict[str, np.ndarray]) -> np.ndarray:
     """The server's whole flat parameter vector from a checkpoint's shard states (shards in order)."""
     shards = sorted({int(k.split(".", 1)[0][len("shard"):]) for k in state if k.endswith(".params")})
     return np.concatenate([state[f"shard{i}.params"] for i in shards])
+
+
+def check_shard_state(state: dict[str, np.ndarray], layout: ShardLayout, where: str) -> None:
+    """Raise :class:`CheckpointError`, in words, unless ``state`` (a checkpoint's shard states) fits
+    a server of ``layout``: the same number of shards and parameters."""
+    shards = sorted({k.split(".", 1)[0] for k in state if k.startswith("shard") and k.endswith(".params")})
+    sizes = [state[f"{name}.params"].size for name in shards]
+    if len(sizes) != layout.num_shards or sum(sizes) != layout.size:
+        raise CheckpointError(
+            f"{where} holds {sum(sizes):,} parameters in {len(sizes)} shard(s), but this run's network has "
+            f"{layout.size:,} in {layout.num_shards}: it was saved by another algorithm, network or --shards. "
+            "Resume with the settings it was saved with, or start a new run directory")
 
 
 def split_shard_state(state: dict[str, np.ndarray], num_shards: int) -> list[dict[str, np.ndarray]]:

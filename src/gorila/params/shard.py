@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gorila.errors import GradientError, VersionError
+from gorila.errors import GradientError, NonFiniteError, VersionError
 from gorila.params.optim import LearningRate, ServerOptimizer, make_optimizer
 from gorila.params.rule import Outcome, UpdateRule
 
@@ -17,8 +17,10 @@ class PushResult:
     """What a push did.
 
     ``params`` holds the shard's current parameters whenever the pusher is behind after the
-    push (its version < ``version``), so a worker's round trip is one call.
-    ``reason`` says why a push was rejected: ``"stale"`` or ``"nonfinite"``.
+    push (its version < ``version``) or was refused for its tag, so a worker's round trip is one
+    call. ``reason`` says why a push was rejected: ``"stale"``, ``"nonfinite"``, ``"restarted"``
+    (computed on parameters of the shard's life before a restart) or ``"duplicate"`` (a push
+    already received). ``epoch`` is the shard's: the pusher labels its next push with it.
     """
 
     outcome: Outcome
@@ -27,6 +29,29 @@ class PushResult:
     staleness: int
     reason: str | None = None
     params: np.ndarray | None = None
+    epoch: int = 0
+
+
+#: Why a push can be rejected, in the order the fast path's wire format numbers them.
+REASONS = (None, "stale", "nonfinite", "restarted", "duplicate")
+
+
+@dataclass(frozen=True)
+class PushTag:
+    """What a push carries besides its gradient and version, so that a shard applies it at most once::
+
+        PushTag(epoch=0, client=0x5eed, seq=41)
+
+    ``epoch`` is the shard life the gradient's parameters came from: a shard restored after a crash
+    starts a new epoch and refuses older ones (their version numbers may name parameters it never
+    had). ``client`` and ``seq`` number one client's pushes 0, 1, 2, ...; a push whose ``seq`` is
+    not above the last one seen from that client is a redelivery and is dropped (``seq`` -1: not
+    numbered). A restarted worker is a new client.
+    """
+
+    epoch: int = 0
+    client: int = 0
+    seq: int = -1
 
 
 @dataclass
@@ -40,11 +65,15 @@ class ShardStats:
     updates: int = 0
     bytes_in: int = 0
     bytes_out: int = 0
+    # After the fields above: a checkpoint stores the counters by position.
+    pushes_rejected_restarted: int = 0
+    pushes_rejected_duplicate: int = 0
     staleness: Counter = field(default_factory=Counter)
 
     @property
     def pushes_rejected(self) -> int:
-        return self.pushes_rejected_stale + self.pushes_rejected_nonfinite
+        return (self.pushes_rejected_stale + self.pushes_rejected_nonfinite + self.pushes_rejected_restarted
+                + self.pushes_rejected_duplicate)
 
     def as_dict(self) -> dict:
         out = {k: v for k, v in self.__dict__.items() if k != "staleness"}
@@ -91,18 +120,26 @@ class ParameterShard:
         params, version = shard.pull()                      # a copy
 
     A gradient that is not finite is rejected and leaves parameters, optimizer state and the
-    pending aggregate bit-for-bit unchanged. A gradient of the wrong shape or dtype raises
-    :class:`GradientError`; a version ahead of the shard raises :class:`VersionError`.
+    pending aggregate bit-for-bit unchanged; the ``nonfinite_limit``-th in a row from one worker
+    raises :class:`NonFiniteError` instead (that worker trains on garbage). A gradient of the
+    wrong shape or dtype raises :class:`GradientError`; a version ahead of the shard raises
+    :class:`VersionError`. A push's :class:`PushTag` makes it count at most once.
+    A shard restored after a crash (:meth:`restore`) is in a new ``epoch``.
     """
 
     def __init__(self, params: np.ndarray, rule: UpdateRule, optimizer: str | ServerOptimizer = "sgd",
-                 lr: LearningRate = 0.1, shard_id: int = 0):
+                 lr: LearningRate = 0.1, shard_id: int = 0, nonfinite_limit: int = 10):
         params = np.asarray(params)
         if params.ndim != 1 or params.dtype != np.float32:
             raise GradientError(f"shard parameters must be a flat float32 vector, got "
                                 f"shape {params.shape} dtype {params.dtype}")
         self.shard_id = shard_id
         self.rule = rule
+        self.lr = lr
+        self.nonfinite_limit = nonfinite_limit
+        self.epoch = 0
+        self._last_seq: dict[int, int] = {}  # by client: the last numbered push seen
+        self._nonfinite_streak: dict[int, int] = {}  # by worker: non-finite pushes in a row
         self._params = params.copy()
         self._optimizer = (make_optimizer(optimizer, params.size, lr) if isinstance(optimizer, str)
                            else optimizer)
@@ -128,7 +165,7 @@ class ParameterShard:
         return view
 
     def push(self, grad: np.ndarray, version: int, worker_id: int = 0,
-             out: np.ndarray | None = None) -> PushResult:
+             out: np.ndarray | None = None, tag: PushTag | None = None) -> PushResult:
         """Offer a gradient computed on ``version``; see the module doc of ``rule`` for the outcome.
 
         Fresh parameters in the reply are written into ``out`` when given (e.g. a shared-memory
@@ -136,6 +173,15 @@ class ParameterShard:
         self._check_gradient(grad)
         if isinstance(version, bool) or not isinstance(version, (int, np.integer)) or version < 0:
             raise VersionError(f"version must be an integer >= 0, got {version!r}")
+        tag = tag or PushTag()
+        if tag.epoch != self.epoch:
+            self.stats.pushes_rejected_restarted += 1
+            return self._refused("restarted", version, out)
+        if tag.seq >= 0:
+            if tag.seq <= self._last_seq.get(tag.client, -1):
+                self.stats.pushes_rejected_duplicate += 1
+                return self._refused("duplicate", version, out)
+            self._last_seq[tag.client] = tag.seq
         if version > self._version:
             raise VersionError(f"shard {self.shard_id}: version {version} from worker {worker_id} is "
                                f"from the future (shard is at version {self._version})")
@@ -151,7 +197,13 @@ class ParameterShard:
         elif not all_finite(grad):
             outcome, reason = "rejected", "nonfinite"
             self.stats.pushes_rejected_nonfinite += 1
+            self._nonfinite_streak[worker_id] = streak = self._nonfinite_streak.get(worker_id, 0) + 1
+            if streak >= self.nonfinite_limit:
+                raise NonFiniteError(f"shard {self.shard_id}: worker {worker_id} pushed {streak} non-finite "
+                                     "gradients in a row (none applied); its loss has diverged or its input "
+                                     "holds NaN or infinity")
         else:
+            self._nonfinite_streak.pop(worker_id, None)
             applied = self._join(grad, counted=outcome == "counted")
             if outcome == "counted":
                 self.stats.pushes_counted += 1
@@ -161,7 +213,14 @@ class ParameterShard:
         if version < self._version:
             fresh = self._copy_params(out)
             self.stats.bytes_out += fresh.nbytes
-        return PushResult(outcome, applied, self._version, staleness, reason, fresh)
+        return PushResult(outcome, applied, self._version, staleness, reason, fresh, self.epoch)
+
+    def _refused(self, reason: str, version: int, out: np.ndarray | None) -> PushResult:
+        """A push dropped for its tag: nothing changes; the pusher gets the current parameters."""
+        fresh = self._copy_params(out)
+        self.stats.bytes_out += fresh.nbytes
+        return PushResult("rejected", False, self._version, max(self._version - int(version), 0), reason, fresh,
+                          self.epoch)
 
     def pull(self, out: np.ndarray | None = None) -> tuple[np.ndarray, int]:
         """A copy of the current parameters (into ``out`` when given) and their version."""
@@ -228,3 +287,14 @@ class ParameterShard:
                                 staleness=Counter({int(k): int(v) for k, v in state["staleness"]}))
         self._optimizer.load_state_dict(
             {k[len("optim."):]: v for k, v in state.items() if k.startswith("optim.")})
+
+    def restore(self, state: dict[str, np.ndarray], epoch: int) -> None:
+        """Come back from ``state`` (a checkpoint) after a crash, in a new ``epoch``.
+
+        The pending aggregate is dropped: the pushes in it came from workers that are told to
+        compute again on the restored parameters (their next push is ``"restarted"``)."""
+        self.load_state_dict(state)
+        self._pending.fill(0.0)
+        self._joined = self._counted = 0
+        self._last_seq.clear()
+        self.epoch = epoch

@@ -1,7 +1,7 @@
 """Runtimes place plain components: ``local`` (one process) or ``ray`` (Ray processes).
 
-Only :mod:`gorila.runtime.ray_runtime` imports Ray, and only when a Ray runtime is made. The
-protocols they implement are in :mod:`gorila.core`.
+Only :mod:`gorila.runtime.ray_runtime` and the ``ray_*`` modules it uses import Ray, and only
+when a Ray runtime is made. The protocols they implement are in :mod:`gorila.core`.
 """
 
 from __future__ import annotations

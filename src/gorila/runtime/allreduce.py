@@ -34,7 +34,7 @@ import numpy as np
 
 from gorila.core import Done
 from gorila.errors import ConfigError, VersionError, WorkerTimeoutError
-from gorila.params import ParameterServer, PushResult, ServerSpec, ShardStats, shard_state, split_shard_state
+from gorila.params import ParameterServer, PushResult, PushTag, ServerSpec, ShardStats, shard_state, split_shard_state
 from gorila.params.optim import make_optimizer, optimizer_slots
 from gorila.params.shard import all_finite
 
@@ -133,6 +133,9 @@ class SpreadShards:
     def cpu_seconds(self) -> float:
         return 0.0  # the owners' work is counted in the workers' processes
 
+    def restarts(self) -> list[str]:
+        return []  # the shards live in the workers' shared memory: a restarted worker finds them there
+
     def close(self) -> None:
         self.views = {}
         self.memory.close()
@@ -169,7 +172,10 @@ class SpreadEndpoint:
     def part(self) -> slice:
         return self.spec.layout(self.layout.size).slices[self.shard_id]
 
-    def push(self, grad: np.ndarray, version: int, worker_id: int) -> Done[PushResult] | _Round:
+    def push(self, grad: np.ndarray, version: int, worker_id: int,
+             tag: PushTag | None = None) -> Done[PushResult] | _Round:
+        """One worker's gradient for this round. ``tag`` is not needed: each worker writes its
+        own row of the round, so a repeat overwrites itself, and a spread server is never restarted."""
         views, j = self.views, self.shard_id
         current = int(views["versions"][j])
         if version > current:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from gorila.core import Done, ServiceFactory, Worker, WorkerFactory
+from gorila.errors import GorilaError
 from gorila.metrics.cputime import process_cpu_seconds
 from gorila.params import (LocalEndpoint, ParameterServer, ServerSpec, ShardStats, shard_state,
                            split_shard_state)
@@ -43,6 +45,9 @@ class LocalShards:
     def cpu_seconds(self) -> float:
         return 0.0  # counted once, as the whole process's CPU time, by the runtime
 
+    def restarts(self) -> list[str]:
+        return []  # shards in this process die with it
+
 
 class LocalWorkers:
     """Workers stepped in turn, one step each per round, so a synchronous round completes
@@ -71,6 +76,9 @@ class LocalWorkers:
 
     def call(self, method: str, *args: Any) -> list[Any]:
         return [getattr(w, method)(*args) for w in self.workers]
+
+    def kill(self, index: int) -> None:
+        raise GorilaError("the local runtime runs every worker in the driver's process: it cannot restart one")
 
 
 class LocalService:
@@ -112,7 +120,8 @@ class LocalRuntime:
     def plan(self, processes: int) -> None:
         """Nothing to share: everything runs in this process."""
 
-    def start_shards(self, spec: ServerSpec, params: np.ndarray, *, wait: bool = True) -> LocalShards:
+    def start_shards(self, spec: ServerSpec, params: np.ndarray, *, wait: bool = True,
+                     checkpoints: Path | None = None) -> LocalShards:
         return LocalShards(spec, params, self.call_timeout_s)
 
     def start_param_caches(self, server: ParameterServer, poll_s: float = 0.005) -> tuple[ParameterServer,

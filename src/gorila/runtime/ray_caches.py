@@ -17,7 +17,8 @@ import ray
 from gorila.params import ParameterServer
 from gorila.params.cache import CacheSpec, serve_node_cache
 from gorila.runtime.placement import alive_nodes, node_id, pinned
-from gorila.runtime.ray_runtime import RayServices, _NamedActor, _ServiceProcess
+from gorila.runtime.ray_calls import NamedActor
+from gorila.runtime.ray_runtime import RayServices, _ServiceProcess
 
 if TYPE_CHECKING:
     from gorila.runtime.ray_runtime import RayRuntime
@@ -41,7 +42,7 @@ def start_param_caches(runtime: RayRuntime, server: ParameterServer,
     nodes = alive_nodes()
     spec = CacheSpec(prefix=f"gorila-{runtime._tag}-params", size=server.layout.size, locate=node_id, poll_s=poll_s)
     factory = functools.partial(serve_node_cache, server, spec)
-    handles = [_NamedActor(_ServiceProcess.options(num_cpus=CACHE_CPUS, max_restarts=runtime.max_restarts,
+    handles = [NamedActor(_ServiceProcess.options(num_cpus=CACHE_CPUS, max_restarts=runtime.max_restarts,
                                                    max_task_retries=3, name=actor, **pinned(nodes, k),
                                                    **runtime._env()).remote(factory, k), actor)
                for k, actor in enumerate(runtime._names("param-cache", len(nodes)))]

@@ -1,13 +1,13 @@
-"""The Ray runtime: shards and workers as Ray processes; the only module that imports Ray.
+"""The Ray runtime: shards and workers as Ray processes. With :mod:`~gorila.runtime.ray_shards`
+and :mod:`~gorila.runtime.ray_calls`, the only modules that import Ray.
 
 With neither ``address`` nor ``RAY_ADDRESS`` it starts an embedded Ray on this machine,
-bound to loopback with no dashboard; otherwise it joins that cluster.
+bound to loopback with no dashboard, and a reaper (:mod:`~gorila.runtime.reaper`) that takes
+Ray's processes down should this process be killed; otherwise it joins that cluster.
 """
 
 from __future__ import annotations
 
-import asyncio
-import copy
 import itertools
 import logging
 import os
@@ -16,143 +16,29 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from gorila.core import Pending, ServiceFactory, WorkerFactory
+from gorila.core import ServiceFactory, WorkerFactory
 from gorila.errors import ClusterUnreachableError, ConfigError, GorilaError, SchedulingError, WorkerTimeoutError
 from gorila.metrics.cputime import CpuClock, process_cpu_seconds
-from gorila.params import (ParameterServer, ParameterShard, PushResult, ServerSpec, ShardStats, shard_state,
-                           split_shard_state)
+from gorila.params import ParameterServer, ServerSpec
 from gorila.runtime.allreduce import SpreadShards
+from gorila.runtime.ray_calls import NamedActor, RayPending, ray
+from gorila.runtime.ray_shards import RayShards, ShardProcess
+from gorila.runtime.reaper import Reaper
+from gorila.runtime.shard_recovery import ShardRecovery
 from gorila.runtime.placement import alive_nodes, pinned
-from gorila.runtime.shard_host import ShardHost
-from gorila.runtime.shm import FastPathChannel, FastPathServer
 
-# Must be in the environment before Ray starts: then every Ray socket binds to 127.0.0.1.
-os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-
-import ray  # noqa: E402
-from ray.exceptions import GetTimeoutError, RayActorError  # noqa: E402
+from ray.exceptions import GetTimeoutError, RayActorError  # noqa: E402  (after ray_calls: the environment is set)
 
 # One BLAS / torch thread per process (torch reads OMP_NUM_THREADS when it is imported): parallelism
 # comes from processes, and oversubscribed threads would make every speedup measurement lie.
 _ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 # A blocked worker's backoff, doubling from the first to the last.
 _BACKOFF_S = (0.001, 0.02)
-
-
-class RayPending:
-    """A reply on its way from a Ray worker."""
-
-    def __init__(self, ref: ray.ObjectRef, what: str):
-        self.ref, self.what = ref, what
-
-    def result(self, timeout_s: float) -> Any:
-        try:
-            return ray.get(self.ref, timeout=timeout_s)
-        except GetTimeoutError as err:
-            raise WorkerTimeoutError(f"{self.what} did not answer within {timeout_s:.0f} s") from err
-
-    def ready(self) -> bool:
-        done, _ = ray.wait([self.ref], timeout=0)
-        return bool(done)
-
-
-@ray.remote
-class _ShardProcess:
-    """Hosts one :class:`ParameterShard` behind a :class:`ShardHost`. Ray methods run on the
-    actor's asyncio loop, so a barrier push awaits the version that completes it while the other
-    workers' pushes keep arriving; same-node clients are served on threads of the fast path
-    (:mod:`gorila.runtime.shm`). Every update, from either side, wakes the loop's waiters."""
-
-    def __init__(self, barrier_timeout_s: float):
-        self.cpu = CpuClock()
-        self.barrier_timeout_s = barrier_timeout_s
-        self.host: ShardHost | None = None
-        self.fast_path: FastPathServer | None = None
-        self.fast_path_path: str | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loaded = asyncio.Event()  # calls that need the shard wait for it: they may come first
-        self._next_version = asyncio.Event()  # set (and replaced) whenever the version moves on
-        self._waiting = 0  # Ray pushes waiting at the barrier (changed on the loop only)
-
-    async def load(self, shard: ParameterShard) -> str:
-        """Take the shard and start serving same-node clients; returns this node's id."""
-        self._loop = asyncio.get_running_loop()
-        # Arrays that arrive through Ray's object store are read-only views: own a copy.
-        self.host = ShardHost(copy.deepcopy(shard), self.barrier_timeout_s, on_advance=self._advanced)
-        self.fast_path = FastPathServer(self.host.push, self.host.pull, self.host.size)
-        self.fast_path_path = self.fast_path.start()
-        self._loaded.set()
-        return ray.get_runtime_context().get_node_id()
-
-    async def fast_path_address(self) -> FastPathAddress | None:
-        """Where same-node clients reach this shard without Ray calls (None where unsupported)."""
-        await self._loaded.wait()
-        if self.fast_path_path is None:
-            return None
-        return FastPathAddress(ray.get_runtime_context().get_node_id(), self.fast_path_path, self.host.size)
-
-    def _advanced(self) -> None:
-        # Only when a Ray push waits: waking the loop for nothing would take the GIL from the
-        # fast path's threads on every update.
-        if self._waiting:
-            self._loop.call_soon_threadsafe(self._wake_waiters)
-
-    def _wake_waiters(self) -> None:
-        event, self._next_version = self._next_version, asyncio.Event()
-        event.set()
-
-    async def push(self, grad: np.ndarray, version: int, worker_id: int) -> PushResult:
-        await self._loaded.wait()
-        result = self.host.push(grad, version, worker_id, wait=False)
-        if not self.host.must_wait(result, version):
-            return result
-        deadline = self._loop.time() + self.barrier_timeout_s
-        self._waiting += 1  # before the version check: an update after it then wakes this loop
-        try:
-            while self.host.version <= version:
-                # Nothing runs on this loop between the check and the wait: the event taken
-                # here is set by the next version, whichever thread makes it.
-                await asyncio.wait_for(self._next_version.wait(), deadline - self._loop.time())
-        except asyncio.TimeoutError as err:
-            raise self.host.barrier_timeout(version, worker_id) from err
-        finally:
-            self._waiting -= 1
-        return self.host.refreshed(result)
-
-    async def pull(self) -> tuple[np.ndarray, int]:
-        await self._loaded.wait()
-        return self.host.pull()
-
-    async def version(self) -> int:
-        await self._loaded.wait()
-        return self.host.version
-
-    async def stats(self) -> ShardStats:
-        await self._loaded.wait()
-        with self.host.locked() as shard:
-            return copy.deepcopy(shard.stats)  # Ray pickles it after the lock is released
-
-    async def state_dict(self) -> dict[str, np.ndarray]:
-        await self._loaded.wait()
-        with self.host.locked() as shard:
-            return shard.state_dict()
-
-    async def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        await self._loaded.wait()
-        with self.host.locked() as shard:
-            shard.load_state_dict(state)
-
-    def cpu_seconds(self) -> float:
-        return self.cpu.seconds()
-
-    def close_fast_path(self) -> None:
-        if self.fast_path is not None:
-            self.fast_path.close()
 
 
 def check_reachable(address: str, source: str, timeout_s: float) -> None:
@@ -171,118 +57,6 @@ def check_reachable(address: str, source: str, timeout_s: float) -> None:
             f"no Ray cluster answers at {address} (from {source}): {err.strerror or err}. Start one there "
             f"(ray start --head --port {port}), or leave out --address and RAY_ADDRESS to run on an "
             "embedded Ray on this machine") from None
-
-
-@dataclass(frozen=True)
-class FastPathAddress:
-    """Where a shard process serves clients on its own node."""
-
-    node_id: str
-    path: str
-    size: int
-
-
-class _NamedActor:
-    """A Ray actor handle that travels by name.
-
-    Ray keeps a restartable actor's creation arguments for its restarts; actor handles among
-    them count as objects in the object store, which Ray cannot promise to keep (ray-project/ray
-    issue 53727). Endpoints therefore carry the actor's name, and a copy in another process
-    looks the actor up on first use. Calls go straight to the handle::
-
-        actor = _NamedActor(handle, "gorila-1a2b3c4d-shard-0")
-        actor.push.remote(grad, version, worker_id)
-    """
-
-    def __init__(self, handle: Any, name: str):
-        self._handle, self.name = handle, name
-
-    def __getstate__(self) -> dict:
-        return {"name": self.name}
-
-    def __setstate__(self, state: dict) -> None:
-        self._handle, self.name = None, state["name"]
-
-    @property
-    def handle(self) -> Any:
-        if self._handle is None:
-            self._handle = ray.get_actor(self.name)
-        return self._handle
-
-    def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("__"):  # copy and pickle probe dunders: not the actor's
-            raise AttributeError(attr)
-        return getattr(self.handle, attr)
-
-
-class RayShardEndpoint:
-    """A client's way to one shard process (picklable: workers receive it).
-
-    With ``fast``, a process asks the shard for its fast-path address on first use (the shard
-    may still be starting: the answer waits for it) and, on the shard's node, opens a
-    :class:`~gorila.runtime.shm.FastPathChannel` and sends pushes and pulls through it;
-    elsewhere, or once that channel fails, calls go through Ray::
-
-        endpoint.push(grad, version, worker_id).result(timeout_s)   # -> PushResult
-        endpoint.transport                                         # "shm" or "ray"
-    """
-
-    def __init__(self, handle: Any, shard_id: int, fast: bool = True, connect_timeout_s: float = 60.0):
-        self.handle, self.shard_id, self.fast = handle, shard_id, fast
-        self.fast_path: FastPathAddress | None = None
-        self.connect_timeout_s = connect_timeout_s
-        self._channel: FastPathChannel | None = None
-        self._tried = False  # one attempt per process: a failed channel is not retried
-
-    def __getstate__(self) -> dict:
-        # A channel belongs to the process that opened it; a copy elsewhere opens its own.
-        return {**self.__dict__, "_channel": None, "_tried": False, "fast_path": None}
-
-    @property
-    def transport(self) -> str:
-        """``"shm"`` while this process's fast path is open, else ``"ray"``."""
-        return "ray" if self._channel is None or self._channel.closed else "shm"
-
-    def _fast(self) -> FastPathChannel | None:
-        if not self._tried and self.fast:
-            self._tried = True
-            try:
-                self.fast_path = ray.get(self.handle.fast_path_address.remote(), timeout=self.connect_timeout_s)
-            except GetTimeoutError as err:
-                raise WorkerTimeoutError(f"shard {self.shard_id} did not start within "
-                                         f"{self.connect_timeout_s:.0f} s") from err
-            if self.fast_path is not None and ray.get_runtime_context().get_node_id() == self.fast_path.node_id:
-                try:
-                    self._channel = FastPathChannel(self.fast_path.path, self.fast_path.size, self.shard_id,
-                                                    self.connect_timeout_s)
-                except OSError:  # e.g. the socket is gone: the Ray calls still reach the shard
-                    self._channel = None
-        return None if self.transport == "ray" else self._channel
-
-    def connect(self) -> None:
-        """Look up the shard's fast path and, on its node, open the channel."""
-        self._fast()
-
-    def push(self, grad: np.ndarray, version: int, worker_id: int) -> Pending:
-        channel = self._fast()
-        pending = channel.push(grad, version, worker_id) if channel is not None else None
-        return pending or RayPending(self.handle.push.remote(grad, version, worker_id),
-                                     f"shard {self.shard_id} push")
-
-    def pull(self) -> Pending:
-        channel = self._fast()
-        pending = channel.pull() if channel is not None else None
-        return pending or RayPending(self.handle.pull.remote(), f"shard {self.shard_id} pull")
-
-    def version(self) -> Pending:
-        """The shard's version through a Ray call (no payload): a cache's probe."""
-        return RayPending(self.handle.version.remote(), f"shard {self.shard_id} version")
-
-    def close(self) -> None:
-        """Close this process's fast path (later calls go through Ray)."""
-        self._tried = True
-        if self._channel is not None:
-            self._channel.close()
 
 
 class RayService:
@@ -345,60 +119,6 @@ class _WorkerProcess:
 
     def call(self, method: str, *args: Any) -> Any:
         return getattr(self.worker, method)(*args)
-
-
-class RayShards:
-    """The shard processes of one parameter server; ``server`` is how workers reach them."""
-
-    def __init__(self, handles: list[Any], spec: ServerSpec, size: int, call_timeout_s: float):
-        self.handles = handles
-        self.layout = spec.layout(size)
-        self.rule = spec.rule
-        self.timeout_s = call_timeout_s
-        self.server = self._server(fast=True)
-        self.node_ids: list[str] = []
-
-    def ray_call_server(self) -> ParameterServer:
-        """The server reached through Ray calls only, even on the shards' node (for comparisons)."""
-        return self._server(fast=False)
-
-    def _server(self, fast: bool) -> ParameterServer:
-        endpoints = tuple(RayShardEndpoint(h, i, fast, self.timeout_s) for i, h in enumerate(self.handles))
-        return ParameterServer(endpoints, self.layout, self.rule, self.timeout_s)
-
-    def close(self) -> None:
-        """Close the fast paths: this process's channels, then the shards' sockets and dirs.
-        A shard that already died has nothing left to close and is skipped."""
-        for endpoint in self.server.endpoints:
-            endpoint.close()
-        refs = [h.close_fast_path.remote() for h in self.handles]
-        _, unfinished = ray.wait(refs, num_returns=len(refs), timeout=self.timeout_s)
-        if unfinished:
-            raise WorkerTimeoutError(f"{len(unfinished)} shards did not close their fast path within "
-                                     f"{self.timeout_s:.0f} s")
-
-    def _get(self, refs: list, what: str) -> list:
-        try:
-            return ray.get(refs, timeout=self.timeout_s)
-        except GetTimeoutError as err:
-            raise WorkerTimeoutError(f"shards did not answer {what} within {self.timeout_s:.0f} s") from err
-
-    def pull(self) -> tuple[np.ndarray, list[int]]:
-        parts = self._get([h.pull.remote() for h in self.handles], "pull")
-        return np.concatenate([p for p, _ in parts]), [v for _, v in parts]
-
-    def stats(self) -> list[ShardStats]:
-        return self._get([h.stats.remote() for h in self.handles], "stats")
-
-    def state_dict(self) -> dict[str, np.ndarray]:
-        return shard_state(self._get([h.state_dict.remote() for h in self.handles], "state_dict"))
-
-    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        parts = split_shard_state(state, len(self.handles))
-        self._get([h.load_state_dict.remote(p) for h, p in zip(self.handles, parts)], "load_state_dict")
-
-    def cpu_seconds(self) -> float:
-        return float(sum(self._get([h.cpu_seconds.remote() for h in self.handles], "cpu_seconds")))
 
 
 class _RayGroup:
@@ -478,6 +198,7 @@ class RayRuntime:
         # embedded Ray started here inherits the variables instead and reuses the Python workers
         # it starts in advance (four workers importing torch came up in ~3 s instead of ~7 s).
         self._runtime_env: dict | None = {"env_vars": _ONE_THREAD}
+        self._reaper: Reaper | None = None
         if self._owns:
             source = "--address" if address else "RAY_ADDRESS"
             address = address or os.environ.get("RAY_ADDRESS")
@@ -490,6 +211,7 @@ class RayRuntime:
                     os.environ.update(_ONE_THREAD)
                     self._runtime_env = None
                     ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, **logs)
+                    self._reaper = Reaper.start()  # Ray's own processes must not outlive a killed driver
             except BaseException:
                 ray.shutdown()  # a start cut short (Ctrl-C, an error) leaves no Ray process behind
                 raise
@@ -539,9 +261,12 @@ class RayRuntime:
                     f"{self.cpus_per_process} CPU and the cluster has {ray.available_resources().get('CPU', 0)} "
                     f"of {self.total_cpus} CPUs free. Use fewer workers or a bigger cluster.") from err
 
-    def start_shards(self, spec: ServerSpec, params: np.ndarray, *, wait: bool = True) -> RayShards | SpreadShards:
+    def start_shards(self, spec: ServerSpec, params: np.ndarray, *, wait: bool = True,
+                     checkpoints: Path | None = None) -> RayShards | SpreadShards:
         """Shard processes; or, with ``spec.placement == "workers"``, the server spread over the
-        synchronous rule's workers in this node's shared memory (a one-node cluster only)."""
+        synchronous rule's workers in this node's shared memory (a one-node cluster only).
+        With ``checkpoints`` (the run's checkpoint directory) a shard process that dies is
+        restarted and comes back from the newest good checkpoint there."""
         if spec.placement == "workers":
             if len([node for node in ray.nodes() if node["Alive"]]) > 1:
                 raise ConfigError("server", "workers shares memory between the workers of one node; this "
@@ -549,10 +274,12 @@ class RayRuntime:
             group = SpreadShards(spec, params, spec.rule.aggregate, self.call_timeout_s)
             self._shard_groups.append(group)
             return group
-        handles = [_NamedActor(_ShardProcess.options(num_cpus=self.cpus_per_process, scheduling_strategy="SPREAD",
-                                                     max_concurrency=1000, name=name, **self._env()).remote(
-                                                         self.call_timeout_s), name)
-                   for name in self._names("shard", spec.num_shards)]
+        restarts = {} if checkpoints is None else dict(max_restarts=self.max_restarts, max_task_retries=3)
+        handles = [NamedActor(ShardProcess.options(num_cpus=self.cpus_per_process, scheduling_strategy="SPREAD",
+                                                   max_concurrency=1000, name=name, **restarts, **self._env()).remote(
+                       self.call_timeout_s, None if checkpoints is None else ShardRecovery(
+                           Path(checkpoints), k, spec.rule, spec.optimizer, spec.nonfinite_limit)), name)
+                   for k, name in enumerate(self._names("shard", spec.num_shards))]
         self._handles += handles
         group = RayShards(handles, spec, params.size, self.call_timeout_s)
         self._shard_groups.append(group)
@@ -570,7 +297,7 @@ class RayRuntime:
     def start_services(self, factory: ServiceFactory, count: int, *, name: str, wait: bool = True,
                        node_of: Callable[[int], int] | None = None) -> RayServices:
         nodes = alive_nodes() if node_of else []
-        handles = [_NamedActor(_ServiceProcess.options(**self._worker_options(), name=actor,
+        handles = [NamedActor(_ServiceProcess.options(**self._worker_options(), name=actor,
                                                        **(pinned(nodes, node_of(k)) if node_of else {})).remote(factory, k),
                                actor)
                    for k, actor in enumerate(self._names(name, count))]
@@ -583,7 +310,7 @@ class RayRuntime:
                       name: str, nice: int = 0, wait: bool = True,
                       node_of: Callable[[int], int] | None = None) -> RayWorkers:
         nodes = alive_nodes() if node_of else []
-        handles = [_NamedActor(_WorkerProcess.options(**self._worker_options(), name=actor,
+        handles = [NamedActor(_WorkerProcess.options(**self._worker_options(), name=actor,
                                                       **(pinned(nodes, node_of(k)) if node_of else {})).remote(
                        factory, k, server, nice), actor)
                    for k, actor in enumerate(self._names(name, count))]
@@ -618,3 +345,6 @@ class RayRuntime:
             self._handles.clear()
             if self._owns:
                 ray.shutdown()
+            if self._reaper is not None:
+                self._reaper.stop()
+                self._reaper = None

@@ -23,7 +23,7 @@ from dataclasses import replace
 import numpy as np
 
 from gorila.errors import WorkerTimeoutError
-from gorila.params import ParameterShard, PushResult
+from gorila.params import ParameterShard, PushResult, PushTag
 
 
 class ShardHost:
@@ -49,12 +49,12 @@ class ShardHost:
         return self.shard.size
 
     def push(self, grad: np.ndarray, version: int, worker_id: int, out: np.ndarray | None = None,
-             wait: bool = True) -> PushResult:
+             wait: bool = True, tag: PushTag | None = None) -> PushResult:
         """:meth:`ParameterShard.push`. Under a barrier rule, a push that joined version
         ``version + 1`` without completing it returns once that version exists (``wait``), with
         its parameters; a push rejected as stale returns at once, with fresh parameters."""
         with self._changed:
-            result = self.shard.push(grad, version, worker_id, out=out)
+            result = self.shard.push(grad, version, worker_id, out=out, tag=tag)
             if result.applied:
                 self._changed.notify_all()
                 if self._on_advance is not None:

@@ -22,7 +22,7 @@ Ray methods. Shard-side code (no Ray here)::
 Client side (what :class:`~gorila.runtime.ray_runtime.RayShardEndpoint` does on that node)::
 
     channel = FastPathChannel(path, size=n, shard_id=0, timeout_s=30)
-    pending = channel.push(grad, version, worker_id)   # None while a reply is still unread
+    pending = channel.push(grad, version, worker_id, tag)   # None while a reply is still unread
     result = pending.result(timeout_s=30)              # PushResult; its params view the slot
     channel.close()
 """
@@ -46,20 +46,20 @@ from typing import Any
 
 import numpy as np
 
-from gorila.errors import GorilaError, GradientError, VersionError, WorkerTimeoutError
+from gorila.errors import (GorilaError, GradientError, NonFiniteError, ShardRestartedError, VersionError,
+                           WorkerTimeoutError)
 from gorila.params.rule import OUTCOMES
-from gorila.params.shard import PushResult
+from gorila.params.shard import REASONS, PushResult, PushTag
 
-# Requests: op, version, worker id. The gradient is already in the slot.
-_REQUEST = struct.Struct("<Bqq")
+# Requests: op, version, worker id, the push's tag (epoch, client, seq). The gradient is already in the slot.
+_REQUEST = struct.Struct("<Bqqqqq")
 _PUSH, _PULL = 1, 2
-# Replies: status, outcome, reason, applied, has params, version, staleness.
-_REPLY = struct.Struct("<BBBBBqq")
+# Replies: status, outcome, reason, applied, has params, version, staleness, epoch.
+_REPLY = struct.Struct("<BBBBBqqq")
 _OK, _FAILED = 0, 1
 _ATTACH = struct.Struct("<q")  # the slot length in float32s, sent with the memfd
-_REASONS = (None, "stale", "nonfinite")
 # Errors the shard raises on purpose cross as (kind, message) and are raised again as that type.
-_ERRORS = (GorilaError, GradientError, VersionError, WorkerTimeoutError)
+_ERRORS = (GorilaError, GradientError, VersionError, WorkerTimeoutError, NonFiniteError)
 _MAX_MESSAGE = 64 * 1024
 _DIR_PREFIX = "gorila-shard-"
 _SOCKET_NAME = "shard.sock"
@@ -191,15 +191,16 @@ class FastPathServer:
 
     def _answer(self, request: bytes, grad: np.ndarray, params: np.ndarray) -> bytes:
         try:
-            op, version, worker_id = _REQUEST.unpack(request)
+            op, version, worker_id, epoch, client, seq = _REQUEST.unpack(request)
             if op == _PULL:
                 _, version = self._pull(out=params)
-                return _REPLY.pack(_OK, 0, 0, False, True, version, 0)
-            result = self._push(grad, version, worker_id, out=params)  # fresh params land in the slot
+                return _REPLY.pack(_OK, 0, 0, False, True, version, 0, 0)
+            # Fresh params land in the slot.
+            result = self._push(grad, version, worker_id, out=params, tag=PushTag(epoch, client, seq))
         except Exception as err:  # noqa: BLE001 - every failure goes back to the caller, typed
             return _encode_error(err)
-        return _REPLY.pack(_OK, OUTCOMES.index(result.outcome), _REASONS.index(result.reason),
-                           result.applied, result.params is not None, result.version, result.staleness)
+        return _REPLY.pack(_OK, OUTCOMES.index(result.outcome), REASONS.index(result.reason), result.applied,
+                           result.params is not None, result.version, result.staleness, result.epoch)
 
 
 def remove_stale_dirs(tmp: str, prefix: str = _DIR_PREFIX, socket_name: str = _SOCKET_NAME) -> None:
@@ -252,20 +253,20 @@ class FastPathChannel:
     def closed(self) -> bool:
         return self._sock.fileno() < 0
 
-    def push(self, grad: np.ndarray, version: int, worker_id: int) -> FastPending | None:
+    def push(self, grad: np.ndarray, version: int, worker_id: int, tag: PushTag = PushTag()) -> FastPending | None:
         """Send a push. None (take another path) while busy, or for a gradient that is not
         float32 of this shard's size: the shard's own check then names the mismatch."""
         if (not isinstance(grad, np.ndarray) or grad.dtype != np.float32 or grad.shape != self._grad.shape
                 or not self._busy.acquire(blocking=False)):
             return None
         np.copyto(self._grad, grad)
-        return self._send(_REQUEST.pack(_PUSH, version, worker_id), "push")
+        return self._send(_REQUEST.pack(_PUSH, version, worker_id, tag.epoch, tag.client, tag.seq), "push")
 
     def pull(self) -> FastPending | None:
         """Ask for the shard's parameters and version; None while busy."""
         if not self._busy.acquire(blocking=False):
             return None
-        return self._send(_REQUEST.pack(_PULL, 0, 0), "pull")
+        return self._send(_REQUEST.pack(_PULL, 0, 0, 0, 0, -1), "pull")
 
     def _send(self, request: bytes, what: str) -> FastPending | None:
         try:
@@ -287,17 +288,17 @@ class FastPathChannel:
                                      f"{timeout_s:g} s") from err
         except OSError as err:
             self.close()
-            raise GorilaError(f"shard {self.shard_id} {what}: connection lost: {err}") from err
+            raise ShardRestartedError(f"shard {self.shard_id} {what}: connection lost: {err}") from err
         finally:
             self._busy.release()
         if not reply:
             self.close()
-            raise GorilaError(f"shard {self.shard_id} closed the connection before answering {what}")
+            raise ShardRestartedError(f"shard {self.shard_id} closed the connection before answering {what}")
         if reply[0] == _FAILED:
             raise _ERRORS[reply[1]](reply[2:].decode())
-        _, outcome, reason, applied, has_params, version, staleness = _REPLY.unpack(reply)
-        return PushResult(OUTCOMES[outcome], bool(applied), version, staleness, _REASONS[reason],
-                          self._params if has_params else None)
+        _, outcome, reason, applied, has_params, version, staleness, epoch = _REPLY.unpack(reply)
+        return PushResult(OUTCOMES[outcome], bool(applied), version, staleness, REASONS[reason],
+                          self._params if has_params else None, epoch)
 
     def ready(self) -> bool:
         return self.closed or bool(select.select([self._sock], [], [], 0)[0])

@@ -1,0 +1,65 @@
+"""Ray calls as gorila sees them: a reply on its way (:class:`RayPending`) and an actor handle that
+travels by name (:class:`NamedActor`)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+# Must be in the environment before Ray starts: then every Ray socket binds to 127.0.0.1.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+import ray  # noqa: E402
+from ray.exceptions import GetTimeoutError  # noqa: E402
+
+from gorila.errors import WorkerTimeoutError  # noqa: E402
+
+
+class RayPending:
+    """A reply on its way from a Ray worker."""
+
+    def __init__(self, ref: ray.ObjectRef, what: str):
+        self.ref, self.what = ref, what
+
+    def result(self, timeout_s: float) -> Any:
+        try:
+            return ray.get(self.ref, timeout=timeout_s)
+        except GetTimeoutError as err:
+            raise WorkerTimeoutError(f"{self.what} did not answer within {timeout_s:.0f} s") from err
+
+    def ready(self) -> bool:
+        done, _ = ray.wait([self.ref], timeout=0)
+        return bool(done)
+
+
+class NamedActor:
+    """A Ray actor handle that travels by name.
+
+    Ray keeps a restartable actor's creation arguments for its restarts; actor handles among
+    them count as objects in the object store, which Ray cannot promise to keep (ray-project/ray
+    issue 53727). Endpoints therefore carry the actor's name, and a copy in another process
+    looks the actor up on first use. Calls go straight to the handle::
+
+        actor = NamedActor(handle, "gorila-1a2b3c4d-shard-0")
+        actor.push.remote(grad, version, worker_id, tag)
+    """
+
+    def __init__(self, handle: Any, name: str):
+        self._handle, self.name = handle, name
+
+    def __getstate__(self) -> dict:
+        return {"name": self.name}
+
+    def __setstate__(self, state: dict) -> None:
+        self._handle, self.name = None, state["name"]
+
+    @property
+    def handle(self) -> Any:
+        if self._handle is None:
+            self._handle = ray.get_actor(self.name)
+        return self._handle
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):  # copy and pickle probe dunders: not the actor's
+            raise AttributeError(attr)
+        return getattr(self.handle, attr)

@@ -1,0 +1,334 @@
+"""Parameter shards as Ray processes: the process that hosts one, how a client reaches it, the group.
+
+A shard process started with a :class:`~gorila.runtime.shard_recovery.ShardRecovery` is
+restartable: Ray starts it again after a crash and it restores itself from the run's last
+checkpoint in a new epoch (calls in flight are retried on it by Ray; a fast-path call whose
+connection broke is answered with the restored parameters, fetched through Ray). Clients then
+see the shard's version go back and compute on the restored parameters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gorila.errors import CheckpointError, ShardRestartedError, WorkerTimeoutError
+from gorila.metrics.cputime import CpuClock
+from gorila.params import (ParameterServer, ParameterShard, PushResult, PushTag, ServerSpec, ShardStats,
+                           shard_state, split_shard_state)
+from gorila.runtime.ray_calls import RayPending, ray
+from gorila.runtime.shard_host import ShardHost
+from gorila.runtime.shard_recovery import ShardRecovery
+from gorila.runtime.shm import FastPathChannel, FastPathServer, FastPending
+
+from ray.exceptions import GetTimeoutError  # noqa: E402  (after ray_calls: the environment is set)
+
+
+@ray.remote
+class ShardProcess:
+    """Hosts one :class:`ParameterShard` behind a :class:`ShardHost`. Ray methods run on the
+    actor's asyncio loop, so a barrier push awaits the version that completes it while the other
+    workers' pushes keep arriving; same-node clients are served on threads of the fast path
+    (:mod:`gorila.runtime.shm`). Every update, from either side, wakes the loop's waiters.
+    With a ``recovery``, a process Ray restarted restores the shard itself on its first call."""
+
+    def __init__(self, barrier_timeout_s: float, recovery: ShardRecovery | None = None):
+        self.cpu = CpuClock()
+        self.barrier_timeout_s = barrier_timeout_s
+        self.recovery = recovery
+        self.host: ShardHost | None = None
+        self.fast_path: FastPathServer | None = None
+        self.fast_path_path: str | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loaded = asyncio.Event()  # calls that need the shard wait for it: they may come first
+        self._next_version = asyncio.Event()  # set (and replaced) whenever the version moves on
+        self._waiting = 0  # Ray pushes waiting at the barrier (changed on the loop only)
+        with warnings.catch_warnings():  # Ray deprecates an internal it calls here; the API stays
+            warnings.simplefilter("ignore", DeprecationWarning)
+            restarted = ray.get_runtime_context().was_current_actor_reconstructed
+        self._must_restore = restarted and recovery is not None
+        self.restored_from: str | None = None
+
+    def _host(self, shard: ParameterShard) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.host = ShardHost(shard, self.barrier_timeout_s, on_advance=self._advanced)
+        self.fast_path = FastPathServer(self.host.push, self.host.pull, self.host.size)
+        self.fast_path_path = self.fast_path.start()
+        self._loaded.set()
+
+    async def _ready(self) -> None:
+        if self._must_restore:
+            self._must_restore = False
+            try:
+                shard, self.restored_from = self.recovery.restore()
+            except CheckpointError:  # died before it saved its start: the driver's load() is retried
+                pass
+            else:
+                self._host(shard)
+        await self._loaded.wait()
+
+    async def load(self, shard: ParameterShard) -> str:
+        """Take the shard and start serving same-node clients; returns this node's id."""
+        self._must_restore = False
+        # Arrays that arrive through Ray's object store are read-only views: own a copy.
+        shard = copy.deepcopy(shard)
+        if self.recovery is not None:
+            self.recovery.save_start(shard)
+        self._host(shard)
+        return ray.get_runtime_context().get_node_id()
+
+    async def fast_path_address(self) -> FastPathAddress | None:
+        """Where same-node clients reach this shard without Ray calls (None where unsupported)."""
+        await self._ready()
+        if self.fast_path_path is None:
+            return None
+        return FastPathAddress(ray.get_runtime_context().get_node_id(), self.fast_path_path, self.host.size)
+
+    async def life(self) -> tuple[int, str | None]:
+        """This process's id and, after a restart, the checkpoint it came back from."""
+        await self._ready()
+        return os.getpid(), self.restored_from
+
+    def _advanced(self) -> None:
+        # Only when a Ray push waits: waking the loop for nothing would take the GIL from the
+        # fast path's threads on every update.
+        if self._waiting:
+            self._loop.call_soon_threadsafe(self._wake_waiters)
+
+    def _wake_waiters(self) -> None:
+        event, self._next_version = self._next_version, asyncio.Event()
+        event.set()
+
+    async def push(self, grad: np.ndarray, version: int, worker_id: int, tag: PushTag | None = None) -> PushResult:
+        await self._ready()
+        result = self.host.push(grad, version, worker_id, wait=False, tag=tag)
+        if not self.host.must_wait(result, version):
+            return result
+        deadline = self._loop.time() + self.barrier_timeout_s
+        self._waiting += 1  # before the version check: an update after it then wakes this loop
+        try:
+            while self.host.version <= version:
+                # Nothing runs on this loop between the check and the wait: the event taken
+                # here is set by the next version, whichever thread makes it.
+                await asyncio.wait_for(self._next_version.wait(), deadline - self._loop.time())
+        except asyncio.TimeoutError as err:
+            raise self.host.barrier_timeout(version, worker_id) from err
+        finally:
+            self._waiting -= 1
+        return self.host.refreshed(result)
+
+    async def pull(self) -> tuple[np.ndarray, int]:
+        await self._ready()
+        return self.host.pull()
+
+    async def version(self) -> int:
+        await self._ready()
+        return self.host.version
+
+    async def stats(self) -> ShardStats:
+        await self._ready()
+        with self.host.locked() as shard:
+            return copy.deepcopy(shard.stats)  # Ray pickles it after the lock is released
+
+    async def state_dict(self) -> dict[str, np.ndarray]:
+        await self._ready()
+        with self.host.locked() as shard:
+            return shard.state_dict()
+
+    async def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        await self._ready()
+        with self.host.locked() as shard:
+            shard.load_state_dict(state)
+
+    def cpu_seconds(self) -> float:
+        return self.cpu.seconds()
+
+    def close_fast_path(self) -> None:
+        if self.fast_path is not None:
+            self.fast_path.close()
+
+
+@dataclass(frozen=True)
+class FastPathAddress:
+    """Where a shard process serves clients on its own node."""
+
+    node_id: str
+    path: str
+    size: int
+
+
+class _Rerouted:
+    """A fast-path reply that, should the shard's process die meanwhile, is answered through Ray
+    instead: a push with a rejection carrying the (restored) parameters, a pull with its reply."""
+
+    def __init__(self, pending: FastPending, endpoint: RayShardEndpoint, epoch: int):
+        self.pending, self.endpoint, self.epoch = pending, endpoint, epoch
+
+    def ready(self) -> bool:
+        return self.pending.ready()
+
+    def result(self, timeout_s: float) -> Any:
+        try:
+            return self.pending.result(timeout_s)
+        except ShardRestartedError:
+            params, version = self.endpoint.ray_pull().result(timeout_s)
+        if self.pending.what == "pull":
+            return params, version
+        # The push is not sent again: the process that got it is gone, and so is what it applied.
+        # The epoch stays the client's, unknown to a pull: its next push learns the new one.
+        return PushResult("rejected", False, version, 0, "restarted", params, self.epoch)
+
+
+class RayShardEndpoint:
+    """A client's way to one shard process (picklable: workers receive it).
+
+    With ``fast``, a process asks the shard for its fast-path address on first use (the shard
+    may still be starting: the answer waits for it) and, on the shard's node, opens a
+    :class:`~gorila.runtime.shm.FastPathChannel` and sends pushes and pulls through it;
+    elsewhere, or while that channel is down, calls go through Ray. A channel that broke (the
+    shard's process died and was restarted) is opened again to the new process::
+
+        endpoint.push(grad, version, worker_id, tag).result(timeout_s)   # -> PushResult
+        endpoint.transport                                              # "shm" or "ray"
+    """
+
+    def __init__(self, handle: Any, shard_id: int, fast: bool = True, connect_timeout_s: float = 60.0):
+        self.handle, self.shard_id, self.fast = handle, shard_id, fast
+        self.fast_path: FastPathAddress | None = None
+        self.connect_timeout_s = connect_timeout_s
+        self._channel: FastPathChannel | None = None
+        self._tried = False  # one attempt per process and shard life: a channel that failed to open is not retried
+        self._closed = False
+
+    def __getstate__(self) -> dict:
+        # A channel belongs to the process that opened it; a copy elsewhere opens its own.
+        return {**self.__dict__, "_channel": None, "_tried": False, "fast_path": None, "_closed": False}
+
+    @property
+    def transport(self) -> str:
+        """``"shm"`` while this process's fast path is open, else ``"ray"``."""
+        return "ray" if self._channel is None or self._channel.closed else "shm"
+
+    def _fast(self) -> FastPathChannel | None:
+        if self._channel is not None and self._channel.closed and not self._closed:
+            self._channel, self._tried = None, False  # its process died: reach the restarted one
+        if not self._tried and self.fast:
+            self._tried = True
+            try:
+                self.fast_path = ray.get(self.handle.fast_path_address.remote(), timeout=self.connect_timeout_s)
+            except GetTimeoutError as err:
+                raise WorkerTimeoutError(f"shard {self.shard_id} did not start within "
+                                         f"{self.connect_timeout_s:.0f} s") from err
+            if self.fast_path is not None and ray.get_runtime_context().get_node_id() == self.fast_path.node_id:
+                try:
+                    self._channel = FastPathChannel(self.fast_path.path, self.fast_path.size, self.shard_id,
+                                                    self.connect_timeout_s)
+                except OSError:  # e.g. the socket is gone: the Ray calls still reach the shard
+                    self._channel = None
+        return None if self.transport == "ray" else self._channel
+
+    def connect(self) -> None:
+        """Look up the shard's fast path and, on its node, open the channel."""
+        self._fast()
+
+    def push(self, grad: np.ndarray, version: int, worker_id: int, tag: PushTag | None = None) -> Any:
+        tag = tag or PushTag()
+        channel = self._fast()
+        pending = channel.push(grad, version, worker_id, tag) if channel is not None else None
+        if pending is not None:
+            return _Rerouted(pending, self, tag.epoch)
+        return RayPending(self.handle.push.remote(grad, version, worker_id, tag), f"shard {self.shard_id} push")
+
+    def pull(self) -> Any:
+        channel = self._fast()
+        pending = channel.pull() if channel is not None else None
+        return _Rerouted(pending, self, 0) if pending is not None else self.ray_pull()
+
+    def ray_pull(self) -> RayPending:
+        """A pull through Ray (it waits for a restarting shard)."""
+        return RayPending(self.handle.pull.remote(), f"shard {self.shard_id} pull")
+
+    def version(self) -> RayPending:
+        """The shard's version through a Ray call (no payload): a cache's probe."""
+        return RayPending(self.handle.version.remote(), f"shard {self.shard_id} version")
+
+    def close(self) -> None:
+        """Close this process's fast path (later calls go through Ray)."""
+        self._tried = self._closed = True
+        if self._channel is not None:
+            self._channel.close()
+
+
+class RayShards:
+    """The shard processes of one parameter server; ``server`` is how workers reach them."""
+
+    def __init__(self, handles: list[Any], spec: ServerSpec, size: int, call_timeout_s: float):
+        self.handles = handles
+        self.layout = spec.layout(size)
+        self.rule = spec.rule
+        self.timeout_s = call_timeout_s
+        self.server = self._server(fast=True)
+        self.node_ids: list[str] = []
+        self._pids: dict[int, int] = {}
+
+    def ray_call_server(self) -> ParameterServer:
+        """The server reached through Ray calls only, even on the shards' node (for comparisons)."""
+        return self._server(fast=False)
+
+    def _server(self, fast: bool) -> ParameterServer:
+        endpoints = tuple(RayShardEndpoint(h, i, fast, self.timeout_s) for i, h in enumerate(self.handles))
+        return ParameterServer(endpoints, self.layout, self.rule, self.timeout_s)
+
+    def close(self) -> None:
+        """Close the fast paths: this process's channels, then the shards' sockets and dirs.
+        A shard that already died has nothing left to close and is skipped."""
+        for endpoint in self.server.endpoints:
+            endpoint.close()
+        refs = [h.close_fast_path.remote() for h in self.handles]
+        _, unfinished = ray.wait(refs, num_returns=len(refs), timeout=self.timeout_s)
+        if unfinished:
+            raise WorkerTimeoutError(f"{len(unfinished)} shards did not close their fast path within "
+                                     f"{self.timeout_s:.0f} s")
+
+    def _get(self, refs: list, what: str) -> list:
+        try:
+            return ray.get(refs, timeout=self.timeout_s)
+        except GetTimeoutError as err:
+            raise WorkerTimeoutError(f"shards did not answer {what} within {self.timeout_s:.0f} s") from err
+
+    def pull(self) -> tuple[np.ndarray, list[int]]:
+        parts = self._get([h.pull.remote() for h in self.handles], "pull")
+        return np.concatenate([p for p, _ in parts]), [v for _, v in parts]
+
+    def stats(self) -> list[ShardStats]:
+        return self._get([h.stats.remote() for h in self.handles], "stats")
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return shard_state(self._get([h.state_dict.remote() for h in self.handles], "state_dict"))
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        parts = split_shard_state(state, len(self.handles))
+        self._get([h.load_state_dict.remote(p) for h, p in zip(self.handles, parts)], "load_state_dict")
+
+    def cpu_seconds(self) -> float:
+        return float(sum(self._get([h.cpu_seconds.remote() for h in self.handles], "cpu_seconds")))
+
+    def restarts(self) -> list[str]:
+        """A sentence for each shard restarted since the last call, saying where it came back from
+        (a process restarted twice between calls counts once)."""
+        out = []
+        for k, (pid, source) in enumerate(self._get([h.life.remote() for h in self.handles], "life")):
+            if source is not None and self._pids.get(k) != pid:
+                out.append(f"parameter shard {k} was restarted and came back from {source}")
+            self._pids[k] = pid
+        return out
+
+    def kill(self, index: int) -> None:
+        """Kill shard process ``index``, as a crash would (Ray restarts a restartable one)."""
+        ray.kill(self.handles[index].handle, no_restart=False)
