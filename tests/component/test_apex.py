@@ -27,8 +27,9 @@ def test_the_learner_trains_on_prioritized_n_step_rows_and_reports_its_waits_and
     assert summary["updates"] > 50
     # every env step becomes one row, but for those still in an n-step window (3 steps x 4 envs at most)
     assert 0 <= summary["env_steps"] - summary["replay_added"] < 3 * 4
-    # rows are requested two minibatches at a time, and one request may be in flight at the end
-    assert 0 <= summary["replay_sampled"] - summary["updates"] * 16 <= 2 * 2 * 16
+    # rows are requested two minibatches at a time; at the end the learner may hold the unused half of
+    # the request in use and two more requests in flight (the next ones are asked for as one is taken)
+    assert 0 <= summary["replay_sampled"] - summary["updates"] * 16 <= (1 + 2 * 2) * 16
     assert summary["replay_priority_max"] > 0 and 0 <= summary["learner_wait_fraction"] < 1
     lag = {int(k): v for k, v in summary["learner_policy_lag_histogram"].items()}
     assert all(k == 0 or k & (k - 1) == 0 for k in lag)  # bins are 0 and powers of two

@@ -56,6 +56,7 @@ class RolloutWorker:
         self.rng = np.random.default_rng(seed)
         self.version = -1
         self.next_group = 0
+        self.dropped: list[int] = []  # envs (worker indices) that failed in the last step
         for group, runner in enumerate(self.runners):
             self.client.request(group, runner.observations)
 
@@ -85,10 +86,15 @@ class RolloutWorker:
             actions[explore] = self.rng.integers(self.n_actions, size=int(explore.sum()))
         runner = self.runners[group]
         t = runner.step(actions)
+        self.dropped = [int(self.offsets[group]) + i for i in runner.dropped]
         self.client.request(group, runner.observations)
         t = dataclasses.replace(t, env_index=t.env_index + self.offsets[group],
                                 policy_version=np.full(len(t), self.version, np.int64))
         return t, group
+
+    @property
+    def env_failures(self) -> int:
+        return sum(runner.env_failures for runner in self.runners)
 
     def pop_episodes(self) -> list[Episode]:
         return [episode._replace(env_index=episode.env_index + int(offset))
@@ -131,11 +137,17 @@ class CentralQActor:
     def version(self) -> int:
         return self.rollout.version
 
+    @property
+    def env_failures(self) -> int:
+        return self.rollout.env_failures
+
     def load(self, params: np.ndarray, version: int) -> None:
         """Nothing to load: the inference server holds the parameters."""
 
     def act(self) -> Transitions | None:
         t, _ = self.rollout.step()
+        for env in self.rollout.dropped:  # an env that failed: its episode's pending rows go with it
+            self.nstep.drop(env)
         self.env_steps += len(t)
         for episode in self.rollout.pop_episodes():
             self.episodes += 1

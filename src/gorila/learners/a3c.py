@@ -169,7 +169,7 @@ class A3CWorker:
         return {
             "env_steps": self.env_steps,
             "episodes": self.episodes,
-            "env_failures": self.runner.env_failures,
+            "env_failures": self.runner.env_failures if self.rollout is None else self.rollout.env_failures,
             "updates_pushed": self.updates_pushed,
             **{f"pushes_{k}": self.client.outcomes[k] // shards for k in OUTCOMES},
             "recent_returns": list(self.recent_returns),
