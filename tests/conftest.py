@@ -31,6 +31,22 @@ def _train(run_config, *configs, on_chunk=None):
     return run(run_config, ALGORITHMS[run_config.algo].plan_fn()(run_config, *configs), on_chunk)
 
 
+@pytest.fixture(scope="module")
+def two_nodes():
+    """A two-node Ray cluster simulated on loopback (one CPU each) for this module; yields ``ray``."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+    cluster.shutdown()
+
+
 @pytest.fixture
 def train():
     """``train(run_config, *configs, on_chunk=None)``: the algorithm's builder, then the driver."""

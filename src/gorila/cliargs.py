@@ -103,3 +103,14 @@ def from_flags(cls: type[T], namespace: argparse.Namespace, **overrides: Any) ->
               if getattr(namespace, f.name, None) is not None}
     values.update(overrides)
     return cls(**values)
+
+
+def count_list(text: str) -> list[int]:
+    """An argparse type for flags such as ``--workers 1,2,4``: counts >= 1, comma-separated."""
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"a comma-separated list of counts >= 1, got {text!r}")
+    return counts

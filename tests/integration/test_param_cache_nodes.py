@@ -2,7 +2,6 @@
 node's actors read their own node's cache, the server sees one pull per version per node, and
 killing a node's cache sends its actors to the server without stopping them."""
 
-import os
 import sys
 import time
 from dataclasses import replace
@@ -15,22 +14,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 SIZE = 1000
 
 
-@pytest.fixture(scope="module")
-def two_nodes():
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    import ray
-    from ray.cluster_utils import Cluster
-
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    cluster.add_node(num_cpus=1)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, log_to_driver=False)
+@pytest.fixture(scope="module", autouse=True)
+def probe_by_value(two_nodes):
     import ray.cloudpickle
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the probe actor below
-    yield ray
-    ray.shutdown()
-    cluster.shutdown()
 
 
 def _probe(worker_id, server):

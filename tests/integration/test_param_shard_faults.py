@@ -106,28 +106,46 @@ def test_row7_a_wrong_gradient_is_refused_by_name_and_the_shard_keeps_serving(ru
     assert shards.restarts() == []
 
 
+def _restored(ray, shard, old_pid, timeout_s=60.0):
+    """Where the process that replaced ``old_pid`` came back from (calls that reach the dying
+    process, or fail while Ray restarts it, are asked again)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            pid, source = ray.get(shard.life.remote(), timeout=timeout_s)
+        except ray.exceptions.RayActorError:
+            continue
+        if pid != old_pid:
+            return source
+    raise AssertionError(f"shard process {old_pid} was not replaced within {timeout_s} s")
+
+
 def test_row3_a_sync_run_whose_shard_is_killed_still_reaches_its_target(ray_local, tmp_path, train):
     """Row 3 through the driver: lstsq, sync, two shards; shard 0 is killed after a checkpoint. It
-    comes back with the checkpoint's version and optimizer state, the workers' pushes computed
-    before are refused, every later update is the mean of both workers, and the run reaches its target."""
+    comes back from that checkpoint (its parameters and optimizer state are checked bit for bit by
+    the barrier test above; here the workers run on, so the shard moves past them at once), the
+    workers' pushes computed before are refused, every later update is the mean of both workers,
+    and the run reaches its target."""
     killed, stats = {}, []
 
     def kill_once(placed):
         checkpoints = tmp_path / "checkpoints"
         if not killed and list(checkpoints.glob("ckpt-*.json")):
-            saved, meta = load_checkpoint(checkpoints)
+            _, meta = load_checkpoint(checkpoints)
             before = placed.shards.pull()[1]
+            shard0 = placed.shards.handles[0]
+            pid, _ = ray_local.get(shard0.life.remote(), timeout=60)
             placed.shards.kill(0)
-            killed.update(saved=saved, updates=meta["updates"], before=before, back=placed.shards.state_dict())
+            # The driver writes checkpoints on this thread: none is newer than `meta` until we return.
+            killed.update(updates=meta["updates"], before=before, restored_from=_restored(ray_local, shard0, pid))
         stats.append(placed.shards.stats())
 
     cfg = LstsqConfig(workers=2, n=4000, d=10, iterations=300, tol=1e-3, log_every=5)
     run = RunConfig(algo="lstsq", mode="sync", shards=2, runtime="ray", run_dir=tmp_path, checkpoint_every_s=0.01)
     summary = train(run, cfg, on_chunk=kill_once)
     assert killed, "the run ended before the kill"
-    assert killed["back"]["shard0.counters"][0] == killed["updates"] < killed["before"][0]
-    for key in ("params", "optim.steps"):
-        assert killed["back"][f"shard0.{key}"].tobytes() == killed["saved"][f"shard0.{key}"].tobytes()
+    assert killed["restored_from"] == f"the run checkpoint of {killed['updates']} updates"
+    assert killed["updates"] < killed["before"][0]
     assert summary["shard_restarts"] == 1 and summary["pushes_rejected_restarted"] >= 2
     assert summary["reached_target"], summary
     for shard in stats[-1]:

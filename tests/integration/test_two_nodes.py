@@ -1,6 +1,5 @@
 """Shards spread over a two-node Ray cluster simulated on loopback."""
 
-import os
 
 import pytest
 
@@ -8,21 +7,6 @@ from gorila.algos.lstsq.config import LstsqConfig
 from gorila.config import RunConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
-
-
-@pytest.fixture(scope="module")
-def two_nodes():
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    import ray
-    from ray.cluster_utils import Cluster
-
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    cluster.add_node(num_cpus=1)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, log_to_driver=False)
-    yield ray
-    ray.shutdown()
-    cluster.shutdown()
 
 
 def test_shards_on_both_nodes_and_training_converges(two_nodes, tmp_path, train):

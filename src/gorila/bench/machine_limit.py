@@ -17,6 +17,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -51,26 +53,32 @@ def map_seconds(cfg: LstsqConfig, seed: int, num_workers: int, rounds: int, sync
     return max(end - start for start, end in map_intervals(cfg, seed, num_workers, rounds, synchronized, timeout_s))
 
 
-def map_intervals(cfg: LstsqConfig, seed: int, num_workers: int, rounds: int, synchronized: bool = False,
-                  timeout_s: float = 600.0) -> list[tuple[float, float]]:
-    """When each of the ``num_workers`` processes of :func:`map_seconds` started and ended its
-    rounds, on the machine's monotonic clock."""
-    ctx = mp.get_context("spawn")  # a clean interpreter: no inherited threads or Ray state
-    barrier, results = ctx.Barrier(num_workers), ctx.Queue()
+def start_one_thread(ctx: Any, target: Callable, args: list[tuple]) -> list:
+    """One started process of ``ctx`` (a multiprocessing context) per tuple of ``args``, each with
+    one BLAS / OpenMP thread: set in the environment they inherit, then restored here."""
     saved = {k: os.environ.get(k) for k in _ONE_THREAD}
     os.environ.update(_ONE_THREAD)
     try:
-        procs = [ctx.Process(target=_timed_map,
-                             args=(cfg, seed, num_workers, k, rounds, synchronized, barrier, results, timeout_s))
-                 for k in range(num_workers)]
+        procs = [ctx.Process(target=target, args=a) for a in args]
         for proc in procs:
             proc.start()
+        return procs
     finally:
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def map_intervals(cfg: LstsqConfig, seed: int, num_workers: int, rounds: int, synchronized: bool = False,
+                  timeout_s: float = 600.0) -> list[tuple[float, float]]:
+    """When each of the ``num_workers`` processes of :func:`map_seconds` started and ended its
+    rounds, on the machine's monotonic clock."""
+    ctx = mp.get_context("spawn")  # a clean interpreter: no inherited threads or Ray state
+    barrier, results = ctx.Barrier(num_workers), ctx.Queue()
+    procs = start_one_thread(ctx, _timed_map, [(cfg, seed, num_workers, k, rounds, synchronized, barrier, results,
+                                                timeout_s) for k in range(num_workers)])
     try:
         return [results.get(timeout=timeout_s) for _ in procs]
     finally:

@@ -23,7 +23,7 @@ import numpy as np
 from gorila.bench.menger_nodes import ReaderNode, WriterNode, bench_cache
 from gorila.bench.ps import NATURE_CNN_PARAMS, memcpy_seconds
 from gorila.bench.report import bench_dir, write_bench_json
-from gorila.cliargs import HelpFormatter
+from gorila.cliargs import HelpFormatter, count_list
 from gorila.params import ServerSpec, UpdateRule
 from gorila.params.cache import CacheSpec
 from gorila.replay import ReplayShard
@@ -33,16 +33,6 @@ READ_FIELDS = ("cache", "readers", "reads", "read_latency_mean_ms", "read_latenc
                "server_reads_per_version_per_node", "versions", "publish_ms", "limit_memcpy_ms", "ratio")
 WRITE_FIELDS = ("shards", "writers", "payload", "adds", "write_latency_mean_ms", "write_latency_p99_ms",
                 "insert_per_s", "limit_memcpy_ms", "ratio")
-
-
-def _counts(text: str) -> list[int]:
-    try:
-        counts = [int(part) for part in text.split(",")]
-    except ValueError:
-        counts = []
-    if not counts or min(counts) < 1:
-        raise argparse.ArgumentTypeError(f"a comma-separated list of counts >= 1, got {text!r}")
-    return counts
 
 
 def _payloads(text: str) -> list[str]:
@@ -64,8 +54,8 @@ def _positive(kind):
 def _arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="gorila bench menger", description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--part", choices=("reads", "writes", "both"), default="both", help="which figure")
-    parser.add_argument("--readers", type=_counts, default="1,4,16,64,256", help="reading actors per point")
-    parser.add_argument("--writers", type=_counts, default="1,4,16,64,256", help="writing actors per point")
+    parser.add_argument("--readers", type=count_list, default="1,4,16,64,256", help="reading actors per point")
+    parser.add_argument("--writers", type=count_list, default="1,4,16,64,256", help="writing actors per point")
     parser.add_argument("--payloads", type=_payloads, default="16K,1M,16M", help="row payloads of the writes")
     parser.add_argument("--nodes", type=_positive(int), default=2, help="simulated nodes the actors spread over")
     parser.add_argument("--groups", type=_positive(int), default=4,

@@ -18,7 +18,7 @@ from gorila.algos.lstsq.builder import make_plan
 from gorila.algos.lstsq.config import LstsqConfig
 from gorila.bench.machine_limit import map_limits
 from gorila.bench.report import bench_dir, write_bench_json
-from gorila.cliargs import HelpFormatter
+from gorila.cliargs import HelpFormatter, count_list
 from gorila.config import RunConfig
 from gorila.driver.loop import run as run_plan
 from gorila.metrics import plot_speedup
@@ -36,7 +36,7 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="gorila bench speedup", description=__doc__,
                                      formatter_class=HelpFormatter)
     parser.add_argument("--algo", default="lstsq", choices=["lstsq"], help="workload")
-    parser.add_argument("--workers", type=_counts, default="1,2,4,8", help="comma-separated worker counts")
+    parser.add_argument("--workers", type=count_list, default="1,2,4,8", help="comma-separated worker counts")
     parser.add_argument("--mode", default="sync", choices=MODES, help="update rule")
     parser.add_argument("--server", default=None, choices=("process", "workers"),
                         help="where the shards live (default: workers under --mode sync, rounds meeting in shared "
@@ -65,17 +65,6 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     if args.limit_rounds is not None:
         validate.integer("limit_rounds", args.limit_rounds, low=1)
     return args
-
-
-def _counts(text: str) -> list[int]:
-    """``--workers``: a comma-separated list of counts >= 1."""
-    try:
-        counts = [int(part) for part in text.split(",")]
-    except ValueError:
-        counts = []
-    if not counts or min(counts) < 1:
-        raise argparse.ArgumentTypeError(f"a comma-separated list of counts >= 1, got {text!r}")
-    return counts
 
 
 def main(argv: list[str]) -> int:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from gorila.bench.machine_limit import start_one_thread
 from gorila.bench.report import machine
 from gorila.params import ParameterShard, ServerSpec, UpdateRule
 from gorila.sim.calibration import Calibration, Workload
@@ -33,7 +34,6 @@ from gorila.sim.calibration import Calibration, Workload
 LSTSQ = {"n": 25_000, "d": 400, "condition": 100.0}
 SIZES = (1_000, 30_000, 300_000, 1_687_206)  # parameters: a small MLP ... the Nature CNN
 OPTIMIZERS = ("sgd", "rmsprop", "adagrad", "adam")
-_ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 
 
 def _worker(algo: str, workers: int, worker_id: int):
@@ -96,19 +96,8 @@ def compute_samples(algo: str, concurrent: int, seconds: float) -> list[float]:
     """Gradient times of ``concurrent`` workers computing at once, all of their samples."""
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(concurrent), ctx.Queue()
-    saved = {k: os.environ.get(k) for k in _ONE_THREAD}
-    os.environ.update(_ONE_THREAD)
-    try:
-        procs = [ctx.Process(target=_timed_gradients, args=(algo, concurrent, k, seconds, barrier, results))
-                 for k in range(concurrent)]
-        for proc in procs:
-            proc.start()
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    procs = start_one_thread(ctx, _timed_gradients,
+                             [(algo, concurrent, k, seconds, barrier, results) for k in range(concurrent)])
     try:
         return [t for _ in procs for t in results.get(timeout=seconds + 300)]
     finally:
