@@ -21,10 +21,10 @@ STATE = ("params", "counters", "optim.velocity", "optim.steps")
 
 
 def wait_until(condition, timeout_s, what):
+    """Ask again until ``condition()`` holds; each ask is a call to the shard, which paces the loop."""
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, what
-        time.sleep(0.01)
 
 
 @pytest.fixture

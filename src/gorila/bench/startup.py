@@ -17,22 +17,6 @@ from gorila.bench.report import bench_dir, write_bench_json
 
 STAGES = ("plan_s", "runtime_s", "processes_s", "first_step_s", "first_update_s")
 
-# What any Ray program that trains with torch must wait for: Ray up, one process with torch in it.
-_LIMIT = """
-import os, time
-import psutil
-os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-import ray
-ray.init(address="local", include_dashboard=False, logging_level=40)
-@ray.remote(num_cpus=0.5)
-class Torch:
-    def ready(self):
-        import torch
-        return torch.get_num_threads()
-ray.get(Torch.remote().ready.remote())
-print(time.time() - psutil.Process().create_time())
-"""
-
 
 def time_command(argv: list[str], run_dir: Path) -> dict[str, float]:
     """The start-up stages of ``gorila train argv`` (seconds from its start), from its summary."""
@@ -44,7 +28,9 @@ def time_command(argv: list[str], run_dir: Path) -> dict[str, float]:
 
 
 def time_limit() -> float:
-    done = subprocess.run([sys.executable, "-c", _LIMIT], capture_output=True, text=True, timeout=600)
+    """A bare embedded Ray plus one Ray process importing torch (:mod:`gorila.runtime.bare_ray`)."""
+    done = subprocess.run([sys.executable, "-m", "gorila.runtime.bare_ray"], capture_output=True, text=True,
+                          timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"the bare Ray start failed: {done.stderr[-2000:]}")
     return float(done.stdout.split()[-1])
