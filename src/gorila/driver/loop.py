@@ -41,6 +41,9 @@ from gorila.runtime import make_runtime
 
 #: Summed over every worker (a restarted worker's counts before its restart included).
 SUMMED = ("env_steps", "episodes", "pushes_rejected_outlier", "env_failures")
+#: How long a row waits for a service's stats: a live service answers at once, one being restarted
+#: is left out of the row rather than holding the run up.
+SERVICE_PATIENCE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -385,9 +388,7 @@ class _Loop:
         """The plan's ``group.key`` metrics as columns ``group_key``: a service's stats summed over
         the group, a worker report's value averaged over the group's workers. Every service's stats
         are read, for its metrics or not: they tell a restarted service."""
-        stats = {name: group.call("stats") for name, group in self.services.items()}
-        for name, shards in stats.items():
-            self._note_restarts(name, shards)
+        stats = self._service_stats()
         for metric in self.plan.metrics:
             group, key = metric.split(".", 1)
             if group in stats:
@@ -398,20 +399,35 @@ class _Loop:
                 self.metrics[metric] = float(np.mean(values)) if values else None
         return {metric.replace(".", "_"): value for metric, value in self.metrics.items()}
 
-    def _note_restarts(self, name: str, stats: list[dict[str, Any]]) -> None:
+    def _service_stats(self) -> dict[str, list[dict[str, Any]]]:
+        """Every service's stats, asked of all at once. A service that does not answer within
+        ``SERVICE_PATIENCE_S`` (its process is being restarted) is represented by the last stats it
+        gave, so a service that is down never holds the run up; its restart is noted once it answers."""
+        asked = {name: [endpoint.call("stats") for endpoint in group.endpoints()] for name, group in self.services.items()}
+        deadline = time.monotonic() + SERVICE_PATIENCE_S
+        stats: dict[str, list[dict[str, Any]]] = {}
+        for name, pending in asked.items():
+            for k, reply in enumerate(pending):
+                try:
+                    self._note_restart(name, k, reply.result(max(0.0, deadline - time.monotonic())))
+                except WorkerTimeoutError:
+                    pass
+            stats[name] = [self.service_stats[(name, k)] for k in range(len(pending)) if (name, k) in self.service_stats]
+        return stats
+
+    def _note_restart(self, name: str, k: int, now: dict[str, Any]) -> None:
         """A service whose process changed was restarted: say so, and what it lost."""
-        for k, now in enumerate(stats):
-            before = self.service_stats.get((name, k))
-            if before is not None and before.get("pid") != now.get("pid"):
-                self.service_restarts += 1
-                if "size" in before:
-                    lost = max(0, before["size"] - now.get("restored_size", 0))
-                    self.items_lost += lost
-                    came_back = "from its last checkpoint" if now.get("restored") else "empty"
-                    self.logger.message(f"{name} {k} was restarted and came back {came_back}: {lost:,} rows lost")
-                else:  # a service that holds no rows (an inference server)
-                    self.logger.message(f"{name} {k} was restarted")
-            self.service_stats[(name, k)] = now
+        before = self.service_stats.get((name, k))
+        if before is not None and before.get("pid") != now.get("pid"):
+            self.service_restarts += 1
+            if "size" in before:
+                lost = max(0, before["size"] - now.get("restored_size", 0))
+                self.items_lost += lost
+                came_back = "from its last checkpoint" if now.get("restored") else "empty"
+                self.logger.message(f"{name} {k} was restarted and came back {came_back}: {lost:,} rows lost")
+            else:  # a service that holds no rows (an inference server)
+                self.logger.message(f"{name} {k} was restarted")
+        self.service_stats[(name, k)] = now
 
     def _histograms(self) -> dict[str, dict[int, int]]:
         """The plan's ``group.key`` histograms (``{value: count}`` in worker reports), summed."""

@@ -16,6 +16,10 @@ from gorila.learners.q_learner import QLearner
 from gorila.params import ParameterServer
 from gorila.replay import Batch, RemoteReplay
 
+#: How long a learner waits for one replay shard's sample reply before it asks another shard too.
+#: A live shard answers in milliseconds; a killed one takes seconds to be restarted.
+SHARD_PATIENCE_S = 1.0
+
 
 class ReplayLearner:
     """A worker: each ``step()`` is one gradient on a minibatch from the replay shards, pushed to the
@@ -29,13 +33,16 @@ class ReplayLearner:
     Each sample request asks a shard (the shards in turn) for ``prefetch`` minibatches at once, and
     the next request is in flight while they are used, so a minibatch is usually there before it
     is needed and a replay call serves several updates; the time the learner still spends waiting
-    is reported as ``wait_fraction`` of its time. With ``prioritized`` each minibatch is
-    importance-weighted and its rows' new priorities (``|TD error|``) go back to their shard once
-    the request's minibatches are used, in one call, without waiting for the reply. A shard whose rate limiter holds sampling back answers None: the request
-    is sent again and the step says it is blocked (the runtime backs off); refused for longer than
-    the server's timeout, it is a :class:`WorkerTimeoutError`. Until every shard holds its share of
-    ``learning_starts`` rows a step only asks the shards whether to start; they give every learner
-    the same answer for the same step, so learners under a synchronous rule start in the same
+    is reported as ``wait_fraction`` of its time. A shard that does not answer within
+    ``SHARD_PATIENCE_S`` (killed and being restarted) is passed over while the others answer
+    (``shards_passed_over`` counts the replies used ahead of it). With ``prioritized`` each minibatch is importance-weighted
+    and its rows' new priorities (``|TD error|``) go back to their shard once the request's
+    minibatches are used, in one call, without waiting for the reply. A shard whose rate limiter
+    holds sampling back answers None: the request is sent again and the step says it is blocked
+    (the runtime backs off); refused for longer than the server's timeout, it is a
+    :class:`WorkerTimeoutError`. Until every shard holds its share of ``learning_starts`` rows a
+    step only asks the shards whether to start; they give every learner the same answer for the
+    same step, so learners under a synchronous rule start in the same
     round. ``policy_lag`` counts sampled rows by how many versions the server had moved on since
     the actor acted, in bins of powers of two (see :func:`lag_bins`).
     """
@@ -49,7 +56,9 @@ class ReplayLearner:
         self.prefetch, self.prioritized = prefetch, prioritized
         self.min_shard_size = math.ceil(max(learning_starts, batch_size) / len(replay))
         self.next_shard = worker_id % len(replay)  # learners start on different shards
-        self.requests: collections.deque[tuple[int, Pending[Batch | None]]] = collections.deque()
+        self.requests: dict[int, Pending[Batch | None]] = {}  # by shard, in the order sent
+        self.slow: set[int] = set()  # shards passed over: no answer within SHARD_PATIENCE_S
+        self.shards_passed_over = 0  # replies used while an older request to another shard was unanswered
         self.minibatches: collections.deque[Batch] = collections.deque()  # of the request in use
         self.shard_in_use = 0
         self.priorities: list[tuple[np.ndarray, np.ndarray]] = []  # (keys, |TD|) not sent yet
@@ -93,14 +102,8 @@ class ReplayLearner:
         """The next minibatch, or None where its shard held the request back (asked again)."""
         if not self.minibatches:
             self._send_priorities()
-            while len(self.requests) < 2:  # one in use, the next in flight
-                self.requests.append((self.next_shard, self.replay[self.next_shard].sample(
-                    self.batch_size * self.prefetch)))
-                self.next_shard = (self.next_shard + 1) % len(self.replay)
-            shard, pending = self.requests.popleft()
-            rows = pending.result(self.timeout_s)
-            self.requests.append((self.next_shard, self.replay[self.next_shard].sample(self.batch_size * self.prefetch)))
-            self.next_shard = (self.next_shard + 1) % len(self.replay)
+            shard, rows = self._first_reply()
+            self._ask(2)  # the next request is in flight while these minibatches are used
             now = time.monotonic()
             if rows is None:
                 self.refused_since = self.refused_since or now
@@ -114,6 +117,47 @@ class ReplayLearner:
             self.shard_in_use = shard
             self.minibatches.extend(Batch(*(x[k::self.prefetch] for x in rows)) for k in range(self.prefetch))
         return self.shard_in_use, self.minibatches.popleft()
+
+    def _ask(self, shards: int) -> None:
+        """Keep sample requests in flight to ``shards`` shards (one each at most), the next in turn."""
+        want = min(shards, len(self.replay))
+        for _ in range(len(self.replay)):
+            if len(self.requests) >= want:
+                return
+            shard, self.next_shard = self.next_shard, (self.next_shard + 1) % len(self.replay)
+            if shard not in self.requests:
+                self.requests[shard] = self.replay[shard].sample(self.batch_size * self.prefetch)
+
+    def _first_reply(self) -> tuple[int, Batch | None]:
+        """The first reply to come of the requests in flight, in the order they were sent.
+
+        A shard that has not answered within ``SHARD_PATIENCE_S`` (its process died and is being
+        restarted, or it stalls) is passed over: one more shard is asked, and whichever answers
+        first is used, so the learner keeps drawing from the shards that answer. The slow shard's
+        request stays in flight and is used once it answers. Only when no shard answers for the
+        server's timeout is it a :class:`WorkerTimeoutError`.
+        """
+        self._ask(2)
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            answered = [shard for shard, pending in self.requests.items() if pending.ready()]
+            # Wait on the oldest request of a shard not passed over yet (all were: the oldest).
+            shard = (answered or [s for s in self.requests if s not in self.slow] or list(self.requests))[0]
+            patience = max(0.0, min(SHARD_PATIENCE_S, deadline - time.monotonic()))
+            try:
+                rows = self.requests[shard].result(patience)
+            except WorkerTimeoutError:
+                if time.monotonic() >= deadline:
+                    raise WorkerTimeoutError(f"no replay shard answered a sample request within "
+                                             f"{self.timeout_s:.0f} s") from None
+                self.slow.add(shard)
+                self._ask(len(self.requests) + 1)
+                continue
+            if shard != next(iter(self.requests)):
+                self.shards_passed_over += 1  # an older request to another shard is still unanswered
+            del self.requests[shard]
+            self.slow.discard(shard)
+            return shard, rows
 
     def _send_priorities(self) -> None:
         """The new priorities of the minibatches used so far, in one call to their shard."""
@@ -140,7 +184,8 @@ class ReplayLearner:
                 "loss": self.last_info.get("loss"), "version": self.client.version, "learning": self.started,
                 "learner_wait_s": self.wait_s, "learner_time_s": self.time_s,
                 "wait_fraction": self.wait_s / self.time_s if self.time_s else None, "policy_lag_mean": lag,
-                "policy_lag": dict(self.policy_lag)}
+                "policy_lag": dict(self.policy_lag),
+                "shards_passed_over": self.shards_passed_over}
 
 
 def lag_bins(lag: np.ndarray) -> np.ndarray:
