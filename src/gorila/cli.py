@@ -8,8 +8,11 @@ by SIGINT or SIGTERM saves everything, prints its summary and exits with 130 or 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from gorila import __version__
@@ -102,7 +105,8 @@ def cmd_train(argv: list[str]) -> int:
 
     run, configs, verbosity = _configs(argv)
     try:
-        summary = launch(run, configs, Terminal(verbosity))
+        with _stdout_kept_for_the_summary():
+            summary = launch(run, configs, Terminal(verbosity))
     except Interrupted as stop:
         if stop.summary is None:  # stopped while starting: nothing was trained or saved
             print(f"gorila train: {stop} while starting; nothing was trained", file=sys.stderr)
@@ -113,6 +117,22 @@ def cmd_train(argv: list[str]) -> int:
         return stop.exit_code
     _print_summary(summary)
     return 0
+
+
+@contextlib.contextmanager
+def _stdout_kept_for_the_summary() -> Iterator[None]:
+    """While a run goes, whatever is written to file descriptor 1 goes to stderr, so that stdout
+    carries the summary alone: Ray prints its raylet's messages (a task retried after a worker
+    died, ...) to the driver's stdout."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _print_summary(summary: dict) -> None:

@@ -44,7 +44,7 @@ class Chaos:
         if self.killed_actor is not None and self.restarted_actor_version is None:
             k, pid, _ = self.killed_actor
             report = placed.groups["actor"].reports()[k]
-            if report["pid"] != pid:
+            if report["pid"] != pid and report["version"] >= 0:  # restarted, and it has acted since
                 self.restarted_actor_version = report["version"]
                 self.shard_rolled_back = self.kills["parameter shard"] > 0
 

@@ -37,9 +37,10 @@ def rss_by_kind() -> dict[str, float]:
 
 
 @pytest.mark.timeout(SOAK_S + 300)
-def test_row13_total_rss_stays_flat_after_replay_fills(ray_local, tmp_path, train):
-    """Row 13 (memory): once both replay shards are full, the total RSS over every process of the
-    run grows by less than 10 % (plus 100 MiB of slack for allocator noise) until the end."""
+def test_row13_total_rss_stays_flat_after_replay_fills(tmp_path, train):
+    """Row 13 (memory), on the embedded Ray that ``gorila train`` starts: once both replay shards
+    are full, the total RSS over every process of the run grows by less than 10 % (plus 100 MiB of
+    slack for allocator noise) until the end."""
     full, samples = threading.Event(), []
 
     def watch(placed):

@@ -63,6 +63,8 @@ class LocalWorkers:
     def run_steps(self, steps: int) -> list[dict[str, Any]]:
         active = list(self.workers)
         for _ in range(steps):
+            if not active:  # every worker waits on another group: the rest of the chunk would be idle rounds
+                break
             for cache in self.caches:
                 cache.refresh()
             active = [worker for worker in active if worker.step() is not False]

@@ -209,6 +209,9 @@ class RayRuntime:
                     ray.init(address=address, **logs)
                 else:
                     os.environ.update(_ONE_THREAD)
+                    # Nothing reads task events without a dashboard; recorded, they fill the GCS
+                    # (up to 100,000 tasks' worth) over a long run.
+                    os.environ.setdefault("RAY_task_events_report_interval_ms", "0")
                     self._runtime_env = None
                     ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, **logs)
                     self._reaper = Reaper.start()  # Ray's own processes must not outlive a killed driver
