@@ -14,14 +14,29 @@ import pytest
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 
-@pytest.fixture(scope="module")
+_shared_ray = {"up": False}  # whether the embedded Ray of ``ray_local`` is running
+
+
+@pytest.fixture
 def ray_local():
-    """An embedded Ray on loopback for this module; runtimes made inside join it."""
+    """An embedded Ray on loopback; runtimes made inside join it. It is started once for a run of
+    consecutive tests that ask for it, across modules (starting one takes seconds), and shut down
+    before the first test that does not."""
     import ray
 
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
+    if not _shared_ray["up"]:
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+        _shared_ray["up"] = True
+    return ray
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    if _shared_ray["up"] and (nextitem is None or "ray_local" not in nextitem.fixturenames):
+        import ray
+
+        ray.shutdown()
+        _shared_ray["up"] = False
 
 
 def _train(run_config, *configs, on_chunk=None):

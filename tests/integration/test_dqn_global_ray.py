@@ -60,7 +60,7 @@ def test_row2_learners_keep_drawing_from_the_surviving_shard_while_a_killed_one_
     os.mkfifo(gate_dir / "gate")
     config = RunConfig(algo="dqn", runtime="ray", run_dir=tmp_path / "run", call_timeout_s=90.0)
     dqn = DQNConfig(replay="global", replay_shards=2, actors=2, learners=1, learning_starts=500)
-    plan = ALGORITHMS["dqn"].plan_fn()(config, dqn, RLConfig(env="CartPole-v1", total_steps=8000, eval_episodes=2,
+    plan = ALGORITHMS["dqn"].plan_fn()(config, dqn, RLConfig(env="CartPole-v1", total_steps=4000, eval_episodes=2,
                                                              target_return=1e9))
     replay = next(s for s in plan.services if s.name == "replay")
     plan = dataclasses.replace(plan, services=tuple(

@@ -50,7 +50,8 @@ def row(t, i) -> tuple:
 
 
 def sampled(storage, n: int, seed: int = 0) -> list[tuple]:
-    return [row(storage.sample(n, np.random.default_rng(seed)), i) for i in range(n)]
+    batch = storage.sample(n, np.random.default_rng(seed))
+    return [row(batch, i) for i in range(n)]
 
 
 def vector_rows(first: int, count: int, terminal: int | None = None):
