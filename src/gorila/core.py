@@ -82,10 +82,10 @@ class Actor(Protocol):
 
         actor.load(source.params(), source.version)
         experience = actor.act()          # one step of every env, tagged with policy_version
-        actor.env_steps, actor.recent_returns
+        actor.tally.report()              # env steps, episodes, recent returns (an ExperienceTally)
     """
 
-    env_steps: int
+    tally: Any
 
     def load(self, params: np.ndarray, version: int) -> None: ...
     def act(self) -> Any: ...

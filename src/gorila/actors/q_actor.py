@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,9 +17,7 @@ from gorila.envs.spec import EnvSpec
 from gorila.envs.vector import Transitions
 from gorila.nets import FlatParams
 from gorila.nets.q import greedy_policy
-
-RECENT_EPISODES = 20
-
+from gorila.actors.tally import ExperienceTally
 
 class QActor:
     """Steps its envs ε-greedily with the parameters it was last given (an :class:`~gorila.core.Actor`)::
@@ -34,8 +31,7 @@ class QActor:
     Its ε is ``schedule.epsilon(index, version)``: the version of the loaded parameters counts the
     global updates. Rows are n-step (``returns``) and tagged with the ``policy_version`` that acted;
     EnvPool's hidden reset steps yield none, nor does an environment that failed (its episode's
-    pending rows are dropped). ``env_steps``, ``episodes`` and ``recent_returns`` (unclipped
-    scores of the last 20 episodes) count what it has played, ``env_failures`` what failed.
+    pending rows are dropped). ``tally`` counts what it has played, ``env_failures`` what failed.
     """
 
     def __init__(self, envs: EnvSpec, network_fn: Callable[[], nn.Module], exploration: ExplorationSchedule,
@@ -49,9 +45,7 @@ class QActor:
         self.n_actions = int(self.runner.action_space.n)
         self.rng = np.random.default_rng(seed)
         self.version = -1
-        self.env_steps = 0
-        self.episodes = 0
-        self.recent_returns: collections.deque[float] = collections.deque(maxlen=RECENT_EPISODES)
+        self.tally = ExperienceTally()
 
     @property
     def observation_space(self) -> gym.Space:
@@ -77,10 +71,7 @@ class QActor:
         for env in self.runner.dropped:  # an env that failed: its episode's pending rows go with it
             self.nstep.drop(env)
         transitions = dataclasses.replace(transitions, policy_version=np.full(len(transitions), self.version))
-        self.env_steps += len(transitions)
-        for episode in self.runner.pop_episodes():
-            self.episodes += 1
-            self.recent_returns.append(episode.score)
+        self.tally.add(len(transitions), self.runner.pop_episodes())
         return self.nstep.add(transitions)
 
     def priorities(self, rows: Transitions) -> np.ndarray:

@@ -104,8 +104,6 @@ class ReplayActor:
                                      "its rate limiter waits for samples that no learner takes")
 
     def report(self) -> dict[str, Any]:
-        return {"env_steps": self.actor.env_steps, "episodes": self.actor.episodes,
-                "env_failures": self.actor.env_failures,
-                "recent_returns": list(self.actor.recent_returns), "transitions_stored": self.stored,
+        return {**self.actor.tally.report(), "env_failures": self.actor.env_failures, "transitions_stored": self.stored,
                 "version": self.actor.version, "epsilon": self.actor.epsilon,
                 **(self.source.counters() if isinstance(self.source, CachedSource) else {})}

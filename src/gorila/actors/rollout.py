@@ -8,7 +8,6 @@ buffering): while one group's observations wait at the inference server, the oth
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 from dataclasses import dataclass
 
@@ -22,9 +21,7 @@ from gorila.envs.spec import EnvSpec
 from gorila.envs.vector import Episode, Transitions
 from gorila.inference.channel import SlotLayout
 from gorila.inference.client import InferenceClient
-
-RECENT_EPISODES = 20
-
+from gorila.actors.tally import ExperienceTally
 
 class RolloutWorker:
     """K envs in two alternating groups, acting on the inference server's actions::
@@ -121,9 +118,7 @@ class CentralQActor:
     def __init__(self, rollout: RolloutWorker, returns: NStepReturns):
         self.rollout = rollout
         self.nstep = returns.builder()
-        self.env_steps = 0
-        self.episodes = 0
-        self.recent_returns: collections.deque[float] = collections.deque(maxlen=RECENT_EPISODES)
+        self.tally = ExperienceTally()
 
     @property
     def observation_space(self) -> gym.Space:
@@ -148,10 +143,7 @@ class CentralQActor:
         t, _ = self.rollout.step()
         for env in self.rollout.dropped:  # an env that failed: its episode's pending rows go with it
             self.nstep.drop(env)
-        self.env_steps += len(t)
-        for episode in self.rollout.pop_episodes():
-            self.episodes += 1
-            self.recent_returns.append(episode.score)
+        self.tally.add(len(t), self.rollout.pop_episodes())
         return self.nstep.add(t)
 
     def close(self) -> None:

@@ -47,14 +47,14 @@ class SamplingWorker:
         self.bundle.act(1)
 
     def report(self) -> dict:
-        return {"env_steps": self.bundle.actor.env_steps}
+        return {"env_steps": self.bundle.actor.tally.env_steps}
 
     def pipeline_rate(self, seconds: float) -> float:
         """Transitions per second (an env's reset-only step makes none and is not counted)."""
-        start, t0 = self.bundle.actor.env_steps, time.perf_counter()
+        start, t0 = self.bundle.actor.tally.env_steps, time.perf_counter()
         while time.perf_counter() - t0 < seconds:
             self.bundle.act(1)
-        return (self.bundle.actor.env_steps - start) / (time.perf_counter() - t0)
+        return (self.bundle.actor.tally.env_steps - start) / (time.perf_counter() - t0)
 
     def limit_rate(self, seconds: float) -> float:
         """``env.step`` calls per second; an episode's end resets that env within the same step."""

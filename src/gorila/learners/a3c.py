@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -22,9 +22,7 @@ from gorila.learners.straggler import Straggler
 from gorila.losses.a3c import A3CLoss, Rollout
 from gorila.nets.flat import FlatParams, soft_update
 from gorila.params import OUTCOMES, ParameterServer
-
-RECENT_EPISODES = 20
-
+from gorila.actors.tally import ExperienceTally
 
 class A3CWorker:
     """Section 12.3.2's worker, an actor and a learner in one; under the synchronous rule the
@@ -66,10 +64,8 @@ class A3CWorker:
         self.slow = Straggler.for_worker(worker_id, straggler)
         self._target: np.ndarray | None = None
         self._target_version = -1
-        self.env_steps = 0
-        self.episodes = 0
+        self.tally = ExperienceTally()
         self.updates_pushed = 0
-        self.recent_returns: deque[float] = deque(maxlen=RECENT_EPISODES)
         self.last_info: dict[str, float] = {}
         self.policy_lag: Counter = Counter()  # env steps by lag_bins of (gradient's version - policy_version)
         self.lag_sum = 0
@@ -116,14 +112,12 @@ class A3CWorker:
             truncated[t, rows] = step.truncated
             final_obs[t, rows] = step.next_obs
             valid[t, rows] = True
-            self.env_steps += len(step)
+            self.tally.add(len(step))
             lag = np.maximum(self._target_version - step.policy_version, 0)
             self.lag_sum += int(lag.sum())
             self.policy_lag.update(lag_bins(lag).tolist())
         episodes = self.runner.pop_episodes() if self.rollout is None else self.rollout.pop_episodes()
-        for episode in episodes:
-            self.episodes += 1
-            self.recent_returns.append(episode.score)
+        self.tally.add(0, episodes)
         runners = [self.runner] if self.rollout is None else self.rollout.runners
         last_obs = np.concatenate([runner.observations for runner in runners])
         return Rollout(obs=obs, actions=actions, rewards=rewards, dones=terminated | truncated,
@@ -167,12 +161,10 @@ class A3CWorker:
         parameters it was computed on) of the latest push."""
         shards = self.client.layout.num_shards
         return {
-            "env_steps": self.env_steps,
-            "episodes": self.episodes,
+            **self.tally.report(),
             "env_failures": self.runner.env_failures if self.rollout is None else self.rollout.env_failures,
             "updates_pushed": self.updates_pushed,
             **{f"pushes_{k}": self.client.outcomes[k] // shards for k in OUTCOMES},
-            "recent_returns": list(self.recent_returns),
             "loss": self.last_info.get("loss"),
             "entropy": self.last_info.get("entropy"),
             "version": self._target_version,

@@ -103,9 +103,7 @@ class Bundle:
         self.actor.close()
 
     def report(self) -> dict[str, Any]:
-        return {"env_steps": self.actor.env_steps, "episodes": self.actor.episodes,
-                "env_failures": self.actor.env_failures,
-                "recent_returns": list(self.actor.recent_returns), "updates_pushed": self.pushes,
+        return {**self.actor.tally.report(), "env_failures": self.actor.env_failures, "updates_pushed": self.pushes,
                 "pushes_rejected_outlier": self.learner.skipped_outliers, "loss": self.last_info.get("loss"),
                 "version": self.client.version, "epsilon": self.actor.epsilon, "policy_lag": dict(self.policy_lag),
                 "policy_lag_mean": self.lag_sum / max(sum(self.policy_lag.values()), 1)}
