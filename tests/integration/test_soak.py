@@ -39,8 +39,9 @@ def rss_by_kind() -> dict[str, float]:
 @pytest.mark.timeout(SOAK_S + 300)
 def test_row13_total_rss_stays_flat_after_replay_fills(tmp_path, train):
     """Row 13 (memory), on the embedded Ray that ``gorila train`` starts: once both replay shards
-    are full, the total RSS over every process of the run grows by less than 10 % (plus 100 MiB of
-    slack for allocator noise) until the end."""
+    are full, the total RSS over every process of the run grows by less than 5 % (plus 50 MiB of
+    slack for allocator noise) until the end. (With Ray recording task events, its own processes
+    alone grew by 275 MiB, 11 % of the total, in 10 minutes.)"""
     full, samples = threading.Event(), []
 
     def watch(placed):
@@ -64,4 +65,4 @@ def test_row13_total_rss_stays_flat_after_replay_fills(tmp_path, train):
     print(json.dumps({"soak_s": SOAK_S, "env_steps": summary["env_steps"], "rss_mib_when_replay_full": at_full,
                       "rss_mib_at_end": at_end}, indent=2))
     before, after = sum(at_full.values()), sum(at_end.values())
-    assert after <= 1.1 * before + 100, (before, after)
+    assert after <= 1.05 * before + 50, (before, after)
