@@ -93,17 +93,18 @@ def restarts(summary):
 
 @pytest.mark.timeout(240)
 def test_chaos_short_each_kind_killed_once_and_the_run_reaches_its_target(ray_local, tmp_path, train):
-    """The chaos run, short: one kill of each kind, 3 s apart, in a run of 8,000 env steps (it goes on
-    past the target, so every kill happens); it reaches the target (a return of 100; random play
-    gets about 20), and its summary counts each
+    """The chaos run, short: one kill of each kind, 3 s apart, in 25 s of training (a time limit
+    rather than a budget of steps, so every kill happens however fast the run goes); it reaches
+    the target (a return of 100; random play gets about 20), and its summary counts each
     restart by kind and the replay rows lost. Row 1 (actor killed): the restarted actor acts on
     parameters no older than those it died with, and the replay took every batch at most once. Row 4
     (learner killed): every update is one counted push, none applied twice."""
     order = list(KINDS)
     chaos = Chaos(3.0, lambda: order.pop(0) if order else None)
-    summary = dqn_run(tmp_path, train, target=100.0, total_steps=8_000, chaos=chaos, stop_at_target=False)
+    summary = dqn_run(tmp_path, train, target=100.0, total_steps=100_000_000, chaos=chaos, stop_at_target=False,
+                      time_limit_s=25.0)
     assert chaos.kills == dict.fromkeys(KINDS, 1), chaos.kills
-    assert summary["stop_reason"] == "budget" and summary["reached_target"], summary["best_eval_return"]
+    assert summary["stop_reason"] == "time_limit" and summary["reached_target"], summary["best_eval_return"]
     assert restarts(summary) == {"workers": 2, "replay shards": 1, "parameter shards": 1,
                                  "items_lost": summary["items_lost"]}
     assert summary["items_lost"] > 0  # the replay shard came back empty (DQN's replay is not checkpointed)
