@@ -31,6 +31,7 @@ import numpy as np
 if TYPE_CHECKING:  # annotations only: importing these here would make every role import them
     from pathlib import Path
 
+    from gorila.actors.tally import ExperienceTally
     from gorila.params.server import ParameterServer, ServerSpec
     from gorila.params.shard import ShardStats
 
@@ -85,7 +86,7 @@ class Actor(Protocol):
         actor.tally.report()              # env steps, episodes, recent returns (an ExperienceTally)
     """
 
-    tally: Any
+    tally: ExperienceTally
 
     def load(self, params: np.ndarray, version: int) -> None: ...
     def act(self) -> Any: ...

@@ -13,11 +13,12 @@ from torch import nn
 
 from gorila.actors.exploration import ExplorationSchedule
 from gorila.actors.nstep import NStepReturns
+from gorila.actors.tally import ExperienceTally
 from gorila.envs.spec import EnvSpec
 from gorila.envs.vector import Transitions
 from gorila.nets import FlatParams
 from gorila.nets.q import greedy_policy
-from gorila.actors.tally import ExperienceTally
+
 
 class QActor:
     """Steps its envs ε-greedily with the parameters it was last given (an :class:`~gorila.core.Actor`)::

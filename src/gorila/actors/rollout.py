@@ -16,12 +16,13 @@ import numpy as np
 
 from gorila.actors.exploration import ExplorationSchedule
 from gorila.actors.nstep import NStepReturns
+from gorila.actors.tally import ExperienceTally
 from gorila.core import ServiceEndpoint
 from gorila.envs.spec import EnvSpec
 from gorila.envs.vector import Episode, Transitions
 from gorila.inference.channel import SlotLayout
 from gorila.inference.client import InferenceClient
-from gorila.actors.tally import ExperienceTally
+
 
 class RolloutWorker:
     """K envs in two alternating groups, acting on the inference server's actions::

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from gorila.actors.rollout import RolloutWorker
+from gorila.actors.tally import ExperienceTally
 from gorila.core import ServiceEndpoint
 from gorila.envs.spec import EnvSpec
 from gorila.envs.vector import Transitions
@@ -22,7 +23,7 @@ from gorila.learners.straggler import Straggler
 from gorila.losses.a3c import A3CLoss, Rollout
 from gorila.nets.flat import FlatParams, soft_update
 from gorila.params import OUTCOMES, ParameterServer
-from gorila.actors.tally import ExperienceTally
+
 
 class A3CWorker:
     """Section 12.3.2's worker, an actor and a learner in one; under the synchronous rule the
@@ -102,6 +103,7 @@ class A3CWorker:
         terminated = np.zeros((T, N), bool)
         truncated = np.zeros((T, N), bool)
         valid = np.zeros((T, N), bool)
+        steps = 0
         for t, step, dropped in self._steps():
             valid[:, dropped] = False  # an env that failed: its steps in this rollout go
             rows = step.env_index
@@ -112,12 +114,12 @@ class A3CWorker:
             truncated[t, rows] = step.truncated
             final_obs[t, rows] = step.next_obs
             valid[t, rows] = True
-            self.tally.add(len(step))
+            steps += len(step)
             lag = np.maximum(self._target_version - step.policy_version, 0)
             self.lag_sum += int(lag.sum())
             self.policy_lag.update(lag_bins(lag).tolist())
         episodes = self.runner.pop_episodes() if self.rollout is None else self.rollout.pop_episodes()
-        self.tally.add(0, episodes)
+        self.tally.add(steps, episodes)
         runners = [self.runner] if self.rollout is None else self.rollout.runners
         last_obs = np.concatenate([runner.observations for runner in runners])
         return Rollout(obs=obs, actions=actions, rewards=rewards, dones=terminated | truncated,

@@ -35,15 +35,14 @@ class ReplayLearner:
     is needed and a replay call serves several updates; the time the learner still spends waiting
     is reported as ``wait_fraction`` of its time. A shard that does not answer within
     ``SHARD_PATIENCE_S`` (killed and being restarted) is passed over while the others answer
-    (``shards_passed_over`` counts the replies used ahead of it). With ``prioritized`` each minibatch is importance-weighted
-    and its rows' new priorities (``|TD error|``) go back to their shard once the request's
-    minibatches are used, in one call, without waiting for the reply. A shard whose rate limiter
-    holds sampling back answers None: the request is sent again and the step says it is blocked
-    (the runtime backs off); refused for longer than the server's timeout, it is a
-    :class:`WorkerTimeoutError`. Until every shard holds its share of ``learning_starts`` rows a
-    step only asks the shards whether to start; they give every learner the same answer for the
-    same step, so learners under a synchronous rule start in the same
-    round. ``policy_lag`` counts sampled rows by how many versions the server had moved on since
+    (``shards_passed_over`` counts the replies used ahead of it). With ``prioritized`` each
+    minibatch is importance-weighted and its rows' new priorities (``|TD error|``) go back to their
+    shard once the request's minibatches are used, in one call, without waiting for the reply. A
+    shard whose rate limiter holds sampling back answers None: the request is sent again and the
+    step says it is blocked (the runtime backs off); refused for longer than the server's timeout,
+    it is a :class:`WorkerTimeoutError`. Until every shard holds its share of ``learning_starts``
+    rows a step only asks the shards whether to start; they give every learner the same answer for
+    the same step, so learners under a synchronous rule start in the same round. ``policy_lag`` counts sampled rows by how many versions the server had moved on since
     the actor acted, in bins of powers of two (see :func:`lag_bins`).
     """
 
@@ -140,9 +139,11 @@ class ReplayLearner:
         self._ask(2)
         deadline = time.monotonic() + self.timeout_s
         while True:
-            answered = [shard for shard, pending in self.requests.items() if pending.ready()]
-            # Wait on the oldest request of a shard not passed over yet (all were: the oldest).
-            shard = (answered or [s for s in self.requests if s not in self.slow] or list(self.requests))[0]
+            # The oldest answered request; else wait on the oldest of a shard not passed over yet
+            # (all were: the oldest).
+            shard = next((s for s, pending in self.requests.items() if pending.ready()), None)
+            if shard is None:
+                shard = next((s for s in self.requests if s not in self.slow), next(iter(self.requests)))
             patience = max(0.0, min(SHARD_PATIENCE_S, deadline - time.monotonic()))
             try:
                 rows = self.requests[shard].result(patience)
