@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gorila.bench.menger_nodes import ReaderNode, WriterNode, bench_cache
+from gorila.bench.menger.nodes import ReaderNode, WriterNode, bench_cache
 from gorila.bench.ps import NATURE_CNN_PARAMS, memcpy_seconds
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.cliargs import HelpFormatter, count_list
