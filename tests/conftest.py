@@ -19,13 +19,15 @@ _shared_ray = {"up": False}  # whether the embedded Ray of ``ray_local`` is runn
 
 @pytest.fixture
 def ray_local():
-    """An embedded Ray on loopback; runtimes made inside join it. It is started once for a run of
-    consecutive tests that ask for it, across modules (starting one takes seconds), and shut down
-    before the first test that does not."""
+    """The embedded Ray of ``gorila train`` (loopback, one thread per process); runtimes made inside
+    join it. It is started once for a run of consecutive tests that ask for it, across modules
+    (starting one takes seconds), and shut down before the first test that does not."""
     import ray
 
+    from gorila.runtime.ray_runtime import start_embedded_ray
+
     if not _shared_ray["up"]:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+        start_embedded_ray(num_cpus=2)
         _shared_ray["up"] = True
     return ray
 

@@ -41,6 +41,28 @@ _ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
 _BACKOFF_S = (0.001, 0.02)
 
 
+# The node of the embedded Ray this process started last (its id is unique to that start).
+_embedded = {"node_id": None}
+
+
+def start_embedded_ray(num_cpus: int | None = None, verbose: bool = False) -> None:
+    """Start Ray inside this process, on loopback, as ``gorila train`` does without ``--address``.
+    Its processes inherit one thread each from here; runtimes made while it is up (a benchmark's
+    runs, a test's) join it and start their processes the same way."""
+    os.environ.update(_ONE_THREAD)
+    # Nothing reads task events without a dashboard; recorded, they fill the GCS (up to 100,000
+    # tasks' worth) over a long run.
+    os.environ.setdefault("RAY_task_events_report_interval_ms", "0")
+    ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
+             logging_level=logging.INFO if verbose else logging.ERROR, log_to_driver=verbose)
+    _embedded["node_id"] = ray.get_runtime_context().get_node_id()
+
+
+def embedded_ray_is_up() -> bool:
+    """Whether the Ray this process is connected to is one :func:`start_embedded_ray` started."""
+    return ray.is_initialized() and ray.get_runtime_context().get_node_id() == _embedded["node_id"]
+
+
 def check_reachable(address: str, source: str, timeout_s: float) -> None:
     """Raise :class:`ClusterUnreachableError` unless something accepts a connection at ``address``
     (``host:port`` or ``ray://host:port``) within ``timeout_s``; ``auto`` is left to Ray."""
@@ -194,30 +216,25 @@ class RayRuntime:
         self.max_restarts = max_restarts
         self._tag, self._serial = uuid.uuid4().hex[:8], itertools.count()
         self._owns = not ray.is_initialized()
-        # Processes get one thread through a runtime_env, which makes Ray start fresh ones; an
-        # embedded Ray started here inherits the variables instead and reuses the Python workers
-        # it starts in advance (four workers importing torch came up in ~3 s instead of ~7 s).
-        self._runtime_env: dict | None = {"env_vars": _ONE_THREAD}
         self._reaper: Reaper | None = None
         if self._owns:
             source = "--address" if address else "RAY_ADDRESS"
             address = address or os.environ.get("RAY_ADDRESS")
-            logs = dict(logging_level=logging.INFO if verbose else logging.ERROR, log_to_driver=verbose)
             try:
                 if address:
                     check_reachable(address, source, connect_timeout_s)
-                    ray.init(address=address, **logs)
+                    ray.init(address=address, logging_level=logging.INFO if verbose else logging.ERROR,
+                             log_to_driver=verbose)
                 else:
-                    os.environ.update(_ONE_THREAD)
-                    # Nothing reads task events without a dashboard; recorded, they fill the GCS
-                    # (up to 100,000 tasks' worth) over a long run.
-                    os.environ.setdefault("RAY_task_events_report_interval_ms", "0")
-                    self._runtime_env = None
-                    ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, **logs)
+                    start_embedded_ray(num_cpus, verbose)
                     self._reaper = Reaper.start()  # Ray's own processes must not outlive a killed driver
             except BaseException:
                 ray.shutdown()  # a start cut short (Ctrl-C, an error) leaves no Ray process behind
                 raise
+        # Processes of an embedded Ray inherit one thread per process from this one, and reuse the
+        # Python workers Ray starts in advance (four workers importing torch came up in ~3 s instead
+        # of ~7 s); elsewhere they get it through a runtime_env, which makes Ray start fresh ones.
+        self._runtime_env: dict | None = None if embedded_ray_is_up() else {"env_vars": _ONE_THREAD}
         self.cpus_per_process = 1.0
         self._handles: list[Any] = []  # every process this runtime started, ended by shutdown()
         self._pending_start: list[tuple[Any, list, str]] = []
