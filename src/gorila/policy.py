@@ -20,7 +20,7 @@ from gorila.algos.registry import ALGORITHMS
 from gorila.config import RunConfig, values_from_json
 from gorila.driver.saved import SavedRun
 from gorila.envs import evaluation
-from gorila.envs.make import is_atari, make_env
+from gorila.envs.make import env_spaces, is_atari, make_env
 from gorila.errors import ConfigError
 from gorila.nets import FlatParams
 
@@ -72,11 +72,7 @@ def load_policy(run_dir: Path | str) -> Policy:
     network_fn, policy_fn = algorithm.policy_fn()(run, *configs)
     net = network_fn().eval()
     FlatParams(net).set(saved.params)
-    env = make_env(env_id, seed=0, training=False)
-    try:
-        shape = tuple(env.observation_space.shape)
-    finally:
-        env.close()
+    shape = tuple(env_spaces(env_id)[0].shape)
     # builders record the evaluation's exploration rate they resolved
     return Policy(net, policy_fn(net), env_id=env_id, observation_shape=shape, epsilon=values["eval_epsilon"],
                   saved=saved)

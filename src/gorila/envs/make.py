@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 
 import gymnasium as gym
 import numpy as np
@@ -68,6 +69,19 @@ def make_env(env_id: str, *, seed: int, training: bool, terminal_on_life_loss: b
     env.action_space.seed(seed)
     env.reset(seed=seed)
     return env
+
+
+@functools.lru_cache(maxsize=None)
+def env_spaces(env_id: str) -> tuple[gym.Space, gym.Space]:
+    """The observation and action spaces of ``env_id`` as :func:`make_env` builds it (an Atari
+    game's stacked frames), read from one env made once per process: a run builds its networks
+    from them several times, and each Atari env made loads the game's ROM (about 0.2 s). The
+    spaces are shared: read them, do not seed or change them."""
+    env = make_env(env_id, seed=0, training=False)
+    try:
+        return env.observation_space, env.action_space
+    finally:
+        env.close()
 
 
 def _make_atari(env_id: str, *, training: bool, terminal_on_life_loss: bool, noop_max: int,

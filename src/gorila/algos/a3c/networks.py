@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from gorila.algos.a3c.config import A3CConfig
-from gorila.envs import make_env
+from gorila.envs import env_spaces
 from gorila.errors import ConfigError
 from gorila.nets.actor_critic import ActorCritic, ConvActorCritic
 from gorila.nets.flat import FlatParams
@@ -41,13 +41,9 @@ def network_for(observation_space: gym.Space, action_space: gym.Space, cfg: A3CC
 
 def make_network(env_id: str, cfg: A3CConfig, seed: int) -> ActorCritic | ConvActorCritic:
     """The network for ``env_id``, initialised from ``seed`` only (the global RNG is left alone)."""
-    env = make_env(env_id, seed=seed, training=False)
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            return network_for(env.observation_space, env.action_space, cfg)
-    finally:
-        env.close()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return network_for(*env_spaces(env_id), cfg)
 
 
 def learning_rates(net: ActorCritic | ConvActorCritic, cfg: A3CConfig) -> np.ndarray:

@@ -6,7 +6,7 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from gorila.envs import make_env
+from gorila.envs import env_spaces
 from gorila.errors import ConfigError
 from gorila.nets.q import make_q_network
 
@@ -14,12 +14,9 @@ from gorila.nets.q import make_q_network
 def build_q_network(env_id: str, hidden: tuple[int, ...], seed: int, dueling: bool = False) -> nn.Module:
     """The Q-network for ``env_id`` (MLP or Nature CNN), initialised from ``seed``: every process
     that calls this gets the same architecture, and the driver takes initial parameters from it."""
-    env = make_env(env_id, seed=seed, training=False)
-    try:
-        if not isinstance(env.action_space, gym.spaces.Discrete):
-            raise ConfigError("env", f"dqn needs discrete actions; {env_id} has {env.action_space}")
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            return make_q_network(env.observation_space, int(env.action_space.n), hidden, dueling)
-    finally:
-        env.close()
+    observation_space, action_space = env_spaces(env_id)
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise ConfigError("env", f"dqn needs discrete actions; {env_id} has {action_space}")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return make_q_network(observation_space, int(action_space.n), hidden, dueling)
