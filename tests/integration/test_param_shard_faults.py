@@ -31,7 +31,9 @@ def wait_until(condition, timeout_s, what):
 def runtime(ray_local):
     from gorila.runtime.ray_runtime import RayRuntime
 
-    rt = RayRuntime(call_timeout_s=20)
+    # The barrier's timeout: long enough for a killed shard to come back (a fresh process
+    # importing torch), short because the barrier test waits it out once.
+    rt = RayRuntime(call_timeout_s=10)
     rt.plan(4)
     yield rt
     rt.shutdown()

@@ -2,20 +2,19 @@
 the pipeline's figure, the limit measured in the same run, and their ratio to ``bench.json``."""
 
 import json
-import subprocess
-import sys
 
 import pytest
+
+from gorila.cli import main
 
 pytestmark = pytest.mark.smoke
 
 NATURE_CNN_PONG_PARAMETERS = 1_687_206  # Mnih et al. 2015's network with Pong's 6 actions
 
 
-def bench(out, *args, timeout=240):
-    result = subprocess.run([sys.executable, "-m", "gorila.cli", "bench", *args, "--out", str(out)],
-                            capture_output=True, text=True, timeout=timeout)
-    assert result.returncode == 0, result.stderr
+def bench(out, *args):
+    """``gorila bench ARGS --out OUT`` in this process (its Ray runs join the test's); the report."""
+    assert main(["bench", *args, "--out", str(out)]) == 0
     return json.loads((out / "bench.json").read_text())
 
 
@@ -26,7 +25,7 @@ def assert_rows(report, figure, runtimes):
         assert row["ratio"] == pytest.approx(row[figure] / row[f"limit_{figure}"])
 
 
-def test_bench_sampling_writes_each_inference_mode_beside_the_combined_limit(tmp_path):
+def test_bench_sampling_writes_each_inference_mode_beside_the_combined_limit(ray_local, tmp_path):
     report = bench(tmp_path, "sampling", "--env", "CartPole-v1", "--actors", "2", "--envs-per-actor", "4",
                    "--seconds", "0.4", "--rounds", "2")
     assert_rows(report, "steps_per_s", ["ray", "ray"])
@@ -37,7 +36,7 @@ def test_bench_sampling_writes_each_inference_mode_beside_the_combined_limit(tmp
             1 / (1 / row["env_steps_per_s"] + 1 / row["inference_obs_per_s"]))
 
 
-def test_bench_sampling_of_pong_with_central_inference_writes_its_headline(tmp_path):
+def test_bench_sampling_of_pong_with_central_inference_writes_its_headline(ray_local, tmp_path):
     report = bench(tmp_path, "sampling", "--env", "ALE/Pong-v5", "--inference", "central", "--actors", "1",
                    "--envs-per-actor", "2", "--seconds", "0.4", "--rounds", "2")
     (row,) = report["rows"]
@@ -46,7 +45,7 @@ def test_bench_sampling_of_pong_with_central_inference_writes_its_headline(tmp_p
     assert report["ratio"] == pytest.approx(report["steps_per_s"] / report["limit_steps_per_s"])
 
 
-def test_bench_learner_writes_both_figures_and_the_ratio_for_each_runtime(tmp_path):
+def test_bench_learner_writes_both_figures_and_the_ratio_for_each_runtime(ray_local, tmp_path):
     report = bench(tmp_path, "learner", "--env", "CartPole-v1", "--batch-size", "16", "--fill", "500",
                    "--seconds", "0.4", "--rounds", "2")
     assert_rows(report, "updates_per_s", ["local", "ray"])
@@ -66,7 +65,5 @@ def test_bench_learner_runs_the_nature_cnn_on_pong(tmp_path):
     (["learner", "--fill", "0"], "--fill"),
 ])
 def test_bad_measuring_flags_exit_2_naming_the_flag(capsys, args, flag):
-    from gorila.cli import main
-
     assert main(["bench", *args]) == 2
     assert flag in capsys.readouterr().err
