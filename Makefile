@@ -24,8 +24,12 @@ setup: $(VENV)/.installed
 run: setup
 	$(BIN)/gorila train
 
+# Two pytest workers, each test file whole on one of them (module fixtures such as the two-node
+# cluster start once): on a 2-core machine the suite then keeps both cores busy.
+TEST_WORKERS ?= 2
+
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # The long chaos run: kills a process every 10 s while DQN learns CartPole, beside a run without (prints figures).
 chaos: setup

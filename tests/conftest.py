@@ -1,4 +1,4 @@
-"""Shared fixtures: one embedded Ray per test module that asks for it, training through the
+"""Shared fixtures: one embedded Ray shared by the tests that ask for it, training through the
 builder and the driver as ``gorila train`` does, and the ``gorila`` command run as a job."""
 
 import os
@@ -30,6 +30,14 @@ def ray_local():
         start_embedded_ray(num_cpus=2)
         _shared_ray["up"] = True
     return ray
+
+
+def pytest_collection_modifyitems(items):
+    """Run the tests that ask for ``ray_local`` first, in their collected order, so that one shared
+    Ray serves them all (each start and shutdown costs seconds); the others follow, also in order.
+    The ``ray_local`` tests are also the long ones: started first, they leave the short ones to
+    even out the end of a run spread over several pytest workers."""
+    items.sort(key=lambda item: "ray_local" not in item.fixturenames)
 
 
 @pytest.hookimpl(trylast=True)
