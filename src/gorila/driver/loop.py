@@ -19,6 +19,7 @@ import math
 import signal
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,9 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
     startup = {"plan_s": terminal.elapsed()}  # the command's imports and the builder are done
     run_dir = run_config.resolved_run_dir(plan.label)
     initial = plan.initial_params()
+    # The learning curve is drawn while the runtime shuts down, which mostly waits on Ray's
+    # processes: a run stopped by Ctrl-C ends seconds sooner.
+    plotter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="learning-curve")
     with StopSignals() as signals:
         with terminal.stage(_runtime_stage(run_config)):
             runtime = make_runtime(run_config.runtime, run_config.address, call_timeout_s=run_config.call_timeout_s,
@@ -131,9 +135,11 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
                 result = loop.execute()
                 summary = loop.summary(result)
                 logger.close(summary)
-            _plot(run_dir, plan, run_config, columns)
+            plotted = plotter.submit(_plot, run_dir, plan, run_config, columns)
         finally:
             runtime.shutdown()
+            plotter.shutdown(wait=True)
+    plotted.result()  # what the plot raised, if anything
     if signals.received is not None:
         raise Interrupted(signals.received, summary)
     return summary
