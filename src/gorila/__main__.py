@@ -2,6 +2,6 @@
 
 import sys
 
-from gorila.cli import main
+from gorila.cli import command
 
-sys.exit(main())
+sys.exit(command())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import sys
@@ -261,5 +262,15 @@ def main(argv: list[str] | None = None) -> int:
         return getattr(stop, "exit_code", 130)
 
 
+def command() -> int:
+    """The ``gorila`` executable and ``python -m gorila``: :func:`main` in a process of its own."""
+    code = main()
+    # Exiting, the interpreter would collect garbage through every object torch made, half a second
+    # on a small machine (a stopped run promises its exit within seconds); frozen, they are left
+    # for the process's end to reclaim.
+    gc.freeze()
+    return code
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command())
