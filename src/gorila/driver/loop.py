@@ -82,8 +82,7 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
     initial = plan.initial_params()
     # The learning curve is drawn while the runtime shuts down, which mostly waits on Ray's
     # processes: a run stopped by Ctrl-C ends seconds sooner.
-    plotter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="learning-curve")
-    with StopSignals() as signals:
+    with StopSignals() as signals, ThreadPoolExecutor(max_workers=1, thread_name_prefix="learning-curve") as plotter:
         with terminal.stage(_runtime_stage(run_config)):
             runtime = make_runtime(run_config.runtime, run_config.address, call_timeout_s=run_config.call_timeout_s,
                                    verbose=terminal.verbose)
@@ -138,7 +137,6 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
             plotted = plotter.submit(_plot, run_dir, plan, run_config, columns)
         finally:
             runtime.shutdown()
-            plotter.shutdown(wait=True)
     plotted.result()  # what the plot raised, if anything
     if signals.received is not None:
         raise Interrupted(signals.received, summary)
