@@ -54,7 +54,7 @@ class FakeShard:
         if up:
             self.up.set()
 
-    def ready(self, step, min_size):
+    def ready(self, learner, step, min_size):
         return self.Done(True)
 
     def sample(self, batch_size):

@@ -80,11 +80,24 @@ def test_sampling_an_empty_shard_waits():
 def test_every_learner_gets_the_same_answer_for_the_same_step():
     shard = ReplayShard(0, 100, (1,), np.float32)
     runner = counting_runner([5])
-    assert not shard.ready(7, min_size=10)       # a learner ahead of the others is refused at step 7
+    assert not shard.ready(0, 7, min_size=10)       # a learner ahead of the others is refused at step 7
     send(shard, runner, 12, "a", 0)
-    assert not shard.ready(5, min_size=10)       # so the opening step comes after 7, even for one behind
-    assert not shard.ready(7, min_size=10)
-    assert [shard.ready(s, min_size=10) for s in (8, 9, 3, 8)] == [True, True, False, True]
+    assert not shard.ready(1, 5, min_size=10)       # so the opening step comes after 7, even for one behind
+    assert not shard.ready(0, 7, min_size=10)
+    assert [shard.ready(learner, s, min_size=10) for learner, s in ((0, 8), (0, 9), (1, 3), (1, 8))] == \
+        [True, True, False, True]
+
+
+def test_a_restarted_learner_is_let_in_at_once_and_a_new_one_still_waits_for_the_opening_step(tmp_path):
+    shard = ReplayShard(0, 100, (1,), np.float32, checkpoints=tmp_path)
+    assert not shard.ready(0, 3, min_size=10)    # too few rows at learner 0's step 3
+    send(shard, counting_runner([5]), 12, "a", 0)
+    assert shard.ready(0, 4, min_size=10)        # so the shard opens at step 4
+    assert shard.ready(0, 0, min_size=10)        # learner 0 restarted: its steps count from 0 again
+    assert not shard.ready(1, 0, min_size=10)    # learner 1 has not started: it waits for step 4
+    shard.save()
+    reborn = ReplayShard(0, 100, (1,), np.float32, checkpoints=tmp_path)  # the shard restarted too
+    assert reborn.ready(0, 0, min_size=10) and not reborn.ready(1, 3, min_size=10) and reborn.ready(1, 4, min_size=10)
 
 
 def test_stacked_frames_of_several_actors_are_stored_once_and_come_back_as_added():

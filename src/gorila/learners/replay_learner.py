@@ -42,7 +42,8 @@ class ReplayLearner:
     step says it is blocked (the runtime backs off); refused for longer than the server's timeout,
     it is a :class:`WorkerTimeoutError`. Until every shard holds its share of ``learning_starts``
     rows a step only asks the shards whether to start; they give every learner the same answer for
-    the same step, so learners under a synchronous rule start in the same round. ``policy_lag`` counts sampled rows by how many versions the server had moved on since
+    the same step, so learners under a synchronous rule start in the same round (a learner restarted
+    after a crash is let in at once). ``policy_lag`` counts sampled rows by how many versions the server had moved on since
     the actor acted, in bins of powers of two (see :func:`lag_bins`).
     """
 
@@ -50,6 +51,7 @@ class ReplayLearner:
                  replay: list[RemoteReplay], batch_size: int, learning_starts: int, prefetch: int = 1,
                  prioritized: bool = False):
         self.learner = learner()
+        self.worker_id = worker_id
         self.client = server.client(worker_id)
         self.replay, self.batch_size, self.timeout_s = replay, batch_size, server.timeout_s
         self.prefetch, self.prioritized = prefetch, prioritized
@@ -176,7 +178,7 @@ class ReplayLearner:
         self.priority_updates = [p for p in self.priority_updates if p not in done]
 
     def _replay_ready(self, step: int) -> bool:
-        pending = [shard.ready(step, self.min_shard_size) for shard in self.replay]
+        pending = [shard.ready(self.worker_id, step, self.min_shard_size) for shard in self.replay]
         return all([p.result(self.timeout_s) for p in pending])
 
     def report(self) -> dict[str, Any]:

@@ -39,6 +39,6 @@ class RemoteReplay:
     def stats(self) -> Pending[dict]:
         return self.endpoint.call("stats")
 
-    def ready(self, step: int, min_size: int) -> Pending[bool]:
-        """Whether learners may sample at their step ``step`` (see ``ReplayShard.ready``)."""
-        return self.endpoint.call("ready", step, min_size)
+    def ready(self, learner: int, step: int, min_size: int) -> Pending[bool]:
+        """Whether learner ``learner`` may sample at its step ``step`` (see ``ReplayShard.ready``)."""
+        return self.endpoint.call("ready", learner, step, min_size)

@@ -93,6 +93,7 @@ class ReplayShard:
         self.last_seq: dict[str, int] = {}
         self.open_at: int | None = None
         self.latest_refused = -1
+        self.started: set[int] = set()  # learners let in (see ready)
         self.added = self.duplicates = self.sampled = 0
         self.refused_adds = self.refused_samples = self.stale_priorities = 0
         self.checkpoints = None if checkpoints is None else Path(checkpoints) / f"replay-shard{shard_id}"
@@ -155,20 +156,27 @@ class ReplayShard:
     def size(self) -> int:
         return len(self.storage)
 
-    def ready(self, step: int, min_size: int) -> bool:
-        """Whether learners may sample at their step ``step``: the same answer to every learner.
+    def ready(self, learner: int, step: int, min_size: int) -> bool:
+        """Whether learner ``learner`` may sample at its step ``step``: the same answer to every learner.
 
         The first call that finds ``min_size`` rows fixes the opening step, never at or below a
         step already refused; from then on the answer is ``step >= open_at``. Learners that step
         in lockstep (one push per step under a synchronous rule) therefore start pushing at the
-        same step, whichever of them asked first.
+        same step, whichever of them asked first. A learner let in once is let in at any step:
+        restarted after a crash, it counts its steps from 0 again and picks up at once rather than
+        stepping idly up to the opening step.
         """
+        if learner in self.started:
+            return True
         if self.open_at is None:
             if len(self.storage) < min_size:
                 self.latest_refused = max(self.latest_refused, step)
                 return False
             self.open_at = max(step, self.latest_refused + 1)
-        return step >= self.open_at
+        if step < self.open_at:
+            return False
+        self.started.add(learner)
+        return True
 
     def save(self) -> str:
         """Write a checkpoint of everything this shard holds (into ``checkpoints``); its path."""
@@ -177,7 +185,8 @@ class ReplayShard:
         if self.sampler is not None:
             arrays.update({f"sampler.{k}": v for k, v in self.sampler.state_dict().items()})
         meta = {"added": self.added, "sampled": self.sampled, "duplicates": self.duplicates,
-                "max_priority": self.max_priority, "last_seq": self.last_seq, "open_at": self.open_at}
+                "max_priority": self.max_priority, "last_seq": self.last_seq, "open_at": self.open_at,
+                "started": sorted(self.started)}
         return str(save_checkpoint(self.checkpoints, arrays, meta))
 
     def _restore(self) -> bool:
@@ -192,6 +201,7 @@ class ReplayShard:
             self.sampler.load_state_dict({k[len("sampler."):]: v for k, v in arrays.items() if k.startswith("sampler.")})
         self.added, self.sampled, self.duplicates = meta["added"], meta["sampled"], meta["duplicates"]
         self.max_priority, self.last_seq, self.open_at = meta["max_priority"], dict(meta["last_seq"]), meta["open_at"]
+        self.started = set(meta.get("started", ()))  # absent from checkpoints written before it was kept
         return True
 
     def stats(self) -> dict[str, Any]:
