@@ -1,5 +1,5 @@
-"""What the driver leaves behind (local runtime): everything saved when a signal stops a run, and
-TensorBoard scalars grouped as users look for them."""
+"""What the driver leaves behind (local runtime): everything saved when a signal or ``on_chunk``
+stops a run, and TensorBoard scalars grouped as users look for them."""
 
 import json
 import os
@@ -50,6 +50,25 @@ def test_a_signal_stops_the_run_after_its_chunk_and_everything_is_saved(tmp_path
     assert meta["env_steps"] == summary["env_steps"] and meta["updates"] == summary["updates"]
     assert (tmp_path / "run" / "learning_curve.png").stat().st_size > 0
     assert signal.getsignal(signum) == before
+
+
+def test_on_chunk_returning_false_stops_the_run_at_that_row_with_everything_saved(tmp_path):
+    """It sees the evaluations so far; the run stops at the row it says so (no later row), with the
+    summary and a final checkpoint, as at a budget."""
+    run_config, plan = _a3c(tmp_path / "run", total_steps=10_000_000)
+    seen = []
+
+    def on_chunk(placed):
+        seen.append(len(placed.evaluations))
+        return not placed.evaluations  # stop at the first row after an evaluation
+
+    summary = run(run_config, plan, on_chunk, terminal=Terminal(QUIET))
+    assert seen[-1] >= 1 and seen[:-1] == [0] * (len(seen) - 1), seen
+    saved = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert saved["stop_reason"] == "on_chunk" and saved["env_steps"] < 10_000_000
+    assert len(saved["evaluations"]) >= seen[-1]
+    _, meta = load_checkpoint(tmp_path / "run" / "checkpoints")
+    assert meta["env_steps"] == summary["env_steps"]
 
 
 def test_tensorboard_scalars_are_grouped_with_the_step_axis_and_hparams(tmp_path):

@@ -49,19 +49,25 @@ SERVICE_PATIENCE_S = 2.0
 
 @dataclass(frozen=True)
 class Placed:
-    """What a run has placed, as ``on_chunk`` sees it after every row (tests, tools)::
+    """What a run has placed, and its evaluations so far, as ``on_chunk`` sees it after every row
+    (tests, tools)::
 
         def on_chunk(placed):
             params, versions = placed.shards.pull()
             placed.groups["bundle"].kill(0)        # Ray runtime: crash a worker
+            return placed.evaluations[-1]["eval_return"] < 200 if placed.evaluations else None  # False: stop
+
+    ``evaluations`` are the records ``summary.json`` keeps, oldest first (read them, do not change them).
     """
 
     shards: ShardGroup
     services: dict[str, ServiceGroup]
     groups: dict[str, WorkerGroup]
+    evaluations: list[dict[str, Any]]
 
 
-OnChunk = Callable[[Placed], None]
+#: Called after every row; returning False stops the run there (``stop_reason: "on_chunk"``).
+OnChunk = Callable[[Placed], bool | None]
 
 
 def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
@@ -69,7 +75,8 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
     """Train ``plan`` until its target, its budget or the time limit; returns ``summary.json``'s dict.
 
     ``on_chunk(placed)`` (tests, tools) is called after every logged row with what was placed
-    (:class:`Placed`). ``terminal`` shows the start-up and the progress (default: on stderr, times
+    (:class:`Placed`); when it returns False the run stops as at its budget, everything saved
+    (``stop_reason: "on_chunk"``). ``terminal`` shows the start-up and the progress (default: on stderr, times
     counted from the start of this process).
     With ``--resume`` the shards start from the newest good checkpoint and counting continues.
     SIGINT or SIGTERM stops the run after the chunks under way: everything is saved as at any
@@ -262,9 +269,12 @@ class _Loop:
             elapsed = self.elapsed_before + time.perf_counter() - start
             if finished == set(self.groups):
                 finished.clear()
-                if self.on_chunk is not None:
-                    self.on_chunk(Placed(self.shards, self.services, self.groups))
+                go_on = self.on_chunk is None or self.on_chunk(
+                    Placed(self.shards, self.services, self.groups, self.evaluations)) is not False
                 self._log(elapsed)
+                if not go_on:
+                    stop_reason = "on_chunk"
+                    break
             if self.signals is not None and self.signals.received is not None:
                 stop_reason = "interrupted"
                 self.logger.message(f"{signal.Signals(self.signals.received).name}: stopping; saving a final "
