@@ -276,10 +276,8 @@ class RayRuntime:
             try:
                 group.node_ids = ray.get(refs, timeout=max(deadline - time.monotonic(), 0.0))
             except GetTimeoutError as err:
-                raise SchedulingError(
-                    f"{what} could not be placed within {self.schedule_timeout_s:.0f} s: each asks for "
-                    f"{self.cpus_per_process} CPU and the cluster has {ray.available_resources().get('CPU', 0)} "
-                    f"of {self.total_cpus} CPUs free. Use fewer workers or a bigger cluster.") from err
+                raise SchedulingError.not_started(what, self.schedule_timeout_s, self.cpus_per_process,
+                                                  ray.available_resources().get("CPU", 0.0), self.total_cpus) from err
 
     def start_shards(self, spec: ServerSpec, params: np.ndarray, *, wait: bool = True,
                      checkpoints: Path | None = None) -> RayShards | SpreadShards:
