@@ -76,8 +76,8 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
 
     ``on_chunk(placed)`` (tests, tools) is called after every logged row with what was placed
     (:class:`Placed`); when it returns False the run stops as at its budget, everything saved
-    (``stop_reason: "on_chunk"``). ``terminal`` shows the start-up and the progress (default: on stderr, times
-    counted from the start of this process).
+    (``stop_reason: "on_chunk"``). ``terminal`` shows the start-up and the progress (default: on
+    stderr, times counted from the start of this process).
     With ``--resume`` the shards start from the newest good checkpoint and counting continues.
     SIGINT or SIGTERM stops the run after the chunks under way: everything is saved as at any
     other stop (``stop_reason: "interrupted"``) and :class:`~gorila.driver.stop.Interrupted` is

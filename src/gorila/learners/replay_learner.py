@@ -43,8 +43,8 @@ class ReplayLearner:
     it is a :class:`WorkerTimeoutError`. Until every shard holds its share of ``learning_starts``
     rows a step only asks the shards whether to start; they give every learner the same answer for
     the same step, so learners under a synchronous rule start in the same round (a learner restarted
-    after a crash is let in at once). ``policy_lag`` counts sampled rows by how many versions the server had moved on since
-    the actor acted, in bins of powers of two (see :func:`lag_bins`).
+    after a crash is let in at once). ``policy_lag`` counts sampled rows by how many versions the
+    server had moved on since the actor acted, in bins of powers of two (see :func:`lag_bins`).
     """
 
     def __init__(self, worker_id: int, server: ParameterServer, *, learner: Callable[[], QLearner],
