@@ -9,7 +9,7 @@ from gorila.algos.dqn.builder import make_plan as dqn_plan
 from gorila.algos.dqn.config import DQNConfig
 from gorila.config import RunConfig
 from gorila.driver.loop import run
-from gorila.driver.rl_config import RLConfig
+from gorila.algos.rl_config import RLConfig
 from gorila.errors import ConfigError
 
 ENV = "gorila/Counting-v0"   # observation = step index in a 5-step episode

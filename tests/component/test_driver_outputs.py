@@ -12,7 +12,7 @@ from gorila.algos.a3c.config import A3CConfig
 from gorila.checkpoint import load_checkpoint
 from gorila.config import RunConfig
 from gorila.driver.loop import run
-from gorila.driver.rl_config import RLConfig
+from gorila.algos.rl_config import RLConfig
 from gorila.driver.stop import Interrupted
 from gorila.metrics.terminal import QUIET, Terminal
 

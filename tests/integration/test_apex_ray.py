@@ -7,7 +7,7 @@ import pytest
 
 from gorila.algos.apex.config import ApexConfig
 from gorila.config import RunConfig
-from gorila.driver.rl_config import RLConfig
+from gorila.algos.rl_config import RLConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

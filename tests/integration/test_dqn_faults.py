@@ -9,7 +9,7 @@ import pytest
 
 from gorila.algos.dqn.config import DQNConfig
 from gorila.config import RunConfig
-from gorila.driver.rl_config import RLConfig
+from gorila.algos.rl_config import RLConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

@@ -9,7 +9,7 @@ from gorila.algos.a3c.builder import make_plan
 from gorila.algos.a3c.config import A3CConfig
 from gorila.algos.a3c.networks import greedy_policy, learning_rates, make_network
 from gorila.config import RunConfig
-from gorila.driver.rl_config import RLConfig
+from gorila.algos.rl_config import RLConfig
 from gorila.envs import CountingEnv
 from gorila.errors import ConfigError
 from gorila.losses.a3c import a3c_gradients, rollout_targets
@@ -154,26 +154,24 @@ def test_target_value_network_moves_by_tau_once_per_new_version():
 # --- builder ---------------------------------------------------------------------------------
 
 def test_network_is_determined_by_the_seed_and_leaves_the_global_rng_alone():
-    cfg = A3CConfig(hidden=(8,))
     state = torch.random.get_rng_state()
-    a, b = make_network("CartPole-v1", cfg, 1), make_network("CartPole-v1", cfg, 1)
+    a, b = make_network("CartPole-v1", (8,), False, 1), make_network("CartPole-v1", (8,), False, 1)
     np.testing.assert_array_equal(FlatParams(a).get(), FlatParams(b).get())
-    assert not np.array_equal(FlatParams(a).get(), FlatParams(make_network("CartPole-v1", cfg, 2)).get())
+    assert not np.array_equal(FlatParams(a).get(), FlatParams(make_network("CartPole-v1", (8,), False, 2)).get())
     assert torch.equal(state, torch.random.get_rng_state())
 
 
 def test_learning_rates_follow_the_parameter_groups():
-    cfg = A3CConfig(hidden=(8,), lr_policy=0.5, lr_value=0.25)
-    net = make_network("CartPole-v1", cfg, 0)
+    net = make_network("CartPole-v1", (8,), False, 0)
     flat = FlatParams(net)
-    lr = learning_rates(net, cfg)
+    lr = learning_rates(net, lr_policy=0.5, lr_value=0.25)
     assert lr.dtype == np.float32 and lr.shape == (flat.size,)
     assert set(lr[flat.slices()["policy.0.weight"]]) == {0.5}
     assert set(lr[flat.slices()["value.0.weight"]]) == {0.25}
 
 
 def test_greedy_policy_takes_the_argmax_of_the_logits():
-    net = make_network("CartPole-v1", A3CConfig(hidden=(8,)), 0)
+    net = make_network("CartPole-v1", (8,), False, 0)
     obs = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)
     logits, _ = net(torch.as_tensor(obs))
     np.testing.assert_array_equal(greedy_policy(net)(obs), logits.argmax(-1).numpy())
@@ -182,5 +180,5 @@ def test_greedy_policy_takes_the_argmax_of_the_logits():
 @pytest.mark.parametrize("env_id", ["Pendulum-v1", IMAGE])
 def test_only_vector_observations_and_discrete_actions(env_id):
     with pytest.raises(ConfigError, match="a3c supports discrete actions and vector or") as e:
-        make_network(env_id, A3CConfig(), 0)
+        make_network(env_id, (64, 64), False, 0)
     assert e.value.field == "env"

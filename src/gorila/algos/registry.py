@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-_RL = "gorila.driver.rl_config:RLConfig"
+_RL = "gorila.algos.rl_config:RLConfig"
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
     from gorila.algos.apex.builder import make_plan
     from gorila.algos.apex.config import ApexConfig
     from gorila.config import RunConfig
-    from gorila.driver.rl_config import RLConfig
+    from gorila.algos.rl_config import RLConfig
     from gorila.runtime import make_runtime
 
     parser = argparse.ArgumentParser(prog="gorila bench apex", description=__doc__,

@@ -76,7 +76,7 @@ class LearnerWorker:
 def main(argv: list[str]) -> int:
     from gorila.algos.dqn.builder import make_plan
     from gorila.algos.dqn.config import DQNConfig
-    from gorila.driver.rl_config import RLConfig
+    from gorila.algos.rl_config import RLConfig
 
     parser = argparse.ArgumentParser(prog="gorila bench learner", description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--env", default="CartPole-v1", help="Gymnasium id (ALE/Pong-v5: the Nature CNN)")

@@ -6,10 +6,10 @@
 ``loop``               ``run(run_config, plan)``: place, run in chunks, judge, log,
                        checkpoint, stop
 ``counters``           ``Counters``: totals over workers that may restart
-``rl_config``          ``RLConfig``: env, step budget, evaluation, device (RL algorithms)
 ``policy_evaluation``  ``PolicyEvaluation`` and its ``Evaluator`` worker (RL algorithms)
 ``saved``              ``SavedRun``: a run directory read back
 =====================  ===============================================================
 
-The driver imports no algorithm; builders in :mod:`gorila.algos` import it.
+The driver imports no algorithm and owns no algorithm's config; builders in :mod:`gorila.algos`
+import it (the RL algorithms' shared settings are :mod:`gorila.algos.rl_config`).
 """

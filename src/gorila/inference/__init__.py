@@ -1,5 +1,5 @@
 """Central batched inference (the SEED / Sample Factory split): rollout workers step environments,
-an inference server per node batches their observations and answers with actions.
+one inference server per run batches their observations and answers with actions.
 
 ===========================  ==============================================================
 module                       what it holds
@@ -10,23 +10,6 @@ module                       what it holds
 ``server``                   ``InferenceServer``: the service that batches, runs the policy, replies
 ``policies``                 ``GreedyQPolicy``, ``SampledPolicy``: networks on a device
 ===========================  ==============================================================
+
+A plan places the server with :func:`gorila.algos.kit.inference_service`.
 """
-
-from __future__ import annotations
-
-import functools
-from collections.abc import Callable
-
-from gorila.driver.plan import ServiceSpec
-from gorila.inference.batching import BatchingRule
-from gorila.inference.server import InferencePolicy, InferenceServer
-
-#: The inference service's name in a plan (``services["inference"]`` in its ``groups``).
-SERVICE = "inference"
-
-
-def inference_service(policy: Callable[[], InferencePolicy], rule: BatchingRule, refresh_every: int) -> ServiceSpec:
-    """The plan's inference server: one, on the driver's node (rollout workers reach it through
-    shared memory, so they must share its node)."""
-    factory = functools.partial(InferenceServer, policy=policy, rule=rule, refresh_every=refresh_every)
-    return ServiceSpec(SERVICE, factory, 1, uses_server=True)

@@ -51,7 +51,7 @@ def _worker(algo: str, workers: int, worker_id: int):
     else:
         from gorila.algos.a3c.builder import make_plan
         from gorila.algos.a3c.config import A3CConfig
-        from gorila.driver.rl_config import RLConfig
+        from gorila.algos.rl_config import RLConfig
 
         plan = make_plan(run, A3CConfig(workers=workers), RLConfig(env="CartPole-v1", device="cpu"))
     shards = LocalShards(plan.spec, plan.initial_params(), 60.0)

@@ -2,9 +2,9 @@
 
 All module-level and picklable, so a builder can hand them to workers in other processes::
 
-    net = make_network("CartPole-v1", cfg, seed=0)          # the same weights for the same seed
+    net = make_network("CartPole-v1", hidden=(64, 64), shared_torso=False, seed=0)   # same seed, same weights
     init = FlatParams(net).get()
-    spec = ServerSpec(rule, optimizer=cfg.optimizer, lr=learning_rates(net, cfg))
+    spec = ServerSpec(rule, optimizer="rmsprop", lr=learning_rates(net, lr_policy=3e-3, lr_value=3e-3))
     policy = greedy_policy(net)                             # evaluation: argmax of the logits
     actions = policy(observations)
 """
@@ -15,14 +15,14 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from gorila.algos.a3c.config import A3CConfig
 from gorila.envs import env_spaces
 from gorila.errors import ConfigError
 from gorila.nets.actor_critic import ActorCritic, ConvActorCritic
 from gorila.nets.flat import FlatParams
 
 
-def network_for(observation_space: gym.Space, action_space: gym.Space, cfg: A3CConfig) -> ActorCritic | ConvActorCritic:
+def network_for(observation_space: gym.Space, action_space: gym.Space, hidden: tuple[int, ...],
+                shared_torso: bool) -> ActorCritic | ConvActorCritic:
     """An :class:`ActorCritic` for vector observations, a :class:`ConvActorCritic` (Nature CNN,
     shared torso) for ``(channels, height, width)`` frames; with the RNG's current weights.
 
@@ -35,22 +35,23 @@ def network_for(observation_space: gym.Space, action_space: gym.Space, cfg: A3CC
     if rank == 3:
         channels, height, width = observation_space.shape
         return ConvActorCritic(int(action_space.n), channels, (height, width))
-    return ActorCritic(int(observation_space.shape[0]), int(action_space.n), cfg.hidden,
-                       shared=cfg.shared_torso)
+    return ActorCritic(int(observation_space.shape[0]), int(action_space.n), hidden, shared=shared_torso)
 
 
-def make_network(env_id: str, cfg: A3CConfig, seed: int) -> ActorCritic | ConvActorCritic:
-    """The network for ``env_id``, initialised from ``seed`` only (the global RNG is left alone)."""
+def make_network(env_id: str, hidden: tuple[int, ...], shared_torso: bool, seed: int) -> ActorCritic | ConvActorCritic:
+    """The network for ``env_id``, initialised from ``seed`` only (the global RNG is left alone).
+    ``hidden`` and ``shared_torso`` shape the MLPs of vector observations (frames always get the
+    Nature-CNN torso shared by both heads)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return network_for(*env_spaces(env_id), cfg)
+        return network_for(*env_spaces(env_id), hidden, shared_torso)
 
 
-def learning_rates(net: ActorCritic | ConvActorCritic, cfg: A3CConfig) -> np.ndarray:
+def learning_rates(net: ActorCritic | ConvActorCritic, lr_policy: float, lr_value: float) -> np.ndarray:
     """The server's float32 learning rate of every flat parameter: ``lr_policy`` on the policy
     group (a shared torso included), ``lr_value`` on the value group."""
     policy_mask, _ = net.param_groups(FlatParams(net))
-    return np.where(policy_mask, cfg.lr_policy, cfg.lr_value).astype(np.float32)
+    return np.where(policy_mask, lr_policy, lr_value).astype(np.float32)
 
 
 class GreedyPolicy:

@@ -20,29 +20,21 @@ from dataclasses import asdict
 
 import psutil
 
-from gorila.actors import ExplorationSchedule, QActorSpec, ReplayActor
+from gorila.actors import ExplorationSchedule
 from gorila.actors.nstep import NStepReturns
-from gorila.actors.rollout import CentralQActorSpec
 from gorila.algos.apex.config import ApexConfig
 from gorila.algos.dqn.networks import build_q_network
+from gorila.algos.kit import INFERENCE, ReplayTopology, greedy_q_inference, q_actor, q_learner, rl_plan
+from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
-from gorila.driver.plan import Budget, Plan, ServiceSpec, WorkerSpec
-from gorila.driver.policy_evaluation import PolicyEvaluation
-from gorila.driver.rl_config import RLConfig, resolve_device
+from gorila.driver.plan import Plan
 from gorila.envs.spec import EnvSpec
-from gorila.inference import SERVICE as INFERENCE
-from gorila.inference import inference_service
-from gorila.inference.policies import GreedyQPolicy
-from gorila.learners.q_learner import QLearner
-from gorila.learners.replay_learner import ReplayLearner
-from gorila.nets import FlatParams
 from gorila.nets.q import greedy_policy
-from gorila.replay import Prioritization, RateLimiter, RemoteReplay, ShardedReplaySpec, check_replay_memory
+from gorila.replay import Prioritization, RateLimiter, ShardedReplaySpec, check_replay_memory
 
 OPTIMIZER_DEFAULT = "adam"
 EVAL_EPSILON = 0.05  # DQN-family agents are evaluated ε-greedily with 0.05
 STEPS_PER_CHUNK = 20
-CHUNK_SECONDS = 0.5  # how long a chunk lasts once sized to the workers' speed
 ACTOR_NICE = 5
 METRICS = ("replay.size", "replay.added", "replay.sampled", "replay.refused_samples", "replay.priority_max",
            "learner.wait_fraction", "learner.policy_lag_mean")
@@ -50,7 +42,6 @@ METRICS = ("replay.size", "replay.added", "replay.sampled", "replay.refused_samp
 # bytes moved per version per node, and how many versions behind the server the actors act.
 CACHE_METRICS = ("param_cache.pulls", "param_cache.bytes_per_version", "actor.cache_reads", "actor.server_reads",
                  "actor.param_staleness_mean")
-INFERENCE_METRICS = ("inference.mean_batch", "inference.dropped")
 
 
 def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
@@ -71,56 +62,31 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
     exploration = ExplorationSchedule.per_actor(cfg.actors, cfg.eps_alpha, cfg.eps_base)
     returns = NStepReturns(cfg.n_step, cfg.gamma)
     central = rl.central_inference(space)
-    inference = ()
-    if central:
-        inference = (inference_service(functools.partial(GreedyQPolicy, network_fn, device=rl.server_device()),
-                                       rl.batching_rule(cfg.actors * cfg.envs_per_actor), cfg.actor_refresh),)
-    learner = functools.partial(QLearner, network_fn, loss=cfg.loss, target=cfg.target,
-                                target_update=cfg.target_update, outlier_k=None, max_grad_norm=cfg.max_grad_norm,
-                                device=resolve_device(rl.device))
+    inference = (greedy_q_inference(network_fn, rl, cfg.actors * cfg.envs_per_actor, cfg.actor_refresh),) \
+        if central else ()
 
-    def groups(services: dict) -> list[WorkerSpec]:
-        replay = [RemoteReplay(endpoint) for endpoint in services["replay"]]
-        if central:  # rows enter with the largest priority so far: a rollout worker has no network
-            actor = CentralQActorSpec(envs, services[INFERENCE][0], exploration, returns, seed=run.seed,
-                                      timeout_s=run.call_timeout_s)
-            actors = functools.partial(ReplayActor, actor=actor, replay=replay, routing=routing,
-                                       steps_per_add=cfg.add_every, refresh_every=None, prioritized=False)
-        else:
-            actors = functools.partial(ReplayActor, actor=QActorSpec(envs, network_fn, exploration, returns,
-                                                                     seed=run.seed),
-                                       replay=replay, routing=routing, steps_per_add=cfg.add_every,
-                                       refresh_every=cfg.actor_refresh, prioritized=True)
-        learners = functools.partial(ReplayLearner, learner=learner, replay=replay, batch_size=cfg.batch_size,
-                                     learning_starts=cfg.learning_starts, prefetch=cfg.prefetch, prioritized=True)
-        # The actors yield the CPU to the learner: they only make data it would not keep up with.
-        # Placed by node, actor k runs on the node of the shard it writes to.
-        return [WorkerSpec("actor", actors, cfg.actors, nice=ACTOR_NICE,
-                           node_of=routing.shard_of if by_node else None),
-                WorkerSpec("learner", learners, cfg.learners)]
+    def actor(services: dict):
+        """Each actor's network copy (which also gives its rows their initial priorities), or
+        (``--inference central``) the node's inference server."""
+        return q_actor(envs, network_fn, exploration, returns, seed=run.seed,
+                       inference=services[INFERENCE][0] if central else None, timeout_s=run.call_timeout_s)
 
-    by_node = cfg.replay_placement == "node"
+    # The actors yield the CPU to the learner: they only make data it would not keep up with.
+    topology = ReplayTopology(routing, cfg.actors, cfg.learners, steps_per_add=cfg.add_every,
+                              refresh_every=None if central else cfg.actor_refresh, batch_size=cfg.batch_size,
+                              learning_starts=cfg.learning_starts, prefetch=cfg.prefetch, prioritized=True,
+                              actor_nice=ACTOR_NICE, by_node=cfg.replay_placement == "node")
+    learner = q_learner(network_fn, cfg, rl)
     cache = cfg.param_cache == "node"
-
-    epsilon = rl.eval_epsilon if rl.eval_epsilon is not None else EVAL_EPSILON
-    return Plan(
-        algo="apex", label=rl.env, initial_params=lambda: FlatParams(net).get(),
+    return rl_plan(
+        run, rl, algo="apex", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=EVAL_EPSILON,
+        central=central, config={**asdict(cfg), "target_update": str(cfg.target_update)},
         spec=run.server_spec(run.rule(num_workers=cfg.learners), OPTIMIZER_DEFAULT, cfg.lr),
-        groups=groups,
-        services=(ServiceSpec("replay", routing.build, cfg.replay_shards, node_of=routing.node_of_shard if by_node else None),
-                  *inference),
-        param_cache=cache,
-        evaluation=PolicyEvaluation(rl.env, network_fn, policy_fn, episodes=rl.eval_episodes, epsilon=epsilon,
-                                    seed=run.seed, noop_max=rl.eval_noop_max, every_s=rl.eval_every_s,
-                                    target=rl.target()),
-        budget=Budget(rl.total_steps, "env_steps"), processes=cfg.actors + cfg.learners + cfg.replay_shards + len(inference),
-        chunk_steps=lambda updates: STEPS_PER_CHUNK, chunk_seconds=CHUNK_SECONDS,
-        stop_at_target=rl.stop_at_target,
-        metrics=METRICS + (CACHE_METRICS if cache else ()) + (INFERENCE_METRICS if central else ()),
-        histograms=("learner.policy_lag",),
-        checkpoint_services=("replay",) if cfg.checkpoint_replay else (),
-        config={**asdict(cfg), "target_update": str(cfg.target_update), **asdict(rl), "eval_epsilon": epsilon,
-                "inference": "central" if central else "local"})
+        groups=lambda services: topology.groups(actor, learner, services),
+        services=(topology.service(), *inference), param_cache=cache,
+        processes=topology.processes + len(inference), chunk_steps=lambda updates: STEPS_PER_CHUNK,
+        metrics=METRICS + (CACHE_METRICS if cache else ()), histograms=("learner.policy_lag",),
+        checkpoint_services=("replay",) if cfg.checkpoint_replay else ())
 
 
 def _limiter(cfg: ApexConfig) -> RateLimiter:

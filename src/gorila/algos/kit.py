@@ -1,0 +1,174 @@
+"""The builder kit: the parts of a plan that the RL algorithms' builders share.
+
+A builder reads its own config and composes these; none of them reads a config object of an
+algorithm, only the :class:`~gorila.algos.rl_config.RLConfig` every RL algorithm shares and explicit
+arguments::
+
+    network_fn = functools.partial(build_q_network, rl.env, cfg.hidden, run.seed)
+    net = network_fn()                                     # refuses an unsupported env before anything starts
+    central = rl.central_inference(space)
+    services = (greedy_q_inference(network_fn, rl, total_envs=8, refresh_every=4),) if central else ()
+    topology = ReplayTopology(routing, actors=2, learners=1, steps_per_add=4, refresh_every=4,
+                              batch_size=64, learning_starts=1000)
+    return rl_plan(run, rl, algo="dqn", net=net, network_fn=network_fn, policy_fn=greedy_policy,
+                   eval_epsilon=0.05, central=central, config=asdict(cfg),
+                   spec=..., groups=lambda services: topology.groups(actor, learner, services),
+                   services=(topology.service(), *services), processes=topology.processes + len(services))
+
+``rl_plan`` fills what every RL plan has: the label, the initial parameters, the policy evaluation,
+the env-step budget, the stop at the target, the inference metrics with central inference, the
+chunk's length in seconds and the ``config.json`` record.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+from torch import nn
+
+from gorila.actors import ExplorationSchedule, QActorSpec, ReplayActor
+from gorila.actors.nstep import NStepReturns
+from gorila.actors.rollout import CentralQActorSpec
+from gorila.algos.rl_config import RLConfig, resolve_device
+from gorila.config import RunConfig
+from gorila.core import ServiceEndpoint
+from gorila.driver.plan import Budget, Plan, ServiceSpec, WorkerSpec
+from gorila.driver.policy_evaluation import PolicyEvaluation
+from gorila.envs.spec import EnvSpec
+from gorila.inference.batching import BatchingRule
+from gorila.inference.policies import GreedyQPolicy
+from gorila.inference.server import InferencePolicy, InferenceServer
+from gorila.learners.q_learner import QLearner
+from gorila.learners.replay_learner import ReplayLearner
+from gorila.learners.target import TargetUpdate
+from gorila.nets import FlatParams
+from gorila.replay import RemoteReplay, ShardedReplaySpec
+
+#: The inference service's name in a plan (``services[INFERENCE]`` in its ``groups``).
+INFERENCE = "inference"
+#: The inference server's columns in ``metrics.csv`` with central inference.
+INFERENCE_METRICS = ("inference.mean_batch", "inference.dropped")
+#: How long a chunk lasts once the driver has sized it to the workers' speed: long enough that the
+#: driver's calls between chunks cost little, short enough that rows and evaluations stay frequent.
+CHUNK_SECONDS = 0.5
+
+
+def inference_service(policy: Callable[[], InferencePolicy], rule: BatchingRule, refresh_every: int) -> ServiceSpec:
+    """The plan's inference server: one per run, on the driver's node (rollout workers reach it
+    through shared memory, so they must share its node); it pulls parameters every
+    ``refresh_every`` batches."""
+    factory = functools.partial(InferenceServer, policy=policy, rule=rule, refresh_every=refresh_every)
+    return ServiceSpec(INFERENCE, factory, 1, uses_server=True)
+
+
+def greedy_q_inference(network_fn: Callable[[], nn.Module], rl: RLConfig, total_envs: int,
+                       refresh_every: int) -> ServiceSpec:
+    """The inference server of a Q-learning plan: greedy actions of the Q-network (actors add ε),
+    a batch being one env group of every actor by default."""
+    policy = functools.partial(GreedyQPolicy, network_fn, device=rl.server_device())
+    return inference_service(policy, rl.batching_rule(total_envs), refresh_every)
+
+
+def rl_plan(run: RunConfig, rl: RLConfig, *, algo: str, net: nn.Module, network_fn: Callable[[], nn.Module],
+            policy_fn: Callable[[nn.Module], Any], eval_epsilon: float, central: bool, config: dict,
+            metrics: tuple[str, ...] = (), **plan: Any) -> Plan:
+    """A :class:`Plan` with the fields every RL algorithm fills the same way; ``plan`` holds the
+    algorithm's own (``spec``, ``groups``, ``services``, ``processes``, ``chunk_steps``, ...).
+
+    ``eval_epsilon`` is the algorithm's evaluation ε, used unless ``--eval-epsilon`` is given;
+    ``config`` the algorithm's own settings for ``config.json`` (the RL settings are added).
+    """
+    epsilon = rl.eval_epsilon if rl.eval_epsilon is not None else eval_epsilon
+    evaluation = PolicyEvaluation(rl.env, network_fn, policy_fn, episodes=rl.eval_episodes, epsilon=epsilon,
+                                  seed=run.seed, noop_max=rl.eval_noop_max, every_s=rl.eval_every_s,
+                                  target=rl.target())
+    record = {**config, **asdict(rl), "eval_epsilon": epsilon, "inference": "central" if central else "local"}
+    plan.setdefault("chunk_seconds", CHUNK_SECONDS)
+    return Plan(algo=algo, label=rl.env, initial_params=lambda: FlatParams(net).get(), evaluation=evaluation,
+                budget=Budget(rl.total_steps, "env_steps"), stop_at_target=rl.stop_at_target,
+                metrics=metrics + (INFERENCE_METRICS if central else ()), config=record, network_fn=network_fn,
+                **plan)
+
+
+class QLearningSettings(Protocol):
+    """The settings of a Q-learner that DQN's and Ape-X's configs share."""
+
+    loss: str
+    target: str
+    target_update: TargetUpdate
+    max_grad_norm: float | None
+
+
+def q_learner(network_fn: Callable[[], nn.Module], settings: QLearningSettings, rl: RLConfig,
+              outlier_k: float | None = None) -> Callable[[], QLearner]:
+    """The factory of a :class:`QLearner` (built in the learner's process, on ``--device``)."""
+    return functools.partial(QLearner, network_fn, loss=settings.loss, target=settings.target,
+                             target_update=settings.target_update, outlier_k=outlier_k,
+                             max_grad_norm=settings.max_grad_norm, device=resolve_device(rl.device))
+
+
+def q_actor(envs: EnvSpec, network_fn: Callable[[], nn.Module], exploration: ExplorationSchedule,
+            returns: NStepReturns, *, seed: int, inference: ServiceEndpoint | None,
+            timeout_s: float) -> QActorSpec | CentralQActorSpec:
+    """An ε-greedy Q-actor: its own network copy, or (given the ``inference`` server's endpoint)
+    a rollout worker whose greedy actions the server chooses."""
+    if inference is not None:
+        return CentralQActorSpec(envs, inference, exploration, returns, seed=seed, timeout_s=timeout_s)
+    return QActorSpec(envs, network_fn, exploration, returns, seed=seed)
+
+
+@dataclass(frozen=True)
+class ReplayTopology:
+    """Actors → replay shards → learners (DQN's global replay, Ape-X)::
+
+        actor k ──add──► replay shard k % S ◄──sample (prefetched)── learner j
+           ▲ pull                                                        │ push
+           └────────────────────── parameter server ◄────────────────────┘
+
+    ``refresh_every``: actor steps between pulls (None: a central actor, which holds no network).
+    ``prioritized``: the shards sample by priority, actors send initial priorities from their own
+    network (a central actor has none: its rows enter with the largest priority so far).
+    ``actor_nice`` lowers the actors' scheduling priority, so that they yield the CPU to the
+    learners they feed. ``by_node`` places actor k on the node of the shard it writes to.
+    """
+
+    routing: ShardedReplaySpec
+    actors: int
+    learners: int
+    steps_per_add: int
+    refresh_every: int | None
+    batch_size: int
+    learning_starts: int
+    prefetch: int = 1
+    prioritized: bool = False
+    actor_nice: int = 0
+    by_node: bool = False
+
+    @property
+    def processes(self) -> int:
+        """Processes of the topology: actors, learners and replay shards."""
+        return self.actors + self.learners + self.routing.num_shards
+
+    def service(self) -> ServiceSpec:
+        """The replay shards."""
+        return ServiceSpec("replay", self.routing.build, self.routing.num_shards,
+                           node_of=self.routing.node_of_shard if self.by_node else None)
+
+    def groups(self, actor: Callable[[dict], QActorSpec | CentralQActorSpec], learner: Callable[[], QLearner],
+               services: dict[str, list[ServiceEndpoint]]) -> list[WorkerSpec]:
+        """The actor and learner groups, given the plan's services by name; ``actor(services)`` is
+        the spec of every actor (it may name the inference server)."""
+        replay = [RemoteReplay(endpoint) for endpoint in services["replay"]]
+        spec = actor(services)
+        actors = functools.partial(ReplayActor, actor=spec, replay=replay, routing=self.routing,
+                                   steps_per_add=self.steps_per_add, refresh_every=self.refresh_every,
+                                   prioritized=self.prioritized and isinstance(spec, QActorSpec))
+        learners = functools.partial(ReplayLearner, learner=learner, replay=replay, batch_size=self.batch_size,
+                                     learning_starts=self.learning_starts, prefetch=self.prefetch,
+                                     prioritized=self.prioritized)
+        return [WorkerSpec("actor", actors, self.actors, nice=self.actor_nice,
+                           node_of=self.routing.shard_of if self.by_node else None),
+                WorkerSpec("learner", learners, self.learners)]

@@ -1,0 +1,47 @@
+"""The builder kit: what the RL builders share is filled one way, from explicit arguments."""
+
+import pickle
+
+import pytest
+
+from gorila.algos.a3c.builder import evaluation_policy as a3c_policy
+from gorila.algos.a3c.config import A3CConfig
+from gorila.algos.apex.builder import make_plan as apex_plan
+from gorila.algos.apex.config import ApexConfig
+from gorila.algos.dqn.builder import make_plan as dqn_plan
+from gorila.algos.dqn.config import DQNConfig
+from gorila.algos.kit import INFERENCE, INFERENCE_METRICS
+from gorila.algos.rl_config import RLConfig
+from gorila.config import RunConfig
+
+
+def test_evaluation_epsilon_is_the_algorithms_unless_given():
+    dqn = dqn_plan(RunConfig(algo="dqn"), DQNConfig(), RLConfig())
+    assert dqn.config["eval_epsilon"] == 0.05 and dqn.evaluation.epsilon == 0.05
+    given = dqn_plan(RunConfig(algo="dqn"), DQNConfig(), RLConfig(eval_epsilon=0.0))
+    assert given.config["eval_epsilon"] == 0.0 and given.evaluation.epsilon == 0.0
+
+
+def test_the_config_record_holds_the_algorithms_and_the_rl_settings_and_the_inference_chosen():
+    plan = apex_plan(RunConfig(algo="apex"), ApexConfig(actors=2), RLConfig(total_steps=1234, inference="central"))
+    assert plan.config["actors"] == 2 and plan.config["total_steps"] == 1234
+    assert plan.config["inference"] == "central" and plan.budget.total == 1234
+    assert plan.metrics[-len(INFERENCE_METRICS):] == INFERENCE_METRICS
+    assert [s.name for s in plan.services] == ["replay", INFERENCE]
+    local = apex_plan(RunConfig(algo="apex"), ApexConfig(actors=2), RLConfig(inference="local"))
+    assert local.config["inference"] == "local" and not set(INFERENCE_METRICS) & set(local.metrics)
+
+
+@pytest.mark.parametrize("replay, processes", [("local", 3), ("global", 3 + 1 + 2)])
+def test_dqn_counts_its_processes_in_either_topology(replay, processes):
+    cfg = DQNConfig(actors=3, replay=replay, replay_shards=2 if replay == "global" else 1)
+    assert dqn_plan(RunConfig(algo="dqn"), cfg, RLConfig()).processes == processes
+
+
+def test_the_a3c_network_function_carries_only_what_shapes_the_network():
+    """Workers receive the network function: it binds the env, the widths, the torso and the seed,
+    not the whole config (which would ship every setting to every worker)."""
+    network_fn, _ = a3c_policy(RunConfig(algo="a3c", seed=4), A3CConfig(hidden=(16,), shared_torso=True),
+                               RLConfig())
+    assert network_fn.args == ("CartPole-v1", (16,), True, 4)
+    assert b"A3CConfig" not in pickle.dumps(network_fn)
