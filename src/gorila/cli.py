@@ -20,7 +20,7 @@ from gorila import __version__
 from gorila.algos.registry import ALGORITHMS
 from gorila.cliargs import HelpFormatter, add_flags
 from gorila.config import RunConfig
-from gorila.errors import ConfigError, GorilaError
+from gorila.errors import ClusterUnreachableError, ConfigError, GorilaError
 
 EXIT_USAGE = 2
 
@@ -253,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[command](argv[1:])
     except ConfigError as err:
         print(f"gorila {command}: error: {err.flag}: {err.message}", file=sys.stderr)
+        return EXIT_USAGE
+    except ClusterUnreachableError as err:  # the address given (flag or RAY_ADDRESS) is the thing to fix
+        print(f"gorila {command}: {type(err).__name__}: {err}", file=sys.stderr)
         return EXIT_USAGE
     except GorilaError as err:
         print(f"gorila {command}: {type(err).__name__}: {err}", file=sys.stderr)

@@ -43,10 +43,17 @@ def _parser_for(hint: Any):
         item = typing.get_args(base)[0]
         return lambda text: tuple(item(part) for part in text.split(",") if part.strip())
     if base is Path:
-        return Path
+        return _path
     if hasattr(base, "parse"):  # a value object with a spelling of its own (TargetUpdate: "hard:200")
         return _reported(base.parse)
     return base
+
+
+def _path(text: str) -> Path:
+    """A path flag's value; an empty one is refused (``Path("")`` would quietly mean ``.``)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must name a path, got an empty one")
+    return Path(text)
 
 
 def _reported(parse):

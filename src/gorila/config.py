@@ -19,6 +19,10 @@ from gorila.params.server import PLACEMENTS
 from gorila.params.rule import MODES
 from gorila.runtime import RUNTIMES
 
+#: The largest ``--seed``: derived seeds (seed + 1000·worker + env, the evaluator's seed + 10 000 + n)
+#: must stay within PyTorch's 64-bit seeds.
+SEED_MAX = 2**63 - 1
+
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -73,7 +77,9 @@ class RunConfig:
     def __post_init__(self) -> None:
         validate.choice("runtime", self.runtime, RUNTIMES)
         validate.integer("shards", self.shards, low=1, high=256)
-        validate.integer("seed", self.seed, low=0)
+        validate.integer("seed", self.seed, low=0, high=SEED_MAX)
+        if self.run_dir is not None:
+            validate.directory("run_dir", self.run_dir)
         if self.optimizer is not None:
             validate.choice("optimizer", self.optimizer, OPTIMIZERS)
         if self.address and self.runtime != "ray":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
+from pathlib import Path
 
 from gorila.errors import ConfigError
 
@@ -29,6 +30,14 @@ def choice(field: str, value: object, allowed: Collection[str]) -> None:
     """Require one of ``allowed``."""
     if value not in allowed:
         raise ConfigError(field, f"must be one of {', '.join(map(str, allowed))}; got {value!r}")
+
+
+def directory(field: str, value: object) -> None:
+    """Require a non-empty path that is a directory or does not exist yet (it will be made)."""
+    if not str(value).strip():
+        raise ConfigError(field, "must name a directory, got an empty path")
+    if Path(str(value)).exists() and not Path(str(value)).is_dir():
+        raise ConfigError(field, f"{value} is a file, not a directory; choose another path")
 
 
 def _check_range(field: str, value: float, low: float | None, high: float | None) -> None:

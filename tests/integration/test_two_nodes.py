@@ -23,3 +23,10 @@ def test_shards_on_both_nodes_and_training_converges(two_nodes, tmp_path, train)
               LstsqConfig(workers=2, n=4000, d=10, iterations=200, tol=1e-3))
     assert s["reached_target"]
 
+
+
+def test_the_cluster_head_passes_the_check_that_refuses_non_ray_addresses(two_nodes):
+    from gorila.runtime.ray_runtime import check_reachable
+
+    # A GCS answers the HTTP/2 preface with its settings; a silent listener does not (tests/smoke/test_terminal.py).
+    check_reachable(two_nodes.get_runtime_context().gcs_address, "--address", timeout_s=10.0)

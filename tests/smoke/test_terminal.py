@@ -104,6 +104,20 @@ def test_an_address_where_no_ray_answers_is_named_at_once(tmp_path):
     result = subprocess.run([sys.executable, "-m", "gorila", "train", "--algo", "lstsq", "--address", address,
                              "--run-dir", str(tmp_path / "run")], capture_output=True, text=True, timeout=60)
     assert time.monotonic() - started < 30
-    assert result.returncode == 1 and result.stdout == ""
+    assert result.returncode == 2 and result.stdout == ""
     assert f"no Ray cluster answers at {address} (from --address)" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_an_address_that_answers_but_is_not_ray_is_refused_within_30_s(tmp_path):
+    with socket.socket() as listener:  # accepts connections and never says a word, as a non-Ray service might
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
+        started = time.monotonic()
+        result = subprocess.run([sys.executable, "-m", "gorila", "train", "--algo", "lstsq", "--address", address,
+                                 "--run-dir", str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
+    assert time.monotonic() - started < 30
+    assert result.returncode == 2 and result.stdout == ""
+    assert f"something listens at {address} (from --address) but it is not a Ray cluster" in result.stderr
+    assert not (tmp_path / "run" / "metrics.csv").exists()

@@ -64,3 +64,33 @@ def test_a_flag_the_algorithm_does_not_use_is_refused(capsys, algo, flag):
 
 def test_the_refusal_says_which_algorithm_has_the_flag(capsys):
     assert "it is a flag of --algo a3c, lstsq" in refused(capsys, ["train", "--algo", "dqn", "--workers", "3"])
+
+
+@pytest.mark.parametrize("n, d", [(10**12, 10**6), (1000, 15_000)])
+def test_lstsq_sizes_that_cannot_fit_or_set_up_in_time_are_refused_naming_d(n, d):
+    from gorila.envs.least_squares import LeastSquares
+    from gorila.errors import ConfigError
+
+    # 16 GiB free, 50 GFLOP/s: 7.3 TiB of moments do not fit; an SVD of 15 000 columns takes over an hour.
+    with pytest.raises(ConfigError) as refused_:
+        LeastSquares(n, d, 0.1, 10.0).check_size(available_bytes=16 * 2**30, flops_per_s=5e10)
+    assert refused_.value.flag == "--d" and f"d={d}" in refused_.value.message
+
+
+def test_lstsq_sizes_that_fit_and_set_up_in_seconds_are_accepted():
+    from gorila.envs.least_squares import LeastSquares
+
+    LeastSquares(1_000_000, 1000, 0.1, 10.0).check_size(available_bytes=16 * 2**30, flops_per_s=5e10)
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["--run-dir", ""], "--run-dir"),
+    (["--run-dir", "{file}"], "--run-dir"),
+    (["--seed", str(2**64)], "--seed"),
+    (["--algo", "dqn", "--env", "no_such_module:Foo-v0", "--run-dir", "{dir}"], "--env"),
+])
+def test_run_flags_that_cannot_be_used_are_refused(capsys, tmp_path, args, flag):
+    (tmp_path / "a-file").write_text("")
+    argv = [a.format(file=tmp_path / "a-file", dir=tmp_path / "run") for a in args]
+    assert flag in refused(capsys, ["train", "--algo", "lstsq", *argv])
+    assert not (tmp_path / "run").exists()

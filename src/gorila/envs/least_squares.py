@@ -3,13 +3,24 @@ chunks so that any partition among workers sees the same rows."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
+import psutil
 
 from gorila.errors import ConfigError
 
 CHUNK_ROWS = 256  # rows per generator chunk; a worker owns whole chunks
+
+#: The longest set-up a run may ask for: the data's moments and the exact optimum it is judged by
+#: are computed before the first round, in the driver.
+MAX_SETUP_S = 600.0
+#: Of the memory free now, the most a problem's rows and moments may take (as for replay).
+MAX_MEMORY_FRACTION = 0.8
+#: numpy's lstsq (LAPACK's divide-and-conquer SVD) runs far below the matrix-product speed: on a
+#: 3000 × 3000 matrix it took as long as ~60 d³ flops of products (a solve took ~0.7 d³).
+SVD_PRODUCTS = 60.0
 
 
 @dataclass(frozen=True)
@@ -42,6 +53,32 @@ class LeastSquares:
                                          f"got {workers}")
         bounds = [k * chunks // workers for k in range(workers + 1)]
         return [range(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+
+    def check_size(self, *, available_bytes: int | None = None, flops_per_s: float | None = None) -> None:
+        """Refuse (``ConfigError`` naming ``d``) a problem whose rows and moments do not fit in
+        memory or whose set-up would take over :data:`MAX_SETUP_S`, before anything starts::
+
+            LeastSquares(n=1000, d=15_000, noise=0.1, condition=10.0).check_size()   # ConfigError("d")
+
+        The estimate: every worker's float32 rows and the float64 ``d × d`` moments with the
+        solver's copies; ``2 n d²`` flops for the moments and the optimum's solve (LU, ``2/3 d³``;
+        an SVD, costed at ``SVD_PRODUCTS · d³``, when ``n < d`` leaves the moments singular) at this machine's
+        matrix-product speed (``flops_per_s``, measured when not given).
+        """
+        n, d = self.n, self.d
+        need = 4 * n * d + 3 * 8 * d * d
+        available = psutil.virtual_memory().available if available_bytes is None else available_bytes
+        size = f"n={n} rows of d={d} features"
+        if need > MAX_MEMORY_FRACTION * available:
+            raise ConfigError("d", f"{size} need about {need / 2**30:.1f} GiB (the rows and the d × d moments), "
+                                   f"{available / 2**30:.1f} GiB available (at most {MAX_MEMORY_FRACTION:.0%} may "
+                                   "be used); lower --n or --d")
+        flops = 2.0 * n * d * d + (2.0 / 3.0 if n >= d else SVD_PRODUCTS) * d ** 3
+        seconds = flops / (flops_per_s or _matmul_flops_per_s())
+        if seconds > MAX_SETUP_S:
+            raise ConfigError("d", f"{size} would take about {seconds / 60:.0f} min on this machine to set up (the "
+                                   f"moments and the exact optimum the run is judged by; at most "
+                                   f"{MAX_SETUP_S / 60:.0f} min); lower --n or --d")
 
     def rows(self, chunks: range) -> tuple[np.ndarray, np.ndarray]:
         """``X`` (float32, rows of ``chunks``) and ``y``; the same rows whoever generates them."""
@@ -95,6 +132,12 @@ class Moments:
         return (self.a @ w - self.b) / self.n
 
     def optimum(self) -> np.ndarray:
+        # Full-rank moments (n >= d) take an LU solve, about 20 times cheaper than lstsq's SVD.
+        if self.n >= len(self.b):
+            try:
+                return np.linalg.solve(self.a, self.b)
+            except np.linalg.LinAlgError:
+                pass
         return np.linalg.lstsq(self.a, self.b, rcond=None)[0]
 
     def iterations_to(self, tol: float, lr: float, limit: int) -> int | None:
@@ -109,3 +152,15 @@ class Moments:
             if self.loss(w) - best <= tol * gap0:
                 return t
         return None
+
+
+def _matmul_flops_per_s(size: int = 384, repeats: int = 3) -> float:
+    """This machine's float64 matrix-product speed, from the fastest of a few small products
+    (a few milliseconds; an underestimate for large products, so set-up estimates err long)."""
+    a = np.random.default_rng(0).standard_normal((size, size))
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        a @ a
+        best = min(best, time.perf_counter() - started)
+    return 2.0 * size ** 3 / max(best, 1e-9)

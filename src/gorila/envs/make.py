@@ -106,6 +106,10 @@ def _make(env_id: str, **kwargs) -> gym.Env:
         return gym.make(env_id, **kwargs)
     except gym.error.DependencyNotInstalled as e:
         raise ConfigError("env", f"{env_id} needs an optional dependency: {e}") from e
+    except ImportError as e:  # "module:Id" imports the module that registers Id first
+        module = env_id.partition(":")[0] if ":" in env_id else None
+        what = f"its module {module!r} does not import" if module else "it needs a module that does not import"
+        raise ConfigError("env", f"{env_id}: {what} ({e})") from e
     except gym.error.Error as e:
         close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else (

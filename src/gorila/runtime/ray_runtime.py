@@ -64,8 +64,9 @@ def embedded_ray_is_up() -> bool:
 
 
 def check_reachable(address: str, source: str, timeout_s: float) -> None:
-    """Raise :class:`ClusterUnreachableError` unless something accepts a connection at ``address``
-    (``host:port`` or ``ray://host:port``) within ``timeout_s``; ``auto`` is left to Ray."""
+    """Raise :class:`ClusterUnreachableError` unless a gRPC server (as Ray's GCS and Ray Client
+    servers are) answers at ``address`` (``host:port`` or ``ray://host:port``) within ``timeout_s``;
+    ``auto`` is left to Ray."""
     if address in ("auto", "local"):
         return
     host, _, port = address.split("://", 1)[-1].rpartition(":")
@@ -73,12 +74,41 @@ def check_reachable(address: str, source: str, timeout_s: float) -> None:
         raise ClusterUnreachableError(f"{source} {address!r} is not a Ray address: expected HOST:PORT, "
                                       "e.g. 10.0.0.5:6379")
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as conn:
+            speaks_grpc = _answers_http2(conn, timeout_s)
     except OSError as err:
         raise ClusterUnreachableError(
             f"no Ray cluster answers at {address} (from {source}): {err.strerror or err}. Start one there "
             f"(ray start --head --port {port}), or leave out --address and RAY_ADDRESS to run on an "
             "embedded Ray on this machine") from None
+    if not speaks_grpc:
+        # Ray's own connect would retry such a port for minutes, printing only its warnings.
+        raise ClusterUnreachableError(
+            f"something listens at {address} (from {source}) but it is not a Ray cluster: it gave no gRPC "
+            f"answer within {timeout_s:.0f} s. Give the address of a Ray head node (its GCS port, 6379 by "
+            "default, or ray://HOST:10001), or leave out --address and RAY_ADDRESS to run on an embedded Ray")
+
+
+#: The HTTP/2 client preface and an empty SETTINGS frame: the first bytes of any gRPC call.
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+_HTTP2_SETTINGS = 4
+
+
+def _answers_http2(conn: socket.socket, timeout_s: float) -> bool:
+    """Whether the server at ``conn`` answers an HTTP/2 preface with its SETTINGS frame, as every
+    gRPC server (a Ray GCS, a Ray Client server) does at once."""
+    conn.settimeout(timeout_s)
+    try:
+        conn.sendall(_HTTP2_PREFACE)
+        header = b""
+        while len(header) < 9:
+            part = conn.recv(9 - len(header))
+            if not part:
+                return False
+            header += part
+    except OSError:  # timed out, or reset
+        return False
+    return header[3] == _HTTP2_SETTINGS
 
 
 class RayService:

@@ -70,6 +70,7 @@ class LossEvaluation:
 def make_plan(run: RunConfig, cfg: LstsqConfig) -> Plan:
     """``--workers`` map-reduce workers, each with its share of the rows."""
     problem = LeastSquares(cfg.n, cfg.d, cfg.noise, cfg.condition, seed=run.seed)
+    problem.check_size()  # rows that cannot fit, or a set-up of hours, are refused before anything starts
     problem.partition(cfg.workers)  # too many workers for the rows is refused before anything starts
     rule = run.rule(num_workers=cfg.workers)
     optimizer = run.optimizer or "sgd"
