@@ -23,10 +23,11 @@ A *service* (a replay shard) is hosted by the runtime and only called by others:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+
+from gorila.reply import Pending
 
 if TYPE_CHECKING:  # annotations only: importing these here would make every role import them
     from pathlib import Path
@@ -34,33 +35,6 @@ if TYPE_CHECKING:  # annotations only: importing these here would make every rol
     from gorila.actors.tally import ExperienceTally
     from gorila.params.server import ParameterServer, ServerSpec
     from gorila.params.shard import ShardStats
-
-T = TypeVar("T")
-T_co = TypeVar("T_co", covariant=True)
-
-
-class Pending(Protocol[T_co]):
-    """A reply that may still be on its way::
-
-        pending = replay.sample(32)
-        batch = pending.result(timeout_s=10.0)   # WorkerTimeoutError if it does not come in time
-    """
-
-    def result(self, timeout_s: float) -> T_co: ...
-    def ready(self) -> bool: ...
-
-
-@dataclass(frozen=True)
-class Done(Generic[T]):
-    """A reply that is already here (in-process calls)."""
-
-    value: T
-
-    def result(self, timeout_s: float) -> T:
-        return self.value
-
-    def ready(self) -> bool:
-        return True
 
 
 class ParamSource(Protocol):

@@ -12,7 +12,7 @@ import numpy as np
 
 from gorila.actors.q_actor import QActorSpec
 from gorila.actors.rollout import CentralQActorSpec
-from gorila.core import Pending
+from gorila.reply import Pending
 from gorila.envs.vector import Transitions
 from gorila.errors import WorkerTimeoutError
 from gorila.params import ParameterServer

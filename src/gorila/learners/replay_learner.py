@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from gorila.core import Pending
+from gorila.reply import Pending
 from gorila.errors import WorkerTimeoutError
 from gorila.learners.q_learner import QLearner
 from gorila.params import ParameterServer

@@ -34,7 +34,6 @@ import numpy as np
 
 if TYPE_CHECKING:
     from gorila.params.client import ParameterClient, ShardEndpoint
-    from gorila.params.server import ParameterServer
 
 # Header slots (int64): the sequence counter (odd while a write is under way), the version in the
 # buffer, the newest version the cache saw upstream at its last probe, and the cache's heartbeat
@@ -50,6 +49,13 @@ class Upstream(Protocol):
 
     def version(self) -> int: ...
     def pull(self) -> tuple[np.ndarray, int]: ...
+
+
+class HasUpstream(Protocol):
+    """What a node's cache is served from: a ``ParameterServer``, seen only through ``upstream()``
+    (so this module needs nothing of the server's, which itself builds on the cache's parts)."""
+
+    def upstream(self) -> Upstream: ...
 
 
 class SeqlockBuffer:
@@ -277,7 +283,7 @@ class CacheSpec:
         return f"{self.prefix}-{node[:24]}"
 
 
-def serve_node_cache(server: ParameterServer, spec: CacheSpec, service_id: int = 0) -> ParamCache:
+def serve_node_cache(server: HasUpstream, spec: CacheSpec, service_id: int = 0) -> ParamCache:
     """The service a runtime hosts on each node: that node's cache, pulling from ``server``. It
     holds the server's first version before it is up, so its actors' first reads find it there."""
     cache = ParamCache(server.upstream(), spec.shm_name(spec.locate()), spec.size, spec.poll_s)

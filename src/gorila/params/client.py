@@ -10,7 +10,7 @@ from typing import Protocol
 
 import numpy as np
 
-from gorila.core import Done, Pending
+from gorila.reply import Done, Pending
 from gorila.params.layout import ShardLayout
 from gorila.params.shard import ParameterShard, PushResult, PushTag
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gorila.core import Pending, ServiceEndpoint
+from gorila.core import ServiceEndpoint
+from gorila.reply import Pending
 from gorila.envs.vector import Transitions
 from gorila.replay.storage import Batch
 
