@@ -32,9 +32,13 @@ from gorila.reply import Pending
 if TYPE_CHECKING:  # annotations only: importing these here would make every role import them
     from pathlib import Path
 
-    from gorila.actors.tally import ExperienceTally
+    import gymnasium as gym
+
+    from gorila.envs.spec import EnvSpec
+    from gorila.envs.vector import Transitions
     from gorila.params.server import ParameterServer, ServerSpec
     from gorila.params.shard import ShardStats
+    from gorila.replay.storage import Batch
 
 
 class ParamSource(Protocol):
@@ -52,18 +56,59 @@ class ParamSource(Protocol):
     def pull(self) -> np.ndarray: ...
 
 
+class Tally(Protocol):
+    """What an actor has played so far, as its worker reports it (``actors.ExperienceTally``)::
+
+        report = actor.tally.report()     # {"env_steps": ..., "episodes": ..., "recent_returns": [...]}
+        actor.tally.env_steps             # the steps alone (benchmarks rate them)
+    """
+
+    @property
+    def env_steps(self) -> int: ...
+    def report(self) -> dict[str, Any]: ...
+
+
 class Actor(Protocol):
     """Steps its environments with a policy it was given::
 
         actor.load(source.params(), source.version)
-        experience = actor.act()          # one step of every env, tagged with policy_version
-        actor.tally.report()              # env steps, episodes, recent returns (an ExperienceTally)
+        rows = actor.act()                # one step: the replay rows it completed (tagged with
+                                          # policy_version), or None
+        priorities = actor.priorities(rows)  # initial replay priorities, None: the shard's largest
+        actor.tally.report()              # env steps, episodes, recent returns
+        actor.version, actor.epsilon, actor.env_failures   # what its worker reports beside them
+        actor.close()
     """
 
-    tally: ExperienceTally
-
+    @property
+    def tally(self) -> Tally: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def epsilon(self) -> float: ...
+    @property
+    def env_failures(self) -> int: ...
+    @property
+    def observation_space(self) -> gym.Space[Any]: ...
     def load(self, params: np.ndarray, version: int) -> None: ...
-    def act(self) -> Any: ...
+    def act(self) -> Transitions | None: ...
+    def priorities(self, rows: Transitions) -> np.ndarray | None: ...
+    def close(self) -> None: ...
+
+
+class ActorSpec(Protocol):
+    """How a worker builds its actor in its own process (small and picklable: ``QActorSpec``,
+    ``CentralQActorSpec``)::
+
+        actor = spec.build(index=worker_id)
+        spec.envs.num_envs, spec.seed
+    """
+
+    @property
+    def envs(self) -> EnvSpec: ...
+    @property
+    def seed(self) -> int: ...
+    def build(self, index: int) -> Actor: ...
 
 
 class Learner(Protocol):
@@ -72,27 +117,36 @@ class Learner(Protocol):
         grad, info = learner.gradient(client.params(), client.version, batch)
         if grad is not None:              # None: the learner chose to skip this batch
             client.push(grad)
+        learner.skipped_outliers          # how many it skipped so far (its worker reports it)
     """
 
-    def gradient(self, params: np.ndarray, version: int, batch: Any) -> tuple[np.ndarray | None, dict]: ...
+    @property
+    def skipped_outliers(self) -> int: ...
+    def gradient(self, params: np.ndarray, version: int, batch: Any) -> tuple[np.ndarray | None, dict[str, Any]]: ...
 
 
 class ReplayClient(Protocol):
     """One replay shard as its users see it; every call returns a :class:`Pending`::
 
         replay.add(rows, writer="actor-3", seq=12, priorities=p).result(timeout_s)  # rows stored, None: wait
+        replay.ready(learner=0, step=7, min_size=500).result(timeout_s)           # may learner 0 sample?
         batch = replay.sample(32).result(timeout_s)                                # None: wait, ask again
         replay.update_priorities(batch.indices, td_errors)
-        replay.size().result(timeout_s)
+        replay.size().result(timeout_s); replay.stats().result(timeout_s)
 
     A shard never blocks a call: when its rate limiter holds an add or a sample back it answers
     None, and the caller waits (with a timeout that ends in a clear error) and asks again.
     """
 
-    def add(self, transitions: Any, writer: str, seq: int, priorities: np.ndarray | None = None) -> Pending[Any]: ...
-    def sample(self, batch_size: int) -> Pending[Any]: ...
+    def add(self, transitions: Transitions, writer: str, seq: int,
+            priorities: np.ndarray | None = None) -> Pending[int | None]: ...
+    def sample(self, batch_size: int) -> Pending[Batch | None]: ...
     def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> Pending[None]: ...
     def size(self) -> Pending[int]: ...
+    def stats(self) -> Pending[dict[str, Any]]: ...
+    def ready(self, learner: int, step: int, min_size: int) -> Pending[bool]:
+        """Whether ``learner`` may sample at its step ``step``: every learner gets the same answer
+        for the same step, once the shard holds ``min_size`` rows."""
 
 
 class Worker(Protocol):
