@@ -81,11 +81,6 @@ class ShardStats:
         out["staleness"] = {int(k): int(v) for k, v in sorted(self.staleness.items())}
         return out
 
-    @classmethod
-    def from_dict(cls, data: dict) -> ShardStats:
-        fields = {k: int(v) for k, v in data.items() if k not in ("staleness", "pushes_rejected")}
-        return cls(**fields, staleness=Counter({int(k): int(v) for k, v in data["staleness"].items()}))
-
     def merge(self, other: ShardStats) -> ShardStats:
         merged = ShardStats(staleness=self.staleness + other.staleness)
         for name in self.__dataclass_fields__:
@@ -156,13 +151,6 @@ class ParameterShard:
     @property
     def size(self) -> int:
         return self._params.size
-
-    @property
-    def params_view(self) -> np.ndarray:
-        """The live parameters, read-only; valid until the next push (no copy)."""
-        view = self._params.view()
-        view.flags.writeable = False
-        return view
 
     def push(self, grad: np.ndarray, version: int, worker_id: int = 0,
              out: np.ndarray | None = None, tag: PushTag | None = None) -> PushResult:
