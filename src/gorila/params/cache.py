@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from multiprocessing import resource_tracker, shared_memory
 from typing import TYPE_CHECKING, Protocol
 
-import _posixshmem
+import _posixshmem  # type: ignore[import-not-found]  # CPython's own module: typeshed has no stub
 import numpy as np
 
 if TYPE_CHECKING:
@@ -42,6 +42,11 @@ _SEQ, _VERSION, _UPSTREAM, _BEAT = range(4)
 _HEADER_BYTES = 64  # one cache line: the vector starts aligned
 #: ``--param-cache``: ``node`` (a cache on every node) or ``none`` (actors pull from the server).
 PARAM_CACHE_MODES = ("node", "none")
+
+
+def _posix_name(shm: shared_memory.SharedMemory) -> str:
+    """The name the POSIX calls and the resource tracker know: ``shm.name`` drops its leading slash."""
+    return "/" + shm.name
 
 
 class Upstream(Protocol):
@@ -88,11 +93,11 @@ class SeqlockBuffer:
             shm = shared_memory.SharedMemory(name)
             if shm.size < nbytes:
                 shm.close()
-                _posixshmem.shm_unlink(shm._name)
+                _posixshmem.shm_unlink(_posix_name(shm))
                 shm = shared_memory.SharedMemory(name, create=True, size=nbytes)
         # The owner unlinks it in close(); Python's resource tracker would also unlink it when this
         # process dies, possibly under a restarted cache that took the name over.
-        resource_tracker.unregister(shm._name, "shared_memory")
+        resource_tracker.unregister(_posix_name(shm), "shared_memory")
         buf = cls(shm, size, owner=True)
         buf._head[:] = (0, -1, -1, time.monotonic_ns())
         return buf
@@ -101,7 +106,7 @@ class SeqlockBuffer:
     def attach(cls, name: str, size: int) -> SeqlockBuffer:
         """A reader's view of an existing buffer; FileNotFoundError when there is none."""
         shm = shared_memory.SharedMemory(name)
-        resource_tracker.unregister(shm._name, "shared_memory")  # a reader must never unlink it
+        resource_tracker.unregister(_posix_name(shm), "shared_memory")  # a reader must never unlink it
         if shm.size < _HEADER_BYTES + 4 * size:
             shm.close()
             raise ValueError(f"shared memory {name} holds fewer than {size} parameters")
@@ -151,7 +156,7 @@ class SeqlockBuffer:
         if self.owner:
             try:
                 # Not shm.unlink(): that would also unregister it from the resource tracker again.
-                _posixshmem.shm_unlink(self.shm._name)
+                _posixshmem.shm_unlink(_posix_name(self.shm))
             except FileNotFoundError:
                 pass
 

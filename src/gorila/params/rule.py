@@ -73,7 +73,7 @@ class UpdateRule:
         return cls(aggregate=1, count_within=max_staleness, accept_within=max_staleness)
 
     @classmethod
-    def semi_async(cls, aggregate: int = 20, count_within: int = 3, accept_within: int = 5) -> UpdateRule:
+    def semi_async(cls, aggregate: int = 20, count_within: float = 3, accept_within: float = 5) -> UpdateRule:
         """Aggregate ``aggregate`` counted pushes; tolerate a little staleness."""
         return cls(aggregate=aggregate, count_within=count_within, accept_within=accept_within)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -68,14 +69,14 @@ class ShardStats:
     # After the fields above: a checkpoint stores the counters by position.
     pushes_rejected_restarted: int = 0
     pushes_rejected_duplicate: int = 0
-    staleness: Counter = field(default_factory=Counter)
+    staleness: Counter[int] = field(default_factory=Counter)
 
     @property
     def pushes_rejected(self) -> int:
         return (self.pushes_rejected_stale + self.pushes_rejected_nonfinite + self.pushes_rejected_restarted
                 + self.pushes_rejected_duplicate)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k != "staleness"}
         out["pushes_rejected"] = self.pushes_rejected
         out["staleness"] = {int(k): int(v) for k, v in sorted(self.staleness.items())}
