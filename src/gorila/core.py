@@ -3,21 +3,29 @@
 Each role is a small Protocol; the classes that play it are plain Python objects, testable in one
 process. A runtime (:mod:`gorila.runtime`) places them: all in this process, or as Ray workers.
 
-==================  =====================================================================
-role                played by
-==================  =====================================================================
-:class:`Actor`      ``actors.QActor``: steps environments, emits experience tagged with the
-                    ``policy_version`` it acted with
-:class:`Learner`    ``learners.QLearner``: turns a batch into a gradient on given parameters
-:class:`ParamSource`  ``params.ParameterClient`` or ``params.cache.CachedSource`` (its node's
-                    cache): where an actor gets its parameters
-:class:`ReplayClient` ``replay.RemoteReplay``: typed calls to one replay shard, wherever it lives
-:class:`Worker`     anything the driver steps in chunks: a bundle, an actor or learner worker,
-                    an A3C or lstsq worker, the evaluator
-:class:`Runtime`    ``runtime.LocalRuntime``, ``runtime.ray_runtime.RayRuntime``
-==================  =====================================================================
+=====================  ==================================================================
+role                   played by
+=====================  ==================================================================
+:class:`Actor`         ``actors.QActor``, ``actors.rollout.CentralQActor``: steps
+                       environments, emits experience tagged with the ``policy_version`` it
+                       acted with; its :class:`Tally` (``actors.ExperienceTally``) counts it
+:class:`ActorSpec`     ``actors.QActorSpec``, ``actors.rollout.CentralQActorSpec``: builds an
+                       actor in its worker's process
+:class:`Learner`       ``learners.QLearner``: turns a batch into a gradient on given parameters
+:class:`ParamSource`   ``params.ParameterClient`` or ``params.cache.CachedSource`` (its node's
+                       cache): where an actor gets its parameters
+:class:`ReplayClient`  ``replay.RemoteReplay``: typed calls to one replay shard, wherever it lives
+:class:`Worker`        anything the driver steps in chunks: a bundle, an actor or learner
+                       worker, an A3C or lstsq worker, the evaluator
+:class:`Runtime`       ``runtime.LocalRuntime``, ``runtime.ray_runtime.RayRuntime``
+=====================  ==================================================================
 
-A *service* (a replay shard) is hosted by the runtime and only called by others: nothing steps it.
+The workers that compose roles (``Bundle``, ``ReplayActor``, ``ReplayLearner``) are typed on
+them, not on the classes that play them, and ``make test`` type-checks the roles against those
+classes (``tests/unit/test_roles.py``), so a class that stops playing its role fails the suite.
+Calls that may cross a process return a :class:`~gorila.reply.Pending` (:mod:`gorila.reply`, a
+leaf every layer imports). A *service* (a replay shard) is hosted by the runtime and only called
+by others: nothing steps it.
 """
 
 from __future__ import annotations
