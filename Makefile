@@ -28,7 +28,9 @@ run: setup
 # cluster start once): on a 2-core machine the suite then keeps both cores busy.
 TEST_WORKERS ?= 2
 
+# The type checker first (the roles and what plays them, see [tool.mypy] in pyproject.toml).
 test: setup
+	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # The long chaos run: kills a process every 10 s while DQN learns CartPole, beside a run without (prints figures).

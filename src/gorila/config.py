@@ -22,6 +22,8 @@ from gorila.runtime import RUNTIMES
 #: The largest ``--seed``: derived seeds (seed + 1000·worker + env, the evaluator's seed + 10 000 + n)
 #: must stay within PyTorch's 64-bit seeds.
 SEED_MAX = 2**63 - 1
+# The semi-async preset, whose numbers the help shows (they live in params/rule.py only).
+_SEMI_ASYNC = UpdateRule.semi_async()
 
 
 @dataclass(frozen=True)
@@ -55,11 +57,11 @@ class RunConfig:
     optimizer: str | None = field(default=None, metadata={
         "help": "server-side optimizer (default: the algorithm's)", "choices": OPTIMIZERS})
     aggregate: int | None = field(default=None, metadata={
-        "help": "semi-async: counted pushes per update (default 20)"})
+        "help": f"semi-async: counted pushes per update (default {_SEMI_ASYNC.aggregate})"})
     count_within: int | None = field(default=None, metadata={
-        "help": "semi-async: staleness up to which a push counts (default 3)"})
+        "help": f"semi-async: staleness up to which a push counts (default {_SEMI_ASYNC.count_within})"})
     accept_within: int | None = field(default=None, metadata={
-        "help": "semi-async: staleness up to which a push joins the update (default 5)"})
+        "help": f"semi-async: staleness up to which a push joins the update (default {_SEMI_ASYNC.accept_within})"})
     max_staleness: int | None = field(default=None, metadata={
         "help": "async: reject pushes staler than this (default: no bound)"})
     time_limit_s: float | None = field(default=None, metadata={
@@ -90,9 +92,9 @@ class RunConfig:
         validate.number("call_timeout_s", self.call_timeout_s, low=0.0, low_open=True)
         if self.actor_timeout_s is not None:
             validate.number("actor_timeout_s", self.actor_timeout_s, low=0.0, low_open=True)
-        self.rule(num_workers=1)  # e.g. --count-within 5 --accept-within 3 is refused here, before anything starts
+        rule = self.rule(num_workers=1)  # e.g. --count-within 5 --accept-within 3 is refused here, before anything starts
         validate.choice("server", self.server, PLACEMENTS)
-        if self.server == "workers" and (self.mode != "sync" or self.runtime != "ray"):
+        if self.server == "workers" and (not rule.barrier or self.runtime != "ray"):
             raise ConfigError("server", "workers spreads a synchronous server over worker processes: it needs "
                                         f"--mode sync and --runtime ray (got --mode {self.mode} --runtime {self.runtime})")
 

@@ -3,64 +3,50 @@
 Each role is a small Protocol; the classes that play it are plain Python objects, testable in one
 process. A runtime (:mod:`gorila.runtime`) places them: all in this process, or as Ray workers.
 
-==================  =====================================================================
-role                played by
-==================  =====================================================================
-:class:`Actor`      ``actors.QActor``: steps environments, emits experience tagged with the
-                    ``policy_version`` it acted with
-:class:`Learner`    ``learners.QLearner``: turns a batch into a gradient on given parameters
-:class:`ParamSource`  ``params.ParameterClient`` or ``params.cache.CachedSource`` (its node's
-                    cache): where an actor gets its parameters
-:class:`ReplayClient` ``replay.RemoteReplay``: typed calls to one replay shard, wherever it lives
-:class:`Worker`     anything the driver steps in chunks: a bundle, an actor or learner worker,
-                    an A3C or lstsq worker, the evaluator
-:class:`Runtime`    ``runtime.LocalRuntime``, ``runtime.ray_runtime.RayRuntime``
-==================  =====================================================================
+=====================  ==================================================================
+role                   played by
+=====================  ==================================================================
+:class:`Actor`         ``actors.QActor``, ``actors.rollout.CentralQActor``: steps
+                       environments, emits experience tagged with the ``policy_version`` it
+                       acted with; its :class:`Tally` (``actors.ExperienceTally``) counts it
+:class:`ActorSpec`     ``actors.QActorSpec``, ``actors.rollout.CentralQActorSpec``: builds an
+                       actor in its worker's process
+:class:`Learner`       ``learners.QLearner``: turns a batch into a gradient on given parameters
+:class:`ParamSource`   ``params.ParameterClient`` or ``params.cache.CachedSource`` (its node's
+                       cache): where an actor gets its parameters
+:class:`ReplayClient`  ``replay.RemoteReplay``: typed calls to one replay shard, wherever it lives
+:class:`Worker`        anything the driver steps in chunks: a bundle, an actor or learner
+                       worker, an A3C or lstsq worker, the evaluator
+:class:`Runtime`       ``runtime.LocalRuntime``, ``runtime.ray_runtime.RayRuntime``
+=====================  ==================================================================
 
-A *service* (a replay shard) is hosted by the runtime and only called by others: nothing steps it.
+The workers that compose roles (``Bundle``, ``ReplayActor``, ``ReplayLearner``) are typed on
+them, not on the classes that play them, and ``make test`` type-checks the roles against those
+classes (``tests/unit/test_roles.py``), so a class that stops playing its role fails the suite.
+Calls that may cross a process return a :class:`~gorila.reply.Pending` (:mod:`gorila.reply`, a
+leaf every layer imports). A *service* (a replay shard) is hosted by the runtime and only called
+by others: nothing steps it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+
+from gorila.reply import Pending
 
 if TYPE_CHECKING:  # annotations only: importing these here would make every role import them
     from pathlib import Path
 
-    from gorila.actors.tally import ExperienceTally
+    import gymnasium as gym
+
+    from gorila.envs.spec import EnvSpec
+    from gorila.envs.vector import Transitions
     from gorila.params.server import ParameterServer, ServerSpec
     from gorila.params.shard import ShardStats
-
-T = TypeVar("T")
-T_co = TypeVar("T_co", covariant=True)
-
-
-class Pending(Protocol[T_co]):
-    """A reply that may still be on its way::
-
-        pending = replay.sample(32)
-        batch = pending.result(timeout_s=10.0)   # WorkerTimeoutError if it does not come in time
-    """
-
-    def result(self, timeout_s: float) -> T_co: ...
-    def ready(self) -> bool: ...
-
-
-@dataclass(frozen=True)
-class Done(Generic[T]):
-    """A reply that is already here (in-process calls)."""
-
-    value: T
-
-    def result(self, timeout_s: float) -> T:
-        return self.value
-
-    def ready(self) -> bool:
-        return True
+    from gorila.replay.storage import Batch
 
 
 class ParamSource(Protocol):
@@ -78,18 +64,59 @@ class ParamSource(Protocol):
     def pull(self) -> np.ndarray: ...
 
 
+class Tally(Protocol):
+    """What an actor has played so far, as its worker reports it (``actors.ExperienceTally``)::
+
+        report = actor.tally.report()     # {"env_steps": ..., "episodes": ..., "recent_returns": [...]}
+        actor.tally.env_steps             # the steps alone (benchmarks rate them)
+    """
+
+    @property
+    def env_steps(self) -> int: ...
+    def report(self) -> dict[str, Any]: ...
+
+
 class Actor(Protocol):
     """Steps its environments with a policy it was given::
 
         actor.load(source.params(), source.version)
-        experience = actor.act()          # one step of every env, tagged with policy_version
-        actor.tally.report()              # env steps, episodes, recent returns (an ExperienceTally)
+        rows = actor.act()                # one step: the replay rows it completed (tagged with
+                                          # policy_version), or None
+        priorities = actor.priorities(rows)  # initial replay priorities, None: the shard's largest
+        actor.tally.report()              # env steps, episodes, recent returns
+        actor.version, actor.epsilon, actor.env_failures   # what its worker reports beside them
+        actor.close()
     """
 
-    tally: ExperienceTally
-
+    @property
+    def tally(self) -> Tally: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def epsilon(self) -> float: ...
+    @property
+    def env_failures(self) -> int: ...
+    @property
+    def observation_space(self) -> gym.Space[Any]: ...
     def load(self, params: np.ndarray, version: int) -> None: ...
-    def act(self) -> Any: ...
+    def act(self) -> Transitions | None: ...
+    def priorities(self, rows: Transitions) -> np.ndarray | None: ...
+    def close(self) -> None: ...
+
+
+class ActorSpec(Protocol):
+    """How a worker builds its actor in its own process (small and picklable: ``QActorSpec``,
+    ``CentralQActorSpec``)::
+
+        actor = spec.build(index=worker_id)
+        spec.envs.num_envs, spec.seed
+    """
+
+    @property
+    def envs(self) -> EnvSpec: ...
+    @property
+    def seed(self) -> int: ...
+    def build(self, index: int) -> Actor: ...
 
 
 class Learner(Protocol):
@@ -98,27 +125,36 @@ class Learner(Protocol):
         grad, info = learner.gradient(client.params(), client.version, batch)
         if grad is not None:              # None: the learner chose to skip this batch
             client.push(grad)
+        learner.skipped_outliers          # how many it skipped so far (its worker reports it)
     """
 
-    def gradient(self, params: np.ndarray, version: int, batch: Any) -> tuple[np.ndarray | None, dict]: ...
+    @property
+    def skipped_outliers(self) -> int: ...
+    def gradient(self, params: np.ndarray, version: int, batch: Any) -> tuple[np.ndarray | None, dict[str, Any]]: ...
 
 
 class ReplayClient(Protocol):
     """One replay shard as its users see it; every call returns a :class:`Pending`::
 
         replay.add(rows, writer="actor-3", seq=12, priorities=p).result(timeout_s)  # rows stored, None: wait
+        replay.ready(learner=0, step=7, min_size=500).result(timeout_s)           # may learner 0 sample?
         batch = replay.sample(32).result(timeout_s)                                # None: wait, ask again
         replay.update_priorities(batch.indices, td_errors)
-        replay.size().result(timeout_s)
+        replay.size().result(timeout_s); replay.stats().result(timeout_s)
 
     A shard never blocks a call: when its rate limiter holds an add or a sample back it answers
     None, and the caller waits (with a timeout that ends in a clear error) and asks again.
     """
 
-    def add(self, transitions: Any, writer: str, seq: int, priorities: np.ndarray | None = None) -> Pending[Any]: ...
-    def sample(self, batch_size: int) -> Pending[Any]: ...
+    def add(self, transitions: Transitions, writer: str, seq: int,
+            priorities: np.ndarray | None = None) -> Pending[int | None]: ...
+    def sample(self, batch_size: int) -> Pending[Batch | None]: ...
     def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> Pending[None]: ...
     def size(self) -> Pending[int]: ...
+    def stats(self) -> Pending[dict[str, Any]]: ...
+    def ready(self, learner: int, step: int, min_size: int) -> Pending[bool]:
+        """Whether ``learner`` may sample at its step ``step``: every learner gets the same answer
+        for the same step, once the shard holds ``min_size`` rows."""
 
 
 class Worker(Protocol):

@@ -57,4 +57,8 @@ def test_with_a_node_cache_the_actors_read_the_cache_and_the_server_sees_one_pul
     assert summary["actor_cache_reads"] > 0 and summary["actor_server_reads"] == 0
     # the cache pulled at most once per server version: one node, one pull per version
     assert 0 < summary["param_cache_pulls"] <= summary["updates"] + 1
-    assert summary["actor_param_staleness_mean"] >= 0
+    # A read's staleness is how many versions the cache had seen beyond the one read. The cache
+    # writes a version before its heartbeat says it saw it, so a read is behind only when a refresh
+    # lands between the actor's read of the vector and its look at the header (here a thread switch
+    # within a few bytecodes): it is 0 nearly always, and never a whole version per read on average.
+    assert summary["actor_param_staleness_mean"] < 1

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from gorila.config import RunConfig
 from gorila.errors import ConfigError, GradientError, VersionError
 from gorila.params import ParameterShard, UpdateRule
 
@@ -161,3 +162,21 @@ def test_state_dict_round_trip_continues_identically():
 
 def test_asynchronous_unbounded_is_infinite():
     assert math.isinf(UpdateRule.asynchronous().accept_within)
+
+
+def test_a_sweep_gives_each_mode_only_its_own_knobs():
+    knobs = {"max_staleness": 2, "aggregate": 10}
+    assert UpdateRule.for_mode_knobs("async", 4, knobs) == UpdateRule.asynchronous(max_staleness=2)
+    assert UpdateRule.for_mode_knobs("semi-async", 4, knobs) == UpdateRule.semi_async(aggregate=10)
+    assert UpdateRule.for_mode_knobs("sync", 4, knobs) == UpdateRule.synchronous(num_workers=4)
+    with pytest.raises(ConfigError) as err:
+        UpdateRule.for_mode_knobs("hogwild", 4, knobs)
+    assert err.value.field == "mode"
+
+
+def test_the_workers_placement_needs_the_barrier_rule():
+    assert RunConfig(mode="sync", server="workers").rule(2).barrier
+    for mode in ("async", "semi-async"):
+        with pytest.raises(ConfigError) as err:
+            RunConfig(mode=mode, server="workers")
+        assert err.value.field == "server"

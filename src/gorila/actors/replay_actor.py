@@ -10,14 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from gorila.actors.q_actor import QActorSpec
-from gorila.actors.rollout import CentralQActorSpec
-from gorila.core import Pending
+from gorila.core import ActorSpec, ReplayClient
+from gorila.reply import Pending
 from gorila.envs.vector import Transitions
 from gorila.errors import WorkerTimeoutError
 from gorila.params import ParameterServer
 from gorila.params.cache import CachedSource
-from gorila.replay import RemoteReplay, ShardedReplaySpec
+from gorila.replay import ShardedReplaySpec
 
 
 class ReplayActor:
@@ -39,8 +38,8 @@ class ReplayActor:
     writer, and a restarted actor is a new writer, so no row enters replay twice.
     """
 
-    def __init__(self, worker_id: int, server: ParameterServer, *, actor: QActorSpec | CentralQActorSpec,
-                 replay: list[RemoteReplay], routing: ShardedReplaySpec, steps_per_add: int,
+    def __init__(self, worker_id: int, server: ParameterServer, *, actor: ActorSpec,
+                 replay: list[ReplayClient], routing: ShardedReplaySpec, steps_per_add: int,
                  refresh_every: int | None, prioritized: bool):
         self.actor = actor.build(worker_id)
         self.source = server.source(worker_id)  # its node's cache, when the run has them

@@ -147,6 +147,10 @@ class CentralQActor:
         self.tally.add(len(t), self.rollout.pop_episodes())
         return self.nstep.add(t)
 
+    def priorities(self, rows: Transitions) -> None:
+        """None: with no network to judge them, its rows take the shard's largest priority so far."""
+        return None
+
     def close(self) -> None:
         self.rollout.close()
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from gorila import validate
+from gorila.core import ReplayClient
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.envs.vector import Transitions
 from gorila.params import ParameterServer
@@ -109,7 +110,7 @@ def shard_rates(shard, rows_per_add: int, batch_size: int, obs_shape, obs_dtype,
 class Writer:
     """A worker that adds the same prepared batches to one shard as fast as replies come back."""
 
-    def __init__(self, worker_id: int, server: ParameterServer, *, replay: RemoteReplay, rows: Transitions,
+    def __init__(self, worker_id: int, server: ParameterServer, *, replay: ReplayClient, rows: Transitions,
                  seconds: float):
         self.replay, self.rows, self.seconds = replay, rows, seconds
         self.writer, self.seq = f"writer{worker_id}", 0
@@ -129,7 +130,7 @@ class Writer:
 class Sampler:
     """A worker that samples one shard and sends priorities back, as a learner does."""
 
-    def __init__(self, worker_id: int, server: ParameterServer, *, replay: RemoteReplay, batch_size: int,
+    def __init__(self, worker_id: int, server: ParameterServer, *, replay: ReplayClient, batch_size: int,
                  seconds: float):
         self.replay, self.batch_size, self.seconds = replay, batch_size, seconds
         self.rng = np.random.default_rng(worker_id)

@@ -28,7 +28,8 @@ import numpy as np
 
 from gorila.checkpoint import CheckpointTimer, load_checkpoint, save_checkpoint
 from gorila.config import RunConfig
-from gorila.core import Pending, Runtime, ServiceGroup, ShardGroup, WorkerGroup
+from gorila.core import Runtime, ServiceGroup, ShardGroup, WorkerGroup
+from gorila.reply import Pending
 from gorila.driver.counters import Counters
 from gorila.driver.plan import Plan, Score, WorkerSpec
 from gorila.driver.stop import Interrupted, StopSignals

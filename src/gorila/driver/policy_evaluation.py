@@ -11,7 +11,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from gorila.core import Pending, Runtime, ShardGroup, WorkerGroup
+from gorila.core import Runtime, ShardGroup, WorkerGroup
+from gorila.reply import Pending
 from gorila.driver.plan import Score
 from gorila.envs.evaluation import NORMALIZATION_SOURCE, EvaluationEpisodes, human_normalized
 from gorila.envs.make import is_atari

@@ -9,9 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from gorila.actors.q_actor import QActorSpec
-from gorila.actors.rollout import CentralQActorSpec
-from gorila.learners.q_learner import QLearner
+from gorila.core import ActorSpec, Learner
 from gorila.learners.replay_learner import lag_bins
 from gorila.params import ParameterServer
 from gorila.replay import check_replay_memory, make_storage
@@ -35,8 +33,8 @@ class Bundle:
     :func:`~gorila.learners.replay_learner.lag_bins`).
     """
 
-    def __init__(self, worker_id: int, server: ParameterServer, *, actor: QActorSpec | CentralQActorSpec,
-                 learner: Callable[[], QLearner], replay_capacity: int, batch_size: int, learning_starts: int,
+    def __init__(self, worker_id: int, server: ParameterServer, *, actor: ActorSpec,
+                 learner: Callable[[], Learner], replay_capacity: int, batch_size: int, learning_starts: int,
                  train_every: int, actor_refresh: int):
         self.actor = actor.build(worker_id)
         self.learner = learner()

@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from gorila.core import Pending
+from gorila.core import Learner, ReplayClient
 from gorila.errors import WorkerTimeoutError
-from gorila.learners.q_learner import QLearner
 from gorila.params import ParameterServer
-from gorila.replay import Batch, RemoteReplay
+from gorila.replay import Batch
+from gorila.reply import Pending
 
 #: How long a learner waits for one replay shard's sample reply before it asks another shard too.
 #: A live shard answers in milliseconds; a killed one takes seconds to be restarted.
@@ -47,8 +47,8 @@ class ReplayLearner:
     server had moved on since the actor acted, in bins of powers of two (see :func:`lag_bins`).
     """
 
-    def __init__(self, worker_id: int, server: ParameterServer, *, learner: Callable[[], QLearner],
-                 replay: list[RemoteReplay], batch_size: int, learning_starts: int, prefetch: int = 1,
+    def __init__(self, worker_id: int, server: ParameterServer, *, learner: Callable[[], Learner],
+                 replay: list[ReplayClient], batch_size: int, learning_starts: int, prefetch: int = 1,
                  prioritized: bool = False):
         self.learner = learner()
         self.worker_id = worker_id

@@ -29,12 +29,11 @@ from dataclasses import dataclass
 from multiprocessing import resource_tracker, shared_memory
 from typing import TYPE_CHECKING, Protocol
 
-import _posixshmem
+import _posixshmem  # type: ignore[import-not-found]  # CPython's own module: typeshed has no stub
 import numpy as np
 
 if TYPE_CHECKING:
     from gorila.params.client import ParameterClient, ShardEndpoint
-    from gorila.params.server import ParameterServer
 
 # Header slots (int64): the sequence counter (odd while a write is under way), the version in the
 # buffer, the newest version the cache saw upstream at its last probe, and the cache's heartbeat
@@ -45,11 +44,23 @@ _HEADER_BYTES = 64  # one cache line: the vector starts aligned
 PARAM_CACHE_MODES = ("node", "none")
 
 
+def _posix_name(shm: shared_memory.SharedMemory) -> str:
+    """The name the POSIX calls and the resource tracker know: ``shm.name`` drops its leading slash."""
+    return "/" + shm.name
+
+
 class Upstream(Protocol):
     """Where a cache gets the parameters: ``version()`` is a cheap probe, ``pull()`` the whole vector."""
 
     def version(self) -> int: ...
     def pull(self) -> tuple[np.ndarray, int]: ...
+
+
+class HasUpstream(Protocol):
+    """What a node's cache is served from: a ``ParameterServer``, seen only through ``upstream()``
+    (so this module needs nothing of the server's, which itself builds on the cache's parts)."""
+
+    def upstream(self) -> Upstream: ...
 
 
 class SeqlockBuffer:
@@ -82,11 +93,11 @@ class SeqlockBuffer:
             shm = shared_memory.SharedMemory(name)
             if shm.size < nbytes:
                 shm.close()
-                _posixshmem.shm_unlink(shm._name)
+                _posixshmem.shm_unlink(_posix_name(shm))
                 shm = shared_memory.SharedMemory(name, create=True, size=nbytes)
         # The owner unlinks it in close(); Python's resource tracker would also unlink it when this
         # process dies, possibly under a restarted cache that took the name over.
-        resource_tracker.unregister(shm._name, "shared_memory")
+        resource_tracker.unregister(_posix_name(shm), "shared_memory")
         buf = cls(shm, size, owner=True)
         buf._head[:] = (0, -1, -1, time.monotonic_ns())
         return buf
@@ -95,7 +106,7 @@ class SeqlockBuffer:
     def attach(cls, name: str, size: int) -> SeqlockBuffer:
         """A reader's view of an existing buffer; FileNotFoundError when there is none."""
         shm = shared_memory.SharedMemory(name)
-        resource_tracker.unregister(shm._name, "shared_memory")  # a reader must never unlink it
+        resource_tracker.unregister(_posix_name(shm), "shared_memory")  # a reader must never unlink it
         if shm.size < _HEADER_BYTES + 4 * size:
             shm.close()
             raise ValueError(f"shared memory {name} holds fewer than {size} parameters")
@@ -145,7 +156,7 @@ class SeqlockBuffer:
         if self.owner:
             try:
                 # Not shm.unlink(): that would also unregister it from the resource tracker again.
-                _posixshmem.shm_unlink(self.shm._name)
+                _posixshmem.shm_unlink(_posix_name(self.shm))
             except FileNotFoundError:
                 pass
 
@@ -277,7 +288,7 @@ class CacheSpec:
         return f"{self.prefix}-{node[:24]}"
 
 
-def serve_node_cache(server: ParameterServer, spec: CacheSpec, service_id: int = 0) -> ParamCache:
+def serve_node_cache(server: HasUpstream, spec: CacheSpec, service_id: int = 0) -> ParamCache:
     """The service a runtime hosts on each node: that node's cache, pulling from ``server``. It
     holds the server's first version before it is up, so its actors' first reads find it there."""
     cache = ParamCache(server.upstream(), spec.shm_name(spec.locate()), spec.size, spec.poll_s)

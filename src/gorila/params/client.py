@@ -5,12 +5,13 @@ from __future__ import annotations
 import secrets
 import threading
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
-from gorila.core import Done, Pending
+from gorila.reply import Done, Pending
 from gorila.params.layout import ShardLayout
 from gorila.params.shard import ParameterShard, PushResult, PushTag
 
@@ -102,8 +103,8 @@ class ParameterClient:
         self._computed_epochs = list(self.epochs)
         self.client_id = secrets.randbits(63)  # a restarted worker is a new client: its numbers start again
         self._seq = -1
-        self.outcomes: Counter = Counter()
-        self.rejections: Counter = Counter()
+        self.outcomes: Counter[str] = Counter()
+        self.rejections: Counter[str] = Counter()
         self._in_flight: list[Pending[PushResult]] | None = None
 
     @property
@@ -176,7 +177,7 @@ class ParameterClient:
                 self.versions[i] = -1
         return ClientPush(tuple(outcomes), applied, refreshed)
 
-    def _pull(self, indices) -> None:
+    def _pull(self, indices: Iterable[int]) -> None:
         self.complete()  # an older reply must not land on top of what this pull brings
         pending = [(i, self.endpoints[i].pull()) for i in indices]
         for i, p in pending:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import importlib
 import warnings
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -70,7 +70,7 @@ class _Base:
         self._state = {slot: torch.from_numpy(getattr(self, slot)) for slot in self._slots}
         self.steps = 0
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         _load_torch()  # an optimizer unpickled in another process (a shard's) steps with torch there
         self.__dict__.update(state)
 
@@ -167,7 +167,7 @@ class Adam(_Base):
         return torch.div(m, denom, out=self._tmp).div_(bias1)
 
 
-_CLASSES = {"sgd": SGD, "momentum": Momentum, "adagrad": AdaGrad, "rmsprop": RMSProp, "adam": Adam}
+_CLASSES: dict[str, type[_Base]] = {"sgd": SGD, "momentum": Momentum, "adagrad": AdaGrad, "rmsprop": RMSProp, "adam": Adam}
 
 
 def make_optimizer(name: str, size: int, lr: LearningRate, state: dict[str, np.ndarray] | None = None
@@ -185,7 +185,7 @@ def optimizer_slots(name: str) -> tuple[str, ...]:
     return _CLASSES[name]._slots
 
 
-def _check_lr(lr: LearningRate, size: int) -> LearningRate:
+def _check_lr(lr: LearningRate, size: int) -> np.float32 | np.ndarray:
     if isinstance(lr, np.ndarray):
         if lr.shape != (size,):
             raise ValueError(f"lr vector must have shape ({size},), got {lr.shape}")

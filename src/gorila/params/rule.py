@@ -17,6 +17,7 @@ version exists (the runtime implements the wait).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -25,8 +26,11 @@ from gorila.errors import ConfigError
 
 Outcome = Literal["counted", "accepted", "rejected"]
 OUTCOMES: tuple[Outcome, ...] = ("counted", "accepted", "rejected")
-#: The presets by the names ``--mode`` takes; :meth:`UpdateRule.for_mode` is the only reader.
-MODES = ("sync", "async", "semi-async")
+#: The presets by the names ``--mode`` takes, each with the knobs it takes; read through
+#: :meth:`UpdateRule.for_mode` (and ``for_mode_knobs``), the only place a mode name is read.
+MODE_KNOBS: dict[str, tuple[str, ...]] = {"sync": (), "async": ("max_staleness",),
+                                          "semi-async": ("aggregate", "count_within", "accept_within")}
+MODES = tuple(MODE_KNOBS)
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,7 @@ class UpdateRule:
         return cls(aggregate=1, count_within=max_staleness, accept_within=max_staleness)
 
     @classmethod
-    def semi_async(cls, aggregate: int = 20, count_within: int = 3, accept_within: int = 5) -> UpdateRule:
+    def semi_async(cls, aggregate: int = 20, count_within: float = 3, accept_within: float = 5) -> UpdateRule:
         """Aggregate ``aggregate`` counted pushes; tolerate a little staleness."""
         return cls(aggregate=aggregate, count_within=count_within, accept_within=accept_within)
 
@@ -93,8 +97,7 @@ class UpdateRule:
         validate.choice("mode", mode, MODES)
         knobs = {"aggregate": aggregate, "count_within": count_within, "accept_within": accept_within,
                  "max_staleness": max_staleness}
-        own = {"sync": (), "async": ("max_staleness",),
-               "semi-async": ("aggregate", "count_within", "accept_within")}[mode]
+        own = MODE_KNOBS[mode]
         for name, value in knobs.items():
             if value is not None and name not in own:
                 raise ConfigError(name, f"applies to --mode {'async' if name == 'max_staleness' else 'semi-async'}"
@@ -111,6 +114,17 @@ class UpdateRule:
             aggregate=defaults.aggregate if aggregate is None else aggregate,
             count_within=defaults.count_within if count_within is None else count_within,
             accept_within=defaults.accept_within if accept_within is None else accept_within)
+
+    @classmethod
+    def for_mode_knobs(cls, mode: str, num_workers: int, knobs: Mapping[str, int]) -> UpdateRule:
+        """:meth:`for_mode` with those of ``knobs`` that ``mode`` takes (a sweep over several modes
+        gives every mode the same knobs)::
+
+            UpdateRule.for_mode_knobs("async", 4, {"max_staleness": 2, "aggregate": 10})  # asynchronous(2)
+        """
+        validate.choice("mode", mode, MODES)
+        taken = {name: knobs[name] for name in MODE_KNOBS[mode] if name in knobs}
+        return cls.for_mode(mode, num_workers, **taken)
 
     def classify(self, staleness: int) -> Outcome:
         """The outcome of a push with this staleness (``>= 0``)."""

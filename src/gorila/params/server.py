@@ -8,7 +8,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from gorila import validate
-from gorila.core import ParamSource
 from gorila.params.cache import CachedSource, CacheSpec, ServerUpstream
 from gorila.errors import CheckpointError
 from gorila.params.client import ParameterClient, ShardEndpoint
@@ -86,9 +85,10 @@ class ParameterServer:
         return ParameterClient(list(self.endpoints), self.layout, worker_id=worker_id,
                                barrier=self.rule.barrier, timeout_s=self.timeout_s)
 
-    def source(self, worker_id: int = 0) -> ParamSource:
-        """Where an actor gets its parameters: its node's cache when there is one (falling back to
-        the server while the cache is gone), else a client of its own."""
+    def source(self, worker_id: int = 0) -> ParameterClient | CachedSource:
+        """Where an actor gets its parameters (both play :class:`~gorila.core.ParamSource`): its
+        node's cache when there is one (falling back to the server while the cache is gone), else a
+        client of its own."""
         client = self.client(worker_id)
         return client if self.cache is None else CachedSource(self.cache, client)
 

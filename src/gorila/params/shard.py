@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -68,23 +69,18 @@ class ShardStats:
     # After the fields above: a checkpoint stores the counters by position.
     pushes_rejected_restarted: int = 0
     pushes_rejected_duplicate: int = 0
-    staleness: Counter = field(default_factory=Counter)
+    staleness: Counter[int] = field(default_factory=Counter)
 
     @property
     def pushes_rejected(self) -> int:
         return (self.pushes_rejected_stale + self.pushes_rejected_nonfinite + self.pushes_rejected_restarted
                 + self.pushes_rejected_duplicate)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k != "staleness"}
         out["pushes_rejected"] = self.pushes_rejected
         out["staleness"] = {int(k): int(v) for k, v in sorted(self.staleness.items())}
         return out
-
-    @classmethod
-    def from_dict(cls, data: dict) -> ShardStats:
-        fields = {k: int(v) for k, v in data.items() if k not in ("staleness", "pushes_rejected")}
-        return cls(**fields, staleness=Counter({int(k): int(v) for k, v in data["staleness"].items()}))
 
     def merge(self, other: ShardStats) -> ShardStats:
         merged = ShardStats(staleness=self.staleness + other.staleness)
@@ -156,13 +152,6 @@ class ParameterShard:
     @property
     def size(self) -> int:
         return self._params.size
-
-    @property
-    def params_view(self) -> np.ndarray:
-        """The live parameters, read-only; valid until the next push (no copy)."""
-        view = self._params.view()
-        view.flags.writeable = False
-        return view
 
     def push(self, grad: np.ndarray, version: int, worker_id: int = 0,
              out: np.ndarray | None = None, tag: PushTag | None = None) -> PushResult:

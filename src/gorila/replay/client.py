@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from gorila.core import Pending, ServiceEndpoint
+from gorila.core import ServiceEndpoint
+from gorila.reply import Pending
 from gorila.envs.vector import Transitions
 from gorila.replay.storage import Batch
 
@@ -36,7 +39,7 @@ class RemoteReplay:
     def size(self) -> Pending[int]:
         return self.endpoint.call("size")
 
-    def stats(self) -> Pending[dict]:
+    def stats(self) -> Pending[dict[str, Any]]:
         return self.endpoint.call("stats")
 
     def ready(self, learner: int, step: int, min_size: int) -> Pending[bool]:

@@ -14,6 +14,7 @@ the episode's first frame instead of reaching into the previous episode — the 
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from gorila import validate
 from gorila.envs.vector import Transitions
@@ -42,7 +43,7 @@ class FrameStackStorage:
     caller that samples on another thread must hold a lock around add and sample.
     """
 
-    def __init__(self, capacity: int, obs_shape: tuple[int, ...], obs_dtype=np.uint8, *, num_streams: int = 1):
+    def __init__(self, capacity: int, obs_shape: tuple[int, ...], obs_dtype: DTypeLike = np.uint8, *, num_streams: int = 1):
         validate.integer("replay_capacity", capacity, low=1)
         validate.integer("num_streams", num_streams, low=1)
         if len(obs_shape) < 2:
@@ -73,7 +74,7 @@ class FrameStackStorage:
         self._forgotten: list[int] = []
 
     @staticmethod
-    def estimate_bytes(capacity: int, obs_shape: tuple[int, ...], obs_dtype) -> int:
+    def estimate_bytes(capacity: int, obs_shape: tuple[int, ...], obs_dtype: DTypeLike) -> int:
         frame = int(np.prod(obs_shape[1:])) * np.dtype(obs_dtype).itemsize
         return capacity * (frame + SLOT_BYTES)
 
@@ -92,16 +93,16 @@ class FrameStackStorage:
     def add(self, t: Transitions) -> tuple[np.ndarray, np.ndarray]:
         """Store the rows in order. Returns the flat slot of each row (-1 for a row a later one of
         the same call already overwrote) and the flat slots of older rows overwritten."""
-        check_rows(t)
+        discount, steps = check_rows(t)
         self._forgotten = []
-        written = np.array([self._add_row(t, i) for i in range(len(t))], np.int64)
+        written = np.array([self._add_row(t, discount, steps, i) for i in range(len(t))], np.int64)
         lost = np.unique(np.array(self._forgotten, np.int64))
         lost = lost[~self._valid.reshape(-1)[lost]]  # a slot forgotten and then written again holds a row
         written[np.isin(written, lost)] = -1
         return written, lost[~np.isin(lost, written)]
 
-    def _add_row(self, t: Transitions, i: int) -> int:
-        stream, m = int(t.env_index[i]), int(t.steps[i])
+    def _add_row(self, t: Transitions, discount: np.ndarray, steps: np.ndarray, i: int) -> int:
+        stream, m = int(t.env_index[i]), int(steps[i])
         obs, next_obs = np.asarray(t.obs[i]), np.asarray(t.next_obs[i])
         if not 1 <= m <= self.stack:
             raise ValueError(f"a row may look 1 to {self.stack} steps ahead with {self.stack}-frame stacks, got {m}")
@@ -118,7 +119,7 @@ class FrameStackStorage:
         slot = frame % self._slots
         self._action[stream, slot] = t.action[i]
         self._reward[stream, slot] = t.reward[i]
-        self._discount[stream, slot] = t.discount[i]
+        self._discount[stream, slot] = discount[i]
         self._version[stream, slot] = -1 if t.policy_version is None else t.policy_version[i]
         self._steps[stream, slot] = m
         if not self._valid[stream, slot]:
@@ -205,13 +206,15 @@ class FrameStackStorage:
             self._forgotten.append(stream * self._slots + slot)
 
     def _stack(self, stream: int, slot: int) -> np.ndarray:
-        return self._stacks(np.array([stream]), np.array([slot]))[0]
+        stack: np.ndarray = self._stacks(np.array([stream]), np.array([slot]))[0]
+        return stack
 
     def _stacks(self, streams: np.ndarray, slots: np.ndarray) -> np.ndarray:
         # Position j of a stack is the frame (stack-1-j) slots back, but never further back than
         # the slot's depth: earlier positions repeat the episode's first frame.
         back = np.minimum(np.arange(self.stack - 1, -1, -1)[None, :], self._depth[streams, slots][:, None])
-        return self._frames[streams[:, None], (slots[:, None] - back) % self._slots]
+        stacks: np.ndarray = self._frames[streams[:, None], (slots[:, None] - back) % self._slots]
+        return stacks
 
 
 _SLOT_ARRAYS = ("frames", "action", "reward", "discount", "version", "steps", "depth", "valid")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-import psutil
+import psutil  # type: ignore[import-untyped]  # psutil ships no type hints
+from numpy.typing import DTypeLike
 
 from gorila.errors import ConfigError
 from gorila.replay.frames import FrameStackStorage
@@ -13,12 +14,13 @@ from gorila.replay.storage import TransitionStorage
 MAX_FRACTION = 0.8
 
 
-def is_frame_stack(obs_shape: tuple[int, ...], obs_dtype) -> bool:
+def is_frame_stack(obs_shape: tuple[int, ...], obs_dtype: DTypeLike) -> bool:
     """The layout rule: ``(stack, height, width)`` uint8 observations are stacks of frames."""
     return len(obs_shape) == 3 and np.dtype(obs_dtype) == np.uint8
 
 
-def make_storage(capacity: int, obs_shape: tuple[int, ...], obs_dtype, *, num_streams: int = 1):
+def make_storage(capacity: int, obs_shape: tuple[int, ...], obs_dtype: DTypeLike, *,
+                 num_streams: int = 1) -> TransitionStorage | FrameStackStorage:
     """:class:`FrameStackStorage` for stacked frames, :class:`TransitionStorage` otherwise::
 
         storage = make_storage(1_000_000, (4, 84, 84), np.uint8, num_streams=8)   # ~7 GB, not ~56 GB
@@ -28,13 +30,13 @@ def make_storage(capacity: int, obs_shape: tuple[int, ...], obs_dtype, *, num_st
     return TransitionStorage(capacity, obs_shape, obs_dtype)
 
 
-def estimate_storage_bytes(capacity: int, obs_shape: tuple[int, ...], obs_dtype) -> int:
+def estimate_storage_bytes(capacity: int, obs_shape: tuple[int, ...], obs_dtype: DTypeLike) -> int:
     """Bytes :func:`make_storage` allocates for these arguments."""
     cls = FrameStackStorage if is_frame_stack(obs_shape, obs_dtype) else TransitionStorage
     return cls.estimate_bytes(capacity, obs_shape, obs_dtype)
 
 
-def check_replay_memory(capacity: int, obs_shape: tuple[int, ...], obs_dtype, *,
+def check_replay_memory(capacity: int, obs_shape: tuple[int, ...], obs_dtype: DTypeLike, *,
                         available_bytes: int | None = None) -> int:
     """Estimated bytes of the storage; raises ConfigError("replay_capacity") above 80 % of what is free::
 

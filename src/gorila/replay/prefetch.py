@@ -36,7 +36,7 @@ class Prefetcher(Generic[T]):
     def __init__(self, sample_fn: Callable[[], T], depth: int = 2):
         validate.integer("prefetch_depth", depth, low=1)
         self._sample_fn = sample_fn
-        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._queue: queue.Queue[T | _Failure] = queue.Queue(maxsize=depth)
         self._closed = threading.Event()
         self._failure: _Failure | None = None
         self._thread = threading.Thread(target=self._run, name="gorila-prefetch", daemon=True)
@@ -64,7 +64,7 @@ class Prefetcher(Generic[T]):
     def __enter__(self) -> Prefetcher[T]:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _run(self) -> None:
@@ -76,7 +76,7 @@ class Prefetcher(Generic[T]):
                 return
             self._put(item)
 
-    def _put(self, item) -> None:
+    def _put(self, item: T | _Failure) -> None:
         while not self._closed.is_set():
             try:
                 self._queue.put(item, timeout=_POLL_S)

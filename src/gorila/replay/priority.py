@@ -23,7 +23,7 @@ class _Tree:
     """A complete binary tree over ``capacity`` leaves (rounded up to a power of two) in one array:
     node ``k``'s children are ``2k`` and ``2k + 1``; leaves are ``[size, 2·size)``."""
 
-    def __init__(self, capacity: int, combine, empty: float):
+    def __init__(self, capacity: int, combine: np.ufunc, empty: float):
         self.size = 1 << max(capacity - 1, 0).bit_length()
         self.depth = self.size.bit_length() - 1
         self.combine, self.empty = combine, empty

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from gorila import validate
 from gorila.checkpoint import load_checkpoint, save_checkpoint
@@ -78,7 +79,7 @@ class ReplayShard:
     resumed run, or a process restarted after a crash), starts from the newest good checkpoint.
     """
 
-    def __init__(self, shard_id: int, capacity: int, obs_shape: tuple[int, ...], obs_dtype, *,
+    def __init__(self, shard_id: int, capacity: int, obs_shape: tuple[int, ...], obs_dtype: DTypeLike, *,
                  num_streams: int = 1, seed: int = 0, prioritization: Prioritization | None = None,
                  limiter: RateLimiter = RateLimiter(), checkpoints: Path | None = None):
         check_replay_memory(capacity, obs_shape, obs_dtype)
@@ -97,7 +98,7 @@ class ReplayShard:
         self.added = self.duplicates = self.sampled = 0
         self.refused_adds = self.refused_samples = self.stale_priorities = 0
         self.checkpoints = None if checkpoints is None else Path(checkpoints) / f"replay-shard{shard_id}"
-        self.restored = self.checkpoints is not None and self._restore()
+        self.restored = self.checkpoints is not None and self._restore(self.checkpoints)
         self.restored_size = len(self.storage)
 
     def add(self, transitions: Transitions, writer: str, seq: int, priorities: np.ndarray | None = None) -> int | None:
@@ -133,7 +134,7 @@ class ReplayShard:
         if self.sampler is None:
             batch = self.storage.sample(batch_size, self.rng)
         else:
-            beta = self.prioritization.beta_after(self.added)
+            beta = self._beta()
             indices, weights = self.sampler.sample(batch_size, beta, self.rng)
             batch = self.storage.gather(indices, weights)
         self.sampled += batch_size
@@ -180,6 +181,8 @@ class ReplayShard:
 
     def save(self) -> str:
         """Write a checkpoint of everything this shard holds (into ``checkpoints``); its path."""
+        if self.checkpoints is None:
+            raise CheckpointError(f"replay shard {self.shard_id} was built without a checkpoint directory")
         arrays = {f"storage.{k}": v for k, v in self.storage.state_dict().items()}
         arrays["generation"] = self.generation
         if self.sampler is not None:
@@ -189,10 +192,10 @@ class ReplayShard:
                 "started": sorted(self.started)}
         return str(save_checkpoint(self.checkpoints, arrays, meta))
 
-    def _restore(self) -> bool:
-        """Load the newest good checkpoint, if there is one."""
+    def _restore(self, checkpoints: Path) -> bool:
+        """Load the newest good checkpoint there, if there is one."""
         try:
-            arrays, meta = load_checkpoint(self.checkpoints)
+            arrays, meta = load_checkpoint(checkpoints)
         except CheckpointError:
             return False
         self.storage.load_state_dict({k[len("storage."):]: v for k, v in arrays.items() if k.startswith("storage.")})
@@ -204,17 +207,21 @@ class ReplayShard:
         self.started = set(meta.get("started", ()))  # absent from checkpoints written before it was kept
         return True
 
+    def _beta(self) -> float:
+        """The importance-sampling exponent after the inserts so far (1: no prioritization)."""
+        return 1.0 if self.prioritization is None else self.prioritization.beta_after(self.added)
+
     def stats(self) -> dict[str, Any]:
         """Counters (in rows), and the priorities' state when prioritized. ``pid`` tells a restarted
         shard apart; ``restored`` says whether it came back from a checkpoint."""
-        out = {"shard": self.shard_id, "pid": os.getpid(), "restored": self.restored,
+        out: dict[str, Any] = {"shard": self.shard_id, "pid": os.getpid(), "restored": self.restored,
                "restored_size": self.restored_size, "size": len(self.storage),
                "added": self.added,
                "duplicates": self.duplicates, "sampled": self.sampled, "refused_adds": self.refused_adds,
                "refused_samples": self.refused_samples}
         if self.sampler is not None:
             out.update(priority_max=self.max_priority, stale_priorities=self.stale_priorities,
-                       beta=self.prioritization.beta_after(self.added))
+                       beta=self._beta())
         return out
 @dataclass(frozen=True)
 class ShardedReplaySpec:

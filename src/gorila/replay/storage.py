@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from gorila import validate
 from gorila.envs.vector import Transitions
@@ -38,10 +39,12 @@ class Batch(NamedTuple):
 SCALAR_BYTES = 8 + 4 + 4 + 8
 
 
-def check_rows(t: Transitions) -> None:
-    """Replay rows must say how to bootstrap: ``discount`` (and ``steps``) from an NStep builder."""
+def check_rows(t: Transitions) -> tuple[np.ndarray, np.ndarray]:
+    """Replay rows must say how to bootstrap: ``discount`` (and ``steps``) from an NStep builder.
+    Returns the two."""
     if t.discount is None or t.steps is None:
         raise ValueError("replay rows need discount and steps: pass the actor's transitions through NStep")
+    return t.discount, t.steps
 
 
 class TransitionStorage:
@@ -56,7 +59,7 @@ class TransitionStorage:
     thread-safe: a caller that samples on another thread must hold a lock around add and sample.
     """
 
-    def __init__(self, capacity: int, obs_shape: tuple[int, ...], obs_dtype=np.float32):
+    def __init__(self, capacity: int, obs_shape: tuple[int, ...], obs_dtype: DTypeLike = np.float32):
         validate.integer("replay_capacity", capacity, low=1)
         self.capacity = capacity
         self.obs_shape = tuple(obs_shape)
@@ -70,12 +73,12 @@ class TransitionStorage:
         self._size = 0
 
     @staticmethod
-    def estimate_bytes(capacity: int, obs_shape: tuple[int, ...], obs_dtype) -> int:
+    def estimate_bytes(capacity: int, obs_shape: tuple[int, ...], obs_dtype: DTypeLike) -> int:
         return capacity * (2 * int(np.prod(obs_shape)) * np.dtype(obs_dtype).itemsize + SCALAR_BYTES)
 
     @property
     def nbytes(self) -> int:
-        return sum(getattr(self, "_" + name).nbytes for name in _ARRAYS)
+        return sum(int(getattr(self, "_" + name).nbytes) for name in _ARRAYS)
 
     def __len__(self) -> int:
         return self._size
@@ -89,7 +92,7 @@ class TransitionStorage:
         """Store the rows. Returns the slot of each row (-1 for a row the same batch overwrote: a
         batch over capacity keeps its newest rows) and the slots of rows lost otherwise (none here:
         an evicted row's slot is the new row's)."""
-        check_rows(t)
+        discount, _ = check_rows(t)
         n = len(t)
         skip = max(n - self.capacity, 0)
         keep = slice(skip, n)
@@ -98,7 +101,7 @@ class TransitionStorage:
         self._next_obs[rows] = t.next_obs[keep]
         self._action[rows] = t.action[keep]
         self._reward[rows] = t.reward[keep]
-        self._discount[rows] = t.discount[keep]
+        self._discount[rows] = discount[keep]
         self._version[rows] = -1 if t.policy_version is None else t.policy_version[keep]
         self._cursor = int((self._cursor + n) % self.capacity)
         self._size = min(self._size + n, self.capacity)

@@ -32,7 +32,7 @@ from multiprocessing import resource_tracker, shared_memory
 
 import numpy as np
 
-from gorila.core import Done
+from gorila.reply import Done
 from gorila.errors import ConfigError, VersionError, WorkerTimeoutError
 from gorila.params import ParameterServer, PushResult, PushTag, ServerSpec, ShardStats, shard_state, split_shard_state
 from gorila.params.optim import make_optimizer, optimizer_slots

@@ -12,7 +12,8 @@ import numpy as np
 from collections.abc import Callable
 from dataclasses import replace
 
-from gorila.core import Done, ServiceFactory, Worker, WorkerFactory
+from gorila.core import ServiceFactory, Worker, WorkerFactory
+from gorila.reply import Done
 from gorila.errors import GorilaError
 from gorila.metrics.cputime import process_cpu_seconds
 from gorila.params import (LocalEndpoint, ParameterServer, ServerSpec, ShardStats, shard_state,

@@ -17,7 +17,7 @@ from gorila import validate
 from gorila.algos.registry import ALGORITHMS
 from gorila.cliargs import HelpFormatter
 from gorila.errors import ConfigError
-from gorila.params.rule import MODES
+from gorila.params.rule import MODE_KNOBS, MODES
 from gorila.sim.model import Stragglers
 
 DEFAULT_COUNTS = "1,2,4,8,16,32,64,128,256,512,1024,2048,4096"
@@ -134,7 +134,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 def _simulate(args: argparse.Namespace) -> int:
     from gorila.sim.calibration import Calibration
     from gorila.sim.cluster import Cluster
-    from gorila.sim.sweep import HEADER, RULE_KNOBS, Sweep, sweep, write_outputs
+    from gorila.sim.sweep import HEADER, Sweep, sweep, write_outputs
 
     if args.calibration is None:
         raise ConfigError("calibration", "required: write one with gorila simulate --calibrate --out FILE")
@@ -150,13 +150,13 @@ def _simulate(args: argparse.Namespace) -> int:
     knobs = {k: getattr(args, k) for k in ("max_staleness", "aggregate", "count_within", "accept_within")
              if getattr(args, k) is not None}
     for knob in knobs:  # a knob no rule of --mode takes is refused by name, before anything runs
-        if not any(knob in RULE_KNOBS[mode] for mode in args.mode):
-            owner = next(m for m, names in RULE_KNOBS.items() if knob in names)
+        if not any(knob in MODE_KNOBS[mode] for mode in args.mode):
+            owner = next(m for m, names in MODE_KNOBS.items() if knob in names)
             raise ConfigError(knob, f"applies to --mode {owner} only (--mode is {','.join(args.mode)})")
     from gorila.params import UpdateRule
 
     for mode in args.mode:  # the knobs' values are checked by the rule itself
-        UpdateRule.for_mode(mode, 1, **{k: v for k, v in knobs.items() if k in RULE_KNOBS[mode]})
+        UpdateRule.for_mode_knobs(mode, 1, knobs)
     calibration = Calibration.load(args.calibration)
     work = calibration.workload(args.algo)
     if args.params is not None:

@@ -26,8 +26,6 @@ from gorila.sim.cluster import Cluster
 from gorila.sim.model import Prediction, Setup, Stragglers, simulate
 
 STRAGGLED = " + stragglers"
-# Which of UpdateRule.for_mode's knobs each rule takes.
-RULE_KNOBS = {"sync": (), "async": ("max_staleness",), "semi-async": ("aggregate", "count_within", "accept_within")}
 COLUMNS = ("mode", "condition", "workers", "shards", "nodes", "param_cache", "updates_per_s", "gradients_per_s",
            "env_steps_per_s", "speedup", "efficiency", "staleness_mean", "rejected_fraction", "shard_busy",
            "shard_link_busy", "cache_pulls_per_s", "cache_reads_per_s", "bytes_per_update")
@@ -38,7 +36,7 @@ class Sweep:
     """What to simulate: every ``mode`` at every count of ``counts`` (1 is added for the
     baseline), without stragglers and, when ``stragglers`` are given, with them too.
     ``rule_knobs`` are ``UpdateRule.for_mode``'s (``max_staleness``, ``aggregate``, ...); each rule
-    takes those of :data:`RULE_KNOBS`."""
+    takes those its mode has (``params.rule.MODE_KNOBS``)."""
 
     workload: Workload
     cluster: Cluster
@@ -55,7 +53,7 @@ class Sweep:
     seed: int = 0
 
     def rule(self, mode: str, workers: int) -> UpdateRule:
-        return UpdateRule.for_mode(mode, workers, **{k: v for k, v in self.rule_knobs.items() if k in RULE_KNOBS[mode]})
+        return UpdateRule.for_mode_knobs(mode, workers, self.rule_knobs)
 
     def setup(self, mode: str, workers: int, stragglers: Stragglers) -> Setup:
         slice_params = -(-self.workload.params // self.shards)
