@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from gorila.errors import ConfigError, WorkerTimeoutError
-from gorila.params import ServerSpec, UpdateRule
+from gorila.errors import ConfigError, GradientError, NonFiniteError, WorkerTimeoutError
+from gorila.params import LocalEndpoint, ServerSpec, UpdateRule, split_shard_state
 from gorila.runtime.allreduce import SpreadShards
 
 pytestmark = pytest.mark.timeout(60)
@@ -71,6 +71,44 @@ def test_a_nonfinite_gradient_is_rejected_and_the_round_waits_for_a_good_one():
         np.testing.assert_allclose(client.params(), before - 0.1)
     finally:
         shards.close()
+
+
+def test_stale_and_nonfinite_pushes_are_judged_and_counted_exactly_as_a_shard_process_does():
+    """The same pushes, one by one, to the spread server and to a shard of the same spec: the same
+    replies, and after each the same parameters, version, optimizer state and counters."""
+    spec = ServerSpec(UpdateRule.synchronous(1), optimizer="adam", lr=0.1, nonfinite_limit=3)
+    start = np.linspace(-1, 1, SIZE, dtype=np.float32)
+    spread = SpreadShards(spec, start, num_workers=1, timeout_s=10)
+    shard = spec.build(start)[0]
+    try:
+        endpoints = {"spread": spread.server.endpoints[0], "shard": LocalEndpoint(shard)}
+        good, bad = np.full(SIZE, 0.5, np.float32), np.full(SIZE, np.nan, np.float32)
+        pushes = [(good, 0, "counted", None), (good, 0, "rejected", "stale"), (bad, 1, "rejected", "nonfinite"),
+                  (good * 2, 1, "counted", None), (bad, 2, "rejected", "nonfinite"), (bad, 2, "rejected", "nonfinite")]
+        for grad, version, outcome, reason in pushes:
+            replies = {name: e.push(grad, version, worker_id=0).result(10) for name, e in endpoints.items()}
+            for reply in replies.values():
+                assert (reply.outcome, reply.reason) == (outcome, reason)
+            assert replies["spread"].staleness == replies["shard"].staleness
+            assert (replies["spread"].params is None) == (replies["shard"].params is None)
+            spread_state = split_shard_state(spread.state_dict(), 1)[0]
+            for key, value in spread_state.items():
+                assert value.tobytes() == shard.state_dict()[key].tobytes(), key
+            assert spread.stats()[0].as_dict() == shard.stats.as_dict()
+        assert shard.version == 2
+        assert (shard.stats.pushes_rejected_stale, shard.stats.pushes_rejected_nonfinite) == (1, 3)
+        # Worker 0's third non-finite gradient in a row stops it on both paths, with nothing applied;
+        # a gradient of the wrong shape is an error naming both shapes.
+        before = shard.pull()[0]
+        for endpoint in endpoints.values():
+            with pytest.raises(NonFiniteError, match="worker 0 pushed 3 non-finite gradients in a row"):
+                endpoint.push(bad, 2, worker_id=0)
+            with pytest.raises(GradientError, match=r"expected float32 of shape \(10,\), got float32 of shape \(9,\)"):
+                endpoint.push(good[:9], 2, worker_id=0)
+        for params, version in (spread.pull(), shard.pull()):
+            assert params.tobytes() == before.tobytes() and np.all(np.array(version) == 2)
+    finally:
+        spread.close()
 
 
 def test_a_round_that_never_completes_times_out_naming_the_barrier():

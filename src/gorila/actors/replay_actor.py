@@ -28,7 +28,7 @@ class ReplayActor:
         worker = factory(worker_id, server); worker.step(); worker.report()
 
     With ``refresh_every=None`` it never pulls: its actor (a
-    :class:`~gorila.actors.rollout.CentralQActor`) asks the node's inference server for actions.
+    :class:`~gorila.actors.rollout.CentralQActor`) asks the run's inference server for actions.
     With ``prioritized`` each row goes with its initial priority, the actor network's ``|TD error|``.
     At most one add is in flight: its reply is collected before the next one is sent, so a slow
     replay shard slows its actors down instead of queueing their rows. A shard whose rate limiter

@@ -1,4 +1,4 @@
-"""Actors that only step environments: the node's inference server chooses their actions.
+"""Actors that only step environments: the run's inference server chooses their actions.
 
 A :class:`RolloutWorker` runs its K envs as two groups that alternate (Sample Factory's double
 buffering): while one group's observations wait at the inference server, the other group steps.

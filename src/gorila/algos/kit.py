@@ -57,9 +57,9 @@ CHUNK_SECONDS = 0.5
 
 
 def inference_service(policy: Callable[[], InferencePolicy], rule: BatchingRule, refresh_every: int) -> ServiceSpec:
-    """The plan's inference server: one per run, on the driver's node (rollout workers reach it
-    through shared memory, so they must share its node); it pulls parameters every
-    ``refresh_every`` batches."""
+    """The plan's inference server: one per run, on one node (rollout workers reach it through
+    shared memory, so they must share its node); it pulls parameters every ``refresh_every``
+    batches."""
     factory = functools.partial(InferenceServer, policy=policy, rule=rule, refresh_every=refresh_every)
     return ServiceSpec(INFERENCE, factory, 1, uses_server=True)
 

@@ -36,7 +36,7 @@ class RLConfig:
     device: str = field(default="auto", metadata={"help": "learner device", "choices": DEVICES})
     inference: str = field(default="auto", metadata={
         "help": "local: every actor acts with its own network copy; central: actors only step envs and the "
-                "node's inference server batches their observations; auto: central for image observations "
+                "run's inference server batches their observations; auto: central for image observations "
                 "when the server has a GPU, else local", "choices": INFERENCE_MODES})
     inference_batch: int | None = field(default=None, metadata={
         "help": "central inference: a batch closes once this many observations wait (default: half of all "

@@ -1,5 +1,5 @@
 """``gorila bench sampling``: env steps/s of the DQN actor pipeline, with each actor's own network
-(``--inference local``) or the node's inference server (``central``), beside what the machine allows
+(``--inference local``) or the run's inference server (``central``), beside what the machine allows
 for the same envs and network on the same cores, measured in the same run."""
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""How rollout workers and an inference server on one node exchange observations and actions.
+"""How rollout workers and the run's inference server, on one node, exchange observations and actions.
 
 A rollout worker owns an anonymous shared-memory block (``memfd``) with one *slot* per env group:
 the group's observations and, once served, its actions. It hands the block's descriptor to the
 server once, over a ``SOCK_SEQPACKET`` Unix socket in a private temp dir (the transport of
-:mod:`gorila.runtime.shm`). Each step is then a copy of the observations into the slot and a
+:mod:`gorila.transport.shm`). Each step is then a copy of the observations into the slot and a
 one-byte request; the server writes the actions into the same slot and replies with the group and
 the ``policy_version`` that chose them: no serialization, no object store, no Ray call per step.
 A killed process takes its socket with it, so the other side sees the connection close and the
@@ -15,14 +15,14 @@ Client side (:class:`~gorila.inference.client.InferenceClient` wraps it with rec
     channel.send(0, obs_group0)                      # group 0's request is on its way
     actions, version = channel.receive(0)            # a copy of group 0's actions
 
-Server side: :func:`attach` maps a connecting client's block and returns its :class:`Slots`.
+Server side: :func:`listen` opens the socket, :func:`attach` maps a connecting client's block and
+returns its :class:`Slots`.
 """
 
 from __future__ import annotations
 
 import json
 import mmap
-import os
 import socket
 import struct
 import weakref
@@ -31,14 +31,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from gorila.errors import GorilaError, WorkerTimeoutError
-from gorila.runtime.shm import supported
+from gorila.transport.shm import Listener, accept_block, connect, supported
 
 REQUEST = struct.Struct("<B")     # the group whose observations are in its slot
 REPLY = struct.Struct("<Bq")      # the group, and the policy_version its actions were chosen with
-_OK = b"\x00"
 _MAX_MESSAGE = 4096
-SOCKET_NAME = "inference.sock"
-DIR_PREFIX = "gorila-inference-"
+_SOCKET_NAME = "inference.sock"
+_DIR_PREFIX = "gorila-inference-"
 
 
 @dataclass(frozen=True)
@@ -84,23 +83,24 @@ class Slots:
             offset += 8 * n
 
 
+def listen() -> Listener:
+    """Server side: the socket rollout workers connect to, in a fresh private temp dir."""
+    return Listener(_DIR_PREFIX, _SOCKET_NAME)
+
+
 def attach(conn: socket.socket) -> Slots:
-    """Server side: receive a client's layout and memfd, map it, acknowledge."""
-    data, fds, _, _ = socket.recv_fds(conn, _MAX_MESSAGE, 1)
-    try:
-        if len(fds) != 1:
-            raise ValueError("a client attached without its shared-memory block")
-        layout = SlotLayout.decode(data)
-        block = mmap.mmap(fds[0], layout.nbytes)
-    finally:
-        for fd in fds:
-            os.close(fd)
-    conn.sendall(_OK)
+    """Server side: receive a client's layout and block, map it, acknowledge."""
+    layout, block = accept_block(conn, _parse)
     return Slots(block, layout)
 
 
+def _parse(header: bytes) -> tuple[SlotLayout, int]:
+    layout = SlotLayout.decode(header)
+    return layout, layout.nbytes
+
+
 class InferenceChannel:
-    """One rollout worker's connection to the inference server of its node (see the module doc).
+    """One rollout worker's connection to the run's inference server (see the module doc).
 
     Any transport failure closes the channel and raises :class:`ChannelLost`; a reply that does not
     come within ``timeout_s`` is a :class:`WorkerTimeoutError`.
@@ -110,23 +110,11 @@ class InferenceChannel:
         if not supported():
             raise GorilaError("central inference needs Linux (memfd and seqpacket sockets)")
         self.layout, self.timeout_s = layout, timeout_s
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._close_socket = weakref.finalize(self, self._sock.close)
         try:
-            self._sock.settimeout(timeout_s)
-            self._sock.connect(path)
-            fd = os.memfd_create("gorila-inference", os.MFD_CLOEXEC)
-            try:
-                os.ftruncate(fd, layout.nbytes)
-                block = mmap.mmap(fd, layout.nbytes)
-                socket.send_fds(self._sock, [layout.encode()], [fd])
-            finally:
-                os.close(fd)
-            if self._sock.recv(_MAX_MESSAGE) != _OK:
-                raise ConnectionError("the inference server refused the connection")
+            self._sock, block = connect(path, layout.nbytes, layout.encode(), "gorila-inference", timeout_s)
         except OSError as err:
-            self._sock.close()
             raise ChannelLost(f"could not connect to the inference server at {path}: {err}") from err
+        self._close_socket = weakref.finalize(self, self._sock.close)
         self.slots = Slots(block, layout)
         self._replies: dict[int, int] = {}  # replies read while waiting for another group's
 

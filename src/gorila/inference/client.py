@@ -1,4 +1,4 @@
-"""A rollout worker's side of its node's inference server: requests that survive a server restart."""
+"""A rollout worker's side of the run's inference server: requests that survive a server restart."""
 
 from __future__ import annotations
 

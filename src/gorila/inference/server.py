@@ -1,8 +1,9 @@
-"""The inference server of a node: batches the observations of its rollout workers, answers with actions.
+"""The run's inference server: batches the observations of its rollout workers, answers with actions.
 
-It is a service (one per node): built in its process from a small factory with the parameter
-server, it listens on a Unix socket (see :mod:`gorila.inference.channel`) and serves on a thread
-of its own, so nothing needs to step it::
+It is a service (one per run, on one node: its rollout workers share that node, see
+:func:`gorila.algos.kit.inference_service`): built in its process from a small factory with the
+parameter server, it listens on a Unix socket (see :mod:`gorila.inference.channel`) and serves on
+a thread of its own, so nothing needs to step it::
 
     factory = functools.partial(InferenceServer, policy=functools.partial(GreedyQPolicy, network_fn),
                                 rule=BatchingRule(64, 0.002), refresh_every=50)
@@ -24,9 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import selectors
-import shutil
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -37,9 +36,8 @@ import numpy as np
 
 from gorila.errors import WorkerTimeoutError
 from gorila.inference.batching import BatchingRule, BatchQueue
-from gorila.inference.channel import DIR_PREFIX, REPLY, REQUEST, SOCKET_NAME, Slots, attach
+from gorila.inference.channel import REPLY, REQUEST, Slots, attach, listen
 from gorila.params import ParameterServer
-from gorila.runtime.shm import remove_stale_dirs
 
 #: ParameterClient ids of inference servers, apart from the workers' (only ever used to pull).
 WORKER_ID_BASE = 1_000_000
@@ -69,7 +67,7 @@ class _Request:
 
 
 class InferenceServer:
-    """A node's batched policy, served to its rollout workers (see the module doc)."""
+    """The run's batched policy, served to its rollout workers (see the module doc)."""
 
     def __init__(self, service_id: int, server: ParameterServer, *, policy: Callable[[], InferencePolicy],
                  rule: BatchingRule, refresh_every: int, clock: Callable[[], float] = time.monotonic):
@@ -82,13 +80,7 @@ class InferenceServer:
         self.batches = self.observations = self.dropped = self.clients_lost = 0
         self._since_refresh = 0
         self._clients: set[_Client] = set()
-        remove_stale_dirs(tempfile.gettempdir(), DIR_PREFIX, SOCKET_NAME)
-        self._dir = tempfile.mkdtemp(prefix=DIR_PREFIX)  # mode 0700: only this user connects
-        self._path = os.path.join(self._dir, SOCKET_NAME)
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._listener.bind(self._path + ".new")  # renamed once listening: see remove_stale_dirs
-        self._listener.listen()
-        os.rename(self._path + ".new", self._path)
+        self._listener = listen()
         self._wake_r, self._wake_w = socket.socketpair()
         self._closing = False
         self._changed = threading.Condition()  # notified after every round of the serving loop
@@ -97,10 +89,10 @@ class InferenceServer:
         self._thread.start()
 
     def address(self) -> str:
-        """The socket path rollout workers on this node connect to."""
+        """The socket path rollout workers (on this node) connect to."""
         if self.error is not None:
             raise self.error
-        return self._path
+        return self._listener.path
 
     def stats(self) -> dict[str, Any]:
         """Cumulative counters since this server started (``pid`` tells a restarted one): batches
@@ -129,7 +121,6 @@ class InferenceServer:
         self._listener.close()
         self._wake_r.close()
         self._wake_w.close()
-        shutil.rmtree(self._dir, ignore_errors=True)
 
     def _refresh(self) -> None:
         self.policy.load(self.source.pull())
@@ -137,7 +128,7 @@ class InferenceServer:
 
     def _serve(self) -> None:
         selector = selectors.DefaultSelector()
-        selector.register(self._listener, selectors.EVENT_READ, "listener")
+        selector.register(self._listener.socket, selectors.EVENT_READ, "listener")
         selector.register(self._wake_r, selectors.EVENT_READ, "wake")
         try:
             while not self._closing:
@@ -159,7 +150,7 @@ class InferenceServer:
             selector.close()
 
     def _accept(self, selector: selectors.BaseSelector) -> None:
-        conn, _ = self._listener.accept()
+        conn, _ = self._listener.socket.accept()
         try:
             conn.settimeout(10.0)  # the client sends its block right after connecting
             slots = attach(conn)

@@ -53,7 +53,7 @@ class A3CWorker:
                  straggler: float = 1.0):
         self.loss, self.rollout_steps, self.target_tau = loss, rollout_steps, target_tau
         worker_seed = seed + 1000 * worker_id
-        # Central inference: the node's inference server samples the actions, the envs step in two groups.
+        # Central inference: the run's inference server samples the actions, the envs step in two groups.
         self.rollout = (RolloutWorker(envs, inference, seed=worker_seed, timeout_s=timeout_s)
                         if inference is not None else None)
         self.runner = envs.runner(worker_seed) if inference is None else None

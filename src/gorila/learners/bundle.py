@@ -26,7 +26,7 @@ class Bundle:
         bundle = factory(worker_id, server); bundle.step(); bundle.report()
 
     Bundles talk to each other only through the parameter server. The actor reloads the parameters
-    every ``actor_refresh`` steps (an actor of ``--inference central`` asks the node's inference
+    every ``actor_refresh`` steps (an actor of ``--inference central`` asks the run's inference
     server instead, which refreshes its own); the learner's next minibatch is sampled on a background thread
     while the current gradient is computed. ``policy_lag`` counts the sampled rows by how many
     versions the server had moved on since their action was chosen (see

@@ -105,6 +105,78 @@ def all_finite(x: np.ndarray) -> bool:
     return bool(np.isfinite(square_sum)) or bool(np.isfinite(x).all())
 
 
+def check_push(grad: np.ndarray, version: int, size: int, shard_id: int) -> None:
+    """What a push must be wherever its shard lives: a float32 gradient of the shard's ``size``
+    (else :class:`GradientError` naming expected and received) and an integer version ``>= 0``
+    (else :class:`VersionError`)."""
+    if not isinstance(grad, np.ndarray):
+        raise GradientError(f"shard {shard_id}: expected a numpy float32 array of shape ({size},), "
+                            f"got {type(grad).__name__}")
+    if grad.dtype != np.float32 or grad.shape != (size,):
+        raise GradientError(f"shard {shard_id}: expected float32 of shape ({size},), "
+                            f"got {grad.dtype} of shape {grad.shape}")
+    if isinstance(version, bool) or not isinstance(version, (int, np.integer)) or version < 0:
+        raise VersionError(f"version must be an integer >= 0, got {version!r}")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How a shard judges one push (:func:`judge_push`): the rule's ``outcome``, the push's
+    ``staleness``, why it was rejected (``"stale"``, ``"nonfinite"``; None when it joins the
+    aggregate) and the pusher's non-finite pushes in a row with this one (``streak``)."""
+
+    outcome: Outcome
+    staleness: int
+    reason: str | None
+    streak: int
+
+
+def judge_push(rule: UpdateRule, shard_version: int, grad: np.ndarray, version: int, streak: int, *,
+               nonfinite_limit: int, shard_id: int, worker_id: int) -> Verdict:
+    """The rules every placement of a shard (a :class:`ParameterShard`, the synchronous server
+    spread over its workers) applies to a checked push computed on ``version`` that arrives at
+    ``shard_version``, from a worker with ``streak`` non-finite pushes in a row before it::
+
+        verdict = judge_push(rule, shard.version, grad, x, streak=0, nonfinite_limit=10, shard_id=0, worker_id=k)
+        if verdict.reason is None: ...   # joins the aggregate, counted or accepted
+
+    A version from the future is a :class:`VersionError`. Staleness beyond the rule's
+    ``accept_within`` is ``"stale"``; a gradient that is not finite is ``"nonfinite"``, and the
+    ``nonfinite_limit``-th in a row from one worker raises :class:`NonFiniteError` (that worker
+    trains on garbage). A rejected push must change nothing but counters.
+    """
+    if version > shard_version:
+        raise VersionError(f"shard {shard_id}: version {version} from worker {worker_id} is "
+                           f"from the future (shard is at version {shard_version})")
+    staleness = shard_version - int(version)
+    outcome = rule.classify(staleness)
+    if outcome == "rejected":
+        return Verdict(outcome, staleness, "stale", streak)
+    if not all_finite(grad):
+        if streak + 1 >= nonfinite_limit:
+            raise NonFiniteError(f"shard {shard_id}: worker {worker_id} pushed {streak + 1} non-finite "
+                                 "gradients in a row (none applied); its loss has diverged or its input "
+                                 "holds NaN or infinity")
+        return Verdict("rejected", staleness, "nonfinite", streak + 1)
+    return Verdict(outcome, staleness, None, 0)
+
+
+def apply_round(params: np.ndarray, optimizer: ServerOptimizer, rule: UpdateRule, total: np.ndarray,
+                joined: int, counted: int) -> bool:
+    """End a round of the aggregate if the rule says so, the step every placement of a shard
+    takes: once ``counted`` pushes count toward ``rule.aggregate``, the mean of the ``joined``
+    gradients summed in ``total`` goes through one optimizer step on ``params``. Whether it did.
+
+    With more than one joined, ``total`` is divided in place (it is spent); a single gradient is
+    read only, so it may be a view of the pusher's memory."""
+    if counted < rule.aggregate:
+        return False
+    if joined > 1:
+        total /= np.float32(joined)
+    optimizer.step(params, total)
+    return True
+
+
 class ParameterShard:
     """A parameter shard: plain Python, placed in-process or as a Ray worker by a runtime.
 
@@ -159,9 +231,7 @@ class ParameterShard:
 
         Fresh parameters in the reply are written into ``out`` when given (e.g. a shared-memory
         slot the pusher reads), instead of a new array."""
-        self._check_gradient(grad)
-        if isinstance(version, bool) or not isinstance(version, (int, np.integer)) or version < 0:
-            raise VersionError(f"version must be an integer >= 0, got {version!r}")
+        check_push(grad, version, self.size, self.shard_id)
         tag = tag or PushTag()
         if tag.epoch != self.epoch:
             self.stats.pushes_rejected_restarted += 1
@@ -171,30 +241,22 @@ class ParameterShard:
                 self.stats.pushes_rejected_duplicate += 1
                 return self._refused("duplicate", version, out)
             self._last_seq[tag.client] = tag.seq
-        if version > self._version:
-            raise VersionError(f"shard {self.shard_id}: version {version} from worker {worker_id} is "
-                               f"from the future (shard is at version {self._version})")
-        self.stats.bytes_in += grad.nbytes
-        staleness = self._version - int(version)
-        self.stats.staleness[staleness] += 1
-        outcome = self.rule.classify(staleness)
-        reason = None
-        applied = False
-        if outcome == "rejected":
-            reason = "stale"
-            self.stats.pushes_rejected_stale += 1
-        elif not all_finite(grad):
-            outcome, reason = "rejected", "nonfinite"
-            self.stats.pushes_rejected_nonfinite += 1
-            self._nonfinite_streak[worker_id] = streak = self._nonfinite_streak.get(worker_id, 0) + 1
-            if streak >= self.nonfinite_limit:
-                raise NonFiniteError(f"shard {self.shard_id}: worker {worker_id} pushed {streak} non-finite "
-                                     "gradients in a row (none applied); its loss has diverged or its input "
-                                     "holds NaN or infinity")
+        verdict = judge_push(self.rule, self._version, grad, version, self._nonfinite_streak.get(worker_id, 0),
+                             nonfinite_limit=self.nonfinite_limit, shard_id=self.shard_id, worker_id=worker_id)
+        if verdict.streak:
+            self._nonfinite_streak[worker_id] = verdict.streak
         else:
             self._nonfinite_streak.pop(worker_id, None)
-            applied = self._join(grad, counted=outcome == "counted")
-            if outcome == "counted":
+        self.stats.bytes_in += grad.nbytes
+        self.stats.staleness[verdict.staleness] += 1
+        applied = False
+        if verdict.reason == "stale":
+            self.stats.pushes_rejected_stale += 1
+        elif verdict.reason == "nonfinite":
+            self.stats.pushes_rejected_nonfinite += 1
+        else:
+            applied = self._join(grad, counted=verdict.outcome == "counted")
+            if verdict.outcome == "counted":
                 self.stats.pushes_counted += 1
             else:
                 self.stats.pushes_accepted += 1
@@ -202,7 +264,8 @@ class ParameterShard:
         if version < self._version:
             fresh = self._copy_params(out)
             self.stats.bytes_out += fresh.nbytes
-        return PushResult(outcome, applied, self._version, staleness, reason, fresh, self.epoch)
+        return PushResult(verdict.outcome, applied, self._version, verdict.staleness, verdict.reason, fresh,
+                          self.epoch)
 
     def _refused(self, reason: str, version: int, out: np.ndarray | None) -> PushResult:
         """A push dropped for its tag: nothing changes; the pusher gets the current parameters."""
@@ -223,18 +286,15 @@ class ParameterShard:
         return out
 
     def _join(self, grad: np.ndarray, counted: bool) -> bool:
-        if self.rule.aggregate == 1 and self._joined == 0 and counted:
-            # Fast path for asynchronous rules: nothing pending, apply this gradient as is.
-            self._optimizer.step(self._params, grad)
+        if self._joined == 0 and apply_round(self._params, self._optimizer, self.rule, grad, 1, int(counted)):
+            # Asynchronous rules: nothing pending, this gradient alone is the round (no copy of it).
             self._advance()
             return True
         self._pending += grad
         self._joined += 1
         self._counted += int(counted)
-        if self._counted < self.rule.aggregate:
+        if not apply_round(self._params, self._optimizer, self.rule, self._pending, self._joined, self._counted):
             return False
-        self._pending /= np.float32(self._joined)
-        self._optimizer.step(self._params, self._pending)
         self._pending.fill(0.0)
         self._joined = self._counted = 0
         self._advance()
@@ -243,14 +303,6 @@ class ParameterShard:
     def _advance(self) -> None:
         self._version += 1
         self.stats.updates += 1
-
-    def _check_gradient(self, grad: np.ndarray) -> None:
-        if not isinstance(grad, np.ndarray):
-            raise GradientError(f"shard {self.shard_id}: expected a numpy float32 array of shape "
-                                f"({self.size},), got {type(grad).__name__}")
-        if grad.dtype != np.float32 or grad.shape != self._params.shape:
-            raise GradientError(f"shard {self.shard_id}: expected float32 of shape ({self.size},), "
-                                f"got {grad.dtype} of shape {grad.shape}")
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """Parameters, pending aggregate, counters and optimizer state, as numpy arrays only."""

@@ -6,9 +6,14 @@ the flat vector is *owned* by worker ``j mod m``; the parameters, each worker's 
 owners' optimizer state and a few counters live in one shared-memory segment. A round is a
 reduce-scatter plus an all-gather in place::
 
-    worker i: write its gradient, mark "round v+1 arrived" for every shard
-    owner of j: wait until all m arrived, average, optimizer step on shard j, version_j = v + 1
+    worker i: judge its push as a shard does; write its gradient, mark "round v+1 arrived" for every shard
+    owner of j: wait until all m arrived, the shard's round (mean, optimizer step), version_j = v + 1
     worker i: wait until every version is v + 1; the new parameters are already in shared memory
+
+A push is judged by :func:`~gorila.params.shard.judge_push` and a round applied by
+:func:`~gorila.params.shard.apply_round`, the functions a :class:`~gorila.params.ParameterShard`
+uses: a stale or non-finite gradient is rejected with nothing changed, the ``nonfinite_limit``-th
+in a row from one worker stops it, and the rejected worker's next push completes the round.
 
 Waits spin briefly and then yield the core (a round is short; a process switch per round is what
 this placement saves), and end in a :class:`WorkerTimeoutError` after ``timeout_s``. Stores become
@@ -33,13 +38,20 @@ from multiprocessing import resource_tracker, shared_memory
 import numpy as np
 
 from gorila.reply import Done
-from gorila.errors import ConfigError, VersionError, WorkerTimeoutError
-from gorila.params import ParameterServer, PushResult, PushTag, ServerSpec, ShardStats, shard_state, split_shard_state
+from gorila.errors import ConfigError, WorkerTimeoutError
+from gorila.params import (ParameterServer, PushResult, PushTag, ServerSpec, ShardStats, UpdateRule, shard_state,
+                           split_shard_state)
 from gorila.params.optim import make_optimizer, optimizer_slots
-from gorila.params.shard import all_finite
+from gorila.params.shard import Verdict, apply_round, check_push, judge_push
 
 # Spins before a wait starts yielding its core to other processes.
 _SPINS = 200
+# A worker's counters of one shard (it alone writes them): ShardStats fields, its non-finite streak,
+# then the staleness histogram. Under the synchronous rule a push is at most one version behind
+# unless its worker kept parameters across a resume; staleness beyond the last bin is counted there.
+_TALLY = ("pushes_counted", "pushes_rejected_stale", "pushes_rejected_nonfinite", "bytes_in", "bytes_out", "streak")
+_STALENESS_BINS = 16
+_COUNTED, _STALE, _NONFINITE, _BYTES_IN, _BYTES_OUT, _STREAK = range(len(_TALLY))
 
 
 def supported() -> bool:
@@ -57,8 +69,8 @@ class _Layout:
     slots: tuple[str, ...]
 
     @property
-    def counters(self) -> int:  # int64: versions, steps, arrived[m, S], pushes[m, S], rejected[m, S]
-        return 2 * self.num_shards + 3 * self.num_workers * self.num_shards
+    def counters(self) -> int:  # int64: versions, steps, arrived[m, S], tally[m, S, fields + bins]
+        return 2 * self.num_shards + self.num_workers * self.num_shards * (1 + len(_TALLY) + _STALENESS_BINS)
 
     @property
     def nbytes(self) -> int:
@@ -70,8 +82,7 @@ class _Layout:
         floats = np.ndarray((self.size * (1 + m + len(self.slots)),), np.float32, buffer, 8 * self.counters)
         out = {"versions": ints[:S], "steps": ints[S:2 * S],
                "arrived": ints[2 * S:2 * S + m * S].reshape(m, S),
-               "pushes": ints[2 * S + m * S:2 * S + 2 * m * S].reshape(m, S),
-               "rejected": ints[2 * S + 2 * m * S:].reshape(m, S),
+               "tally": ints[2 * S + m * S:].reshape(m, S, len(_TALLY) + _STALENESS_BINS),
                "params": floats[:self.size], "grads": floats[self.size:self.size * (1 + m)].reshape(m, self.size)}
         for k, slot in enumerate(self.slots):
             out[slot] = floats[self.size * (1 + m + k):self.size * (2 + m + k)]
@@ -80,11 +91,11 @@ class _Layout:
 
 class SpreadShards:
     """The driver's side: creates and owns the segment; a ``ShardGroup`` the driver reads and
-    checkpoints like any other. Refused unless the rule is synchronous and the CPU keeps stores
-    in order."""
+    checkpoints like any other. Refused unless the rule is synchronous over ``num_workers`` and
+    the CPU keeps stores in order."""
 
     def __init__(self, spec: ServerSpec, params: np.ndarray, num_workers: int, timeout_s: float):
-        if not spec.rule.barrier:
+        if spec.rule != UpdateRule.synchronous(num_workers):
             raise ConfigError("server", "workers: spreading the server over its workers needs --mode sync")
         if not supported():
             raise ConfigError("server", f"workers: needs an x86-64 CPU (total store order), not {platform.machine()}")
@@ -101,14 +112,14 @@ class SpreadShards:
         return self.views["params"].copy(), self.views["versions"].tolist()
 
     def stats(self) -> list[ShardStats]:
+        """Each shard's counters, as a :class:`~gorila.params.ParameterShard` counts them (a push
+        more than 15 versions behind is counted as 15 in the staleness histogram)."""
         out = []
-        for j, part in enumerate(self.slices):
-            pushes = int(self.views["pushes"][:, j].sum())
-            rejected = int(self.views["rejected"][:, j].sum())
-            nbytes = 4 * (part.stop - part.start)
-            out.append(ShardStats(pushes_counted=pushes, pushes_rejected_nonfinite=rejected,
-                                  updates=int(self.views["versions"][j]), bytes_in=(pushes + rejected) * nbytes,
-                                  bytes_out=pushes * nbytes, staleness=Counter({0: pushes + rejected})))
+        for j in range(len(self.slices)):
+            tally = self.views["tally"][:, j].sum(axis=0)
+            fields = {name: int(tally[k]) for k, name in enumerate(_TALLY) if name != "streak"}
+            staleness = Counter({s: int(n) for s, n in enumerate(tally[len(_TALLY):]) if n})
+            out.append(ShardStats(**fields, updates=int(self.views["versions"][j]), staleness=staleness))
         return out
 
     def state_dict(self) -> dict[str, np.ndarray]:
@@ -174,20 +185,21 @@ class SpreadEndpoint:
 
     def push(self, grad: np.ndarray, version: int, worker_id: int,
              tag: PushTag | None = None) -> Done[PushResult] | _Round:
-        """One worker's gradient for this round. ``tag`` is not needed: each worker writes its
-        own row of the round, so a repeat overwrites itself, and a spread server is never restarted."""
-        views, j = self.views, self.shard_id
+        """One worker's gradient for this round, judged as a shard judges it. ``tag`` is not
+        needed: each worker writes its own row of the round, so a repeat overwrites itself, and a
+        spread server is never restarted."""
+        views, j, part = self.views, self.shard_id, self.part
+        check_push(grad, version, part.stop - part.start, j)
         current = int(views["versions"][j])
-        if version > current:
-            raise VersionError(f"shard {j}: version {version} from worker {worker_id} is from the future "
-                               f"(shard is at version {current})")
-        if version < current or not all_finite(grad):  # rejected: nothing joins, fresh parameters back
-            views["rejected"][worker_id, j] += 1
-            reason = "stale" if version < current else "nonfinite"
-            return Done(PushResult("rejected", False, current, current - version, reason,
-                                   views["params"][self.part].copy()))
-        views["grads"][worker_id, self.part] = grad
-        views["pushes"][worker_id, j] += 1
+        tally = views["tally"][worker_id, j]
+        verdict = judge_push(self.spec.rule, current, grad, version, int(tally[_STREAK]),
+                             nonfinite_limit=self.spec.nonfinite_limit, shard_id=j, worker_id=worker_id)
+        _count(tally, verdict, grad.nbytes)
+        if verdict.reason is not None:  # rejected: nothing joins; a pusher behind gets fresh parameters
+            fresh = views["params"][part].copy() if version < current else None
+            tally[_BYTES_OUT] += 0 if fresh is None else fresh.nbytes
+            return Done(PushResult("rejected", False, current, verdict.staleness, verdict.reason, fresh))
+        views["grads"][worker_id, part] = grad
         views["arrived"][worker_id, j] = version + 1  # after the gradient: the owner reads it next
         return _Round(self, version, worker_id)
 
@@ -202,13 +214,15 @@ class SpreadEndpoint:
         self.views
 
     def apply(self, version: int) -> None:
-        """The owner's part of a round: wait for every worker's gradient, step, publish ``version + 1``."""
+        """The owner's part of a round: wait for every worker's gradient, apply the shard's round
+        (every worker's push counts, so the rule's aggregate is reached), publish ``version + 1``."""
         views, j, part = self.views, self.shard_id, self.part
+        m = self.layout.num_workers
         wait_until(lambda: (views["arrived"][:, j] == version + 1).all(), self.timeout_s,
                    f"shard {j} waited for every worker's gradient of version {version}")
         self._optimizer.steps = int(views["steps"][j])
-        mean = views["grads"][:, part].mean(axis=0, dtype=np.float32)
-        self._optimizer.step(views["params"][part], mean)
+        total = views["grads"][:, part].sum(axis=0, dtype=np.float32)
+        apply_round(views["params"][part], self._optimizer, self.spec.rule, total, joined=m, counted=m)
         views["steps"][j] = self._optimizer.steps
         views["versions"][j] = version + 1  # after the parameters: the others read them next
 
@@ -230,7 +244,17 @@ class _Round:
         else:
             wait_until(self.ready, timeout_s, f"worker {self.worker_id} waited at the barrier of version "
                                               f"{self.version + 1} of shard {j}")
-        return PushResult("counted", owner, self.version + 1, 0, None, endpoint.views["params"][endpoint.part])
+        params = endpoint.views["params"][endpoint.part]
+        endpoint.views["tally"][self.worker_id, j, _BYTES_OUT] += params.nbytes
+        return PushResult("counted", owner, self.version + 1, 0, None, params)
+
+
+def _count(tally: np.ndarray, verdict: Verdict, nbytes: int) -> None:
+    """Count a judged push in its worker's row, field by field as a shard counts it."""
+    tally[_BYTES_IN] += nbytes
+    tally[len(_TALLY) + min(verdict.staleness, _STALENESS_BINS - 1)] += 1
+    tally[_STREAK] = verdict.streak
+    tally[{"stale": _STALE, "nonfinite": _NONFINITE, None: _COUNTED}[verdict.reason]] += 1
 
 
 def wait_until(condition, timeout_s: float, what: str) -> None:

@@ -2,10 +2,10 @@
 
 A client on the shard's node owns an anonymous shared-memory slot (``memfd``) of the shard's
 length and hands its descriptor to the shard once, over a ``SOCK_SEQPACKET`` Unix socket in a
-private temp dir. Each push is then one copy of the gradient into the slot, a 17-byte
-request, the shard's update, a copy of the parameters into the same slot (the gradient is
-spent by then: one slot keeps the working set small) and a small reply: no serialization, no
-object store, no Ray call. The slot has no name, so nothing can leak: the kernel frees it
+private temp dir (the transport of :mod:`gorila.transport.shm`). Each push is then one copy of
+the gradient into the slot, a 17-byte request, the shard's update, a copy of the parameters into
+the same slot (the gradient is spent by then: one slot keeps the working set small) and a small
+reply: no serialization, no object store, no Ray call. The slot has no name, so nothing can leak: the kernel frees it
 once both processes have unmapped it (or died).
 
 The server answers each connection on a thread of its own, blocked in ``recv`` until the
@@ -30,14 +30,9 @@ Client side (what :class:`~gorila.runtime.ray_runtime.RayShardEndpoint` does on 
 from __future__ import annotations
 
 import contextlib
-import glob
-import mmap
-import os
 import select
-import shutil
 import socket
 import struct
-import tempfile
 import threading
 import time
 import weakref
@@ -50,6 +45,7 @@ from gorila.errors import (GorilaError, GradientError, NonFiniteError, ShardRest
                            WorkerTimeoutError)
 from gorila.params.rule import OUTCOMES
 from gorila.params.shard import REASONS, PushResult, PushTag
+from gorila.transport.shm import Listener, accept_block, connect, supported
 
 # Requests: op, version, worker id, the push's tag (epoch, client, seq). The gradient is already in the slot.
 _REQUEST = struct.Struct("<Bqqqqq")
@@ -57,17 +53,12 @@ _PUSH, _PULL = 1, 2
 # Replies: status, outcome, reason, applied, has params, version, staleness, epoch.
 _REPLY = struct.Struct("<BBBBBqqq")
 _OK, _FAILED = 0, 1
-_ATTACH = struct.Struct("<q")  # the slot length in float32s, sent with the memfd
+_ATTACH = struct.Struct("<q")  # the slot length in float32s, the header sent with the memfd
 # Errors the shard raises on purpose cross as (kind, message) and are raised again as that type.
 _ERRORS = (GorilaError, GradientError, VersionError, WorkerTimeoutError, NonFiniteError)
 _MAX_MESSAGE = 64 * 1024
 _DIR_PREFIX = "gorila-shard-"
 _SOCKET_NAME = "shard.sock"
-
-
-def supported() -> bool:
-    """Whether this platform has what the fast path needs (Linux: memfd and seqpacket sockets)."""
-    return hasattr(os, "memfd_create") and hasattr(socket, "SOCK_SEQPACKET") and hasattr(socket, "send_fds")
 
 
 def _slot(buffer: Any, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -97,8 +88,7 @@ class FastPathServer:
 
     def __init__(self, push: Callable[..., PushResult], pull: Callable[..., tuple[np.ndarray, int]], size: int):
         self._push, self._pull, self.size = push, pull, size
-        self._dir: str | None = None
-        self._listener: socket.socket | None = None
+        self._listener: Listener | None = None
         self._lock = threading.Lock()  # guards the two collections below
         self._connections: set[socket.socket] = set()
         self._threads: list[threading.Thread] = []
@@ -107,29 +97,18 @@ class FastPathServer:
         """Listen on a socket in a fresh private temp dir; its path, or None where unsupported."""
         if not supported():
             return None
-        remove_stale_dirs(tempfile.gettempdir())
-        self._dir = tempfile.mkdtemp(prefix=_DIR_PREFIX)  # mode 0700: only this user connects
-        path = os.path.join(self._dir, _SOCKET_NAME)
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            # Bound under another name and renamed once listening, so that a socket at ``path``
-            # refusing connections always means its process is gone (see remove_stale_dirs).
-            listener.bind(path + ".new")
-            listener.listen()
-            os.rename(path + ".new", path)
+            self._listener = Listener(_DIR_PREFIX, _SOCKET_NAME)
         except OSError:  # e.g. a temp dir path too long for a Unix socket: the Ray path remains
-            listener.close()
-            self.close()
             return None
-        self._listener = listener
-        self._spawn(self._accept, listener)
-        return path
+        self._spawn(self._accept, self._listener.socket)
+        return self._listener.path
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Stop listening, drop every client connection and remove the socket and its dir.
         A thread still inside a push (a barrier wait) finds its connection gone when it returns."""
         if self._listener is not None:
-            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
+            self._listener.shutdown()  # wakes the accepting thread
         with self._lock:
             for conn in self._connections:
                 with contextlib.suppress(OSError):  # the client may have gone already
@@ -141,9 +120,6 @@ class FastPathServer:
         if self._listener is not None:
             self._listener.close()
             self._listener = None
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
 
     def _spawn(self, target: Callable, *args: Any) -> None:
         # Daemon threads: a barrier wait that outlives close() must not keep the process alive.
@@ -175,19 +151,16 @@ class FastPathServer:
                     self._connections.discard(conn)
 
     def _attach(self, conn: socket.socket) -> tuple[np.ndarray, np.ndarray]:
-        """Receive the client's memfd and map it; the descriptor is closed once mapped."""
-        data, fds, _, _ = socket.recv_fds(conn, _MAX_MESSAGE, 1)
-        try:
-            if len(fds) != 1 or len(data) != _ATTACH.size or _ATTACH.unpack(data)[0] != self.size:
-                raise ValueError("a client attached without a block of this shard's size")
-            block = mmap.mmap(fds[0], self.size * 4)
-        finally:
-            for fd in fds:
-                os.close(fd)
+        """Receive the client's slot and map it."""
+        _, block = accept_block(conn, self._parse)
         grad, params = _slot(block, self.size)
         grad.flags.writeable = False  # the shard only reads the client's gradient
-        conn.sendall(bytes([_OK]))
         return grad, params
+
+    def _parse(self, header: bytes) -> tuple[None, int]:
+        if len(header) != _ATTACH.size or _ATTACH.unpack(header)[0] != self.size:
+            raise ValueError("a client attached without a block of this shard's size")
+        return None, self.size * 4
 
     def _answer(self, request: bytes, grad: np.ndarray, params: np.ndarray) -> bytes:
         try:
@@ -203,19 +176,6 @@ class FastPathServer:
                            result.params is not None, result.version, result.staleness, result.epoch)
 
 
-def remove_stale_dirs(tmp: str, prefix: str = _DIR_PREFIX, socket_name: str = _SOCKET_NAME) -> None:
-    """Remove socket dirs left by processes (shards, inference servers) that were killed before
-    they could close: their socket refuses connections. A live one accepts the probe and drops it."""
-    for path in glob.glob(os.path.join(tmp, prefix + "*", socket_name)):
-        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as probe:
-            try:
-                probe.connect(path)
-            except ConnectionRefusedError:
-                shutil.rmtree(os.path.dirname(path), ignore_errors=True)
-            except OSError:
-                continue  # another user's, or gone meanwhile: not ours to judge
-
-
 class FastPathChannel:
     """One client's connection to a shard process on its node, with its own slot.
 
@@ -228,23 +188,8 @@ class FastPathChannel:
     def __init__(self, path: str, size: int, shard_id: int, timeout_s: float):
         self.size, self.shard_id = size, shard_id
         self._busy = threading.Lock()
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._sock, block = connect(path, size * 4, _ATTACH.pack(size), f"gorila-shard-{shard_id}", timeout_s)
         self._close_socket = weakref.finalize(self, self._sock.close)  # also when dropped unclosed
-        try:
-            self._sock.settimeout(timeout_s)
-            self._sock.connect(path)
-            fd = os.memfd_create(f"gorila-shard-{shard_id}", os.MFD_CLOEXEC)
-            try:
-                os.ftruncate(fd, size * 4)
-                block = mmap.mmap(fd, size * 4)
-                socket.send_fds(self._sock, [_ATTACH.pack(size)], [fd])
-            finally:
-                os.close(fd)  # the mapping (and the shard's) keeps the block alive
-            if self._sock.recv(_MAX_MESSAGE) != bytes([_OK]):
-                raise ConnectionError(f"shard {shard_id} refused the fast path")
-        except OSError:  # TimeoutError included
-            self._sock.close()
-            raise
         self._grad, params = _slot(block, size)
         self._params = params.view()
         self._params.flags.writeable = False

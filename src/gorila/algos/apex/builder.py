@@ -6,7 +6,7 @@
        └──────────────────────────────────────── parameter server ◄────────────────────────────────┘
 
 With ``--inference central`` the actors hold no network: they step their envs in two alternating
-groups and the node's inference server chooses every action (greedy, batched, refreshed every
+groups and the run's inference server chooses every action (greedy, batched, refreshed every
 --actor-refresh batches); the actor adds ε. Their rows enter replay with the largest priority so far.
 
 This is where :class:`~gorila.algos.apex.config.ApexConfig` is read.
@@ -67,7 +67,7 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
 
     def actor(services: dict):
         """Each actor's network copy (which also gives its rows their initial priorities), or
-        (``--inference central``) the node's inference server."""
+        (``--inference central``) the run's inference server."""
         return q_actor(envs, network_fn, exploration, returns, seed=run.seed,
                        inference=services[INFERENCE][0] if central else None, timeout_s=run.call_timeout_s)
 

@@ -58,7 +58,7 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
         if central else ()
 
     def actor(services: dict):
-        """Each actor's network copy, or (``--inference central``) the node's inference server."""
+        """Each actor's network copy, or (``--inference central``) the run's inference server."""
         return q_actor(envs, network_fn, cfg.exploration(), returns, seed=run.seed,
                        inference=services[INFERENCE][0] if central else None, timeout_s=run.call_timeout_s)
 
