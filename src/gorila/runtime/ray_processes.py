@@ -6,7 +6,7 @@ holds them. :class:`~gorila.runtime.ray_runtime.RayRuntime` starts them; the par
     workers = RayWorkers(handles, "actor", call_timeout_s)
     reports = workers.run_steps(10)                   # every worker's report, in order
     replay = RayServices(handles, "replay", call_timeout_s)
-    endpoints = replay.endpoints()                    # picklable: how others call each service
+    pending = replay.stats()                          # a reply per service, asked of all at once
 """
 
 from __future__ import annotations
@@ -51,6 +51,12 @@ class ServiceProcess:
 
     def call(self, method: str, *args: Any) -> Any:
         return getattr(self.service, method)(*args)
+
+    def stats(self) -> dict[str, Any]:
+        return self.service.stats()
+
+    def save(self) -> None:
+        self.service.save()
 
 
 @ray.remote
@@ -137,3 +143,9 @@ class RayServices(RayGroup):
 
     def endpoints(self) -> list[RayService]:
         return [RayService(h, f"{self.name} {k}") for k, h in enumerate(self.handles)]
+
+    def stats(self) -> list[RayPending]:
+        return [RayPending(h.stats.remote(), f"{self.name} {k}.stats") for k, h in enumerate(self.handles)]
+
+    def save(self) -> None:
+        self._gather([h.save.remote() for h in self.handles], "save")
