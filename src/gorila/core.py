@@ -206,10 +206,19 @@ class WorkerGroup(Protocol):
 
 
 class ServiceGroup(Protocol):
-    """Services of one kind (e.g. the replay shards)."""
+    """Services of one kind (e.g. the replay shards)::
+
+        replies = group.stats()                    # asked of every service at once
+        stats = [r.result(timeout_s) for r in replies]
+        group.save()                               # each saves its state where it lives
+    """
 
     def endpoints(self) -> list[ServiceEndpoint]: ...
     def call(self, method: str, *args: Any) -> list[Any]: ...
+    def stats(self) -> list[Pending[dict[str, Any]]]:
+        """Every service's ``stats()`` (with ``pid``, which tells a restarted one), a reply each."""
+    def save(self) -> None:
+        """Every service's ``save()``; returns once all have saved."""
 
 
 class ShardGroup(Protocol):

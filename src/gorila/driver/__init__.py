@@ -2,9 +2,14 @@
 
 =====================  ===============================================================
 ``plan``               ``Plan`` (what a builder hands the driver), ``WorkerSpec``,
-                       ``ServiceSpec``, ``Budget``, the ``Evaluation`` protocol, ``Score``
+                       ``ServiceSpec``, ``Budget``, the ``Evaluation`` protocol, ``Score``,
+                       ``Placed`` (what the driver placed of a plan)
 ``loop``               ``run(run_config, plan)``: place, run in chunks, judge, log,
                        checkpoint, stop
+``chunks``             ``Chunks``: the groups' chunks sized, collected, stalled workers
+                       restarted
+``report``             ``Report``: rows, evaluations, checkpoints, ``summary.json``
+``progress``           ``Progress``: the budget used and the training time
 ``counters``           ``Counters``: totals over workers that may restart
 ``policy_evaluation``  ``PolicyEvaluation`` and its ``Evaluator`` worker (RL algorithms)
 ``saved``              ``SavedRun``: a run directory read back

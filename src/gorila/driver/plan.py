@@ -9,6 +9,8 @@ from small factories, how progress is judged (an :class:`Evaluation`) and the bu
                 groups=lambda services: [WorkerSpec("worker", factory, count=2)],
                 evaluation=PolicyEvaluation(...), budget=Budget(1_000_000, "env_steps"))
     summary = run(run_config, plan)
+
+What the driver placed of it is a :class:`Placed`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from gorila import validate
-from gorila.core import Runtime, ServiceEndpoint, ServiceFactory, ShardGroup, WorkerFactory, WorkerGroup
+from gorila.core import Runtime, ServiceEndpoint, ServiceFactory, ServiceGroup, ShardGroup, WorkerFactory, WorkerGroup
 from gorila.params import ParameterServer, ServerSpec
 
 
@@ -150,3 +152,22 @@ class Plan:
     config: dict = field(default_factory=dict)
     network_fn: Callable[[], Any] | None = None
     param_cache: bool = False
+
+
+@dataclass(frozen=True)
+class Placed:
+    """What the driver placed of a plan, and its evaluations so far, as ``on_chunk`` sees it after
+    every row (tests, tools)::
+
+        def on_chunk(placed):
+            params, versions = placed.shards.pull()
+            placed.groups["bundle"].kill(0)        # Ray runtime: crash a worker
+            return placed.evaluations[-1]["eval_return"] < 200 if placed.evaluations else None  # False: stop
+
+    ``evaluations`` are the records ``summary.json`` keeps, oldest first (read them, do not change them).
+    """
+
+    shards: ShardGroup
+    services: dict[str, ServiceGroup]
+    groups: dict[str, WorkerGroup]
+    evaluations: list[dict[str, Any]] = field(default_factory=list)

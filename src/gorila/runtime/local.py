@@ -106,6 +106,13 @@ class LocalServices:
     def call(self, method: str, *args: Any) -> list[Any]:
         return [getattr(s, method)(*args) for s in self.services]
 
+    def stats(self) -> list[Done[dict[str, Any]]]:
+        return [Done(s.stats()) for s in self.services]
+
+    def save(self) -> None:
+        for service in self.services:
+            service.save()
+
 
 class LocalRuntime:
     """One process; ``cpu_seconds`` is this process's CPU time. PyTorch is held to one thread,

@@ -1,27 +1,24 @@
 """The parameter caches on a Ray cluster: one service process per node, pinned there, each
-holding a :class:`~gorila.params.cache.ParamCache` in that node's shared memory::
+holding a :class:`~gorila.params.cache.ParamCache` in that node's shared memory. The runtime
+starts them and keeps them with its other processes::
 
-    server, caches = runtime.start_param_caches(shards.server)
-    runtime.start_workers(factory, 8, server, name="actor")   # server.source(k): node k's cache
-    caches.call("stats")                                       # pulls, bytes per version, ...
+    server, caches = runtime.start_param_caches(shards.server)   # start_caches(...) inside
+    runtime.start_workers(factory, 8, server, name="actor")      # server.source(k): node k's cache
+    caches.stats()                                                # pulls, bytes per version, ...
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Any
 
 import ray
 
 from gorila.params import ParameterServer
 from gorila.params.cache import CacheSpec, serve_node_cache
-from gorila.runtime.placement import alive_nodes, node_id, pinned
+from gorila.runtime.placement import node_id, pinned
 from gorila.runtime.ray_calls import NamedActor
-from gorila.runtime.ray_runtime import RayServices, _ServiceProcess
-
-if TYPE_CHECKING:
-    from gorila.runtime.ray_runtime import RayRuntime
+from gorila.runtime.ray_processes import RayServices, ServiceProcess
 
 # Mostly asleep between probes: a small CPU share leaves the CPUs to the workers.
 CACHE_CPUS = 0.01
@@ -36,18 +33,14 @@ class RayCaches(RayServices):
         ray.wait(refs, num_returns=len(refs), timeout=self.timeout_s)
 
 
-def start_param_caches(runtime: RayRuntime, server: ParameterServer,
-                       poll_s: float) -> tuple[ParameterServer, RayCaches]:
-    """A cache on every alive node (restarted by Ray when it dies); ``server`` with their address."""
-    nodes = alive_nodes()
-    spec = CacheSpec(prefix=f"gorila-{runtime._tag}-params", size=server.layout.size, locate=node_id, poll_s=poll_s)
+def start_caches(server: ParameterServer, prefix: str, poll_s: float, nodes: list[str], names: list[str],
+                 call_timeout_s: float, options: dict[str, Any]) -> tuple[CacheSpec, RayCaches]:
+    """A cache process on each of ``nodes`` (named ``names``, one each), pulling from ``server``;
+    ``options`` are the runtime's Ray options for a process (restarts, its environment). Returns
+    what workers need to find their node's cache, and the caches' group, still starting."""
+    spec = CacheSpec(prefix=prefix, size=server.layout.size, locate=node_id, poll_s=poll_s)
     factory = functools.partial(serve_node_cache, server, spec)
-    handles = [NamedActor(_ServiceProcess.options(num_cpus=CACHE_CPUS, max_restarts=runtime.max_restarts,
-                                                   max_task_retries=3, name=actor, **pinned(nodes, k),
-                                                   **runtime._env()).remote(factory, k), actor)
-               for k, actor in enumerate(runtime._names("param-cache", len(nodes)))]
-    runtime._handles += handles
-    group = RayCaches(handles, "param cache", runtime.call_timeout_s)
-    runtime._shard_groups.append(group)
-    runtime._starting(group, [h.ready.remote() for h in handles], f"{len(nodes)} parameter caches", wait=False)
-    return replace(server, cache=spec), group
+    handles = [NamedActor(ServiceProcess.options(num_cpus=CACHE_CPUS, name=name, **pinned(nodes, k), **options)
+                          .remote(factory, k), name)
+               for k, name in enumerate(names)]
+    return spec, RayCaches(handles, "param cache", call_timeout_s)

@@ -1,5 +1,7 @@
-"""The Ray runtime: shards and workers as Ray processes. With :mod:`~gorila.runtime.ray_shards`
-and :mod:`~gorila.runtime.ray_calls`, the only modules that import Ray.
+"""The Ray runtime: shards, services and workers as Ray processes (hosted by
+:mod:`~gorila.runtime.ray_processes`, :mod:`~gorila.runtime.ray_shards` and
+:mod:`~gorila.runtime.ray_caches`); like them, and like no module outside :mod:`gorila.runtime`,
+it imports Ray.
 
 With neither ``address`` nor ``RAY_ADDRESS`` it starts an embedded Ray on this machine,
 bound to loopback with no dashboard, and a reaper (:mod:`~gorila.runtime.reaper`) that takes
@@ -14,31 +16,31 @@ import os
 import socket
 import time
 import uuid
-import warnings
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from gorila.core import ServiceFactory, WorkerFactory
-from gorila.errors import ClusterUnreachableError, ConfigError, GorilaError, SchedulingError, WorkerTimeoutError
-from gorila.metrics.cputime import CpuClock, process_cpu_seconds
+from gorila.errors import ClusterUnreachableError, ConfigError, SchedulingError
+from gorila.metrics.cputime import process_cpu_seconds
 from gorila.params import ParameterServer, ServerSpec
 from gorila.runtime.allreduce import SpreadShards
+from gorila.runtime.ray_caches import start_caches
 from gorila.runtime.ray_calls import NamedActor, RayPending, ray
+from gorila.runtime.ray_processes import RayServices, RayWorkers, ServiceProcess, WorkerProcess
 from gorila.runtime.ray_shards import RayShards, ShardProcess
 from gorila.runtime.reaper import Reaper
 from gorila.runtime.shard_recovery import ShardRecovery
 from gorila.runtime.placement import alive_nodes, pinned
 
-from ray.exceptions import GetTimeoutError, RayActorError  # noqa: E402  (after ray_calls: the environment is set)
+from ray.exceptions import GetTimeoutError  # noqa: E402  (after ray_calls: the environment is set)
 
 # One BLAS / torch thread per process (torch reads OMP_NUM_THREADS when it is imported): parallelism
 # comes from processes, and oversubscribed threads would make every speedup measurement lie.
 _ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
-# A blocked worker's backoff, doubling from the first to the last.
-_BACKOFF_S = (0.001, 0.02)
 
 
 # The node of the embedded Ray this process started last (its id is unique to that start).
@@ -109,117 +111,6 @@ def _answers_http2(conn: socket.socket, timeout_s: float) -> bool:
     except OSError:  # timed out, or reset
         return False
     return header[3] == _HTTP2_SETTINGS
-
-
-class RayService:
-    """Calls a method of the object hosted by a service process (picklable)."""
-
-    def __init__(self, handle: Any, what: str):
-        self.handle, self.what = handle, what
-
-    def call(self, method: str, *args: Any) -> RayPending:
-        return RayPending(self.handle.call.remote(method, *args), f"{self.what}.{method}")
-
-
-@ray.remote
-class _ServiceProcess:
-    """Hosts one service object (a replay shard), built here from its factory; others call it."""
-
-    def __init__(self, factory: ServiceFactory, service_id: int):
-        self.cpu = CpuClock()
-        self.service = factory(service_id)
-
-    def ready(self) -> str:
-        return ray.get_runtime_context().get_node_id()
-
-    def call(self, method: str, *args: Any) -> Any:
-        return getattr(self.service, method)(*args)
-
-
-@ray.remote
-class _WorkerProcess:
-    """Hosts one worker object, built here from its factory (never from large arguments, so a
-    restart rebuilds it the same way and it pulls fresh parameters before its first step)."""
-
-    def __init__(self, factory: WorkerFactory, worker_id: int, server: ParameterServer, nice: int = 0):
-        os.nice(nice)  # before the worker exists: its threads inherit the priority
-        self.cpu = CpuClock()
-        self.worker = factory(worker_id, server)
-        self.first_step_at: float | None = None  # wall clock of the first step: start-up's end
-        with warnings.catch_warnings():  # Ray deprecates an internal it calls here; the API stays
-            warnings.simplefilter("ignore", DeprecationWarning)
-            self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
-
-    def ready(self) -> str:
-        return ray.get_runtime_context().get_node_id()
-
-    def run_steps(self, steps: int) -> dict[str, Any]:
-        self.first_step_at = self.first_step_at or time.time()
-        blocked = 0
-        for _ in range(steps):
-            if self.worker.step() is False:
-                # Waiting on another process (a rate limiter): leave it the CPU, a little longer each time.
-                time.sleep(min(_BACKOFF_S[0] * 2 ** blocked, _BACKOFF_S[1]))
-                blocked += 1
-            else:
-                blocked = 0
-        return self.report()
-
-    def report(self) -> dict[str, Any]:
-        return {**self.worker.report(), "cpu_s": self.cpu.seconds(), "restarted": self.restarted,
-                "pid": os.getpid(), "first_step_at": self.first_step_at}
-
-    def call(self, method: str, *args: Any) -> Any:
-        return getattr(self.worker, method)(*args)
-
-
-class _RayGroup:
-    """Processes of one kind started together; a process that dies is restarted by Ray (its
-    call retried)."""
-
-    def __init__(self, handles: list[Any], name: str, call_timeout_s: float):
-        self.handles, self.name, self.timeout_s = handles, name, call_timeout_s
-        self.node_ids: list[str] = []
-
-    def _gather(self, refs: list, what: str) -> list[Any]:
-        out = []
-        for k, ref in enumerate(refs):
-            try:
-                out.append(ray.get(ref, timeout=self.timeout_s))
-            except GetTimeoutError as err:
-                raise WorkerTimeoutError(f"{self.name} {k} did not finish {what} within "
-                                         f"{self.timeout_s:.0f} s") from err
-            except RayActorError as err:
-                raise GorilaError(f"{self.name} {k} died and could not be restarted: {err}") from err
-        return out
-
-    def call(self, method: str, *args: Any) -> list[Any]:
-        """Call ``method`` on every hosted object; the results in order."""
-        return self._gather([h.call.remote(method, *args) for h in self.handles], method)
-
-    def kill(self, index: int) -> None:
-        """Kill process ``index``, as a crash would (Ray restarts it)."""
-        ray.kill(self.handles[index].handle, no_restart=False)
-
-
-class RayWorkers(_RayGroup):
-    """A group of worker processes; a restarted worker's report has a new ``pid``."""
-
-    def run_steps(self, steps: int) -> list[dict[str, Any]]:
-        return self._gather([h.run_steps.remote(steps) for h in self.handles], f"{steps} steps")
-
-    def start_steps(self, steps: int) -> list[RayPending]:
-        return [RayPending(h.run_steps.remote(steps), f"{self.name} {k}") for k, h in enumerate(self.handles)]
-
-    def reports(self) -> list[dict[str, Any]]:
-        return self._gather([h.report.remote() for h in self.handles], "report")
-
-
-class RayServices(_RayGroup):
-    """A group of service processes (e.g. replay shards): called by others, never stepped."""
-
-    def endpoints(self) -> list[RayService]:
-        return [RayService(h, f"{self.name} {k}") for k, h in enumerate(self.handles)]
 
 
 class RayRuntime:
@@ -335,17 +226,23 @@ class RayRuntime:
         self._starting(group, loads, f"{spec.num_shards} parameter shards", wait)
         return group
 
-    def start_param_caches(self, server: ParameterServer, poll_s: float = 0.005) -> tuple[ParameterServer, Any]:
-        """A parameter cache on every node (:mod:`gorila.runtime.ray_caches`); the server whose
-        ``source()`` reads them, and the caches' group."""
-        from gorila.runtime.ray_caches import start_param_caches  # built on this module's processes
-
-        return start_param_caches(self, server, poll_s)
+    def start_param_caches(self, server: ParameterServer, poll_s: float = 0.005) -> tuple[ParameterServer, RayServices]:
+        """A parameter cache on every alive node (:mod:`gorila.runtime.ray_caches`), restarted by Ray
+        when it dies and closed before the processes are killed; the server whose ``source()``
+        reads them, and the caches' group."""
+        nodes = alive_nodes()
+        spec, caches = start_caches(server, f"gorila-{self._tag}-params", poll_s, nodes,
+                                    self._names("param-cache", len(nodes)), self.call_timeout_s,
+                                    dict(max_restarts=self.max_restarts, max_task_retries=3, **self._env()))
+        self._handles += caches.handles
+        self._shard_groups.append(caches)
+        self._starting(caches, [h.ready.remote() for h in caches.handles], f"{len(nodes)} parameter caches", wait=False)
+        return replace(server, cache=spec), caches
 
     def start_services(self, factory: ServiceFactory, count: int, *, name: str, wait: bool = True,
                        node_of: Callable[[int], int] | None = None) -> RayServices:
         nodes = alive_nodes() if node_of else []
-        handles = [NamedActor(_ServiceProcess.options(**self._worker_options(), name=actor,
+        handles = [NamedActor(ServiceProcess.options(**self._worker_options(), name=actor,
                                                        **(pinned(nodes, node_of(k)) if node_of else {})).remote(factory, k),
                                actor)
                    for k, actor in enumerate(self._names(name, count))]
@@ -358,7 +255,7 @@ class RayRuntime:
                       name: str, nice: int = 0, wait: bool = True,
                       node_of: Callable[[int], int] | None = None) -> RayWorkers:
         nodes = alive_nodes() if node_of else []
-        handles = [NamedActor(_WorkerProcess.options(**self._worker_options(), name=actor,
+        handles = [NamedActor(WorkerProcess.options(**self._worker_options(), name=actor,
                                                       **(pinned(nodes, node_of(k)) if node_of else {})).remote(
                        factory, k, server, nice), actor)
                    for k, actor in enumerate(self._names(name, count))]

@@ -1,0 +1,137 @@
+"""The chunks of steps the driver gives its worker groups: how large each is, how they are
+collected, and the restart of workers whose chunk stalls. The chunk loop
+(:mod:`gorila.driver.loop`) drives it::
+
+    chunks = Chunks(groups, runtime, plan, progress, Patience(call_s=600, stall_s=60), logger.message)
+    chunks.start_idle()        # a chunk for every group that has none under way
+    done = chunks.collect()    # waits until some group's chunk is in; its reports are counted
+    chunks.drain()             # at the end: every chunk under way finishes
+
+A group gets its next chunk as soon as its reports are in, so groups of different speeds (actors
+and a learner) never wait for each other at the driver.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gorila.core import Runtime, WorkerGroup
+from gorila.reply import Pending
+from gorila.driver.plan import Plan
+from gorila.driver.progress import Progress
+from gorila.errors import WorkerTimeoutError
+
+
+@dataclass(frozen=True)
+class Patience:
+    """How long the driver waits on workers: ``call_s`` for some group to finish its chunk (then a
+    :class:`~gorila.errors.WorkerTimeoutError`), ``stall_s`` before it restarts the workers of a
+    chunk that has not finished (``--actor-timeout-s``; None: never)."""
+
+    call_s: float
+    stall_s: float | None = None
+
+
+@dataclass
+class _Pace:
+    """One group's chunks so far."""
+
+    size: int | None = None  # its chunk, once it adapts to the plan's chunk_seconds
+    started: float = 0.0  # when its chunk under way began
+    asked: int = 0  # steps per worker of its chunk under way
+    took: float | None = None  # how long its last chunk took
+    per_step: float | None = None  # budget used per worker step in its last chunk
+
+
+class Chunks:
+    """The chunks under way, one per group at most; ``message`` says what the driver did (a
+    restart) in the run's log."""
+
+    def __init__(self, groups: dict[str, WorkerGroup], runtime: Runtime, plan: Plan, progress: Progress,
+                 patience: Patience, message: Callable[[str], None]):
+        self.groups, self.runtime, self.plan, self.progress = groups, runtime, plan, progress
+        self.patience, self.message = patience, message
+        self.running: dict[str, list[Pending[dict[str, Any]]]] = {}
+        self.pace = {name: _Pace() for name in groups}
+        self.restarted_in_chunk: set[tuple[str, int]] = set()  # stalled workers restarted, by group and index
+
+    def start_idle(self) -> None:
+        """Give every group whose last chunk is in its next one."""
+        for name, group in self.groups.items():
+            if name not in self.running:
+                pace = self.pace[name]
+                pace.started = time.perf_counter()
+                pace.asked = self._chunk_steps(name)
+                self.running[name] = group.start_steps(pace.asked)
+
+    def drain(self) -> None:
+        """Wait for every chunk under way, so that every worker's counts are in."""
+        while self.running:
+            self.collect()
+
+    def collect(self) -> set[str]:
+        """Wait until at least one group's chunk is complete; take in its reports. Returns the
+        groups whose chunks completed (and are no longer running)."""
+        timeout_s, stall_s = self.patience.call_s, self.patience.stall_s
+        deadline = time.perf_counter() + timeout_s
+        while True:
+            ready = {name: [p.ready() for p in pending] for name, pending in self.running.items()}  # one snapshot
+            # Checked on every pass: other groups' chunks keep finishing while one worker hangs.
+            if stall_s is not None and self._restart_stalled(ready, stall_s):
+                deadline = time.perf_counter() + timeout_s  # restarted workers get the whole time again
+            done = {name for name, flags in ready.items() if all(flags)}
+            if done:
+                break
+            waiting = [p for name, pending in self.running.items() for p, flag in zip(pending, ready[name])
+                       if not flag]
+            if self.runtime.wait(waiting, timeout_s if stall_s is None else min(timeout_s, stall_s / 4)):
+                continue
+            if time.perf_counter() >= deadline:
+                raise WorkerTimeoutError(f"no worker group ({', '.join(self.running)}) finished its chunk within "
+                                         f"{timeout_s:.0f} s")
+        for name in done:
+            self.restarted_in_chunk = {(g, k) for g, k in self.restarted_in_chunk if g != name}
+            pace, before = self.pace[name], self.progress.used()
+            reports = [p.result(timeout_s) for p in self.running.pop(name)]
+            self.progress.counters.update(name, reports)
+            pace.took = time.perf_counter() - pace.started
+            pace.per_step = (self.progress.used() - before) / max(pace.asked * len(reports), 1)
+        return done
+
+    def _restart_stalled(self, ready: dict[str, list[bool]], stall_s: float) -> bool:
+        """Restart the workers of every group whose chunk has run for ``stall_s`` without them
+        finishing (Ray retries their chunk in the new process); whether any was. A worker is
+        restarted once per chunk: its retried chunk has ``--call-timeout-s`` (killing a process
+        Ray is still starting again would end it for good)."""
+        now, restarted = time.perf_counter(), False
+        for name, flags in ready.items():
+            if now - self.pace[name].started < stall_s:
+                continue
+            for k, flag in enumerate(flags):
+                if not flag and (name, k) not in self.restarted_in_chunk:
+                    self.groups[name].kill(k)
+                    self.restarted_in_chunk.add((name, k))
+                    self.message(f"{name} {k} made no progress for {stall_s:g} s: restarting it")
+                    restarted = True
+        return restarted
+
+    def _chunk_steps(self, group: str) -> int:
+        """The plan's chunk size; with ``chunk_seconds``, scaled toward that duration from the
+        group's last chunk (at most doubling or halving at once). A chunk never asks for more than
+        the budget has left, shared among the group's workers, so a run stops near its budget."""
+        pace, chunk_seconds = self.pace[group], self.plan.chunk_seconds
+        steps = pace.size or self.plan.chunk_steps(self.progress.stats.updates)
+        if chunk_seconds is not None and pace.took is not None:
+            scale = min(2.0, max(0.5, chunk_seconds / max(pace.took, 1e-6)))
+            steps = max(1, round(steps * scale))
+        if chunk_seconds is not None:
+            pace.size = steps
+        if pace.per_step:  # this group's steps use the budget (actors' env steps; not a learner's updates)
+            workers = sum(1 for g, _ in self.progress.counters.last if g == group)
+            left = self.plan.budget.total - self.progress.used()
+            steps = min(steps, max(1, math.ceil(left / (pace.per_step * workers))))
+        return steps

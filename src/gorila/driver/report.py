@@ -1,0 +1,305 @@
+"""What a run records: its rows (``metrics.csv``, TensorBoard), the evaluations and the time to
+its target, its checkpoints, and ``summary.json``. The chunk loop (:mod:`gorila.driver.loop`)
+calls it::
+
+    report = Report(run_config, plan, placed, progress, Outputs(run_dir, logger, terminal, startup), meta)
+    report.judged(evaluation.after_chunk())    # a score: its columns go into the next row
+    report.row(train_s)                        # once every group has finished a chunk
+    report.checkpoint(train_s)                 # the shards, the services the plan names, the exports
+    summary = report.summary(runtime, train_s, "budget")
+
+The run's logger (:func:`open_log`: its columns, TensorBoard tags and hyperparameters) and the
+learning curve drawn at the end (:func:`plot`) are here too, and the :class:`ServiceWatch` that
+reads the services' stats for the rows.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gorila.checkpoint import save_checkpoint
+from gorila.config import RunConfig
+from gorila.core import Runtime, ServiceGroup
+from gorila.driver.plan import Placed, Plan, Score
+from gorila.driver.progress import Progress
+from gorila.errors import WorkerTimeoutError
+from gorila.metrics import RunLogger, plot_learning_curve
+from gorila.metrics.progress import Display
+from gorila.metrics.terminal import Terminal
+from gorila.params import merge_stats
+from gorila.params.server import server_params
+
+#: What TensorBoard's step axis counts, by the budget's unit.
+_STEP_AXIS = {"env_steps": "env steps, summed over all actors", "updates": "parameter-server updates"}
+_PS_COLUMNS = ("updates", "pushes_rejected", "bytes_pushed", "bytes_pulled")
+#: How long a row waits for a service's stats: a live service answers at once, one being restarted
+#: is left out of the row rather than holding the run up.
+SERVICE_PATIENCE_S = 2.0
+
+
+def _columns(plan: Plan) -> tuple[str, ...]:
+    """metrics.csv's columns: progress first, then the evaluation's headline (the first four are
+    shown beside the progress bar)."""
+    rl = plan.budget.unit == "env_steps"
+    head = ("env_steps", "updates") if rl else ("updates",)
+    headline, *other = plan.evaluation.columns
+    return (*head, headline, *(("train_return",) if rl else ()), *other,
+            *(("loss", "env_steps_per_s") if rl else ()),
+            "updates_per_s", "pushes_rejected", "bytes_pushed", "bytes_pulled", "worker_restarts",
+            *(metric.replace(".", "_") for metric in plan.metrics))
+
+
+def _tags(plan: Plan, columns: tuple[str, ...]) -> dict[str, str]:
+    """TensorBoard's tag of each column, grouped: ``eval/`` (what the evaluation fills), ``ps/``
+    (the parameter server's counters), ``time/`` (rates), ``replay/``, and ``train/`` (the rest)."""
+    out: dict[str, str] = {}
+    for column in columns:
+        if column in plan.evaluation.columns:
+            out[column] = "eval/" + column.removeprefix("eval_")
+        elif column in _PS_COLUMNS:
+            out[column] = "ps/" + column
+        elif column.endswith("_per_s"):
+            out[column] = "time/" + column
+        elif column.startswith("replay_"):
+            out[column] = "replay/" + column.removeprefix("replay_")
+        else:
+            out[column] = "train/" + column.removeprefix("train_")
+    return out
+
+
+def _hparams(config: dict[str, Any]) -> dict[str, Any]:
+    """The run's settings as TensorBoard hyperparameters: ``section.field`` -> value (paths left out)."""
+    sections = {name: config[name] for name in ("run", config["algo"], "rule")}
+    return {f"{section}.{key}": value for section, values in sections.items() for key, value in values.items()
+            if key not in ("run_dir", "resume")}
+
+
+def open_log(plan: Plan, run_config: RunConfig, run_dir: Path, config: dict[str, Any], display: Display) -> RunLogger:
+    """The run's :class:`~gorila.metrics.RunLogger` (``config`` is ``config.json``'s record, shown
+    as TensorBoard hyperparameters; ``display`` the terminal's progress), resuming with ``--resume``."""
+    columns = _columns(plan)
+    tags = _tags(plan, columns)
+    return RunLogger(run_dir, config, columns, tags=tags, step_axis=_STEP_AXIS[plan.budget.unit],
+                     hparams=_hparams(config), hparam_metrics=[tags[plan.evaluation.columns[0]]],
+                     display=display, resume=run_config.resume is not None)
+
+
+def plot(run_dir: Path, plan: Plan, run_config: RunConfig) -> None:
+    """The learning curve, ``learning_curve.png``, from the run's ``metrics.csv``."""
+    x = "env_steps" if plan.budget.unit == "env_steps" else "updates"
+    series = [c for c in (plan.evaluation.columns[0], "train_return") if c in _columns(plan)]
+    title = f"{plan.algo} on {plan.label}: {run_config.mode}, {run_config.runtime} runtime, seed {run_config.seed}"
+    plot_learning_curve(run_dir / "metrics.csv", x, series, run_dir / "learning_curve.png", title=title,
+                        target=plan.evaluation.target)
+
+
+class ServiceWatch:
+    """The services' latest stats, and the restarts they tell::
+
+        watch = ServiceWatch(placed.services, logger.message)
+        stats = watch.read()                 # {group name: [each service's stats]}
+        watch.restarts, watch.items_lost     # services restarted, and the replay rows they lost
+
+    A service whose ``pid`` changed was restarted: ``message`` says so, and what it lost.
+    """
+
+    def __init__(self, services: dict[str, ServiceGroup], message: Callable[[str], None]):
+        self.groups, self.message = services, message
+        self.last: dict[tuple[str, int], dict[str, Any]] = {}
+        self.restarts = self.items_lost = 0
+
+    def read(self) -> dict[str, list[dict[str, Any]]]:
+        """Every service's stats, asked of all at once. A service that does not answer within
+        ``SERVICE_PATIENCE_S`` (its process is being restarted) is represented by the last stats it
+        gave, so a service that is down never holds the run up; its restart is noted once it answers."""
+        asked = {name: group.stats() for name, group in self.groups.items()}
+        deadline = time.monotonic() + SERVICE_PATIENCE_S
+        stats: dict[str, list[dict[str, Any]]] = {}
+        for name, pending in asked.items():
+            for k, reply in enumerate(pending):
+                try:
+                    self._note(name, k, reply.result(max(0.0, deadline - time.monotonic())))
+                except WorkerTimeoutError:
+                    pass
+            stats[name] = [self.last[(name, k)] for k in range(len(pending)) if (name, k) in self.last]
+        return stats
+
+    def _note(self, name: str, k: int, now: dict[str, Any]) -> None:
+        before = self.last.get((name, k))
+        if before is not None and before.get("pid") != now.get("pid"):
+            self.restarts += 1
+            if "size" in before:
+                lost = max(0, before["size"] - now.get("restored_size", 0))
+                self.items_lost += lost
+                came_back = "from its last checkpoint" if now.get("restored") else "empty"
+                self.message(f"{name} {k} was restarted and came back {came_back}: {lost:,} rows lost")
+            else:  # a service that holds no rows (an inference server)
+                self.message(f"{name} {k} was restarted")
+        self.last[(name, k)] = now
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Where a run's record goes: its directory, its logger (:func:`open_log`), the terminal (whose
+    clock counts from the command's start, so that the time to target includes the start-up), and
+    the start-up's stages in seconds from that start, which the run adds to (``first_step_s``,
+    ``first_update_s``)."""
+
+    run_dir: Path
+    logger: RunLogger
+    terminal: Terminal
+    startup: dict[str, float] = field(default_factory=dict)
+
+
+class Report:
+    """One run's record between the chunks (see the module doc). ``resumed`` is the meta of the
+    checkpoint the run resumed from (``{}`` for a new run): a target reached before stays reached."""
+
+    def __init__(self, run_config: RunConfig, plan: Plan, placed: Placed, progress: Progress, out: Outputs,
+                 resumed: dict[str, Any]):
+        self.run_config, self.plan, self.placed, self.progress, self.out = run_config, plan, placed, progress, out
+        self.services = ServiceWatch(placed.services, out.logger.message)
+        self.time_to_target: float | None = resumed.get("time_to_target_s")
+        self.train_time_to_target: float | None = resumed.get("train_time_to_target_s")
+        self.pending_row: dict[str, float | None] = {}  # the scores' columns since the last row
+        self.metrics: dict[str, float | None] = {}  # the plan's metrics at the last row
+        self.shard_restarts = 0
+        self._network: Any = None  # plan.network_fn()'s FlatParams, built at the first checkpoint
+
+    def began_stepping(self) -> None:
+        """Note when the first worker began stepping, from the command's start (now, where workers
+        do not say: the local runtime steps them as soon as the driver asks); once."""
+        if "first_step_s" not in self.out.startup:
+            began = [r["first_step_at"] for r in self.progress.counters.last.values() if r.get("first_step_at")]
+            terminal = self.out.terminal
+            self.out.startup["first_step_s"] = min(began) - terminal.started_at if began else terminal.elapsed()
+
+    def judged(self, score: Score | None) -> None:
+        """Take in a judgement of the parameters: its columns for the next row, its record for
+        ``summary.json``, and the time to target when it is the first to reach it."""
+        if score is None:
+            return
+        self.pending_row.update(score.row)
+        used, unit = self.progress.used(), self.plan.budget.unit
+        if score.record:
+            self.placed.evaluations.append({unit: used, **score.record})
+        if score.message:
+            self.out.logger.message(f"{score.message}, {used:,} {unit.replace('_', ' ')}")
+        if score.reached and self.time_to_target is None:
+            self.time_to_target = self.out.terminal.elapsed()
+            self.train_time_to_target = self.progress.train_s()
+            self.out.logger.message(f"target {self.plan.evaluation.target:.4g} reached after {self.time_to_target:.1f} s")
+
+    def row(self, train_s: float) -> None:
+        """Log a row: progress, the servers' counters, the plan's metrics and the scores since the last."""
+        for message in self.placed.shards.restarts():
+            self.shard_restarts += 1
+            self.out.logger.message(message)
+        stats = self.progress.stats = merge_stats(self.placed.shards.stats())
+        if stats.updates and "first_update_s" not in self.out.startup:
+            self.out.startup["first_update_s"] = self.out.terminal.elapsed()  # within a row of the first update
+        counters = self.progress.counters
+        env_steps = counters.total("env_steps")
+        row = {"env_steps": env_steps, "updates": stats.updates, "train_return": counters.recent_return(),
+               "loss": counters.mean("loss"), "env_steps_per_s": env_steps / max(train_s, 1e-9),
+               "updates_per_s": stats.updates / max(train_s, 1e-9), "pushes_rejected": stats.pushes_rejected,
+               "bytes_pushed": stats.bytes_in, "bytes_pulled": stats.bytes_out,
+               "worker_restarts": counters.restarts, **self._plan_metrics(), **self.pending_row}
+        self.out.logger.log(self.progress.used(), {k: v for k, v in row.items() if k in self.out.logger.columns},
+                            train_s=train_s)
+        self.pending_row = {}
+
+    def _plan_metrics(self) -> dict[str, float | None]:
+        """The plan's ``group.key`` metrics as columns ``group_key``: a service's stats summed over
+        the group, a worker report's value averaged over the group's workers. Every service's stats
+        are read, for its metrics or not: they tell a restarted service."""
+        stats = self.services.read()
+        for metric in self.plan.metrics:
+            group, key = metric.split(".", 1)
+            if group in stats:
+                values = [s[key] for s in stats[group] if s.get(key) is not None]
+                self.metrics[metric] = float(sum(values)) if values else None
+            else:
+                values = [r[key] for (g, _), r in self.progress.counters.last.items()
+                          if g == group and r.get(key) is not None]
+                self.metrics[metric] = float(np.mean(values)) if values else None
+        return {metric.replace(".", "_"): value for metric, value in self.metrics.items()}
+
+    def checkpoint(self, train_s: float) -> None:
+        """Save the services the plan names (each where it lives), then the shards' state with the
+        counts a resumed run goes on from, and the exports."""
+        meta = {"env_steps": self.progress.counters.total("env_steps"), "train_time_s": train_s,
+                "time_to_target_s": self.time_to_target, "train_time_to_target_s": self.train_time_to_target,
+                "updates": self.progress.stats.updates,
+                "evaluation": self.plan.evaluation.state_dict()}
+        for name in self.plan.checkpoint_services:
+            self.placed.services[name].save()
+        arrays = self.placed.shards.state_dict()
+        path = save_checkpoint(self.out.run_dir / "checkpoints", arrays, meta, exports=self._exports(arrays))
+        steps = f"{meta['env_steps']:,} env steps, " if self.plan.budget.unit == "env_steps" else ""
+        self.out.logger.message(f"checkpoint {path.name}: {steps}{meta['updates']:,} updates")
+
+    def _exports(self, arrays: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """The network's named state_dict (``model``), for use without gorila; none for lstsq."""
+        if self.plan.network_fn is None:
+            return {}
+        if self._network is None:
+            from gorila.nets import FlatParams  # torch: only plans with a network get here
+
+            self._network = FlatParams(self.plan.network_fn())
+        return {"model": self._network.state_dict(server_params(arrays))}
+
+    def summary(self, runtime: Runtime, train_s: float, stop_reason: str, signal: str | None = None) -> dict[str, Any]:
+        """``summary.json``'s dict; ``signal`` names the signal that stopped the run, if one did."""
+        plan, run_config, counters, shards = self.plan, self.run_config, self.progress.counters, self.placed.shards
+        stats = merge_stats(shards.stats())
+        cpu_by_kind = {"driver": runtime.cpu_seconds(), "parameter shards": shards.cpu_seconds()}
+        for (group, _), report in counters.last.items():
+            cpu_by_kind[group] = cpu_by_kind.get(group, 0.0) + report.get("cpu_s", 0.0)
+        env_steps = counters.total("env_steps")
+        rl = {"env_steps": env_steps, "env_steps_per_s": env_steps / max(train_s, 1e-9)}
+        return {
+            "algo": plan.algo, "label": plan.label, "mode": run_config.mode,
+            "runtime": run_config.runtime, "run_dir": str(self.out.run_dir),
+            "workers": {name: len(g.reports()) for name, g in self.placed.groups.items()},
+            "shards": run_config.shards, "wall_time_from_start_s": self.out.terminal.elapsed(),
+            "train_time_s": train_s,
+            "cpu_time_s": sum(cpu_by_kind.values()), "cpu_s_by_process_kind": cpu_by_kind,
+            **(rl if plan.budget.unit == "env_steps" else {}),
+            "updates": stats.updates, "updates_per_s": stats.updates / max(train_s, 1e-9),
+            "pushes_counted": stats.pushes_counted, "pushes_accepted": stats.pushes_accepted,
+            "pushes_rejected": stats.pushes_rejected, "pushes_rejected_stale": stats.pushes_rejected_stale,
+            "pushes_rejected_nonfinite": stats.pushes_rejected_nonfinite,
+            "pushes_rejected_outlier": int(counters.total("pushes_rejected_outlier")),
+            "bytes_pushed": stats.bytes_in, "bytes_pulled": stats.bytes_out,
+            "time_to_target_s": self.time_to_target, "train_time_to_target_s": self.train_time_to_target,
+            "reached_target": self.time_to_target is not None, "startup": dict(self.out.startup),
+            "stop_reason": stop_reason, "worker_restarts": counters.restarts,
+            **({"signal": signal} if signal is not None else {}),
+            "service_restarts": self.services.restarts, "items_lost": self.services.items_lost,
+            "shard_restarts": self.shard_restarts, "env_failures": counters.total("env_failures"),
+            "pushes_rejected_restarted": stats.pushes_rejected_restarted,
+            "pushes_rejected_duplicate": stats.pushes_rejected_duplicate,
+            **plan.evaluation.summary(), **{m.replace(".", "_"): v for m, v in self.metrics.items()},
+            "evaluations": self.placed.evaluations, "staleness_histogram": stats.as_dict()["staleness"],
+            **self._histograms(),
+        }
+
+    def _histograms(self) -> dict[str, dict[int, int]]:
+        """The plan's ``group.key`` histograms (``{value: count}`` in worker reports), summed."""
+        out = {}
+        for histogram in self.plan.histograms:
+            group, key = histogram.split(".", 1)
+            total: collections.Counter = collections.Counter()
+            for (g, _), report in self.progress.counters.last.items():
+                if g == group:
+                    total.update({int(k): int(v) for k, v in report.get(key, {}).items()})
+            out[histogram.replace(".", "_") + "_histogram"] = dict(sorted(total.items()))
+        return out

@@ -1,0 +1,151 @@
+"""The Ray processes that host gorila's workers and services, and their groups as the driver
+holds them. :class:`~gorila.runtime.ray_runtime.RayRuntime` starts them; the parameter caches
+(:mod:`~gorila.runtime.ray_caches`) are service processes too::
+
+    handles = [NamedActor(WorkerProcess.options(**options).remote(factory, k, server), name) ...]
+    workers = RayWorkers(handles, "actor", call_timeout_s)
+    reports = workers.run_steps(10)                   # every worker's report, in order
+    replay = RayServices(handles, "replay", call_timeout_s)
+    pending = replay.stats()                          # a reply per service, asked of all at once
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from typing import Any
+
+from gorila.core import ServiceFactory, WorkerFactory
+from gorila.errors import GorilaError, WorkerTimeoutError
+from gorila.metrics.cputime import CpuClock
+from gorila.params import ParameterServer
+from gorila.runtime.ray_calls import RayPending, ray
+
+from ray.exceptions import GetTimeoutError, RayActorError  # noqa: E402  (after ray_calls: the environment is set)
+
+# A blocked worker's backoff, doubling from the first to the last.
+_BACKOFF_S = (0.001, 0.02)
+
+
+class RayService:
+    """Calls a method of the object hosted by a service process (picklable)."""
+
+    def __init__(self, handle: Any, what: str):
+        self.handle, self.what = handle, what
+
+    def call(self, method: str, *args: Any) -> RayPending:
+        return RayPending(self.handle.call.remote(method, *args), f"{self.what}.{method}")
+
+
+@ray.remote
+class ServiceProcess:
+    """Hosts one service object (a replay shard), built here from its factory; others call it."""
+
+    def __init__(self, factory: ServiceFactory, service_id: int):
+        self.cpu = CpuClock()
+        self.service = factory(service_id)
+
+    def ready(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    def call(self, method: str, *args: Any) -> Any:
+        return getattr(self.service, method)(*args)
+
+    def stats(self) -> dict[str, Any]:
+        return self.service.stats()
+
+    def save(self) -> None:
+        self.service.save()
+
+
+@ray.remote
+class WorkerProcess:
+    """Hosts one worker object, built here from its factory (never from large arguments, so a
+    restart rebuilds it the same way and it pulls fresh parameters before its first step)."""
+
+    def __init__(self, factory: WorkerFactory, worker_id: int, server: ParameterServer, nice: int = 0):
+        os.nice(nice)  # before the worker exists: its threads inherit the priority
+        self.cpu = CpuClock()
+        self.worker = factory(worker_id, server)
+        self.first_step_at: float | None = None  # wall clock of the first step: start-up's end
+        with warnings.catch_warnings():  # Ray deprecates an internal it calls here; the API stays
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
+
+    def ready(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    def run_steps(self, steps: int) -> dict[str, Any]:
+        self.first_step_at = self.first_step_at or time.time()
+        blocked = 0
+        for _ in range(steps):
+            if self.worker.step() is False:
+                # Waiting on another process (a rate limiter): leave it the CPU, a little longer each time.
+                time.sleep(min(_BACKOFF_S[0] * 2 ** blocked, _BACKOFF_S[1]))
+                blocked += 1
+            else:
+                blocked = 0
+        return self.report()
+
+    def report(self) -> dict[str, Any]:
+        return {**self.worker.report(), "cpu_s": self.cpu.seconds(), "restarted": self.restarted,
+                "pid": os.getpid(), "first_step_at": self.first_step_at}
+
+    def call(self, method: str, *args: Any) -> Any:
+        return getattr(self.worker, method)(*args)
+
+
+class RayGroup:
+    """Processes of one kind started together; a process that dies is restarted by Ray (its
+    call retried). ``node_ids`` are filled in once the runtime has seen them start."""
+
+    def __init__(self, handles: list[Any], name: str, call_timeout_s: float):
+        self.handles, self.name, self.timeout_s = handles, name, call_timeout_s
+        self.node_ids: list[str] = []
+
+    def _gather(self, refs: list, what: str) -> list[Any]:
+        out = []
+        for k, ref in enumerate(refs):
+            try:
+                out.append(ray.get(ref, timeout=self.timeout_s))
+            except GetTimeoutError as err:
+                raise WorkerTimeoutError(f"{self.name} {k} did not finish {what} within "
+                                         f"{self.timeout_s:.0f} s") from err
+            except RayActorError as err:
+                raise GorilaError(f"{self.name} {k} died and could not be restarted: {err}") from err
+        return out
+
+    def call(self, method: str, *args: Any) -> list[Any]:
+        """Call ``method`` on every hosted object; the results in order."""
+        return self._gather([h.call.remote(method, *args) for h in self.handles], method)
+
+    def kill(self, index: int) -> None:
+        """Kill process ``index``, as a crash would (Ray restarts it)."""
+        ray.kill(self.handles[index].handle, no_restart=False)
+
+
+class RayWorkers(RayGroup):
+    """A group of worker processes; a restarted worker's report has a new ``pid``."""
+
+    def run_steps(self, steps: int) -> list[dict[str, Any]]:
+        return self._gather([h.run_steps.remote(steps) for h in self.handles], f"{steps} steps")
+
+    def start_steps(self, steps: int) -> list[RayPending]:
+        return [RayPending(h.run_steps.remote(steps), f"{self.name} {k}") for k, h in enumerate(self.handles)]
+
+    def reports(self) -> list[dict[str, Any]]:
+        return self._gather([h.report.remote() for h in self.handles], "report")
+
+
+class RayServices(RayGroup):
+    """A group of service processes (e.g. replay shards): called by others, never stepped."""
+
+    def endpoints(self) -> list[RayService]:
+        return [RayService(h, f"{self.name} {k}") for k, h in enumerate(self.handles)]
+
+    def stats(self) -> list[RayPending]:
+        return [RayPending(h.stats.remote(), f"{self.name} {k}.stats") for k, h in enumerate(self.handles)]
+
+    def save(self) -> None:
+        self._gather([h.save.remote() for h in self.handles], "save")

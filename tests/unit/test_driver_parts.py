@@ -1,0 +1,143 @@
+"""The driver's parts on their own: the chunks' sizes and the restart of stalled workers
+(``driver/chunks.py``), the services' stats as the rows read them (``driver/report.py``), and the
+typed ``stats()`` / ``save()`` of a local service group."""
+
+import numpy as np
+import pytest
+
+from gorila.reply import Done
+from gorila.driver.chunks import Chunks, Patience
+from gorila.driver.plan import Budget, Plan
+from gorila.driver.progress import Progress
+from gorila.driver.report import ServiceWatch
+from gorila.errors import WorkerTimeoutError
+from gorila.params import ServerSpec, UpdateRule
+from gorila.runtime import LocalRuntime
+
+
+def _plan(budget: int, chunk: int) -> Plan:
+    return Plan(algo="test", label="fake", initial_params=lambda: np.zeros(1, np.float32),
+                spec=ServerSpec(rule=UpdateRule.asynchronous()), groups=lambda services: [], evaluation=None,
+                budget=Budget(budget, "env_steps"), processes=1, chunk_steps=lambda updates: chunk)
+
+
+class _Stepper:
+    """A worker whose every step is one env step."""
+
+    def __init__(self, worker_id, server):
+        self.env_steps = 0
+
+    def step(self) -> None:
+        self.env_steps += 1
+
+    def report(self) -> dict:
+        return {"env_steps": self.env_steps}
+
+
+def test_a_chunk_never_asks_for_more_than_the_budget_has_left():
+    runtime = LocalRuntime()
+    shards = runtime.start_shards(ServerSpec(rule=UpdateRule.asynchronous()), np.zeros(1, np.float32))
+    groups = {"actor": runtime.start_workers(_Stepper, 2, shards.server, name="actor")}
+    progress = Progress.resumed("env_steps", {})
+    chunks = Chunks(groups, runtime, _plan(budget=120, chunk=50), progress, Patience(call_s=10.0), print)
+    chunks.start_idle()
+    assert chunks.collect() == {"actor"} and progress.used() == 100
+    chunks.start_idle()  # 20 env steps left, two workers: 10 steps each, not the plan's 50
+    assert chunks.pace["actor"].asked == 10
+    chunks.drain()
+    assert progress.used() == 120
+
+
+class _Hung:
+    def ready(self) -> bool:
+        return False
+
+    def result(self, timeout_s: float):
+        raise AssertionError("a hung chunk has no result")
+
+
+class _HungGroup:
+    """Two workers whose chunks never finish; kills are recorded."""
+
+    def __init__(self):
+        self.killed: list[int] = []
+
+    def start_steps(self, steps):
+        return [_Hung(), _Hung()]
+
+    def kill(self, index):
+        self.killed.append(index)
+
+
+class _NothingReady:
+    def wait(self, pending, timeout_s):
+        return []
+
+
+def test_the_workers_of_a_stalled_chunk_are_restarted_once_each():
+    group, messages = _HungGroup(), []
+    chunks = Chunks({"actor": group}, _NothingReady(), _plan(budget=100, chunk=5), Progress.resumed("env_steps", {}),
+                    Patience(call_s=0.2, stall_s=0.0), messages.append)
+    chunks.start_idle()
+    with pytest.raises(WorkerTimeoutError, match="no worker group \\(actor\\) finished its chunk"):
+        chunks.collect()
+    assert group.killed == [0, 1]
+    assert messages == ["actor 0 made no progress for 0 s: restarting it",
+                        "actor 1 made no progress for 0 s: restarting it"]
+
+
+class _Down:
+    """The reply of a service being restarted."""
+
+    def result(self, timeout_s: float):
+        raise WorkerTimeoutError("replay 0.stats did not answer")
+
+
+class _Services:
+    """A service group whose replies are set by the test."""
+
+    def __init__(self):
+        self.replies: list = []
+
+    def stats(self):
+        return self.replies
+
+
+def test_a_restarted_service_is_noted_with_the_rows_it_lost():
+    services, messages = _Services(), []
+    watch = ServiceWatch({"replay": services}, messages.append)
+    services.replies = [Done({"pid": 1, "size": 100})]
+    assert watch.read() == {"replay": [{"pid": 1, "size": 100}]}
+    services.replies = [Done({"pid": 2, "size": 30, "restored": True, "restored_size": 30})]
+    watch.read()
+    assert (watch.restarts, watch.items_lost) == (1, 70)
+    assert messages == ["replay 0 was restarted and came back from its last checkpoint: 70 rows lost"]
+
+
+def test_a_service_that_does_not_answer_keeps_its_last_stats_and_holds_nothing_up():
+    services, messages = _Services(), []
+    watch = ServiceWatch({"replay": services}, messages.append)
+    services.replies = [Done({"pid": 1, "size": 100}), Done({"pid": 5, "size": 7})]
+    watch.read()
+    services.replies = [_Down(), Done({"pid": 5, "size": 9})]
+    assert watch.read() == {"replay": [{"pid": 1, "size": 100}, {"pid": 5, "size": 9}]}
+    assert watch.restarts == 0 and messages == []
+
+
+class _Saving:
+    def __init__(self, service_id):
+        self.service_id, self.saved = service_id, 0
+
+    def stats(self) -> dict:
+        return {"shard": self.service_id}
+
+    def save(self) -> None:
+        self.saved += 1
+
+
+def test_local_services_answer_stats_and_save_every_service():
+    runtime = LocalRuntime()
+    group = runtime.start_services(_Saving, 3, name="replay")
+    assert [reply.result(1.0) for reply in group.stats()] == [{"shard": 0}, {"shard": 1}, {"shard": 2}]
+    group.save()
+    assert [s.saved for s in group.services] == [1, 1, 1]
