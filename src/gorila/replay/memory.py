@@ -22,6 +22,10 @@ def make_storage(capacity: int, obs_shape: tuple[int, ...], obs_dtype, *, num_st
     """:class:`FrameStackStorage` for stacked frames, :class:`TransitionStorage` otherwise::
 
         storage = make_storage(1_000_000, (4, 84, 84), np.uint8, num_streams=8)   # ~7 GB, not ~56 GB
+        storage = make_storage(100_000, (4, 10, 10), bool)   # MinAtar: 824 B a row, float32's 3224
+
+    Observations are kept in their own dtype and become float only in the network, on a sampled
+    batch: MinAtar's boolean grids take one byte per cell, a quarter of float32.
     """
     if is_frame_stack(obs_shape, obs_dtype):
         return FrameStackStorage(capacity, obs_shape, obs_dtype, num_streams=num_streams)
