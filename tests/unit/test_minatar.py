@@ -56,8 +56,8 @@ def test_the_minatar_network_is_chosen_for_boolean_grids_and_the_nature_cnn_for_
 
 def _rows(n: int, rng: np.random.Generator) -> Transitions:
     grids = rng.random((n, 4, 10, 10)) < 0.2
-    return Transitions(obs=grids, action=rng.integers(0, 3, n), reward=np.ones(n, np.float32),
-                       next_obs=~grids, terminated=np.zeros(n, bool), truncated=np.zeros(n, bool), env_index=np.zeros(n, np.int64),
+    return Transitions(obs=grids, action=rng.integers(0, 3, n), reward=np.ones(n, np.float32), next_obs=~grids,
+                       terminated=np.zeros(n, bool), truncated=np.zeros(n, bool), env_index=np.zeros(n, np.int64),
                        discount=np.full(n, 0.99, np.float32), steps=np.ones(n, np.int64))
 
 
