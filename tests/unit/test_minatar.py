@@ -94,3 +94,40 @@ def test_minatar_envs_are_channels_first_boolean_grids():
     assert env.observation_space.contains(obs) and obs.any()
     obs, *_ = env.step(0)
     assert env.observation_space.contains(obs)
+
+
+class _EntryPoint:
+    """A ``gymnasium.envs`` entry point whose registration function records that it ran."""
+
+    def __init__(self, calls: list):
+        self.calls = calls
+
+    def load(self):
+        return lambda: self.calls.append("registered")
+
+
+def _without_minatar(monkeypatch, entry_points):
+    from gorila.envs import make
+
+    registry = {k: v for k, v in gym.registry.items() if v.namespace != "MinAtar"}
+    monkeypatch.setattr(make.gym, "registry", registry)
+    monkeypatch.setattr(make.metadata, "entry_points", lambda group, name: entry_points if
+                        (group, name) == ("gymnasium.envs", "MinAtar") else [])
+    return make
+
+
+def test_a_namespace_not_yet_registered_is_registered_through_its_packages_entry_point(monkeypatch):
+    calls: list = []
+    make = _without_minatar(monkeypatch, [_EntryPoint(calls)])
+    make._register_namespace("MinAtar/Breakout-v1")
+    make._register_namespace("CartPole-v1")  # no namespace: nothing to register
+    assert calls == ["registered"]
+
+
+def test_minatar_ids_without_the_package_name_the_extra_to_install(monkeypatch):
+    from gorila.errors import ConfigError
+
+    make = _without_minatar(monkeypatch, [])
+    with pytest.raises(ConfigError, match=r"gorila\[minatar\]") as err:
+        make._register_namespace("MinAtar/Breakout-v1")
+    assert err.value.flag == "--env"

@@ -46,8 +46,8 @@ def network_for(observation_space: gym.Space, action_space: gym.Space, hidden: t
 
 def make_network(env_id: str, hidden: tuple[int, ...], shared_torso: bool, seed: int) -> ActorCriticNet:
     """The network for ``env_id``, initialised from ``seed`` only (the global RNG is left alone).
-    ``hidden`` and ``shared_torso`` shape the MLPs of vector observations (frames always get the
-    Nature-CNN torso shared by both heads)."""
+    ``hidden`` and ``shared_torso`` shape the MLPs of vector observations (images always get a
+    convolutional torso shared by both heads: the Nature CNN's, or MinAtar's for boolean grids)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return network_for(*env_spaces(env_id), hidden, shared_torso)
