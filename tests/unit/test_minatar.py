@@ -1,5 +1,5 @@
 """MinAtar observations: channels-first boolean grids, the MinAtar network chosen for them, and a
-replay that keeps one byte per cell."""
+replay that keeps one bit per cell."""
 
 import gymnasium as gym
 import numpy as np
@@ -12,6 +12,7 @@ from gorila.nets import FlatParams
 from gorila.nets.cnn import NatureCNN
 from gorila.nets.minatar import MinAtarActorCritic, MinAtarQNetwork, is_grid
 from gorila.nets.q import make_q_network
+from gorila.replay.grids import PackedGridStorage
 from gorila.replay.memory import estimate_storage_bytes, make_storage
 from gorila.replay.storage import SCALAR_BYTES, TransitionStorage
 
@@ -54,34 +55,44 @@ def test_the_minatar_network_is_chosen_for_boolean_grids_and_the_nature_cnn_for_
     assert isinstance(network_for(BREAKOUT, gym.spaces.Discrete(3), (64,), False), MinAtarActorCritic)
 
 
-def _rows(n: int, rng: np.random.Generator) -> Transitions:
-    grids = rng.random((n, 4, 10, 10)) < 0.2
+def _rows(n: int, shape: tuple[int, ...], rng: np.random.Generator) -> Transitions:
+    grids = rng.random((n, *shape)) < 0.2
     return Transitions(obs=grids, action=rng.integers(0, 3, n), reward=np.ones(n, np.float32), next_obs=~grids,
                        terminated=np.zeros(n, bool), truncated=np.zeros(n, bool), env_index=np.zeros(n, np.int64),
                        discount=np.full(n, 0.99, np.float32), steps=np.ones(n, np.int64))
 
 
-def test_replay_keeps_one_byte_per_cell_a_quarter_of_a_float32_store():
+def test_replay_keeps_one_bit_per_cell_a_32nd_of_a_float32_store():
     capacity, cells = 1000, 4 * 10 * 10
     grids = make_storage(capacity, BREAKOUT.shape, BREAKOUT.dtype)
     floats = make_storage(capacity, BREAKOUT.shape, np.float32)
-    assert isinstance(grids, TransitionStorage)
+    assert isinstance(grids, PackedGridStorage) and type(floats) is TransitionStorage
     # Bytes per row: obs and next_obs, plus action, reward, discount and policy version.
     grid_row, float_row = grids.nbytes // capacity, floats.nbytes // capacity
-    assert (grid_row, float_row) == (2 * cells + SCALAR_BYTES, 2 * cells * 4 + SCALAR_BYTES) == (824, 3224)
-    assert (float_row - SCALAR_BYTES) / (grid_row - SCALAR_BYTES) == 4.0
+    assert (grid_row, float_row) == (2 * cells // 8 + SCALAR_BYTES, 2 * cells * 4 + SCALAR_BYTES) == (124, 3224)
+    assert (float_row - SCALAR_BYTES) / (grid_row - SCALAR_BYTES) == 32.0
     assert estimate_storage_bytes(capacity, BREAKOUT.shape, BREAKOUT.dtype) == grids.nbytes
 
 
-def test_grids_come_back_from_replay_exactly_as_they_were_added():
+@pytest.mark.parametrize("shape", [(4, 10, 10), (7, 10, 10), (3, 5, 3)])  # 45 cells: a partly filled last byte
+def test_grids_come_back_from_replay_exactly_as_they_were_added(shape):
     rng = np.random.default_rng(0)
-    storage = make_storage(64, BREAKOUT.shape, BREAKOUT.dtype)
-    rows = _rows(64, rng)
+    storage = make_storage(64, shape, bool)
+    rows = _rows(80, shape, rng)  # more than the capacity: the ring wraps
     slots, _ = storage.add(rows)
-    batch = storage.gather(slots[:10])
-    assert batch.obs.dtype == np.bool_
-    np.testing.assert_array_equal(batch.obs, rows.obs[:10])
-    np.testing.assert_array_equal(batch.next_obs, rows.next_obs[:10])
+    batch = storage.gather(slots[-10:])
+    assert batch.obs.dtype == batch.next_obs.dtype == np.bool_ and batch.obs.shape == (10, *shape)
+    np.testing.assert_array_equal(batch.obs, rows.obs[-10:])
+    np.testing.assert_array_equal(batch.next_obs, rows.next_obs[-10:])
+    assert storage.sample(32, rng).obs.shape == (32, *shape)
+
+
+def test_a_packed_replay_restores_from_its_state_dict():
+    rng = np.random.default_rng(1)
+    storage, restored = make_storage(16, BREAKOUT.shape, bool), make_storage(16, BREAKOUT.shape, bool)
+    slots, _ = storage.add(_rows(10, BREAKOUT.shape, rng))
+    restored.load_state_dict(storage.state_dict())
+    np.testing.assert_array_equal(restored.gather(slots).obs, storage.gather(slots).obs)
 
 
 def test_minatar_envs_are_channels_first_boolean_grids():

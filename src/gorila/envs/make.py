@@ -34,7 +34,7 @@ class ChannelsFirst(gym.ObservationWrapper):
 
         env = ChannelsFirst(gym.make("MinAtar/Breakout-v1"))   # obs (4, 10, 10) bool
 
-    The cells stay booleans (one byte each, in replay and on the wire); networks cast them to float.
+    The cells stay booleans (a byte each on the wire, a bit in replay); networks cast them to float.
     """
 
     def __init__(self, env: gym.Env):

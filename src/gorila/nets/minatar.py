@@ -40,7 +40,7 @@ class MinAtarQNetwork(nn.Module):
         net = MinAtarQNetwork(6, 6, dueling=True)                     # Ape-X: value and advantage streams
 
     conv 16 3×3 stride 1 → ReLU → fc 128 → ReLU → n_actions (Young & Tian's DQN). The input is cast
-    to float here, so replay and the wire carry one byte per cell. With ``dueling`` the convolution
+    to float here, so the wire carries a byte per cell and replay a bit. With ``dueling`` the convolution
     feeds two 128-unit streams, as the Nature CNN's feeds two 512-unit ones.
     """
 
