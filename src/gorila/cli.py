@@ -193,6 +193,7 @@ def cmd_plot(argv: list[str]) -> int:
 def cmd_info(argv: list[str]) -> int:
     import os
     import platform
+    from importlib import metadata
 
     parser = argparse.ArgumentParser(prog="gorila info", description="Versions and hardware.")
     parser.parse_args(argv)
@@ -202,6 +203,10 @@ def cmd_info(argv: list[str]) -> int:
             lines[module] = __import__(module).__version__
         except ImportError:
             lines[module] = "not installed"
+    try:  # read from its metadata: gorila never imports the GPL-3 package itself
+        lines["minatar"] = metadata.version("minatar")
+    except metadata.PackageNotFoundError:
+        lines["minatar"] = "not installed"
     import torch
 
     lines["cpus"] = str(os.cpu_count())

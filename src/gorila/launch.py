@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gorila.algos.presets import with_preset
 from gorila.algos.registry import ALGORITHMS
 from gorila.cliargs import from_flags
 from gorila.config import RunConfig, values_from_json
@@ -33,8 +34,9 @@ def settings(algo: str) -> set[str]:
 
 
 def configs_from_values(algo: str, values: dict[str, Any]) -> tuple[RunConfig, list]:
-    """The ``RunConfig`` and the algorithm's configs from ``values`` (name -> value; the rest keep
-    their defaults), each validated on construction."""
+    """The ``RunConfig`` and the algorithm's configs from ``values`` (name -> value; the rest come
+    from the env's preset, see :mod:`gorila.algos.presets`, or keep their defaults), each validated
+    on construction."""
     if algo not in ALGORITHMS:
         raise ConfigError("algo", f"unknown algorithm {algo!r}; choose from {', '.join(sorted(ALGORITHMS))}")
     unknown = sorted(set(values) - settings(algo))
@@ -44,7 +46,7 @@ def configs_from_values(algo: str, values: dict[str, Any]) -> tuple[RunConfig, l
         hint = f" (it is a setting of {', '.join(other)})" if other else ""
         raise ConfigError(name, f"not a setting of {algo}{hint}")
     # JSON and Python callers give lists where configs hold tuples (hidden=[64, 64]).
-    namespace = argparse.Namespace(**values_from_json(values))
+    namespace = argparse.Namespace(**values_from_json(with_preset(algo, values)))
     run = from_flags(RunConfig, namespace, algo=algo)
     return run, [from_flags(cls, namespace) for cls in ALGORITHMS[algo].config_classes()]
 

@@ -14,4 +14,5 @@ def _lazy(name: str) -> Callable[[list[str]], int]:
 
 
 BENCHMARKS: dict[str, Callable[[list[str]], int]] = {
-    name: _lazy(name) for name in ("ps", "speedup", "sampling", "learner", "replay", "apex", "startup", "menger")}
+    name: _lazy(name) for name in ("ps", "speedup", "sampling", "learner", "replay", "apex", "startup", "menger",
+                                  "minatar")}

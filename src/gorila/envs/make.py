@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+from importlib import metadata
 
 import gymnasium as gym
 import numpy as np
@@ -21,6 +22,28 @@ ATARI_FRAME_SKIP = 4
 def is_atari(env_id: str) -> bool:
     """True for the ALE namespace (``ALE/Pong-v5``), the ids that get DQN preprocessing."""
     return env_id.startswith("ALE/")
+
+
+def is_minatar(env_id: str) -> bool:
+    """True for the MinAtar namespace (``MinAtar/Breakout-v1``), whose grids are turned channels-first."""
+    return env_id.startswith("MinAtar/")
+
+
+class ChannelsFirst(gym.ObservationWrapper):
+    """MinAtar's ``(10, 10, C)`` boolean grid as ``(C, 10, 10)``, the layout of torch's convolutions::
+
+        env = ChannelsFirst(gym.make("MinAtar/Breakout-v1"))   # obs (4, 10, 10) bool
+
+    The cells stay booleans (a byte each on the wire, a bit in replay); networks cast them to float.
+    """
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        height, width, channels = env.observation_space.shape
+        self.observation_space = gym.spaces.Box(0, 1, (channels, height, width), dtype=bool)
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(np.moveaxis(observation, -1, 0), dtype=bool)
 
 
 class SignReward(gym.Wrapper):
@@ -55,7 +78,10 @@ def make_env(env_id: str, *, seed: int, training: bool, terminal_on_life_loss: b
     ``training=True`` rewards are clipped to their sign (:class:`SignReward`; the raw reward
     stays in ``info["raw_reward"]``) and ``terminal_on_life_loss`` may end an episode when a
     life is lost — note that Gymnasium then resets the whole game, not just the life.
-    Evaluation (``training=False``) never clips and never ends on a life loss. Other ids ignore
+    Evaluation (``training=False``) never clips and never ends on a life loss. ``MinAtar/<Game>-v1``
+    ids (the optional ``minatar`` package, registered on demand through its own ``gymnasium.envs``
+    entry point; gorila never imports it) give ``(C, 10, 10)`` boolean grids (:class:`ChannelsFirst`)
+    with the game's own sticky actions and unclipped rewards, as Young & Tian (2019). Other ids ignore
     ``training``, ``terminal_on_life_loss`` and ``noop_max``. ``render_mode`` is Gymnasium's
     (``"rgb_array"`` to record videos).
     """
@@ -64,6 +90,8 @@ def make_env(env_id: str, *, seed: int, training: bool, terminal_on_life_loss: b
     if is_atari(env_id):
         env = _make_atari(env_id, training=training, terminal_on_life_loss=terminal_on_life_loss,
                           noop_max=noop_max, **rendering)
+    elif is_minatar(env_id):
+        env = ChannelsFirst(_make(env_id, **rendering))
     else:
         env = _make(env_id, **rendering)
     env.action_space.seed(seed)
@@ -101,7 +129,22 @@ def _make_atari(env_id: str, *, training: bool, terminal_on_life_loss: bool, noo
     return SignReward(env) if training else env
 
 
+def _register_namespace(env_id: str) -> None:
+    """Register the ids of ``env_id``'s namespace from the package that provides it, if it is not
+    registered yet: Gymnasium 1.x no longer loads its ``gymnasium.envs`` entry points itself, and
+    gorila does not import providers such as ``minatar`` (GPL-3) at module level."""
+    namespace, _, _ = env_id.rpartition("/")
+    if not namespace or any(spec.namespace == namespace for spec in gym.registry.values()):
+        return
+    for entry in metadata.entry_points(group="gymnasium.envs", name=namespace):
+        entry.load()()
+        return
+    if namespace == "MinAtar":
+        raise ConfigError("env", f"{env_id} needs the MinAtar package (GPL-3): pip install 'gorila[minatar]'")
+
+
 def _make(env_id: str, **kwargs) -> gym.Env:
+    _register_namespace(env_id)
     try:
         return gym.make(env_id, **kwargs)
     except gym.error.DependencyNotInstalled as e:

@@ -7,6 +7,8 @@
     plot_runs(["runs/a3c-sync", "runs/a3c-async"], "compare.png")    # overlaid, by steps and by time
     plot_speedup([1, 2, 4], [1.0, 1.8, 3.1], out / "speedup.png", "sync, lstsq",
                  efficiency=[1.0, 0.9, 0.78])
+    plot_against_references({"dqn": (frames, seconds, returns)}, {"DQN (Young & Tian)": 10.0},
+                            out / "Breakout.png", "MinAtar/Breakout-v1", reference_frames=5e6)
 """
 
 from __future__ import annotations
@@ -200,6 +202,30 @@ def plot_predictions(curves: dict[str, tuple[Sequence[int], Sequence[float], Seq
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3, which="both")
     left.legend(fontsize="small")
+    fig.suptitle(title)
+    return _save(fig, out_png)
+
+
+def plot_against_references(curves: dict[str, tuple[Sequence[float], Sequence[float], Sequence[float]]],
+                            references: dict[str, float], out_png: Path, title: str, *,
+                            reference_frames: float | None = None) -> Path:
+    """Return curves ``label -> (frames, seconds, returns)`` by frames on the left and by wall time on
+    the right, each published reference score ``label -> score`` a dashed line across both (reached
+    after ``reference_frames``, said in its label). Returns ``out_png``."""
+    fig, (by_frames, by_time) = _figure(panels=2)
+    for label, (frames, seconds, returns) in curves.items():
+        line, = by_frames.plot(frames, returns, linewidth=1.5, label=label)
+        by_time.plot(seconds, returns, linewidth=1.5, color=line.get_color())
+    at = f" at {reference_frames / 1e6:g} M frames" if reference_frames else ""
+    for (label, score), style in zip(references.items(), ("--", ":", "-.")):
+        for ax in (by_frames, by_time):
+            ax.axhline(score, linestyle=style, color="grey", linewidth=1,
+                       label=f"{label}{at}: {score:g}" if ax is by_frames else None)
+    for ax, x in ((by_frames, "frames"), (by_time, "seconds from the command's start")):
+        ax.set_xlabel(x)
+        ax.set_ylabel("return")
+        ax.grid(alpha=0.3)
+    by_frames.legend(fontsize="small")
     fig.suptitle(title)
     return _save(fig, out_png)
 

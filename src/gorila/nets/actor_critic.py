@@ -59,7 +59,7 @@ class ActorCritic(nn.Module):
 
         Every entry is in exactly one group; a shared torso belongs to the policy group.
         """
-        return _param_groups(self, flat)
+        return value_head_groups(self, flat)
 
 
 class ConvActorCritic(nn.Module):
@@ -95,10 +95,12 @@ class ConvActorCritic(nn.Module):
 
     def param_groups(self, flat: FlatParams) -> tuple[np.ndarray, np.ndarray]:
         """``(policy_mask, value_mask)`` over ``flat``'s vector: the value head, and the rest."""
-        return _param_groups(self, flat)
+        return value_head_groups(self, flat)
 
 
-def _param_groups(net: nn.Module, flat: FlatParams) -> tuple[np.ndarray, np.ndarray]:
+def value_head_groups(net: nn.Module, flat: FlatParams) -> tuple[np.ndarray, np.ndarray]:
+    """``(policy_mask, value_mask)`` of an actor-critic whose value head is named ``value``: that
+    head is the value group, everything else (a shared torso included) the policy group."""
     if flat.module is not net:
         raise ValueError("param_groups needs the FlatParams of this network")
     policy_mask = np.zeros(flat.size, dtype=bool)

@@ -11,6 +11,7 @@ from torch import nn
 
 from gorila.errors import ConfigError
 from gorila.nets.cnn import DuelingHead, NatureCNN
+from gorila.nets.minatar import MinAtarQNetwork, is_grid
 from gorila.nets.mlp import mlp
 
 
@@ -36,16 +37,19 @@ class VectorQNetwork(nn.Module):
 
 def make_q_network(obs_space: gym.Space, n_actions: int, hidden: Sequence[int] = (64, 64),
                    dueling: bool = False) -> nn.Module:
-    """The MLP for vector observations, the Nature CNN for ``(channels, height, width)`` images::
+    """The MLP for vector observations, the MinAtar network for ``(channels, height, width)``
+    boolean grids, the Nature CNN for other ``(channels, height, width)`` images::
 
         q = make_q_network(env.observation_space, env.action_space.n)
         q = make_q_network(env.observation_space, env.action_space.n, dueling=True)
 
-    ``hidden`` sizes the MLP's hidden layers; the CNN's shape is fixed by the paper.
+    ``hidden`` sizes the MLP's hidden layers; the convolutional networks' shapes are fixed by their papers.
     """
     if not isinstance(obs_space, gym.spaces.Box):
         raise ConfigError("env", f"Q-networks need a Box observation space, got {obs_space}")
     shape = obs_space.shape
+    if is_grid(obs_space):
+        return MinAtarQNetwork(n_actions, in_channels=shape[0], image_size=(shape[1], shape[2]), dueling=dueling)
     if len(shape) == 3:
         return NatureCNN(n_actions, in_channels=shape[0], image_size=(shape[1], shape[2]), dueling=dueling)
     if len(shape) == 1:

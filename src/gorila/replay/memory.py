@@ -8,6 +8,7 @@ from numpy.typing import DTypeLike
 
 from gorila.errors import ConfigError
 from gorila.replay.frames import FrameStackStorage
+from gorila.replay.grids import PackedGridStorage, is_bool_grid
 from gorila.replay.storage import TransitionStorage
 
 # Headroom for the rest of the process (networks, env copies, the OS) and for other workers.
@@ -20,19 +21,27 @@ def is_frame_stack(obs_shape: tuple[int, ...], obs_dtype: DTypeLike) -> bool:
 
 
 def make_storage(capacity: int, obs_shape: tuple[int, ...], obs_dtype: DTypeLike, *,
-                 num_streams: int = 1) -> TransitionStorage | FrameStackStorage:
-    """:class:`FrameStackStorage` for stacked frames, :class:`TransitionStorage` otherwise::
+                 num_streams: int = 1) -> TransitionStorage | FrameStackStorage | PackedGridStorage:
+    """:class:`FrameStackStorage` for stacked frames, :class:`PackedGridStorage` for boolean grids,
+    :class:`TransitionStorage` otherwise::
 
         storage = make_storage(1_000_000, (4, 84, 84), np.uint8, num_streams=8)   # ~7 GB, not ~56 GB
+        storage = make_storage(100_000, (4, 10, 10), bool)   # MinAtar: 124 B a row, float32's 3224
+
+    Observations become float only in the network, on a sampled batch: frames stay bytes, and
+    MinAtar's boolean grids are kept at one bit per cell, 1/32 of float32.
     """
     if is_frame_stack(obs_shape, obs_dtype):
         return FrameStackStorage(capacity, obs_shape, obs_dtype, num_streams=num_streams)
+    if is_bool_grid(obs_shape, obs_dtype):
+        return PackedGridStorage(capacity, obs_shape, obs_dtype)
     return TransitionStorage(capacity, obs_shape, obs_dtype)
 
 
 def estimate_storage_bytes(capacity: int, obs_shape: tuple[int, ...], obs_dtype: DTypeLike) -> int:
     """Bytes :func:`make_storage` allocates for these arguments."""
-    cls = FrameStackStorage if is_frame_stack(obs_shape, obs_dtype) else TransitionStorage
+    cls = (FrameStackStorage if is_frame_stack(obs_shape, obs_dtype)
+           else PackedGridStorage if is_bool_grid(obs_shape, obs_dtype) else TransitionStorage)
     return cls.estimate_bytes(capacity, obs_shape, obs_dtype)
 
 

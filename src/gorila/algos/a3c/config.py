@@ -37,7 +37,7 @@ class A3CConfig:
     lr_value: float = field(default=3e-3, metadata={"help": "Server learning rate of the value parameters."})
     target_tau: float = field(default=1.0, metadata={"help": "Soft update of the worker's target value network, in (0, 1]; 1 copies the pulled one."})
     hidden: tuple[int, ...] = field(default=(64, 64), metadata={"help": "Hidden layer widths of the policy and value MLPs (or of the shared torso)."})
-    shared_torso: bool = field(default=False, metadata={"help": "One torso with a policy head and a value head instead of two networks (vector observations; frames always get the Nature-CNN torso shared by both heads)."})
+    shared_torso: bool = field(default=False, metadata={"help": "One torso with a policy head and a value head instead of two networks (vector observations; images always get a convolutional torso shared by both heads, the Nature CNN or the MinAtar network)."})
     max_grad_norm: float | None = field(default=None, metadata={"help": "Clip each pushed gradient to this L2 norm, > 0 (default: no clipping)."})
     straggler: float = field(default=1.0, metadata={"help": "Worker 0's gradients take this many times as long (an injected straggler, >= 1; compare a run with gorila simulate --slow-worker)."})
 

@@ -19,12 +19,16 @@ from gorila.envs import env_spaces
 from gorila.errors import ConfigError
 from gorila.nets.actor_critic import ActorCritic, ConvActorCritic
 from gorila.nets.flat import FlatParams
+from gorila.nets.minatar import MinAtarActorCritic, is_grid
+
+ActorCriticNet = ActorCritic | ConvActorCritic | MinAtarActorCritic
 
 
 def network_for(observation_space: gym.Space, action_space: gym.Space, hidden: tuple[int, ...],
-                shared_torso: bool) -> ActorCritic | ConvActorCritic:
-    """An :class:`ActorCritic` for vector observations, a :class:`ConvActorCritic` (Nature CNN,
-    shared torso) for ``(channels, height, width)`` frames; with the RNG's current weights.
+                shared_torso: bool) -> ActorCriticNet:
+    """An :class:`ActorCritic` for vector observations, a :class:`MinAtarActorCritic` for MinAtar's
+    boolean grids, a :class:`ConvActorCritic` (Nature CNN, shared torso) for other ``(channels,
+    height, width)`` frames; with the RNG's current weights.
 
     Raises ``ConfigError("env", ...)`` for other observations or for continuous actions.
     """
@@ -34,20 +38,22 @@ def network_for(observation_space: gym.Space, action_space: gym.Space, hidden: t
                                  f"observations; got observations {observation_space} and actions {action_space}")
     if rank == 3:
         channels, height, width = observation_space.shape
+        if is_grid(observation_space):
+            return MinAtarActorCritic(int(action_space.n), channels, (height, width))
         return ConvActorCritic(int(action_space.n), channels, (height, width))
     return ActorCritic(int(observation_space.shape[0]), int(action_space.n), hidden, shared=shared_torso)
 
 
-def make_network(env_id: str, hidden: tuple[int, ...], shared_torso: bool, seed: int) -> ActorCritic | ConvActorCritic:
+def make_network(env_id: str, hidden: tuple[int, ...], shared_torso: bool, seed: int) -> ActorCriticNet:
     """The network for ``env_id``, initialised from ``seed`` only (the global RNG is left alone).
-    ``hidden`` and ``shared_torso`` shape the MLPs of vector observations (frames always get the
-    Nature-CNN torso shared by both heads)."""
+    ``hidden`` and ``shared_torso`` shape the MLPs of vector observations (images always get a
+    convolutional torso shared by both heads: the Nature CNN's, or MinAtar's for boolean grids)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return network_for(*env_spaces(env_id), hidden, shared_torso)
 
 
-def learning_rates(net: ActorCritic | ConvActorCritic, lr_policy: float, lr_value: float) -> np.ndarray:
+def learning_rates(net: ActorCriticNet, lr_policy: float, lr_value: float) -> np.ndarray:
     """The server's float32 learning rate of every flat parameter: ``lr_policy`` on the policy
     group (a shared torso included), ``lr_value`` on the value group."""
     policy_mask, _ = net.param_groups(FlatParams(net))
@@ -62,7 +68,7 @@ class GreedyPolicy:
         actions = policy(obs)
     """
 
-    def __init__(self, net: ActorCritic | ConvActorCritic):
+    def __init__(self, net: ActorCriticNet):
         self.net = net
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
@@ -71,6 +77,6 @@ class GreedyPolicy:
         return logits.argmax(-1).numpy()
 
 
-def greedy_policy(net: ActorCritic | ConvActorCritic) -> GreedyPolicy:
+def greedy_policy(net: ActorCriticNet) -> GreedyPolicy:
     """The deterministic policy used for evaluation (see :class:`GreedyPolicy`)."""
     return GreedyPolicy(net)
