@@ -45,7 +45,11 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
                               refresh_every=cfg.actor_refresh, gamma=cfg.gamma, seed=run.seed)
     loss = ImpalaLoss(cfg.gamma, cfg.entropy_coef, cfg.value_coef, cfg.rho_bar, cfg.c_bar, cfg.pg_rho_bar,
                       vtrace=cfg.vtrace == "on", max_grad_norm=cfg.max_grad_norm)
-    learner = functools.partial(ImpalaLearner, network_fn=network_fn, loss=loss, batch_size=cfg.batch_size)
+    rule = run.rule(num_workers=cfg.learners)
+    # Under a barrier every learner step must push once (see ImpalaLearner); in one process the
+    # actors run only between the learners' steps, and in-process shards never hold a push back.
+    learner = functools.partial(ImpalaLearner, network_fn=network_fn, loss=loss, batch_size=cfg.batch_size,
+                                wait_for_batch=rule.barrier and run.runtime != "local")
     queue = functools.partial(TrajectoryQueue, capacity=cfg.queue_capacity, max_policy_lag=cfg.max_policy_lag)
 
     def groups(services: dict) -> list[WorkerSpec]:
@@ -56,7 +60,7 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
     return rl_plan(
         run, rl, algo="impala", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=EVAL_EPSILON,
         central=False, config=asdict(cfg),
-        spec=run.server_spec(run.rule(num_workers=cfg.learners), cfg.optimizer, cfg.lr),
+        spec=run.server_spec(rule, cfg.optimizer, cfg.lr),
         groups=groups, services=(ServiceSpec(QUEUES, queue, cfg.learners),),
         processes=cfg.actors + 2 * cfg.learners, chunk_steps=lambda updates: STEPS_PER_CHUNK,
         metrics=METRICS, histograms=("learner.policy_lag",))
