@@ -89,14 +89,14 @@ def test_rho_bar_below_c_bar_is_refused_naming_c_bar():
     ImpalaConfig(rho_bar=2.0, c_bar=1.0)
 
 
-def _learner(queue, batch_size=2, timeout_s=30.0, wait_for_batch=False):
+def _learner(queue, batch_size=2, timeout_s=30.0):
     params = FlatParams(network_fn()).get()
     spec = ServerSpec(rule=UpdateRule.asynchronous(), optimizer="sgd", lr=0.1)
     shards = spec.build(params)
     server = ParameterServer(tuple(LocalEndpoint(s) for s in shards), spec.layout(params.size), spec.rule,
                              timeout_s=timeout_s)
     return ImpalaLearner(0, server, network_fn=network_fn, loss=ImpalaLoss(), queues=[RemoteQueue(LocalService(queue))],
-                         batch_size=batch_size, wait_for_batch=wait_for_batch), shards
+                         batch_size=batch_size), shards
 
 
 def test_the_learner_pushes_once_it_holds_a_batch_and_counts_the_policy_lag(monkeypatch):
@@ -120,25 +120,3 @@ def test_the_learner_pushes_once_it_holds_a_batch_and_counts_the_policy_lag(monk
     with pytest.raises(WorkerTimeoutError, match="queue 0 stayed empty"):
         learner.step()
 
-
-class LateQueue(TrajectoryQueue):
-    """A queue whose segments arrive only after the learner has found it empty twice (as if its
-    actors were slow processes)."""
-
-    def __init__(self):
-        super().__init__(0, capacity=8)
-        self.asked = 0
-
-    def take(self, n, learner_version=None):
-        self.asked += 1
-        if self.asked == 3:
-            for seq in range(2):
-                self.add(_segment(network_fn()), "late", seq)
-        return super().take(n, learner_version)
-
-
-def test_a_learner_that_waits_for_its_batch_pushes_once_per_step():
-    queue = LateQueue()
-    learner, shards = _learner(queue, wait_for_batch=True)
-    assert learner.step() and learner.pushes == 1 and shards[0].version == 1
-    assert queue.asked >= 3

@@ -18,9 +18,6 @@ from gorila.nets.flat import FlatParams
 from gorila.params import ParameterServer
 from gorila.trajectory import RemoteQueue, Segment
 
-#: How long a learner waiting for a whole batch (``wait_for_batch``) sleeps after an empty answer.
-BATCH_POLL_S = 0.005
-
 
 class ImpalaLearner:
     """A worker: each ``step()`` takes segments from its queue and, once it holds ``batch_size`` of
@@ -33,21 +30,20 @@ class ImpalaLearner:
     Learner j takes from queue ``j % len(queues)``, with one request in flight while it computes. It
     sends its version with each request, so the queue drops segments older than ``--max-policy-lag``.
     An empty queue answers None: the step says it is blocked (the runtime backs off); empty for
-    longer than the server's timeout, it is a :class:`WorkerTimeoutError`. With ``wait_for_batch``
-    (learners under a barrier, in processes of their own) a step instead polls until it holds a
-    whole batch, so that every step pushes once: the runtime counts blocked steps as steps, and
-    learners whose chunks held different numbers of pushes would wait at the barrier for a push
-    that only comes in the other's next chunk. On the local runtime the actors only run between
-    the learners' steps, so there the learner never waits. ``policy_lag`` counts the
+    longer than the server's timeout, it is a :class:`WorkerTimeoutError`. ``policy_lag`` counts the
     env steps of the batches it learnt from by how many versions the server had moved on since they
     were acted (bins of :func:`~gorila.learners.replay_learner.lag_bins`).
+
+    A step without a whole batch pushes nothing, so under a barrier (``--mode sync``) learners in
+    processes of their own could end a chunk with different numbers of pushes, one waiting at the
+    barrier for a push only the other's next chunk would make: the builders refuse that setting.
     """
 
     def __init__(self, worker_id: int, server: ParameterServer, *, network_fn: Callable[[], nn.Module],
-                 loss: ImpalaLoss, queues: list[RemoteQueue], batch_size: int, wait_for_batch: bool = False):
+                 loss: ImpalaLoss, queues: list[RemoteQueue], batch_size: int):
         self.net = network_fn()
         self.flat = FlatParams(self.net)
-        self.loss, self.batch_size, self.wait_for_batch = loss, batch_size, wait_for_batch
+        self.loss, self.batch_size = loss, batch_size
         self.client = server.client(worker_id)
         self.timeout_s = server.timeout_s
         self.queue_index = worker_id % len(queues)
@@ -62,37 +58,28 @@ class ImpalaLearner:
         self.last_info: dict[str, float] = {}
 
     def step(self) -> bool:
-        """One gradient when a whole batch is held; False while the queue is empty. With
-        ``wait_for_batch`` it waits for the batch instead, so every step pushes exactly once."""
+        """One gradient when a whole batch is held; False while the queue is empty."""
         began = time.perf_counter()
-        while True:
-            if self.request is None:
-                self.request = self.queue.take(self.batch_size - len(self.held), self.client.version)
-            taken = self.request.result(self.timeout_s)
-            self.request = None
-            if taken is not None:
-                self.empty_since = None
-                self.held.extend(taken)
-                if len(self.held) >= self.batch_size:
-                    break
-            else:
-                now = time.monotonic()
-                if self.empty_since is None:
-                    self.empty_since = now
-                if now - self.empty_since > self.timeout_s:
-                    raise WorkerTimeoutError(f"trajectory queue {self.queue_index} stayed empty for "
-                                             f"{self.timeout_s:.0f} s: no actor adds segments")
-            if not self.wait_for_batch:
-                self.wait_s += time.perf_counter() - began
-                self.time_s += time.perf_counter() - began
-                return taken is not None
-            if taken is None:  # the actors are other processes: leave them the CPU a while
-                time.sleep(BATCH_POLL_S)
+        if self.request is None:
+            self.request = self.queue.take(self.batch_size - len(self.held), self.client.version)
+        taken = self.request.result(self.timeout_s)
+        self.request = None
         self.wait_s += time.perf_counter() - began
-        self._learn(Segment.concatenate(self.held))
-        self.held = []
+        if taken is None:
+            now = time.monotonic()
+            if self.empty_since is None:
+                self.empty_since = now
+            if now - self.empty_since > self.timeout_s:
+                raise WorkerTimeoutError(f"trajectory queue {self.queue_index} stayed empty for "
+                                         f"{self.timeout_s:.0f} s: no actor adds segments")
+        else:
+            self.empty_since = None
+            self.held.extend(taken)
+            if len(self.held) >= self.batch_size:
+                self._learn(Segment.concatenate(self.held))
+                self.held = []
         self.time_s += time.perf_counter() - began
-        return True
+        return taken is not None
 
     def _learn(self, batch: Segment) -> None:
         params, version = self.client.params(), self.client.version

@@ -46,10 +46,8 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
     loss = ImpalaLoss(cfg.gamma, cfg.entropy_coef, cfg.value_coef, cfg.rho_bar, cfg.c_bar, cfg.pg_rho_bar,
                       vtrace=cfg.vtrace == "on", max_grad_norm=cfg.max_grad_norm)
     rule = run.rule(num_workers=cfg.learners)
-    # Under a barrier every learner step must push once (see ImpalaLearner); in one process the
-    # actors run only between the learners' steps, and in-process shards never hold a push back.
-    learner = functools.partial(ImpalaLearner, network_fn=network_fn, loss=loss, batch_size=cfg.batch_size,
-                                wait_for_batch=rule.barrier and run.runtime != "local")
+    check_sync_learners(run, cfg.learners)
+    learner = functools.partial(ImpalaLearner, network_fn=network_fn, loss=loss, batch_size=cfg.batch_size)
     queue = functools.partial(TrajectoryQueue, capacity=cfg.queue_capacity, max_policy_lag=cfg.max_policy_lag)
 
     def groups(services: dict) -> list[WorkerSpec]:
@@ -64,6 +62,15 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
         groups=groups, services=(ServiceSpec(QUEUES, queue, cfg.learners),),
         processes=cfg.actors + 2 * cfg.learners, chunk_steps=lambda updates: STEPS_PER_CHUNK,
         metrics=METRICS, histograms=("learner.policy_lag",))
+
+
+def check_sync_learners(run: RunConfig, learners: int) -> None:
+    """Several queue-fed learners under a barrier need the local runtime: in processes of their own a
+    learner whose queue ran dry ends its chunk with fewer pushes, and another waits at the barrier
+    for a push that never comes in time (see :class:`~gorila.learners.impala.ImpalaLearner`)."""
+    if run.rule(num_workers=learners).barrier and learners > 1 and run.runtime != "local":
+        raise ConfigError("learners", "--mode sync with several learners runs on --runtime local only; "
+                                      "use one learner (it takes every actor's segments) or --mode async")
 
 
 def evaluation_policy(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig):
