@@ -55,6 +55,10 @@ def refused(capsys, argv: list[str]) -> str:
     (["--algo", "impala", "--vtrace", "maybe"], "--vtrace"),
     (["--algo", "impala", "--max-policy-lag", "-1"], "--max-policy-lag"),
     (["--algo", "impala", "--inference", "central"], "--inference"),
+    (["--algo", "impala", "--mode", "sync", "--learners", "2"], "--learners"),          # Ray: see ImpalaLearner
+    (["--algo", "ppo", "--mode", "sync", "--actors", "2", "--learners", "2"], "--learners"),
+    (["--algo", "ppo", "--actors", "1", "--learners", "2", "--runtime", "local"], "--learners"),
+    (["--algo", "ppo", "--clip", "0"], "--clip"),
 ])
 def test_invalid_flags_are_refused_naming_the_flag(capsys, args, flag):
     assert flag in refused(capsys, ["train", *args])

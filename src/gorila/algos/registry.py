@@ -55,4 +55,5 @@ ALGORITHMS = {
     "dqn": Algorithm("dqn", ("gorila.algos.dqn.config:DQNConfig", _RL), "gorila.algos.dqn.builder"),
     "apex": Algorithm("apex", ("gorila.algos.apex.config:ApexConfig", _RL), "gorila.algos.apex.builder"),
     "impala": Algorithm("impala", ("gorila.algos.impala.config:ImpalaConfig", _RL), "gorila.algos.impala.builder"),
+    "ppo": Algorithm("ppo", ("gorila.algos.ppo.config:PPOConfig", _RL), "gorila.algos.ppo.builder"),
 }

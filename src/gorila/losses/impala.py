@@ -21,6 +21,25 @@ from gorila.nets.flat import FlatParams
 from gorila.trajectory.segment import Segment
 
 
+def bootstrap_inputs(net: nn.Module, segment: Segment) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(rewards, discounts, bootstrap_value)`` of ``segment`` as V-trace and GAE read them, without
+    gradient: a truncated step's reward gains ``discount * V(final_obs)`` and its discount becomes 0
+    (the episode's sums end with the value of where it was cut); reset slots and failed envs get
+    discount 0 too, so no return flows across them; the bootstrap is ``V(last_obs)``."""
+    valid = torch.as_tensor(segment.valid)
+    rewards = torch.as_tensor(segment.rewards, dtype=torch.float32)
+    discounts = torch.as_tensor(segment.discounts, dtype=torch.float32)
+    truncated = torch.as_tensor(segment.truncated) & valid
+    with torch.no_grad():
+        _, bootstrap = net(torch.as_tensor(segment.last_obs, dtype=torch.float32))
+        if truncated.any():
+            final = net(torch.as_tensor(segment.final_obs, dtype=torch.float32)[truncated])[1]
+            rewards = rewards.clone()
+            rewards[truncated] += discounts[truncated] * final
+        discounts = torch.where(truncated | ~valid, torch.zeros_like(discounts), discounts)
+    return rewards, discounts, bootstrap
+
+
 @dataclass(frozen=True)
 class ImpalaLoss:
     """The loss's settings as one value, for a learner to hold (see the module doc)."""
@@ -43,17 +62,7 @@ class ImpalaLoss:
         valid = torch.as_tensor(segment.valid)
         weight = valid.float()
         count = weight.sum().clamp(min=1.0)
-        rewards = torch.as_tensor(segment.rewards, dtype=torch.float32)
-        discounts = torch.as_tensor(segment.discounts, dtype=torch.float32)
-        truncated = torch.as_tensor(segment.truncated) & valid
-        with torch.no_grad():
-            _, bootstrap = net(torch.as_tensor(segment.last_obs, dtype=torch.float32))
-            if truncated.any():  # a cut episode ends its sums with the value of where it was cut
-                final = net(torch.as_tensor(segment.final_obs, dtype=torch.float32)[truncated])[1]
-                rewards = rewards.clone()
-                rewards[truncated] += discounts[truncated] * final
-            # no return flows across a cut episode, a reset slot or a failed env
-            discounts = torch.where(truncated | ~valid, torch.zeros_like(discounts), discounts)
+        rewards, discounts, bootstrap = bootstrap_inputs(net, segment)
         flat.zero_grad()  # in place: the gradients stay views of flat's buffer
         logits, values = net(obs)
         log_probs = torch.log_softmax(logits, -1)

@@ -1,0 +1,1 @@
+"""PPO (--mode sync) and APPO (--mode async): segment actors, trajectory queues, learners running epochs of clipped-surrogate minibatches."""
