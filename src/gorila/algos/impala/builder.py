@@ -37,9 +37,8 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
     """``--actors`` actors, one trajectory queue per learner, ``--learners`` learners."""
     network_fn, policy_fn = evaluation_policy(run, cfg, rl)
     net = network_fn()  # an unsupported env is refused here, before anything starts
-    with EnvSpec(rl.env).runner(run.seed) as runner:
-        if rl.central_inference(runner.observation_space):
-            raise ConfigError("inference", "impala's actors act with their own network copy: use --inference local")
+    if rl.inference == "central":  # auto means local here, whatever the observations and devices
+        raise ConfigError("inference", "impala's actors act with their own network copy: use --inference local")
     envs = EnvSpec(rl.env, cfg.envs_per_actor)
     actor = functools.partial(SegmentActor, envs=envs, network_fn=network_fn, unroll_length=cfg.unroll_length,
                               refresh_every=cfg.actor_refresh, gamma=cfg.gamma, seed=run.seed)

@@ -40,9 +40,8 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
     """``--actors`` actors, one trajectory queue per learner, ``--learners`` PPO learners."""
     network_fn, policy_fn = evaluation_policy(run, cfg, rl)
     net = network_fn()
-    with EnvSpec(rl.env).runner(run.seed) as runner:
-        if rl.central_inference(runner.observation_space):
-            raise ConfigError("inference", "ppo's actors act with their own network copy: use --inference local")
+    if rl.inference == "central":  # auto means local here, whatever the observations and devices
+        raise ConfigError("inference", "ppo's actors act with their own network copy: use --inference local")
     if cfg.learners > cfg.actors:
         raise ConfigError("learners", f"each learner needs an actor of its own: at most --actors ({cfg.actors})")
     rule = run.rule(num_workers=cfg.learners)
