@@ -18,7 +18,8 @@ def gae(discounts: torch.Tensor, rewards: torch.Tensor, values: torch.Tensor, bo
     if rewards.dim() != 2 or discounts.shape != rewards.shape or values.shape != rewards.shape:
         raise ValueError("discounts, rewards and values must all be [T, B]")
     if bootstrap_value.shape != rewards.shape[1:]:
-        raise ValueError(f"bootstrap_value must be [B] = {tuple(rewards.shape[1:])}, got {tuple(bootstrap_value.shape)}")
+        raise ValueError(f"bootstrap_value must be [B] = {tuple(rewards.shape[1:])}, "
+                         f"got {tuple(bootstrap_value.shape)}")
     with torch.no_grad():
         next_values = torch.cat([values[1:], bootstrap_value.unsqueeze(0)])
         deltas = rewards + discounts * next_values - values
