@@ -4,8 +4,10 @@
        ▲ pull every segment                      epochs x minibatches of the clipped surrogate, each pushed
        └───────────────────── parameter server ◄─┘
 
-``--mode sync`` is PPO (GAE advantages; a batch is one rollout of every actor of the learner's
-queue); any other mode is APPO (V-trace advantages under the clip, segments of older policies
+``--mode sync`` is PPO (GAE advantages; a batch is one segment per actor of the learner's queue,
+oldest first: actors pull before every segment but keep acting while the learner runs its epochs,
+so a batch may hold segments a round old, which the ratio against the behaviour policy's
+log-probabilities accounts for and ``--max-policy-lag`` can bound); any other mode is APPO (V-trace advantages under the clip, segments of older policies
 corrected by pi / mu, their lag bounded by ``--max-policy-lag``). This is where
 :class:`~gorila.algos.ppo.config.PPOConfig` is read; networks are A3C's.
 """
