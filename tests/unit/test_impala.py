@@ -120,3 +120,16 @@ def test_the_learner_pushes_once_it_holds_a_batch_and_counts_the_policy_lag(monk
     with pytest.raises(WorkerTimeoutError, match="queue 0 stayed empty"):
         learner.step()
 
+
+
+@pytest.mark.parametrize("flag, expected", [("on", True), ("off", False)])
+def test_the_builder_hands_the_learners_the_vtrace_switch_and_the_actors_their_refresh(flag, expected):
+    from gorila.algos.impala.builder import make_plan
+    from gorila.algos.rl_config import RLConfig
+    from gorila.config import RunConfig
+
+    plan = make_plan(RunConfig(algo="impala", runtime="local"), ImpalaConfig(vtrace=flag, actor_refresh=7),
+                     RLConfig(env=COUNTING))
+    actors, learners = plan.groups({"trajectories": [LocalService(TrajectoryQueue(0, capacity=2))]})
+    assert learners.factory.keywords["loss"].vtrace is expected
+    assert actors.factory.keywords["refresh_every"] == 7
