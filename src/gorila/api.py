@@ -24,7 +24,8 @@ __all__ = ["train"]
 
 
 def train(algo: str | None = None, *, verbose: bool | int = False, **settings: Any) -> dict[str, Any]:
-    """Train ``algo`` (``"dqn"``, ``"a3c"``, ``"lstsq"``) and return its summary (``summary.json``'s dict).
+    """Train ``algo`` (``"dqn"``, ``"apex"``, ``"a3c"``, ``"impala"``, ``"ppo"``, ``"lstsq"``) and return its
+    summary (``summary.json``'s dict).
 
     ``settings`` are the flags of ``gorila train --algo ALGO`` as keywords, dashes as underscores
     (``--time-limit-s 60`` is ``time_limit_s=60``); they are checked as the command checks them,

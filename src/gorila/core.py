@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from gorila.reply import Pending
+from gorila.reply import Pending, ServiceEndpoint
 
 if TYPE_CHECKING:  # annotations only: importing these here would make every role import them
     from pathlib import Path
@@ -178,12 +178,6 @@ WorkerFactory = Callable[[int, "ParameterServer"], Worker]
 #: Builds a service object inside its process: ``factory(service_id)``.
 ServiceFactory = Callable[[int], Any]
 
-
-class ServiceEndpoint(Protocol):
-    """The transport to one service (picklable). Typed clients such as ``replay.RemoteReplay``
-    wrap it; users never call it by method name themselves."""
-
-    def call(self, method: str, *args: Any) -> Pending[Any]: ...
 
 
 class WorkerGroup(Protocol):

@@ -1,5 +1,6 @@
-"""Replies to calls that may cross a process: :class:`Pending` (the protocol every call returns) and
-:class:`Done` (a reply already here). A leaf: it imports nothing from gorila, so every layer may use
+"""Replies to calls that may cross a process: :class:`Pending` (the protocol every call returns),
+:class:`Done` (a reply already here), and :class:`ServiceEndpoint` (the transport that makes such calls
+to one service). A leaf: it imports nothing from gorila, so every layer may use
 it — the roles in :mod:`gorila.core`, the parameter server's client, the replay's client, the
 runtimes — without an import running back up.
 
@@ -13,7 +14,7 @@ runtimes — without an import running back up.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -42,3 +43,9 @@ class Done(Generic[T]):
 
     def ready(self) -> bool:
         return True
+
+class ServiceEndpoint(Protocol):
+    """The transport to one service (picklable). Typed clients such as ``replay.RemoteReplay``
+    wrap it; users never call it by method name themselves."""
+
+    def call(self, method: str, *args: Any) -> Pending[Any]: ...

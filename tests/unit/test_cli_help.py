@@ -39,8 +39,8 @@ def test_gorila_help_lists_the_commands(capsys):
 def test_train_help_says_how_to_see_another_algorithms_flags(capsys):
     assert _exit(["train", "--help"]) == 0
     out = " ".join(capsys.readouterr().out.split())  # unwrapped
-    assert "gorila train --algo NAME --help lists another algorithm's flags (a3c, apex, lstsq)" in out
-    assert "--algo {a3c,apex,dqn,lstsq} algorithm (default: dqn)" in out
+    assert "gorila train --algo NAME --help lists another algorithm's flags (a3c, apex, impala, lstsq, ppo)" in out
+    assert "--algo {a3c,apex,dqn,impala,lstsq,ppo} algorithm (default: dqn)" in out
     assert "(default: runs/<algo>-<env>-<YYYYmmdd-HHMMSS> in the current directory)" in out
     assert "start-up (Ray, workers, evaluator) is not counted (default: no limit)" in out
     assert "(default: None)" not in out

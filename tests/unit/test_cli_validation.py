@@ -50,6 +50,15 @@ def refused(capsys, argv: list[str]) -> str:
     (["--algo", "apex", "--inference", "remote"], "--inference"),
     (["--algo", "a3c", "--inference-batch", "0"], "--inference-batch"),
     (["--algo", "dqn", "--inference-wait-ms", "-1"], "--inference-wait-ms"),
+    (["--algo", "impala", "--rho-bar", "0.5", "--c-bar", "1.0"], "--c-bar"),      # rho_bar >= c_bar
+    (["--algo", "impala", "--unroll-length", "0"], "--unroll-length"),
+    (["--algo", "impala", "--vtrace", "maybe"], "--vtrace"),
+    (["--algo", "impala", "--max-policy-lag", "-1"], "--max-policy-lag"),
+    (["--algo", "impala", "--inference", "central"], "--inference"),
+    (["--algo", "impala", "--mode", "sync", "--learners", "2"], "--learners"),          # Ray: see ImpalaLearner
+    (["--algo", "ppo", "--mode", "sync", "--actors", "2", "--learners", "2"], "--learners"),
+    (["--algo", "ppo", "--actors", "1", "--learners", "2", "--runtime", "local"], "--learners"),
+    (["--algo", "ppo", "--clip", "0"], "--clip"),
 ])
 def test_invalid_flags_are_refused_naming_the_flag(capsys, args, flag):
     assert flag in refused(capsys, ["train", *args])

@@ -17,7 +17,7 @@ import numpy as np
 from gorila.actors.exploration import ExplorationSchedule
 from gorila.actors.nstep import NStepReturns
 from gorila.actors.tally import ExperienceTally
-from gorila.core import ServiceEndpoint
+from gorila.reply import ServiceEndpoint
 from gorila.envs.spec import EnvSpec
 from gorila.envs.vector import Episode, Transitions
 from gorila.inference.channel import SlotLayout

@@ -34,7 +34,7 @@ from gorila.actors.nstep import NStepReturns
 from gorila.actors.rollout import CentralQActorSpec
 from gorila.algos.rl_config import RLConfig, resolve_device
 from gorila.config import RunConfig
-from gorila.core import ServiceEndpoint
+from gorila.reply import ServiceEndpoint
 from gorila.driver.plan import Budget, Plan, ServiceSpec, WorkerSpec
 from gorila.driver.policy_evaluation import PolicyEvaluation
 from gorila.envs.spec import EnvSpec

@@ -54,4 +54,6 @@ ALGORITHMS = {
     "a3c": Algorithm("a3c", ("gorila.algos.a3c.config:A3CConfig", _RL), "gorila.algos.a3c.builder"),
     "dqn": Algorithm("dqn", ("gorila.algos.dqn.config:DQNConfig", _RL), "gorila.algos.dqn.builder"),
     "apex": Algorithm("apex", ("gorila.algos.apex.config:ApexConfig", _RL), "gorila.algos.apex.builder"),
+    "impala": Algorithm("impala", ("gorila.algos.impala.config:ImpalaConfig", _RL), "gorila.algos.impala.builder"),
+    "ppo": Algorithm("ppo", ("gorila.algos.ppo.config:PPOConfig", _RL), "gorila.algos.ppo.builder"),
 }

@@ -1,5 +1,5 @@
-"""What the RL algorithms (``dqn``, ``apex``, ``a3c``) share: the environment, the step budget, evaluation,
-devices, and how actors choose their actions (``--inference``)."""
+"""What the RL algorithms (``dqn``, ``apex``, ``a3c``, ``impala``, ``ppo``) share: the environment, the step
+budget, evaluation, devices, and how actors choose their actions (``--inference``)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,8 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from gorila import validate
-from gorila.core import Runtime, ServiceEndpoint, ServiceFactory, ServiceGroup, ShardGroup, WorkerFactory, WorkerGroup
+from gorila.core import Runtime, ServiceFactory, ServiceGroup, ShardGroup, WorkerFactory, WorkerGroup
+from gorila.reply import ServiceEndpoint
 from gorila.params import ParameterServer, ServerSpec
 
 

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from gorila.core import ServiceEndpoint
+from gorila.reply import ServiceEndpoint
 from gorila.errors import WorkerTimeoutError
 from gorila.inference.channel import ChannelLost, InferenceChannel, SlotLayout
 

@@ -15,7 +15,7 @@ from torch import nn
 
 from gorila.actors.rollout import RolloutWorker
 from gorila.actors.tally import ExperienceTally
-from gorila.core import ServiceEndpoint
+from gorila.reply import ServiceEndpoint
 from gorila.envs.spec import EnvSpec
 from gorila.envs.vector import Transitions
 from gorila.learners.replay_learner import lag_bins

@@ -6,8 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from gorila.core import ServiceEndpoint
-from gorila.reply import Pending
+from gorila.reply import Pending, ServiceEndpoint
 from gorila.envs.vector import Transitions
 from gorila.replay.storage import Batch
 

@@ -1,0 +1,77 @@
+"""Build the IMPALA plan: actors → trajectory queues → learners, on the parameter server::
+
+    actor k (own actor-critic copy, ──add segment──► queue k % L ──take batch──► learner j = queue j
+             log mu(a|x) per step)    (FIFO, bounded,        (drops segments    │ V-trace gradient, push
+       ▲ pull every --actor-refresh segments   back-pressure) --max-policy-lag)  ▼
+       └──────────────────────────────────── parameter server ◄──────────────────┘
+
+This is where :class:`~gorila.algos.impala.config.ImpalaConfig` is read; networks are A3C's.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import asdict
+
+from gorila.actors.segment_actor import SegmentActor
+from gorila.algos.a3c.networks import greedy_policy, make_network
+from gorila.algos.impala.config import ImpalaConfig
+from gorila.algos.kit import rl_plan
+from gorila.algos.rl_config import RLConfig
+from gorila.config import RunConfig
+from gorila.driver.plan import Plan, ServiceSpec, WorkerSpec
+from gorila.envs.spec import EnvSpec
+from gorila.errors import ConfigError
+from gorila.learners.impala import ImpalaLearner
+from gorila.losses.impala import ImpalaLoss
+from gorila.trajectory import RemoteQueue, TrajectoryQueue
+
+EVAL_EPSILON = 0.0  # a policy-gradient method is judged by its greedy policy
+STEPS_PER_CHUNK = 4
+QUEUES = "trajectories"
+METRICS = ("trajectories.size", "trajectories.dropped_stale", "trajectories.refused", "learner.policy_lag_mean",
+           "learner.rho_mean", "learner.wait_fraction")
+
+
+def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
+    """``--actors`` actors, one trajectory queue per learner, ``--learners`` learners."""
+    network_fn, policy_fn = evaluation_policy(run, cfg, rl)
+    net = network_fn()  # an unsupported env is refused here, before anything starts
+    if rl.inference == "central":  # auto means local here, whatever the observations and devices
+        raise ConfigError("inference", "impala's actors act with their own network copy: use --inference local")
+    envs = EnvSpec(rl.env, cfg.envs_per_actor)
+    actor = functools.partial(SegmentActor, envs=envs, network_fn=network_fn, unroll_length=cfg.unroll_length,
+                              refresh_every=cfg.actor_refresh, gamma=cfg.gamma, seed=run.seed)
+    loss = ImpalaLoss(cfg.gamma, cfg.entropy_coef, cfg.value_coef, cfg.rho_bar, cfg.c_bar, cfg.pg_rho_bar,
+                      vtrace=cfg.vtrace == "on", max_grad_norm=cfg.max_grad_norm)
+    rule = run.rule(num_workers=cfg.learners)
+    check_sync_learners(run, cfg.learners)
+    learner = functools.partial(ImpalaLearner, network_fn=network_fn, loss=loss, batch_size=cfg.batch_size)
+    queue = functools.partial(TrajectoryQueue, capacity=cfg.queue_capacity, max_policy_lag=cfg.max_policy_lag)
+
+    def groups(services: dict) -> list[WorkerSpec]:
+        queues = [RemoteQueue(endpoint) for endpoint in services[QUEUES]]
+        return [WorkerSpec("actor", functools.partial(actor, queues=queues), cfg.actors),
+                WorkerSpec("learner", functools.partial(learner, queues=queues), cfg.learners)]
+
+    return rl_plan(
+        run, rl, algo="impala", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=EVAL_EPSILON,
+        central=False, config=asdict(cfg),
+        spec=run.server_spec(rule, cfg.optimizer, cfg.lr),
+        groups=groups, services=(ServiceSpec(QUEUES, queue, cfg.learners),),
+        processes=cfg.actors + 2 * cfg.learners, chunk_steps=lambda updates: STEPS_PER_CHUNK,
+        metrics=METRICS, histograms=("learner.policy_lag",))
+
+
+def check_sync_learners(run: RunConfig, learners: int) -> None:
+    """Several queue-fed learners under a barrier need the local runtime: in processes of their own a
+    learner whose queue ran dry ends its chunk with fewer pushes, and another waits at the barrier
+    for a push that never comes in time (see :class:`~gorila.learners.impala.ImpalaLearner`)."""
+    if run.rule(num_workers=learners).barrier and learners > 1 and run.runtime != "local":
+        raise ConfigError("learners", "--mode sync with several learners runs on --runtime local only; "
+                                      "use one learner (it takes every actor's segments) or --mode async")
+
+
+def evaluation_policy(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig):
+    """``(network_fn, policy_fn)`` for evaluation and ``gorila eval``: the architecture and its greedy policy."""
+    return functools.partial(make_network, rl.env, cfg.hidden, cfg.shared_torso, run.seed), greedy_policy

@@ -1,0 +1,76 @@
+"""Build the PPO / APPO plan: IMPALA's actors → trajectory queues → learners, with PPO learners::
+
+    actor k ──segment──► queue k % L ──batch──► PPO learner j: advantages on the pulled parameters, then
+       ▲ pull every segment                      epochs x minibatches of the clipped surrogate, each pushed
+       └───────────────────── parameter server ◄─┘
+
+``--mode sync`` is PPO (GAE advantages; a batch is one segment per actor of the learner's queue,
+oldest first: actors pull before every segment but keep acting while the learner runs its epochs,
+so a batch may hold segments a round old, which the ratio against the behaviour policy's
+log-probabilities accounts for and ``--max-policy-lag`` can bound); any other mode is APPO (V-trace advantages under the clip, segments of older policies
+corrected by pi / mu, their lag bounded by ``--max-policy-lag``). This is where
+:class:`~gorila.algos.ppo.config.PPOConfig` is read; networks are A3C's.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import asdict
+
+from gorila.actors.segment_actor import SegmentActor
+from gorila.algos.a3c.networks import greedy_policy, make_network
+from gorila.algos.impala.builder import check_sync_learners
+from gorila.algos.kit import rl_plan
+from gorila.algos.ppo.config import PPOConfig
+from gorila.algos.rl_config import RLConfig
+from gorila.config import RunConfig
+from gorila.driver.plan import Plan, ServiceSpec, WorkerSpec
+from gorila.envs.spec import EnvSpec
+from gorila.errors import ConfigError
+from gorila.learners.ppo import PPOLearner
+from gorila.losses.ppo_targets import PPOLoss
+from gorila.trajectory import RemoteQueue, TrajectoryQueue
+
+EVAL_EPSILON = 0.0
+STEPS_PER_CHUNK = 2
+QUEUES = "trajectories"
+METRICS = ("trajectories.size", "trajectories.dropped_stale", "learner.policy_lag_mean", "learner.wait_fraction")
+
+
+def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
+    """``--actors`` actors, one trajectory queue per learner, ``--learners`` PPO learners."""
+    network_fn, policy_fn = evaluation_policy(run, cfg, rl)
+    net = network_fn()
+    if rl.inference == "central":  # auto means local here, whatever the observations and devices
+        raise ConfigError("inference", "ppo's actors act with their own network copy: use --inference local")
+    if cfg.learners > cfg.actors:
+        raise ConfigError("learners", f"each learner needs an actor of its own: at most --actors ({cfg.actors})")
+    rule = run.rule(num_workers=cfg.learners)
+    check_sync_learners(run, cfg.learners)
+    loss = PPOLoss(cfg.gamma, cfg.gae_lambda, cfg.clip, cfg.value_coef, cfg.entropy_coef, cfg.value_clip,
+                   cfg.normalize_advantages, "gae" if run.mode == "sync" else "vtrace", cfg.rho_bar, cfg.rho_bar,
+                   cfg.max_grad_norm)
+    batch_size = cfg.batch_size or math.ceil(cfg.actors / cfg.learners)
+    actor = functools.partial(SegmentActor, envs=EnvSpec(rl.env, cfg.envs_per_actor), network_fn=network_fn,
+                              unroll_length=cfg.unroll_length, refresh_every=1, gamma=cfg.gamma, seed=run.seed)
+    learner = functools.partial(PPOLearner, network_fn=network_fn, loss=loss, batch_size=batch_size,
+                                epochs=cfg.epochs, minibatches=cfg.minibatches, seed=run.seed)
+    queue = functools.partial(TrajectoryQueue, capacity=cfg.queue_capacity, max_policy_lag=cfg.max_policy_lag)
+
+    def groups(services: dict) -> list[WorkerSpec]:
+        queues = [RemoteQueue(endpoint) for endpoint in services[QUEUES]]
+        return [WorkerSpec("actor", functools.partial(actor, queues=queues), cfg.actors),
+                WorkerSpec("learner", functools.partial(learner, queues=queues), cfg.learners)]
+
+    return rl_plan(
+        run, rl, algo="ppo", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=EVAL_EPSILON,
+        central=False, config=asdict(cfg), spec=run.server_spec(rule, cfg.optimizer, cfg.lr),
+        groups=groups, services=(ServiceSpec(QUEUES, queue, cfg.learners),),
+        processes=cfg.actors + 2 * cfg.learners, chunk_steps=lambda updates: STEPS_PER_CHUNK,
+        metrics=METRICS, histograms=("learner.policy_lag",))
+
+
+def evaluation_policy(run: RunConfig, cfg: PPOConfig, rl: RLConfig):
+    """``(network_fn, policy_fn)`` for evaluation and ``gorila eval``: the architecture and its greedy policy."""
+    return functools.partial(make_network, rl.env, cfg.hidden, cfg.shared_torso, run.seed), greedy_policy

@@ -1,0 +1,76 @@
+"""PPO's configuration: one frozen dataclass, validated on construction.
+
+Field names are the CLI flags with underscores. The defaults follow RL-Zoo's CartPole PPO in
+spirit: 16 envs stepping 16-step segments (256 steps a batch), GAE(0.8), gamma 0.98, 10 epochs of 2
+minibatches, clip 0.2, no entropy bonus, Adam on the server at 1e-3, gradients clipped to 0.5.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gorila import validate
+from gorila.errors import ConfigError
+from gorila.params import OPTIMIZERS
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """What PPO's actors, queues and learners need::
+
+        cfg = PPOConfig(actors=4, epochs=4, minibatches=4)
+        PPOConfig(clip=0)   # ConfigError: clip: must be > 0, got 0
+    """
+
+    actors: int = field(default=2, metadata={"help": "Actors, each stepping its own environments with its own policy copy."})
+    envs_per_actor: int = field(default=8, metadata={"help": "Vectorised environments each actor steps."})
+    learners: int = field(default=1, metadata={"help": "Learners; each takes from its own trajectory queue."})
+    unroll_length: int = field(default=16, metadata={"help": "Steps per segment (each actor's rollout)."})
+    batch_size: int | None = field(default=None, metadata={"help": "Segments per batch (default: the actors per learner, one rollout each)."})
+    epochs: int = field(default=10, metadata={"help": "Passes over each batch."})
+    minibatches: int = field(default=2, metadata={"help": "Minibatches per pass, each one gradient pushed."})
+    queue_capacity: int = field(default=16, metadata={"help": "Segments a trajectory queue holds; a full queue holds its actors back."})
+    max_policy_lag: int | None = field(default=None, metadata={"help": "Drop segments acted more than this many versions before the learner's (default: keep all)."})
+    gamma: float = field(default=0.98, metadata={"help": "Discount factor, in (0, 1]."})
+    gae_lambda: float = field(default=0.8, metadata={"help": "GAE's lambda, in [0, 1] (--mode sync)."})
+    clip: float = field(default=0.2, metadata={"help": "Clip of the probability ratio (> 0)."})
+    value_clip: float | None = field(default=None, metadata={"help": "Clip of the value change (default: none)."})
+    value_coef: float = field(default=0.5, metadata={"help": "Weight of the value loss (> 0)."})
+    entropy_coef: float = field(default=0.0, metadata={"help": "Weight of the entropy bonus (>= 0)."})
+    normalize_advantages: bool = field(default=True, metadata={"help": "Scale each batch's advantages to mean 0, std 1."})
+    rho_bar: float = field(default=1.0, metadata={"help": "APPO (--mode async): clip of V-trace's importance weights and traces (> 0)."})
+    optimizer: str = "adam"  # no flag of its own: --optimizer (RunConfig) overrides it
+    lr: float = field(default=1e-3, metadata={"help": "Server learning rate."})
+    hidden: tuple[int, ...] = field(default=(64, 64), metadata={"help": "Hidden layer widths of the policy and value MLPs (or of the shared torso)."})
+    shared_torso: bool = field(default=False, metadata={"help": "One torso with a policy head and a value head instead of two networks (vector observations)."})
+    max_grad_norm: float | None = field(default=0.5, metadata={"help": "Clip each pushed gradient to this L2 norm, > 0."})
+
+    def __post_init__(self) -> None:
+        for name in ("actors", "learners"):
+            validate.integer(name, getattr(self, name), low=1, high=1024)
+        for name in ("envs_per_actor", "unroll_length", "epochs", "minibatches", "queue_capacity"):
+            validate.integer(name, getattr(self, name), low=1)
+        if self.batch_size is not None:
+            validate.integer("batch_size", self.batch_size, low=1)
+        if self.max_policy_lag is not None:
+            validate.integer("max_policy_lag", self.max_policy_lag, low=0)
+        validate.number("gamma", self.gamma, low=0.0, high=1.0, low_open=True)
+        validate.number("gae_lambda", self.gae_lambda, low=0.0, high=1.0)
+        validate.number("clip", self.clip, low=0.0, low_open=True)
+        if self.value_clip is not None:
+            validate.number("value_clip", self.value_clip, low=0.0, low_open=True)
+        validate.number("value_coef", self.value_coef, low=0.0, low_open=True)
+        validate.number("entropy_coef", self.entropy_coef, low=0.0)
+        if not isinstance(self.normalize_advantages, bool):
+            raise ConfigError("normalize_advantages", f"must be True or False, got {self.normalize_advantages!r}")
+        validate.number("rho_bar", self.rho_bar, low=0.0, low_open=True)
+        validate.choice("optimizer", self.optimizer, OPTIMIZERS)
+        validate.number("lr", self.lr, low=0.0, low_open=True)
+        if not isinstance(self.hidden, tuple):
+            raise ConfigError("hidden", f"must be a tuple of integers >= 1, got {self.hidden!r}")
+        for width in self.hidden:
+            validate.integer("hidden", width, low=1)
+        if not isinstance(self.shared_torso, bool):
+            raise ConfigError("shared_torso", f"must be True or False, got {self.shared_torso!r}")
+        if self.max_grad_norm is not None:
+            validate.number("max_grad_norm", self.max_grad_norm, low=0.0, low_open=True)

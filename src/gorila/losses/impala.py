@@ -1,0 +1,82 @@
+"""IMPALA's V-trace actor-critic loss on a batch of segments, and the gradient a learner pushes::
+
+    loss = -mean(pg_advantages * log pi(a|x))  +  value_coef * 1/2 * mean((vs - V(x))^2)  -  entropy_coef * mean(H)
+    grad, info = ImpalaLoss(gamma=0.99, rho_bar=1.0, c_bar=1.0).gradients(net, segment, flat)
+
+``vs`` and ``pg_advantages`` come from :func:`gorila.losses.vtrace.vtrace_targets` with the
+importance weights pi / mu of the learner's policy over the behaviour policy's ``log_probs``; with
+``vtrace=False`` they are taken as 1 (the data treated as on-policy: n-step targets, as A3C does).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from gorila.losses.vtrace import vtrace_targets
+from gorila.nets.flat import FlatParams
+from gorila.trajectory.segment import Segment
+
+
+def bootstrap_inputs(net: nn.Module, segment: Segment) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(rewards, discounts, bootstrap_value)`` of ``segment`` as V-trace and GAE read them, without
+    gradient: a truncated step's reward gains ``discount * V(final_obs)`` and its discount becomes 0
+    (the episode's sums end with the value of where it was cut); reset slots and failed envs get
+    discount 0 too, so no return flows across them; the bootstrap is ``V(last_obs)``."""
+    valid = torch.as_tensor(segment.valid)
+    rewards = torch.as_tensor(segment.rewards, dtype=torch.float32)
+    discounts = torch.as_tensor(segment.discounts, dtype=torch.float32)
+    truncated = torch.as_tensor(segment.truncated) & valid
+    with torch.no_grad():
+        _, bootstrap = net(torch.as_tensor(segment.last_obs, dtype=torch.float32))
+        if truncated.any():
+            final = net(torch.as_tensor(segment.final_obs, dtype=torch.float32)[truncated])[1]
+            rewards = rewards.clone()
+            rewards[truncated] += discounts[truncated] * final
+        discounts = torch.where(truncated | ~valid, torch.zeros_like(discounts), discounts)
+    return rewards, discounts, bootstrap
+
+
+@dataclass(frozen=True)
+class ImpalaLoss:
+    """The loss's settings as one value, for a learner to hold (see the module doc)."""
+
+    gamma: float = 0.99
+    entropy_coef: float = 0.01
+    value_coef: float = 0.5
+    rho_bar: float = 1.0
+    c_bar: float = 1.0
+    pg_rho_bar: float = 1.0
+    vtrace: bool = True
+    max_grad_norm: float | None = None
+
+    def gradients(self, net: nn.Module, segment: Segment, flat: FlatParams) -> tuple[np.ndarray, dict[str, float]]:
+        """The flat float32 gradient of the loss on ``segment`` (a copy) and floats ``loss``,
+        ``policy_loss``, ``value_loss``, ``entropy``, ``rho_mean`` and ``grad_norm`` (before clipping)."""
+        if flat.module is not net:
+            raise ValueError("flat must be the FlatParams of net")
+        obs = torch.as_tensor(segment.obs, dtype=torch.float32)
+        valid = torch.as_tensor(segment.valid)
+        weight = valid.float()
+        count = weight.sum().clamp(min=1.0)
+        rewards, discounts, bootstrap = bootstrap_inputs(net, segment)
+        flat.zero_grad()  # in place: the gradients stay views of flat's buffer
+        logits, values = net(obs)
+        log_probs = torch.log_softmax(logits, -1)
+        log_pi = log_probs.gather(-1, torch.as_tensor(segment.actions).long().unsqueeze(-1)).squeeze(-1)
+        behaviour = torch.as_tensor(segment.log_probs, dtype=torch.float32)
+        log_rhos = (log_pi.detach() - behaviour) * weight if self.vtrace else torch.zeros_like(log_pi)
+        vs, pg_advantages = vtrace_targets(log_rhos, discounts, rewards, values.detach(), bootstrap,
+                                           self.rho_bar, self.c_bar, self.pg_rho_bar)
+        policy_loss = -(pg_advantages * log_pi * weight).sum() / count
+        value_loss = 0.5 * ((vs - values).pow(2) * weight).sum() / count
+        entropy = (-(log_probs.exp() * log_probs).sum(-1) * weight).sum() / count
+        loss = policy_loss + self.value_coef * value_loss - self.entropy_coef * entropy
+        loss.backward()
+        info = {"loss": loss.item(), "policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
+                "entropy": entropy.item(), "rho_mean": ((log_rhos.exp() * weight).sum() / count).item(),
+                "grad_norm": flat.clip_grad_norm_(self.max_grad_norm)}
+        return flat.grad().copy(), info

@@ -1,0 +1,96 @@
+"""PPO's per-batch targets and minibatch gradients on segments (PPO with GAE, or APPO with V-trace)::
+
+    loss = PPOLoss(gamma=0.99, lam=0.95, clip=0.2, advantages="gae")
+    batch = loss.targets(net, segment)                  # flat valid steps: advantages, returns, old values
+    for idx in minibatches:
+        grad, info = loss.gradient(net, flat, batch.select(idx))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from gorila.losses.gae import gae
+from gorila.losses.impala import bootstrap_inputs
+from gorila.losses.ppo import ppo_loss
+from gorila.losses.vtrace import vtrace_targets
+from gorila.nets.flat import FlatParams
+from gorila.trajectory.segment import Segment
+
+ADVANTAGES = ("gae", "vtrace")
+
+
+@dataclass(frozen=True)
+class PPOBatch:
+    """The valid steps of a batch of segments, flattened, with their targets."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    old_log_probs: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    old_values: torch.Tensor
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    def select(self, idx: np.ndarray) -> PPOBatch:
+        index = torch.as_tensor(idx)
+        return PPOBatch(*(getattr(self, name)[index] for name in self.__dataclass_fields__))
+
+
+@dataclass(frozen=True)
+class PPOLoss:
+    """PPO's settings as one value, for a learner to hold. ``advantages="gae"`` is PPO (GAE(lam)
+    against the behaviour policy's values); ``"vtrace"`` is APPO (V-trace's advantages and value
+    targets, corrected by pi / mu, for segments of older policies). ``normalize`` scales each
+    batch's advantages to mean 0 and standard deviation 1; ``value_clip`` clips the value change."""
+
+    gamma: float = 0.99
+    lam: float = 0.95
+    clip: float = 0.2
+    value_coef: float = 0.5
+    entropy_coef: float = 0.0
+    value_clip: float | None = None
+    normalize: bool = True
+    advantages: str = "gae"
+    rho_bar: float = 1.0
+    c_bar: float = 1.0
+    max_grad_norm: float | None = 0.5
+
+    def targets(self, net: nn.Module, segment: Segment) -> PPOBatch:
+        """The batch's valid steps with advantages and returns from ``net`` (no gradient)."""
+        rewards, discounts, bootstrap = bootstrap_inputs(net, segment)
+        obs = torch.as_tensor(segment.obs, dtype=torch.float32)
+        actions = torch.as_tensor(segment.actions).long()
+        behaviour = torch.as_tensor(segment.log_probs, dtype=torch.float32)
+        with torch.no_grad():
+            logits, values = net(obs)
+            if self.advantages == "vtrace":
+                log_pi = torch.log_softmax(logits, -1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+                log_rhos = (log_pi - behaviour) * torch.as_tensor(segment.valid).float()
+                returns, advantages = vtrace_targets(log_rhos, discounts, rewards, values, bootstrap,
+                                                     self.rho_bar, self.c_bar, self.rho_bar)
+            else:
+                advantages, returns = gae(discounts, rewards, values, bootstrap, self.lam)
+        valid = torch.as_tensor(segment.valid)
+        advantages = advantages[valid]
+        if self.normalize and len(advantages) > 1:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        return PPOBatch(obs[valid], actions[valid], behaviour[valid], advantages, returns[valid], values[valid])
+
+    def gradient(self, net: nn.Module, flat: FlatParams, batch: PPOBatch) -> tuple[np.ndarray, dict[str, float]]:
+        """The flat gradient of the clipped surrogate on a minibatch (a copy) and its floats."""
+        if flat.module is not net:
+            raise ValueError("flat must be the FlatParams of net")
+        flat.zero_grad()
+        logits, values = net(batch.obs)
+        loss, info = ppo_loss(logits, values, batch.actions, batch.old_log_probs, batch.advantages, batch.returns,
+                              self.clip, self.value_coef, self.entropy_coef, batch.old_values, self.value_clip)
+        loss.backward()
+        info.update(loss=loss.item(), grad_norm=flat.clip_grad_norm_(self.max_grad_norm))
+        return flat.grad().copy(), info

@@ -1,0 +1,58 @@
+"""V-trace targets (Espeholt et al. 2018, IMPALA, eq. 1 and section 4.2): off-policy corrected value
+targets and policy-gradient advantages for segments acted by an older (behaviour) policy.
+
+For a segment of ``T`` steps of ``B`` environments, with ``rho_t = min(rho_bar, pi/mu)`` and
+``c_t = min(c_bar, pi/mu)`` (pi: the learner's policy, mu: the behaviour policy)::
+
+    delta_t = rho_t * (r_t + discount_t * V(x_{t+1}) - V(x_t))
+    v_s     = V(x_s) + sum_{t >= s} (prod_{s <= i < t} discount_i * c_i) * delta_t
+            = V(x_s) + delta_s + discount_s * c_s * (v_{s+1} - V(x_{s+1}))        (computed backwards)
+    A_s     = min(pg_rho_bar, pi/mu) * (r_s + discount_s * v_{s+1} - V(x_s))       (pg_advantages)
+
+``discount_t`` is gamma * (1 - terminated_t): an episode that ends inside the window cuts every
+sum there. Usage::
+
+    vs, pg_adv = vtrace_targets(log_rhos, discounts, rewards, values, bootstrap_value, rho_bar=1.0, c_bar=1.0)
+    value_loss = 0.5 * (vs - values).pow(2).mean(); policy_loss = -(pg_adv * log_pi).mean()
+
+On policy (``log_rhos = 0``, ``rho_bar, c_bar >= 1``) ``vs`` is the bootstrapped n-step return and
+``pg_advantages`` GAE(lambda = 1).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def vtrace_targets(log_rhos: torch.Tensor, discounts: torch.Tensor, rewards: torch.Tensor, values: torch.Tensor,
+                   bootstrap_value: torch.Tensor, rho_bar: float = 1.0, c_bar: float = 1.0,
+                   pg_rho_bar: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(vs, pg_advantages)``, both ``[T, B]`` and without gradient.
+
+    ``log_rhos``: ``log pi(a_t|x_t) - log mu(a_t|x_t)``; ``discounts``, ``rewards``, ``values``
+    (``V(x_t)``) ``[T, B]``; ``bootstrap_value`` ``[B]``, ``V(x_T)`` (for a truncated episode, pass
+    the value of the state it was cut at through ``values``/``bootstrap_value`` as the caller lays
+    its segment out). ``rho_bar`` clips the importance weights of the value target, ``c_bar`` the
+    traces, ``pg_rho_bar`` those of the advantages.
+    """
+    shape = rewards.shape
+    if rewards.dim() != 2 or any(x.shape != shape for x in (log_rhos, discounts, values)):
+        raise ValueError("log_rhos, discounts, rewards and values must all be [T, B], got "
+                         f"{[tuple(x.shape) for x in (log_rhos, discounts, rewards, values)]}")
+    if bootstrap_value.shape != shape[1:]:
+        raise ValueError(f"bootstrap_value must be [B] = {tuple(shape[1:])}, got {tuple(bootstrap_value.shape)}")
+    with torch.no_grad():
+        rhos = torch.exp(log_rhos)
+        clipped_rhos = rhos.clamp(max=rho_bar)
+        cs = rhos.clamp(max=c_bar)
+        next_values = torch.cat([values[1:], bootstrap_value.unsqueeze(0)])
+        deltas = clipped_rhos * (rewards + discounts * next_values - values)
+        corrections = torch.empty_like(values)  # v_s - V(x_s)
+        following = torch.zeros_like(bootstrap_value)
+        for t in reversed(range(shape[0])):
+            following = deltas[t] + discounts[t] * cs[t] * following
+            corrections[t] = following
+        vs = values + corrections
+        next_vs = torch.cat([vs[1:], bootstrap_value.unsqueeze(0)])
+        pg_advantages = rhos.clamp(max=pg_rho_bar) * (rewards + discounts * next_vs - values)
+    return vs, pg_advantages

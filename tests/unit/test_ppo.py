@@ -1,0 +1,89 @@
+"""PPO's targets on segments and its learner: epochs of minibatches, each gradient pushed."""
+
+import functools
+
+import numpy as np
+import pytest
+import torch
+
+from gorila.algos.a3c.networks import make_network
+from gorila.algos.ppo.config import PPOConfig
+from gorila.errors import ConfigError
+from gorila.learners.ppo import PPOLearner
+from gorila.losses.gae import gae
+from gorila.losses.ppo_targets import PPOLoss
+from gorila.nets.flat import FlatParams
+from gorila.params import LocalEndpoint, ParameterServer, ServerSpec, UpdateRule
+from gorila.runtime.local import LocalService
+from gorila.trajectory import RemoteQueue, Segment, TrajectoryQueue
+
+COUNTING = "gorila/Counting-v0"
+network_fn = functools.partial(make_network, COUNTING, (8,), False, 0)
+
+
+def _segment(net, T=4, N=3, seed=0, shift=0.0):
+    g = np.random.default_rng(seed)
+    obs = g.normal(size=(T, N, 1)).astype(np.float32)
+    actions = g.integers(2, size=(T, N))
+    with torch.no_grad():
+        logits, _ = net(torch.as_tensor(obs))
+    log_pi = torch.log_softmax(logits, -1).gather(-1, torch.as_tensor(actions).unsqueeze(-1)).squeeze(-1).numpy()
+    valid = np.ones((T, N), bool)
+    valid[0, 2] = False
+    return Segment(obs=obs, actions=actions, rewards=g.normal(size=(T, N)).astype(np.float32),
+                   discounts=np.full((T, N), 0.9, np.float32), truncated=np.zeros((T, N), bool),
+                   final_obs=np.zeros((T, N, 1), np.float32), valid=valid, log_probs=(log_pi + shift).astype(np.float32),
+                   policy_version=np.zeros((T, N), np.int64), last_obs=g.normal(size=(N, 1)).astype(np.float32))
+
+
+def test_targets_are_gae_of_the_valid_steps_normalised():
+    net = network_fn()
+    seg = _segment(net)
+    batch = PPOLoss(gamma=0.9, lam=0.7).targets(net, seg)
+    assert len(batch) == seg.valid.sum() == 11
+    with torch.no_grad():
+        values = net(torch.as_tensor(seg.obs))[1]
+        bootstrap = net(torch.as_tensor(seg.last_obs))[1]
+    discounts = torch.as_tensor(seg.discounts) * torch.as_tensor(seg.valid)
+    advantages, returns = gae(discounts, torch.as_tensor(seg.rewards), values, bootstrap, 0.7)
+    valid = torch.as_tensor(seg.valid)
+    raw = advantages[valid]
+    torch.testing.assert_close(batch.advantages, (raw - raw.mean()) / (raw.std() + 1e-8))
+    torch.testing.assert_close(batch.returns, returns[valid])
+    assert abs(batch.advantages.mean().item()) < 1e-5
+
+
+def test_appo_advantages_correct_for_the_behaviour_policy():
+    net = network_fn()
+    on = PPOLoss(advantages="vtrace", normalize=False).targets(net, _segment(net))
+    off = PPOLoss(advantages="vtrace", normalize=False).targets(net, _segment(net, shift=1.0))
+    gae_one = PPOLoss(lam=1.0, normalize=False).targets(net, _segment(net))
+    torch.testing.assert_close(on.advantages, gae_one.advantages)  # on policy: GAE(1)
+    assert not torch.allclose(on.advantages, off.advantages)
+
+
+def test_the_learner_pushes_epochs_times_minibatches_gradients_per_batch():
+    params = FlatParams(network_fn()).get()
+    spec = ServerSpec(rule=UpdateRule.asynchronous(), optimizer="sgd", lr=0.01)
+    shards = spec.build(params)
+    server = ParameterServer(tuple(LocalEndpoint(s) for s in shards), spec.layout(params.size), spec.rule)
+    queue = TrajectoryQueue(0, capacity=4)
+    learner = PPOLearner(0, server, network_fn=network_fn, loss=PPOLoss(), queues=[RemoteQueue(LocalService(queue))],
+                         batch_size=2, epochs=3, minibatches=2, seed=0)
+    for seq in range(2):
+        queue.add(_segment(network_fn(), seed=seq), "a", seq)
+    assert learner.step() and learner.pushes == 6 and shards[0].version == 6  # both segments in one take
+    assert learner.report()["policy_lag"] == {0: 22}  # the batch's 22 valid steps, acted at version 0
+    assert not learner.step() and learner.pushes == 6  # nothing left: blocked
+
+
+def test_more_learners_than_actors_is_refused():
+    from gorila.algos.ppo.builder import make_plan
+    from gorila.algos.rl_config import RLConfig
+    from gorila.config import RunConfig
+
+    with pytest.raises(ConfigError) as refused:
+        make_plan(RunConfig(algo="ppo"), PPOConfig(actors=1, learners=2), RLConfig())
+    assert refused.value.field == "learners"
+    with pytest.raises(ConfigError, match="clip"):
+        PPOConfig(clip=0)

@@ -1,0 +1,136 @@
+"""Segments, the trajectory queue, and the actor that feeds it, in one process (CountingEnv)."""
+
+import functools
+
+import numpy as np
+import pytest
+import torch
+
+from gorila.actors import segment_actor
+from gorila.actors.segment_actor import SegmentActor
+from gorila.algos.a3c.networks import make_network
+from gorila.envs.spec import EnvSpec
+from gorila.errors import WorkerTimeoutError
+from gorila.nets.flat import FlatParams
+from gorila.params import LocalEndpoint, ParameterServer, ServerSpec, UpdateRule
+from gorila.runtime.local import LocalService
+from gorila.trajectory import RemoteQueue, Segment, TrajectoryQueue
+
+COUNTING = "gorila/Counting-v0"  # 5-step episodes whose observation is the step index
+
+
+def segment(version: int, T: int = 3, N: int = 2, fill: float = 0.0) -> Segment:
+    return Segment(obs=np.full((T, N, 1), fill, np.float32), actions=np.zeros((T, N), np.int64),
+                   rewards=np.ones((T, N), np.float32), discounts=np.full((T, N), 0.9, np.float32),
+                   truncated=np.zeros((T, N), bool), final_obs=np.zeros((T, N, 1), np.float32),
+                   valid=np.ones((T, N), bool), log_probs=np.zeros((T, N), np.float32),
+                   policy_version=np.full((T, N), version, np.int64), last_obs=np.zeros((N, 1), np.float32))
+
+
+def test_the_queue_is_fifo_and_a_full_queue_refuses_adds():
+    queue = TrajectoryQueue(0, capacity=2)
+    assert queue.take(1) is None  # empty
+    assert queue.add(segment(0, fill=1), "a", 0) == 1
+    assert queue.add(segment(0, fill=2), "a", 1) == 1
+    assert queue.add(segment(0, fill=3), "a", 2) is None  # full: held back
+    taken = queue.take(5)
+    assert [s.obs[0, 0, 0] for s in taken] == [1, 2]
+    assert queue.add(segment(0, fill=3), "a", 2) == 1  # sent again once there is room
+    assert queue.stats()["refused"] == 1 and queue.stats()["added"] == 3
+
+
+def test_a_redelivered_segment_is_queued_once():
+    queue = TrajectoryQueue(0, capacity=4)
+    queue.add(segment(0), "a", 0)
+    assert queue.add(segment(0), "a", 0) == 1
+    queue.add(segment(0), "b", 0)  # another writer's number 0 is its own
+    assert queue.size() == 2 and queue.stats()["duplicates"] == 1
+
+
+def test_segments_beyond_the_max_policy_lag_are_dropped_and_counted():
+    queue = TrajectoryQueue(0, capacity=8, max_policy_lag=3)
+    for seq, version in enumerate([1, 5, 7, 2]):
+        queue.add(segment(version), "a", seq)
+    taken = queue.take(4, learner_version=8)  # lags 7, 3, 1, 6: the first and last go
+    assert [s.oldest_version for s in taken] == [5, 7]
+    assert queue.stats()["dropped_stale"] == 2
+    queue.add(segment(0), "a", 4)
+    assert queue.take(1, learner_version=8) is None  # only a stale one left: none to give
+
+
+def test_segments_of_several_actors_are_batched_side_by_side():
+    batch = Segment.concatenate([segment(1, N=2), segment(2, N=3)])
+    assert batch.obs.shape == (3, 5, 1) and batch.last_obs.shape == (5, 1)
+    assert batch.policy_version[0].tolist() == [1, 1, 2, 2, 2]
+    with pytest.raises(ValueError, match="lengths"):
+        Segment.concatenate([segment(1, T=3), segment(1, T=4)])
+
+
+def _server(timeout_s=30.0):
+    network_fn = functools.partial(make_network, COUNTING, (8,), False, 0)
+    params = FlatParams(network_fn()).get()
+    spec = ServerSpec(rule=UpdateRule.asynchronous(), optimizer="sgd", lr=0.1)
+    shards = spec.build(params)
+    return network_fn, shards, ParameterServer(tuple(LocalEndpoint(s) for s in shards), spec.layout(params.size),
+                                               spec.rule, timeout_s=timeout_s)
+
+
+def _actor(server, network_fn, queue, unroll=7, refresh_every=1):
+    return SegmentActor(0, server, envs=EnvSpec(COUNTING, 2), network_fn=network_fn,
+                        queues=[RemoteQueue(LocalService(queue))], unroll_length=unroll,
+                        refresh_every=refresh_every, gamma=0.5, seed=0)
+
+
+def test_a_segment_carries_the_steps_their_discounts_and_the_behaviour_log_probs():
+    network_fn, _, server = _server()
+    queue = TrajectoryQueue(0, capacity=4)
+    actor = _actor(server, network_fn, queue)
+    assert actor.step()
+    (seg,) = queue.take(1)
+    # Counting-v0 ends after 5 steps (obs 0..4), and the next episode starts at once
+    assert seg.obs[:, 0, 0].tolist() == [0, 1, 2, 3, 4, 0, 1]
+    assert seg.valid.all()
+    assert seg.discounts[:, 0].tolist() == [0.5, 0.5, 0.5, 0.5, 0.0, 0.5, 0.5]  # terminated at step 4
+    assert seg.last_obs[0, 0] == 2.0
+    assert (seg.policy_version == 0).all() and seg.steps == 14
+    with torch.no_grad():
+        logits, _ = network_fn()(torch.as_tensor(seg.obs))
+    expected = torch.log_softmax(logits, -1).gather(-1, torch.as_tensor(seg.actions).unsqueeze(-1)).squeeze(-1)
+    np.testing.assert_allclose(seg.log_probs[seg.valid], expected.numpy()[seg.valid], rtol=1e-5)
+    assert actor.report()["env_steps"] == 14
+
+
+def test_a_full_queue_holds_the_actor_back_its_segments_arrive_in_order_and_a_long_wait_is_an_error(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(segment_actor.time, "monotonic", lambda: clock[0])
+    network_fn, _, server = _server(timeout_s=10.0)
+    queue = TrajectoryQueue(0, capacity=1)
+    actor = _actor(server, network_fn, queue, unroll=2)
+    blocked = [not actor.step() for _ in range(10)]
+    assert blocked[-1] and not blocked[0]
+    # one segment queued, one refused and resent, one acted while it travelled: no more
+    assert actor.report()["env_steps"] == 3 * 2 * 2
+    starts = []
+    for _ in range(10):
+        starts += [int(s.obs[0, 0, 0]) for s in queue.take(1) or []]
+        actor.step()
+    # segment k starts at step 2k of the 5-step episodes: none lost, none twice, in order
+    assert starts == [(2 * k) % 5 for k in range(len(starts))] and len(starts) >= 4
+    while actor.step():
+        pass
+    clock[0] = 10.5
+    with pytest.raises(WorkerTimeoutError, match="queue 0 stayed full"):
+        actor.step()
+
+
+def test_the_actor_pulls_only_every_refresh_every_segments():
+    network_fn, shards, server = _server()
+    queue = TrajectoryQueue(0, capacity=8)
+    actor = _actor(server, network_fn, queue, unroll=2, refresh_every=3)
+    pusher = server.client(1)
+    for _ in range(4):
+        pusher.params()
+        pusher.push(np.ones(pusher.layout.size, np.float32))
+        actor.step()
+    versions = [int(s.policy_version[0, 0]) for s in queue.take(8)]
+    assert versions == [1, 1, 1, 4]
