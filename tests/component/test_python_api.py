@@ -62,7 +62,7 @@ def test_bad_settings_are_refused_by_name_before_anything_starts(tmp_path, setti
 
 
 def test_a_setting_of_another_algorithm_says_which():
-    with pytest.raises(ConfigError, match=r"not a setting of lstsq \(it is a setting of apex, dqn\)"):
+    with pytest.raises(ConfigError, match=r"not a setting of lstsq \(it is a setting of apex, dqn, impala, ppo\)"):
         gorila.train("lstsq", actors=2)
 
 
