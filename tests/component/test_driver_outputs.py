@@ -94,3 +94,18 @@ def test_a_run_stops_within_one_step_per_worker_of_its_budget(tmp_path):
     summary = run(run_config, make_plan(run_config, cfg, rl), terminal=Terminal(QUIET))
     one_step_each = cfg.workers * cfg.envs_per_worker * cfg.rollout_steps
     assert 20_000 <= summary["env_steps"] <= 20_000 + one_step_each
+
+
+def test_target_on_train100_stops_once_the_latest_100_training_episodes_average_the_target(tmp_path):
+    import csv
+
+    # CartPole's random policy averages about 22: 30 is reached within a few hundred episodes, on training alone
+    run_config, plan = _a3c(tmp_path / "run", total_steps=300_000, target_return=30.0, target_on="train100",
+                            stop_at_target=True)
+    summary = run(run_config, plan, terminal=Terminal(QUIET))
+    assert summary["stop_reason"] == "target" and summary["final_train_return"] >= 30.0
+    assert summary["best_train_return"] >= summary["final_train_return"]
+    rows = list(csv.DictReader(open(tmp_path / "run" / "metrics.csv")))
+    assert float(rows[-1]["train_return"]) >= 30.0
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["target_on"] == "train100" and config["target"] == 30.0

@@ -35,6 +35,7 @@ def refused(capsys, argv: list[str]) -> str:
     (["--algo", "a3c", "--entropy-coef", "-0.1"], "--entropy-coef"),
     (["--algo", "a3c", "--gae-lambda", "1.5"], "--gae-lambda"),
     (["--algo", "a3c", "--eval-epsilon", "2"], "--eval-epsilon"),
+    (["--algo", "a3c", "--target-on", "best"], "--target-on"),
     (["--algo", "dqn", "--target-update", "hard:0"], "--target-update"),
     (["--algo", "dqn", "--target-update", "every:10"], "--target-update"),
     (["--algo", "dqn", "--target", "mean"], "--target"),

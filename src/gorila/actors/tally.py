@@ -8,8 +8,9 @@ from typing import Any
 
 from gorila.envs.vector import Episode
 
-#: Episodes whose returns a worker reports (the driver's ``train_return`` averages them).
-RECENT_EPISODES = 20
+#: Episodes whose returns a worker reports: the driver's ``train_return`` is the mean of the run's
+#: latest 100 episodes (as published learning curves report), whichever workers played them.
+RECENT_EPISODES = 100
 
 
 class ExperienceTally:

@@ -84,11 +84,12 @@ def rl_plan(run: RunConfig, rl: RLConfig, *, algo: str, net: nn.Module, network_
     epsilon = rl.eval_epsilon if rl.eval_epsilon is not None else eval_epsilon
     evaluation = PolicyEvaluation(rl.env, network_fn, policy_fn, episodes=rl.eval_episodes, epsilon=epsilon,
                                   seed=run.seed, noop_max=rl.eval_noop_max, every_s=rl.eval_every_s,
-                                  target=rl.target())
+                                  target=rl.target() if rl.target_on == "eval" else None)
     record = {**config, **asdict(rl), "eval_epsilon": epsilon, "inference": "central" if central else "local"}
     plan.setdefault("chunk_seconds", CHUNK_SECONDS)
     return Plan(algo=algo, label=rl.env, initial_params=lambda: FlatParams(net).get(), evaluation=evaluation,
                 budget=Budget(rl.total_steps, "env_steps"), stop_at_target=rl.stop_at_target,
+                train_target=rl.target() if rl.target_on == "train100" else None,
                 metrics=metrics + (INFERENCE_METRICS if central else ()), config=record, network_fn=network_fn,
                 **plan)
 

@@ -13,6 +13,7 @@ from gorila.inference.batching import BatchingRule
 
 DEVICES = ("auto", "cpu", "cuda")
 INFERENCE_MODES = ("auto", "local", "central")
+TARGET_ON = ("eval", "train100")
 
 
 @dataclass(frozen=True)
@@ -26,8 +27,11 @@ class RLConfig:
     env: str = field(default="CartPole-v1", metadata={"help": "Gymnasium env id (ALE/<Game>-v5 for Atari)"})
     total_steps: int = field(default=1_000_000, metadata={"help": "stop after this many env steps"})
     target_return: float | None = field(default=None, metadata={
-        "help": "evaluation mean that counts as solved (default: the env's reward threshold)"})
-    stop_at_target: bool = field(default=True, metadata={"help": "stop at the first evaluation reaching the target"})
+        "help": "the return that counts as solved, judged as --target-on says (default: the env's reward threshold)"})
+    target_on: str = field(default="eval", metadata={
+        "help": "eval: the greedy evaluation's mean return; train100: the mean training return of the run's latest "
+                "100 episodes (as published learning curves report)", "choices": TARGET_ON})
+    stop_at_target: bool = field(default=True, metadata={"help": "stop once the target is reached"})
     eval_episodes: int = field(default=10, metadata={"help": "episodes per evaluation"})
     eval_epsilon: float | None = field(default=None, metadata={
         "help": "exploration rate during evaluation (default: 0.05 for dqn, as in the DQN papers; 0 for a3c)"})
@@ -52,6 +56,7 @@ class RLConfig:
         validate.integer("total_steps", self.total_steps, low=1)
         if self.target_return is not None:
             validate.number("target_return", self.target_return)
+        validate.choice("target_on", self.target_on, TARGET_ON)
         validate.integer("eval_episodes", self.eval_episodes, low=1)
         if self.eval_epsilon is not None:
             validate.number("eval_epsilon", self.eval_epsilon, low=0.0, high=1.0)

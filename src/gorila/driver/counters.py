@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
+
+from gorila.actors.tally import RECENT_EPISODES
 
 
 class Counters:
@@ -15,10 +18,15 @@ class Counters:
         counters.update("bundle", reports)       # one report per worker of the group
         counters.total("env_steps")              # base + every worker's, lost ones included
         counters.restarts                        # reports whose pid changed
+        counters.recent_return()                 # mean return of the run's latest 100 episodes
 
     A report with a new ``pid`` comes from a restarted worker: what the old process had counted in
     ``summed`` is kept, so totals never go back. A first report that says ``restarted`` comes from a
     worker restarted before it ever reported (e.g. one that hung in its first chunk).
+
+    Each report lists its worker's latest ``recent_returns`` and counts its ``episodes``; the
+    episodes new since that worker's previous report join the run's latest :data:`RECENT_EPISODES`
+    (a report may be read more than once: only the count tells what is new).
     """
 
     def __init__(self, summed: Iterable[str], base: dict[str, float] | None = None):
@@ -27,6 +35,7 @@ class Counters:
         self.lost: dict[str, float] = {}
         self.last: dict[tuple[str, int], dict[str, Any]] = {}
         self.restarts = 0
+        self.returns: collections.deque[float] = collections.deque(maxlen=RECENT_EPISODES)
 
     def update(self, group: str, reports: list[dict[str, Any]]) -> None:
         for k, report in enumerate(reports):
@@ -38,15 +47,27 @@ class Counters:
                 self.restarts += 1
                 for name in self.summed:
                     self.lost[name] = self.lost.get(name, 0) + before.get(name, 0)
+                before = None  # a new process: all its episodes are new
+            self._take_returns(report, 0 if before is None else before.get("episodes", 0))
             self.last[key] = report
+
+    def _take_returns(self, report: dict[str, Any], seen: int) -> None:
+        returns = report.get("recent_returns", [])
+        new = min(report.get("episodes", len(returns)) - seen, len(returns))
+        if new > 0:
+            self.returns.extend(returns[-new:])
 
     def total(self, name: str) -> int:
         return int(self.base.get(name, 0) + self.lost.get(name, 0)
                    + sum(r.get(name, 0) for r in self.last.values()))
 
+    def window_full(self) -> bool:
+        """Whether the run has played a full window of :data:`RECENT_EPISODES` episodes."""
+        return len(self.returns) == RECENT_EPISODES
+
     def recent_return(self) -> float | None:
-        returns = [x for r in self.last.values() for x in r.get("recent_returns", [])]
-        return float(np.mean(returns)) if returns else None
+        """The mean return of the run's latest (up to) 100 episodes; None before the first."""
+        return float(np.mean(self.returns)) if self.returns else None
 
     def mean(self, name: str) -> float | None:
         values = [r[name] for r in self.last.values() if r.get(name) is not None]

@@ -110,7 +110,8 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
             unit = plan.budget.unit.replace("_", " ")
             config = {"algo": plan.algo, "run": asdict(run_config), plan.algo: plan.config,
                       "rule": asdict(plan.spec.rule), "run_dir": str(run_dir), "step_unit": unit,
-                      "headline": plan.evaluation.columns[0], "target": plan.evaluation.target}
+                      "headline": plan.evaluation.columns[0], "target": plan.evaluation.target if plan.train_target is None else plan.train_target,
+                      "target_on": "eval" if plan.train_target is None else "train100"}
             limits = Limits(plan.budget.total, unit, run_config.time_limit_s)
             signals.arm()  # from here on a signal stops the run with everything saved
             terminal.line(f"{terminal.elapsed():7.1f} s  training until {limits.describe()}")

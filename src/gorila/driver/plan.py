@@ -131,7 +131,9 @@ class Plan:
     groups whose ``save()`` runs at every checkpoint (each service writes its own state where it
     lives). With ``param_cache`` every node gets a parameter cache (:mod:`gorila.params.cache`),
     a service group ``param_cache`` whose stats can be metrics, and workers' ``server.source()``
-    reads it. ``config`` is written to ``config.json``. ``network_fn`` (RL) builds the network whose parameters the server holds: checkpoints then also export its
+    reads it. ``train_target`` (RL, ``--target-on train100``) judges the target on training
+    instead of by the evaluation: the mean return of the run's latest 100 episodes, once 100 have
+    been played. ``config`` is written to ``config.json``. ``network_fn`` (RL) builds the network whose parameters the server holds: checkpoints then also export its
     named ``state_dict``, which plain PyTorch can load.
     """
 
@@ -147,6 +149,7 @@ class Plan:
     chunk_steps: Callable[[int], int] = lambda updates: 50
     chunk_seconds: float | None = None
     stop_at_target: bool = True
+    train_target: float | None = None
     metrics: tuple[str, ...] = ()
     histograms: tuple[str, ...] = ()
     checkpoint_services: tuple[str, ...] = ()

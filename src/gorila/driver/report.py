@@ -27,6 +27,7 @@ import numpy as np
 from gorila.checkpoint import save_checkpoint
 from gorila.config import RunConfig
 from gorila.core import Runtime, ServiceGroup
+from gorila.driver.counters import Counters
 from gorila.driver.plan import Placed, Plan, Score
 from gorila.driver.progress import Progress
 from gorila.errors import WorkerTimeoutError
@@ -171,6 +172,8 @@ class Report:
         self.pending_row: dict[str, float | None] = {}  # the scores' columns since the last row
         self.metrics: dict[str, float | None] = {}  # the plan's metrics at the last row
         self.shard_restarts = 0
+        self.train_return: float | None = None  # the mean of the latest 100 episodes, once 100 were played
+        self.best_train_return: float | None = resumed.get("best_train_return")
         self._network: Any = None  # plan.network_fn()'s FlatParams, built at the first checkpoint
 
     def began_stepping(self) -> None:
@@ -207,6 +210,7 @@ class Report:
             self.out.startup["first_update_s"] = self.out.terminal.elapsed()  # within a row of the first update
         counters = self.progress.counters
         env_steps = counters.total("env_steps")
+        self._judge_training(counters)
         row = {"env_steps": env_steps, "updates": stats.updates, "train_return": counters.recent_return(),
                "loss": counters.mean("loss"), "env_steps_per_s": env_steps / max(train_s, 1e-9),
                "updates_per_s": stats.updates / max(train_s, 1e-9), "pushes_rejected": stats.pushes_rejected,
@@ -215,6 +219,20 @@ class Report:
         self.out.logger.log(self.progress.used(), {k: v for k, v in row.items() if k in self.out.logger.columns},
                             train_s=train_s)
         self.pending_row = {}
+
+    def _judge_training(self, counters: Counters) -> None:
+        """The training return over a full window of the latest 100 episodes: its best, and (with
+        the plan's ``train_target``) the time to target when it is the first to reach it."""
+        if not counters.window_full():
+            return
+        self.train_return = counters.recent_return()
+        self.best_train_return = max(self.train_return, self.best_train_return or -np.inf)
+        target = self.plan.train_target
+        if target is not None and self.train_return >= target and self.time_to_target is None:
+            self.time_to_target = self.out.terminal.elapsed()
+            self.train_time_to_target = self.progress.train_s()
+            self.out.logger.message(f"target {target:.4g} reached by the mean training return of the latest "
+                                    f"100 episodes ({self.train_return:.1f}) after {self.time_to_target:.1f} s")
 
     def _plan_metrics(self) -> dict[str, float | None]:
         """The plan's ``group.key`` metrics as columns ``group_key``: a service's stats summed over
@@ -237,7 +255,7 @@ class Report:
         counts a resumed run goes on from, and the exports."""
         meta = {"env_steps": self.progress.counters.total("env_steps"), "train_time_s": train_s,
                 "time_to_target_s": self.time_to_target, "train_time_to_target_s": self.train_time_to_target,
-                "updates": self.progress.stats.updates,
+                "updates": self.progress.stats.updates, "best_train_return": self.best_train_return,
                 "evaluation": self.plan.evaluation.state_dict()}
         for name in self.plan.checkpoint_services:
             self.placed.services[name].save()
@@ -281,6 +299,8 @@ class Report:
             "bytes_pushed": stats.bytes_in, "bytes_pulled": stats.bytes_out,
             "time_to_target_s": self.time_to_target, "train_time_to_target_s": self.train_time_to_target,
             "reached_target": self.time_to_target is not None, "startup": dict(self.out.startup),
+            **({"final_train_return": self.train_return, "best_train_return": self.best_train_return}
+               if plan.budget.unit == "env_steps" else {}),
             "stop_reason": stop_reason, "worker_restarts": counters.restarts,
             **({"signal": signal} if signal is not None else {}),
             "service_restarts": self.services.restarts, "items_lost": self.services.items_lost,
