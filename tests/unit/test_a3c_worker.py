@@ -168,6 +168,12 @@ def test_rollout_steps_zero_waits_for_every_env_s_episode(env_id, length):
     assert rollout.valid.all() and rollout.obs[:, 0, 0].tolist() == list(range(length))
 
 
+def test_a_run_to_the_episodes_ends_starts_with_a_chunk_of_one_rollout():
+    # An Atari episode can take minutes: twenty of them would be a first chunk past any timeout.
+    assert _plan(COUNTING, A3CConfig(rollout_steps=0)).chunk_steps(0) == 1
+    assert _plan(COUNTING, A3CConfig(rollout_steps=5)).chunk_steps(0) == 20
+
+
 def test_target_value_network_moves_by_tau_once_per_new_version():
     cfg = A3CConfig(envs_per_worker=1, rollout_steps=2, hidden=(4,), target_tau=0.25)
     shards, server, _ = _server(COUNTING, cfg)
