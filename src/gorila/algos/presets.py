@@ -145,7 +145,8 @@ _PRESETS = (
         "nature-dqn", "dqn",
         "Mnih et al. 2015, Human-level control through deep reinforcement learning, Nature 518, "
         "Extended Data Table 1",
-        "DQN: one actor and learner, 1 M replay, RMSProp 2.5e-4, ε 1 → 0.1 over 1 M frames, target every 10,000 updates",
+        "DQN: one actor and learner, 1 M replay, RMSProp 2.5e-4, ε 1 → 0.1 over 1 M frames, "
+        "target every 10,000 updates",
         {"env": "ALE/Breakout-v5", "mode": "async", "replay": "local", "actors": 1, "shards": 1,
          "replay_capacity": 1_000_000, "batch_size": 32, "gamma": 0.99, "learning_starts": 50_000,
          "train_every": 4, "target_update": "hard:10000", "target": "max", "loss": "huber",
