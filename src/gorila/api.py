@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gorila.algos.presets import algo_of
 from gorila.config import RunConfig
 from gorila.errors import ConfigError
 from gorila.launch import configs_from_values, launch, saved_values
@@ -30,7 +31,8 @@ def train(algo: str | None = None, *, verbose: bool | int = False, **settings: A
     ``settings`` are the flags of ``gorila train --algo ALGO`` as keywords, dashes as underscores
     (``--time-limit-s 60`` is ``time_limit_s=60``); they are checked as the command checks them,
     and a name the algorithm does not have raises :class:`~gorila.errors.ConfigError` naming it.
-    ``resume=RUN_DIR`` continues a saved run with its own settings (``algo`` may be left out).
+    ``resume=RUN_DIR`` continues a saved run with its own settings (``algo`` may be left out), and
+    ``preset=NAME`` fills the settings not given with a published one (``algo`` defaults to its).
     Nothing is printed unless ``verbose`` (``True``: the run directory, start-up stages and
     progress on stderr, as the command shows them; ``2``: Ray's own logs too). Ctrl-C stops the
     run as the command does, saving a final checkpoint and the summary, then raises
@@ -43,5 +45,5 @@ def train(algo: str | None = None, *, verbose: bool | int = False, **settings: A
         if algo is not None and algo != saved_algo:
             raise ConfigError("algo", f"{values['resume']} is a {saved_algo} run, not {algo}")
         algo, values = saved_algo, {**{k: v for k, v in saved.items() if v is not None}, **values}
-    run, configs = configs_from_values(algo or RunConfig.algo, values)
+    run, configs = configs_from_values(algo or algo_of(values.get("preset")) or RunConfig.algo, values)
     return launch(run, configs, Terminal(int(verbose), started_at=started))

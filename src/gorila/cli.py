@@ -1,4 +1,4 @@
-"""The ``gorila`` command: ``train``, ``eval``, ``plot``, ``bench``, ``simulate``, ``info``.
+"""The ``gorila`` command: ``train``, ``eval``, ``plot``, ``bench``, ``simulate``, ``presets``, ``info``.
 
 Invalid flags are refused before anything starts, naming the flag, with exit code 2. Progress and
 logs go to stderr; stdout carries only the result (``train``: the summary as JSON). A run stopped
@@ -30,6 +30,7 @@ COMMANDS_HELP = """commands:
   plot      overlay the learning curves of runs, by env steps and by time
   bench     measure a figure next to its limit
   simulate  predict speedup, staleness and load of the update rules for 1 to 4096 workers
+  presets   the published settings gorila train --preset NAME fills the flags with, and their sources
   info      versions, CPUs, GPU
 
 gorila COMMAND --help shows a command's flags."""
@@ -60,6 +61,7 @@ def _train_parser(algo: str) -> argparse.ArgumentParser:
 
 def _configs(argv: list[str]) -> tuple[RunConfig, list, int]:
     """The run's configs from the command line, and the terminal's verbosity."""
+    from gorila.algos.presets import algo_of
     from gorila.launch import configs_from_values, saved_values
     from gorila.metrics.terminal import NORMAL, QUIET, VERBOSE
 
@@ -67,9 +69,10 @@ def _configs(argv: list[str]) -> tuple[RunConfig, list, int]:
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--algo", default=None, choices=sorted(ALGORITHMS))
     pre.add_argument("--resume", type=Path, default=None)
+    pre.add_argument("--preset", default=None)
     known, _ = pre.parse_known_args(argv)
     saved: dict = {}
-    algo = known.algo or RunConfig.algo
+    algo = known.algo or algo_of(known.preset) or RunConfig.algo
     if known.resume is not None:
         try:
             algo, saved = saved_values(known.resume)
@@ -190,6 +193,18 @@ def cmd_plot(argv: list[str]) -> int:
     return 0
 
 
+def cmd_presets(argv: list[str]) -> int:
+    from gorila.algos.presets import table
+
+    parser = argparse.ArgumentParser(
+        prog="gorila presets", formatter_class=HelpFormatter,
+        description="The published settings gorila train --preset NAME fills the flags with (a flag given still "
+                    "wins),\neach with its algorithm, what it sets and its source.")
+    parser.parse_args(argv)
+    print(table(), end="")
+    return 0
+
+
 def cmd_info(argv: list[str]) -> int:
     import os
     import platform
@@ -236,7 +251,7 @@ def cmd_simulate(argv: list[str]) -> int:
 
 
 COMMANDS = {"train": cmd_train, "eval": cmd_eval, "plot": cmd_plot, "bench": cmd_bench, "simulate": cmd_simulate,
-            "info": cmd_info}
+            "presets": cmd_presets, "info": cmd_info}
 
 
 def _command_parser() -> argparse.ArgumentParser:

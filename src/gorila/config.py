@@ -73,6 +73,11 @@ class RunConfig:
         "help": "restart a worker whose chunk of steps has not finished after this many seconds (a stalled "
                 "environment; Ray runtime); the other groups go on meanwhile (default: wait up to --call-timeout-s)",
         "metavar": "SECONDS"})
+    preset: str | None = field(default=None, metadata={
+        "help": "fill the flags not given with a published setting (gorila presets lists them, with their "
+                "sources); a flag given still wins; --algo defaults to the preset's", "metavar": "NAME"})
+    # Where the preset comes from (paper, table), filled in with it: config.json and summary.json name it.
+    preset_source: str | None = None
     # When the run was configured: the default run directory's name, the same however often asked.
     stamp: str = field(default_factory=lambda: time.strftime("%Y%m%d-%H%M%S"))
 

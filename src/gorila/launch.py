@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gorila.algos.presets import with_preset
+from gorila.algos.presets import source, with_preset
 from gorila.algos.registry import ALGORITHMS
 from gorila.cliargs import from_flags
 from gorila.config import RunConfig, values_from_json
@@ -35,8 +35,8 @@ def settings(algo: str) -> set[str]:
 
 def configs_from_values(algo: str, values: dict[str, Any]) -> tuple[RunConfig, list]:
     """The ``RunConfig`` and the algorithm's configs from ``values`` (name -> value; the rest come
-    from the env's preset, see :mod:`gorila.algos.presets`, or keep their defaults), each validated
-    on construction."""
+    from the preset ``values["preset"]`` names, then from the env's, see :mod:`gorila.algos.presets`,
+    or keep their defaults), each validated on construction."""
     if algo not in ALGORITHMS:
         raise ConfigError("algo", f"unknown algorithm {algo!r}; choose from {', '.join(sorted(ALGORITHMS))}")
     unknown = sorted(set(values) - settings(algo))
@@ -47,7 +47,7 @@ def configs_from_values(algo: str, values: dict[str, Any]) -> tuple[RunConfig, l
         raise ConfigError(name, f"not a setting of {algo}{hint}")
     # JSON and Python callers give lists where configs hold tuples (hidden=[64, 64]).
     namespace = argparse.Namespace(**values_from_json(with_preset(algo, values)))
-    run = from_flags(RunConfig, namespace, algo=algo)
+    run = from_flags(RunConfig, namespace, algo=algo, preset_source=source(values.get("preset")))
     return run, [from_flags(cls, namespace) for cls in ALGORITHMS[algo].config_classes()]
 
 
@@ -77,6 +77,8 @@ def launch(run: RunConfig, configs: list, terminal: Terminal) -> dict[str, Any]:
     algorithm = ALGORITHMS[run.algo]
     run_dir = run.resolved_run_dir(algorithm.label(configs))
     terminal.line(f"run directory: {run_dir}")
+    if run.preset is not None:
+        terminal.line(f"preset {run.preset}: {run.preset_source}")
     if run.resume is None:
         run = dataclasses.replace(run, run_dir=run_dir)
     what = " (PyTorch, the env, the network)" if algorithm.is_rl else " (the data)"

@@ -95,5 +95,6 @@ def evaluate(run_dir: Path | str, episodes: int = 10, *, epsilon: float | None =
         out["videos"] = sorted(str(p) for p in Path(video_dir).glob("*.mp4"))
     if is_atari(policy.env_id):
         out["human_normalized"] = evaluation.human_normalized(policy.env_id, out["mean"])
+        out["dqn_normalized"] = evaluation.dqn_normalized(policy.env_id, out["mean"])
         out["human_normalized_table"] = evaluation.NORMALIZATION_SOURCE
     return out

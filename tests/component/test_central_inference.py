@@ -83,3 +83,16 @@ def test_a3c_reports_its_policy_lag_in_either_mode(tmp_path, inference):
     if inference == "local":
         assert lag.keys() == {0}  # a worker acts with the very parameters its gradient is computed on
     assert summary["worker_policy_lag_mean"] is not None and summary["updates"] > 0
+
+
+@pytest.mark.parametrize("inference", ["local", "central"])
+def test_a3c_rollouts_to_the_episode_s_end_in_either_mode(tmp_path, inference):
+    from gorila.algos.a3c.builder import make_plan as a3c_plan
+    from gorila.algos.a3c.config import A3CConfig
+
+    cfg = A3CConfig(workers=1, envs_per_worker=4, rollout_steps=0, hidden=(8,))
+    run_config = RunConfig(algo="a3c", runtime="local", run_dir=tmp_path)
+    summary = run(run_config, a3c_plan(run_config, cfg, rl(400, inference)))
+    pushes = summary["pushes_counted"] + summary["pushes_accepted"] + summary["pushes_rejected"]
+    # Every env starts in step with the others and every episode lasts 5 steps: a rollout is one episode each.
+    assert pushes > 0 and summary["env_steps"] == pushes * 4 * 5

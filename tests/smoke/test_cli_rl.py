@@ -8,7 +8,7 @@ import pytest
 
 pytestmark = pytest.mark.smoke
 
-PONG_RANDOM, PONG_HUMAN = -20.7, 9.3  # the Nature DQN paper's reference scores
+PONG_RANDOM, PONG_HUMAN, PONG_DQN = -20.7, 9.3, 18.9  # the Nature DQN paper's reference scores
 
 
 def gorila(*args, timeout=300):
@@ -29,6 +29,8 @@ def test_dqn_on_pong_runs_end_to_end_and_evaluates(tmp_path, capsys):
     score = summary["final_eval_return"]
     assert score == int(score)  # unclipped game points, summed over a whole game
     assert summary["final_human_normalized"] == pytest.approx(100 * (score - PONG_RANDOM) / (PONG_HUMAN - PONG_RANDOM))
+    assert summary["final_dqn_normalized"] == pytest.approx(100 * (score - PONG_RANDOM) / (PONG_DQN - PONG_RANDOM))
+    assert summary["best_human_normalized"] >= summary["final_human_normalized"]
     assert "Nature" in summary["human_normalized_table"]
     assert (tmp_path / "learning_curve.png").stat().st_size > 0
     assert main(["eval", str(tmp_path), "--episodes", "1", "--noop-max", "5"]) == 0
@@ -36,6 +38,7 @@ def test_dqn_on_pong_runs_end_to_end_and_evaluates(tmp_path, capsys):
     assert report["epsilon"] == 0.05 and report["checkpoint_env_steps"] == summary["env_steps"]
     assert report["human_normalized"] == pytest.approx(
         100 * (report["mean"] - PONG_RANDOM) / (PONG_HUMAN - PONG_RANDOM))
+    assert report["dqn_normalized"] == pytest.approx(100 * (report["mean"] - PONG_RANDOM) / (PONG_DQN - PONG_RANDOM))
 
 
 def test_a2c_on_embedded_ray_from_the_command_line(tmp_path):

@@ -35,6 +35,10 @@ class CountingImageEnv(CountingEnv):
         return super()._obs().reshape(1, 1)
 
 
+LONG = "gorila-test/CountingLong-v0"  # 100-step episodes: longer than a rollout's first allotment
+if LONG not in gym.registry:
+    gym.register(LONG, entry_point="gorila.envs.fake:CountingEnv", kwargs={"episode_length": 100})
+
 IMAGE = "gorila-test/CountingImage-v0"
 if IMAGE not in gym.registry:
     gym.register(IMAGE, entry_point=CountingImageEnv)
@@ -135,6 +139,39 @@ def test_returns_never_mix_two_episodes(env_id):
     # Episode 2's steps (obs 0 and 1) bootstrap from the rollout's last observation, 2, only.
     assert targets[6] == pytest.approx(1.0 + CFG.gamma * value(2), abs=1e-6)
     assert targets[5] == pytest.approx(1.0 + CFG.gamma * targets[6], abs=1e-6)
+
+
+def test_rollout_steps_zero_rolls_out_to_the_episode_s_end():
+    cfg = A3CConfig(envs_per_worker=1, rollout_steps=0, gamma=0.5, hidden=(8,))
+    _, server, endpoints = _server(COUNTING, cfg)
+    worker = _worker(server, cfg=cfg)
+    worker.step()
+    report = worker.report()
+    assert report["env_steps"] == 5 and report["episodes"] == 1 and len(endpoints[0].pushed) == 1
+    rollout = worker.collect()  # the second rollout starts where the first ended: a new episode
+    assert rollout.obs[:, 0, 0].tolist() == [0, 1, 2, 3, 4]
+    assert rollout.dones[:, 0].tolist() == [False] * 4 + [True] and rollout.valid.all()
+
+
+@pytest.mark.parametrize("env_id, length", [(COUNTING, 5), (LONG, 100)])
+def test_rollout_steps_zero_waits_for_every_env_s_episode(env_id, length):
+    cfg = A3CConfig(envs_per_worker=2, rollout_steps=0, gamma=0.5, hidden=(8,))
+    _, server, _ = _server(env_id, cfg)
+    worker = _worker(server, env_id=env_id, cfg=cfg)
+    worker.refresh()
+    worker.runner.backend.envs[1].unwrapped._t = 2  # env 1 two steps into its episode, env 0 at its start
+    worker.runner.observations[1] = 2.0
+    rollout = worker.collect()
+    assert len(rollout.dones) == length  # until env 0's episode ended, the later of the two
+    assert np.flatnonzero(rollout.dones[:, 0]).tolist() == [length - 1]
+    assert np.flatnonzero(rollout.dones[:, 1]).tolist() == [length - 3]  # then into its next episode
+    assert rollout.valid.all() and rollout.obs[:, 0, 0].tolist() == list(range(length))
+
+
+def test_a_run_to_the_episodes_ends_starts_with_a_chunk_of_one_rollout():
+    # An Atari episode can take minutes: twenty of them would be a first chunk past any timeout.
+    assert _plan(COUNTING, A3CConfig(rollout_steps=0)).chunk_steps(0) == 1
+    assert _plan(COUNTING, A3CConfig(rollout_steps=5)).chunk_steps(0) == 20
 
 
 def test_target_value_network_moves_by_tau_once_per_new_version():

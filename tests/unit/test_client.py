@@ -76,3 +76,83 @@ def test_params_collects_a_reply_that_already_arrived():
     client.push(np.ones(10, np.float32), wait=False)
     assert client.complete().outcomes == ("counted",)
     assert dict(shards[0].stats.staleness) == {0: 2}
+
+
+class InTransit:
+    """A push reply still travelling: the push reaches the shard only when the client waits for it
+    (or the test delivers it), so the shard judges it at the version it has by then."""
+
+    def __init__(self, deliver):
+        self._deliver = deliver
+        self._result = None
+
+    def arrive(self):
+        if self._result is None:
+            self._result = self._deliver()
+
+    def ready(self):
+        return False if self._result is None else True
+
+    def result(self, timeout_s):
+        self.arrive()
+        return self._result
+
+
+class SlowEndpoint(LocalEndpoint):
+    """A shard behind a slow link: pushes travel until waited for; records every push's label."""
+
+    def __init__(self, shard):
+        super().__init__(shard)
+        self.labels = []
+        self.arrived = 0
+
+    def push(self, grad, version, worker_id, tag=None):
+        self.labels.append(version)
+
+        def deliver():
+            self.arrived += 1
+            return LocalEndpoint.push(self, grad.copy(), version, worker_id, tag).value
+        return InTransit(deliver)
+
+
+def slow_pair(rule):
+    spec = ServerSpec(rule=rule, num_shards=1, optimizer="sgd", lr=1.0)
+    shard = spec.build(np.zeros(4, np.float32))[0]
+    slow = SlowEndpoint(shard)
+    a = ParameterClient([slow], spec.layout(4), worker_id=0, wait_when_behind=rule.waits_when_behind)
+    b = ParameterClient([LocalEndpoint(shard)], spec.layout(4), worker_id=1)
+    return shard, slow, a, b
+
+
+def test_a_semi_async_client_that_fell_behind_computes_its_next_gradient_on_the_fresh_version():
+    shard, slow, a, b = slow_pair(UpdateRule.semi_async(aggregate=1, count_within=0, accept_within=1))
+    g = np.ones(4, np.float32)
+    a.params(), b.params()
+    for _ in range(2):                        # the shard goes to 2; a still holds 0
+        b.params(), b.push(g)
+    a.push(g, wait=False)                     # labelled 0: rejected, the reply carries version 2
+    a.params()
+    a.push(g, wait=False)                     # computed before the first reply was read: labelled 0
+    assert a.behind and shard.version == 2    # the first reply said so; the second push travels
+    b.params(), b.push(g)                     # the shard moves on to 3 while it travels
+    a.params()                                # behind: waits for the reply, which brings version 3
+    a.push(g, wait=False)
+    assert slow.labels == [0, 0, 3]           # without the wait: [0, 0, 2], the first reply's copy
+
+
+def test_a_semi_async_client_whose_pushes_are_counted_keeps_pipelining():
+    shard, slow, a, _ = slow_pair(UpdateRule.semi_async(aggregate=1, count_within=1, accept_within=2))
+    g = np.ones(4, np.float32)
+    a.params()
+    a.push(g, wait=False)
+    a.params()
+    assert slow.arrived == 0                  # the reply is still on its way: not waited for
+    a.push(g, wait=False)                     # the first reply collected here, counted
+    assert not a.behind and slow.labels == [0, 0]
+
+
+def test_only_rules_without_a_barrier_that_bound_staleness_wait_when_behind():
+    assert UpdateRule.semi_async().waits_when_behind
+    assert UpdateRule.asynchronous(max_staleness=3).waits_when_behind
+    assert not UpdateRule.asynchronous().waits_when_behind
+    assert not UpdateRule.synchronous(4).waits_when_behind

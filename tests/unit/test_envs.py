@@ -3,7 +3,7 @@ import itertools
 import numpy as np
 import pytest
 
-from gorila.envs import CountingEnv, EnvRunner, evaluate, human_normalized, is_atari, make_env, make_env_runner
+from gorila.envs import CountingEnv, EnvRunner, dqn_normalized, evaluate, human_normalized, is_atari, make_env, make_env_runner
 from gorila.envs.evaluation import NORMALIZATION_SOURCE, EvaluationEpisodes
 from gorila.envs.make import SignReward
 from gorila.envs.vector import GymnasiumBackend, envpool_supports
@@ -196,6 +196,18 @@ def test_human_normalized_uses_the_nature_dqn_table_gorila_normalized_against():
     with pytest.raises(ConfigError) as e:
         human_normalized("ALE/NotAGame-v5", 1.0)
     assert e.value.field == "env"
+
+
+def test_dqn_normalized_puts_random_play_at_0_and_nature_dqn_at_100():
+    # Extended Data Table 2's DQN column: Breakout 401.2, Pong 18.9; its last column, DQN as a
+    # percentage of human, follows from the same three numbers (Breakout 1327 %, Pong 132 %).
+    assert dqn_normalized("ALE/Breakout-v5", 401.2) == pytest.approx(100.0)
+    assert dqn_normalized("Breakout", 1.7) == pytest.approx(0.0)
+    assert dqn_normalized("ALE/Pong-v5", -0.9) == pytest.approx(50.0)
+    assert round(human_normalized("Breakout", 401.2)) == 1327 and round(human_normalized("Pong", 18.9)) == 132
+    assert np.isnan(dqn_normalized("MontezumaRevenge", 100.0))  # DQN scored 0, as random play did
+    for game in ("Seaquest", "BeamRider", "VideoPinball", "UpNDown"):
+        assert np.isfinite(dqn_normalized(game, 1000.0))
 
 
 def test_an_evaluation_played_in_slices_scores_as_one_played_whole():

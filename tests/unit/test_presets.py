@@ -1,12 +1,14 @@
-"""The MinAtar preset: what a run on a MinAtar id gets unless the user set it, and the bench's
-frames-to-reference figure."""
+"""Presets: the MinAtar settings a run on a MinAtar id gets unless the user set them (and the bench's
+frames-to-reference figure), and the published settings ``--preset NAME`` fills the flags with."""
 
 import numpy as np
 import pytest
 
-from gorila.algos.presets import MINATAR, preset, with_preset
+from gorila.algos.presets import ATARI_FRAMES, MINATAR, PRESETS, Machine, preset, table, with_preset
 from gorila.bench.minatar import first_reach, reference_scores
+from gorila.errors import ConfigError
 from gorila.launch import configs_from_values
+from gorila.replay.memory import estimate_storage_bytes
 
 
 @pytest.mark.parametrize("algo", ["dqn", "apex", "a3c"])
@@ -39,3 +41,63 @@ def test_reference_scores_are_young_and_tians():
     assert reference_scores("Breakout") == {"dqn": 10, "ac_lambda": 17.5}
     assert reference_scores("SpaceInvaders") == {"dqn": 43, "ac_lambda": 185}
     assert reference_scores("Seaquest") == {"dqn": 20}
+
+
+# --- named presets (--preset NAME) ---------------------------------------------------------------
+
+BIG = Machine(cpus=16, memory_bytes=512 * 2**30)
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_named_preset_is_valid_for_its_algorithm_and_names_its_source(name):
+    chosen = PRESETS[name]
+    run, configs = configs_from_values(chosen.algo, {"preset": name})
+    fields = {**vars(run), **{k: v for cfg in configs for k, v in vars(cfg).items()}}
+    for key, value in chosen.values(Machine.here()).items():
+        assert str(fields[key]) == str(value), key
+    assert run.preset == name and run.preset_source == chosen.source and chosen.source
+    assert chosen.name in table() and chosen.source in table()
+
+
+def test_gorila_atari_is_the_paper_s_setting_with_its_counts_scaled_to_the_machine():
+    values = with_preset("dqn", {"preset": "gorila-atari"}, BIG)
+    assert (values["replay_capacity"], values["eps_start"], values["eps_end"]) == (1_000_000, 1.0, 0.1)
+    assert (values["eps_decay_updates"], values["target_update"], values["replay"]) == (1_000_000, "hard:60000",
+                                                                                       "local")
+    assert (values["shards"], values["actors"]) == (4, 12)  # Gorila's 31 shards : 100 bundles over 16 CPUs
+    one_replay = estimate_storage_bytes(1_000_000, ATARI_FRAMES, np.uint8)
+    small = Machine(cpus=16, memory_bytes=int(3.5 * one_replay))
+    assert with_preset("dqn", {"preset": "gorila-atari"}, small)["actors"] == 2  # as many 1 M-frame replays as fit
+    assert with_preset("dqn", {"preset": "gorila-atari"}, Machine(2, 2**40))["actors"] == 1
+
+
+def test_a_flag_given_wins_over_the_named_preset():
+    run, (dqn, rl) = configs_from_values("dqn", {"preset": "nature-dqn", "lr": 1e-3, "env": "ALE/Pong-v5"})
+    assert (dqn.lr, rl.env, run.optimizer, dqn.replay_capacity, str(dqn.target_update)) == (
+        1e-3, "ALE/Pong-v5", "rmsprop", 1_000_000, "hard:10000")
+    assert with_preset("a3c", {"preset": "a3c-atari", "workers": 3}, BIG)["workers"] == 3
+
+
+@pytest.mark.parametrize("algo, values, words", [
+    ("dqn", {"preset": "no-such"}, "unknown preset"),
+    ("a3c", {"preset": "nature-dqn"}, "--algo dqn, not a3c"),
+    ("dqn", {"preset": "nature-dqn", "env": "CartPole-v1"}, "Atari games"),
+    ("a3c", {"preset": "lunarlander-a2c", "env": "ALE/Pong-v5"}, "LunarLander-v3"),
+])
+def test_a_preset_that_does_not_fit_is_refused_naming_the_flag(algo, values, words):
+    with pytest.raises(ConfigError) as err:
+        configs_from_values(algo, values)
+    assert err.value.field == "preset" and words in err.value.message
+
+
+def test_gorila_presets_lists_them_and_train_takes_the_preset_s_algorithm(capsys):
+    from gorila.cli import _configs, main
+
+    assert main(["presets"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in ("gorila-atari", "nature-dqn", "apex-atari", "a3c-atari"))
+    assert "Nair et al. 2015" in out and "Extended Data Table 1" in out
+    run, configs, _ = _configs(["--preset", "a3c-atari", "--runtime", "local"])
+    assert run.algo == "a3c" and configs[0].rollout_steps == 5
+    run, _, _ = _configs(["--preset", "apex-atari", "--algo", "apex"])
+    assert run.algo == "apex"

@@ -1,26 +1,39 @@
-"""Settings a run gets for an environment family unless the user gave them: MinAtar's, for now.
+"""Settings a run gets unless the user gave them: the published settings ``--preset NAME`` names,
+and the settings of an environment family (MinAtar's) applied to its ids by themselves.
 
-:func:`gorila.launch.configs_from_values` lays the user's settings over the preset, so that
-``gorila train --algo dqn --env MinAtar/Breakout-v1`` learns without tuning, and any flag given
+:func:`gorila.launch.configs_from_values` lays the user's settings over both, so any flag given
 still wins::
 
     with_preset("dqn", {"env": "MinAtar/Breakout-v1", "lr": 1e-4})
     # {"optimizer": "adam", "lr": 1e-4, "batch_size": 32, ..., "env": "MinAtar/Breakout-v1"}
+    with_preset("dqn", {"preset": "nature-dqn", "env": "ALE/Breakout-v5"})
+    # {"optimizer": "rmsprop", "lr": 0.00025, "replay_capacity": 1000000, ..., "preset": "nature-dqn"}
 
-The values end in ``config.json`` like any other, so a resumed run keeps them. The defaults of
-every algorithm were chosen for CartPole's MLPs (AdaGrad at 3e-2 for DQN, short schedules); a
-convolution over MinAtar's grids wants Adam or RMSProp at ~1e-3 and longer exploration. The
-numbers follow Young & Tian (2019) — batch 32, a 100 k replay, ε annealed to 0.1, a hard target
-update every 1000 updates, no no-op starts (MinAtar's sticky actions already randomise
-episodes), AC(λ) with λ = 0.8 — with shorter schedules and higher learning rates, since on a
-2-core machine a run sees a few hundred thousand frames, not 5 M.
+``gorila presets`` lists the named ones with their sources; ``preset`` itself is a setting
+(``RunConfig.preset``), so ``config.json`` and ``summary.json`` name it and its source, and a
+resumed run keeps its values. A named preset holds only what its paper publishes (a setting the
+paper leaves open keeps gorila's default, and :attr:`Preset.note` says which), except the counts
+of processes, which :class:`Machine` scales to the machine the run starts on.
+
+The family defaults: every algorithm's defaults were chosen for CartPole's MLPs (AdaGrad at 3e-2
+for DQN, short schedules); a convolution over MinAtar's grids wants Adam or RMSProp at ~1e-3 and
+longer exploration. The numbers follow Young & Tian (2019) — batch 32, a 100 k replay, ε annealed
+to 0.1, a hard target update every 1000 updates, no no-op starts (MinAtar's sticky actions already
+randomise episodes), AC(λ) with λ = 0.8 — with shorter schedules and higher learning rates, since
+on a 2-core machine a run sees a few hundred thousand frames, not 5 M.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from gorila.envs.make import is_minatar
+import numpy as np
+
+from gorila.envs.make import is_atari, is_minatar
+from gorila.errors import ConfigError
 
 _MINATAR_RL = {"eval_noop_max": 0, "eval_episodes": 20, "eval_every_s": 10.0}
 
@@ -33,12 +46,206 @@ MINATAR: dict[str, dict[str, Any]] = {
     "a3c": {**_MINATAR_RL, "lr_policy": 1e-3, "lr_value": 1e-3, "gae_lambda": 0.8, "rollout_steps": 16},
 }
 
+ATARI_FRAMES = (4, 84, 84)  # a replay row's stacked frames (DQN's preprocessing), uint8
+_ATARI_EVAL = {"eval_noop_max": 30, "eval_epsilon": 0.05}  # Nature DQN's evaluation: up to 30 no-ops, ε 0.05
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What a preset scales its process counts to: CPUs and the memory free now::
+
+        Machine.here()                 # this machine
+        Machine(cpus=16, memory_bytes=64 * 2**30)
+    """
+
+    cpus: int
+    memory_bytes: int
+
+    @classmethod
+    def here(cls) -> Machine:
+        import psutil
+
+        return cls(os.cpu_count() or 1, int(psutil.virtual_memory().available))
+
+    def replays_that_fit(self, capacity: int, obs_shape: tuple[int, ...] = ATARI_FRAMES) -> int:
+        """How many replays of ``capacity`` Atari rows fit in the memory a run may take (at least 1:
+        the replay memory check then refuses a run that cannot fit even one, saying why)."""
+        from gorila.replay.memory import MAX_FRACTION, estimate_storage_bytes
+
+        need = estimate_storage_bytes(capacity, obs_shape, np.uint8)
+        return max(1, int(MAX_FRACTION * self.memory_bytes // need))
+
+
+def _gorila_scaled(machine: Machine) -> dict[str, Any]:
+    # Gorila ran 100 bundles on 31 parameter shards: the same ratio over this machine's CPUs, one
+    # process each, and no more bundles than 1 M-frame replays fit in memory.
+    shards = max(1, round(machine.cpus * 31 / 131))
+    bundles = max(1, min(machine.cpus - shards, machine.replays_that_fit(1_000_000)))
+    return {"shards": shards, "actors": bundles}
+
+
+def _apex_scaled(machine: Machine) -> dict[str, Any]:
+    # Ape-X ran 360 actors beside one learner and the replay: here one actor per CPU left over.
+    return {"actors": max(1, machine.cpus - 2)}
+
+
+def _a3c_scaled(machine: Machine) -> dict[str, Any]:
+    # A3C ran 16 actor-learner threads on one 16-core machine: one worker per CPU, at most 16.
+    return {"workers": max(1, min(16, machine.cpus))}
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A published setting for one algorithm: ``gorila train --preset NAME`` fills the flags not
+    given with :meth:`values` and the run names :attr:`source`::
+
+        PRESETS["nature-dqn"].values(Machine.here())   # {"env": "ALE/Breakout-v5", "lr": 0.00025, ...}
+        PRESETS["nature-dqn"].check_env("CartPole-v1")  # ConfigError: preset: ... Atari games
+    """
+
+    name: str
+    algo: str
+    source: str
+    summary: str
+    settings: Mapping[str, Any]
+    family: str  # the envs it was published for: "atari", "minatar" or one env id
+    note: str = ""  # what the paper leaves open, and what gorila keeps then
+    scaled: Callable[[Machine], dict[str, Any]] | None = field(default=None, compare=False)
+
+    def values(self, machine: Machine) -> dict[str, Any]:
+        """The preset's settings, with its process counts scaled to ``machine``."""
+        return {**self.settings, **(self.scaled(machine) if self.scaled else {})}
+
+    def check_env(self, env: str) -> None:
+        """A ``ConfigError`` naming ``preset`` unless ``env`` is of the family it was published for."""
+        fits = {"atari": is_atari, "minatar": is_minatar}.get(self.family, lambda e: e == self.family)(env)
+        if not fits:
+            what = {"atari": "Atari games (ALE/<Game>-v5)", "minatar": "MinAtar games (MinAtar/<Game>-v1)"}.get(
+                self.family, self.family)
+            raise ConfigError("preset", f"{self.name} is a setting for {what}, not {env}")
+
+
+_PRESETS = (
+    Preset(
+        "gorila-atari", "dqn",
+        "Nair et al. 2015, Massively Parallel Methods for Deep Reinforcement Learning (Gorila), §5 Experiments",
+        "Gorila DQN: bundles of actor, 1 M-frame replay and learner; AdaGrad; ε 1 → 0.1 over 1 M global updates; "
+        "target every 60,000 updates",
+        {"env": "ALE/Breakout-v5", "mode": "async", "replay": "local", "replay_capacity": 1_000_000,
+         "eps_start": 1.0, "eps_end": 0.1, "eps_decay_updates": 1_000_000, "target_update": "hard:60000",
+         "optimizer": "adagrad", **_ATARI_EVAL,
+         # DQN's own settings, which Gorila kept (Nature DQN, Extended Data Table 1)
+         "batch_size": 32, "gamma": 0.99, "learning_starts": 50_000, "train_every": 4, "target": "max",
+         "loss": "huber"},
+        "atari",
+        "bundles and shards keep Gorila's 100 : 31 over this machine's CPUs (and the bundles' replays fit in its "
+        "memory); the paper gives neither the learning rate, the staleness bound nor the outlier filter's k: "
+        "gorila's defaults", _gorila_scaled),
+    Preset(
+        "nature-dqn", "dqn",
+        "Mnih et al. 2015, Human-level control through deep reinforcement learning, Nature 518, "
+        "Extended Data Table 1",
+        "DQN: one actor and learner, 1 M replay, RMSProp 2.5e-4, ε 1 → 0.1 over 1 M frames, "
+        "target every 10,000 updates",
+        {"env": "ALE/Breakout-v5", "mode": "async", "replay": "local", "actors": 1, "shards": 1,
+         "replay_capacity": 1_000_000, "batch_size": 32, "gamma": 0.99, "learning_starts": 50_000,
+         "train_every": 4, "target_update": "hard:10000", "target": "max", "loss": "huber",
+         "optimizer": "rmsprop", "lr": 2.5e-4, "eps_start": 1.0, "eps_end": 0.1,
+         "eps_decay_updates": 250_000,  # 1 M frames at one update per 4
+         "total_steps": 50_000_000, **_ATARI_EVAL},
+        "atari",
+        "RMSProp's momentum 0.95 and minimum squared gradient 0.01 are the paper's; gorila's RMSProp keeps its own "
+        "(ρ 0.99, ε 1e-5); gradients are clipped to norm 10 (gorila's default) besides the Huber loss"),
+    Preset(
+        "apex-atari", "apex",
+        "Horgan et al. 2018, Distributed Prioritized Experience Replay (Ape-X), Appendix C (Ape-X DQN)",
+        "Ape-X DQN: per-actor ε 0.4^(1+7i/(N-1)), 3-step double dueling Q, prioritized 2 M replay (α 0.6, β 0.4), "
+        "batch 512, target every 2,500 batches",
+        {"env": "ALE/Breakout-v5", "mode": "async", "replay_capacity": 2_000_000, "learning_starts": 50_000,
+         "batch_size": 512, "n_step": 3, "gamma": 0.99, "priority_alpha": 0.6, "priority_beta": 0.4,
+         "eps_base": 0.4, "eps_alpha": 7.0, "actor_refresh": 100,  # 400 frames at 4 frames a step
+         "add_every": 50, "target": "double", "dueling": True, "target_update": "hard:2500",
+         "optimizer": "rmsprop", "lr": 6.25e-5, "max_grad_norm": 40.0, **_ATARI_EVAL},
+        "atari",
+        "360 actors in the paper; here one per spare CPU; its centered RMSProp (decay 0.95, ε 1.5e-7) is gorila's "
+        "plain RMSProp", _apex_scaled),
+    Preset(
+        "a3c-atari", "a3c",
+        "Mnih et al. 2016, Asynchronous Methods for Deep Reinforcement Learning (A3C), §5.1 and Supplementary §8",
+        "A3C: 16 actor-learners, t_max 5, shared RMSProp, γ 0.99, entropy 0.01",
+        {"env": "ALE/Breakout-v5", "mode": "async", "envs_per_worker": 1, "rollout_steps": 5, "gamma": 0.99,
+         "entropy_coef": 0.01, "optimizer": "rmsprop", "lr_policy": 7e-4, "lr_value": 7e-4, "gae_lambda": 1.0,
+         "target_tau": 1.0, **_ATARI_EVAL},
+        "atari",
+        "the paper samples each run's learning rate log-uniformly from 1e-4 to 1e-2; 7e-4 is the value "
+        "later reproductions (OpenAI Baselines) settled on. Workers: one per CPU, at most the paper's 16",
+        _a3c_scaled),
+    Preset(
+        "lunarlander-a2c", "a3c", "measured here (README: the best LunarLander-v3 A2C setting found on 2 cores)",
+        "A2C on LunarLander-v3: 2 workers, 16-step rollouts, λ 0.95, soft target 0.1",
+        {"env": "LunarLander-v3", "mode": "sync", "workers": 2, "rollout_steps": 16, "gae_lambda": 0.95,
+         "target_tau": 0.1, "entropy_coef": 0.01, "lr_policy": 7e-4, "lr_value": 7e-4, "max_grad_norm": 0.5,
+         "eval_every_s": 5.0},
+        "LunarLander-v3", "seed 0 reached an evaluation >= 200 after 0.6 M steps; seeds 1 and 2 peaked near 186"),
+    *(Preset(f"minatar-{algo}", algo,
+             "Young & Tian 2019, MinAtar (Table 1's settings, with the shorter schedules measured here)",
+             f"the MinAtar settings of {algo}, which every MinAtar id gets anyway",
+             {"env": "MinAtar/Breakout-v1", **settings}, "minatar")
+      for algo, settings in MINATAR.items()),
+)
+
+#: The named presets by name (``--preset``), in the order ``gorila presets`` lists them.
+PRESETS: dict[str, Preset] = {p.name: p for p in _PRESETS}
+
 
 def preset(algo: str, env: str | None) -> dict[str, Any]:
     """The settings ``algo`` gets on ``env`` unless given (empty for envs without a preset)."""
     return dict(MINATAR.get(algo, {})) if env is not None and is_minatar(env) else {}
 
 
-def with_preset(algo: str, values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` laid over the preset of their ``env`` for ``algo``."""
-    return {**preset(algo, values.get("env")), **values}
+def algo_of(name: str | None) -> str | None:
+    """The algorithm of the preset ``name`` (``None`` for none, or an unknown name, which
+    :func:`named` refuses in words): a run given a preset and no algorithm runs the preset's."""
+    return PRESETS[name].algo if name in PRESETS else None
+
+
+def named(name: str, algo: str) -> Preset:
+    """The preset ``--preset name`` names, checked against the run's algorithm."""
+    if name not in PRESETS:
+        raise ConfigError("preset", f"unknown preset {name!r}; gorila presets lists them: {', '.join(PRESETS)}")
+    found = PRESETS[name]
+    if found.algo != algo:
+        raise ConfigError("preset", f"{name} is a setting of --algo {found.algo}, not {algo}")
+    return found
+
+
+def with_preset(algo: str, values: dict[str, Any], machine: Machine | None = None) -> dict[str, Any]:
+    """``values`` laid over the named preset (``values["preset"]``, its counts scaled to
+    ``machine``, this one by default), itself laid over the preset of the run's ``env``."""
+    filled: dict[str, Any] = {}
+    if values.get("preset") is not None:
+        chosen = named(values["preset"], algo)
+        filled = chosen.values(machine or Machine.here())
+        chosen.check_env(values.get("env", filled.get("env")))
+    return {**preset(algo, values.get("env", filled.get("env"))), **filled, **values}
+
+
+def source(name: str | None) -> str | None:
+    """Where the preset ``name`` comes from (``None`` for no preset)."""
+    return None if name is None else PRESETS[name].source
+
+
+def table() -> str:
+    """``gorila presets``: every named preset, its algorithm, what it sets and where it comes from."""
+    lines = []
+    for p in PRESETS.values():
+        lines += [f"{p.name}  (--algo {p.algo})", f"    {p.summary}", f"    source: {p.source}"]
+        if p.note:
+            lines.append(f"    note: {p.note}")
+        shown = ", ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in p.settings.items())
+        lines += [f"    sets: {shown}" + (" (and the counts of processes, scaled to the machine)" if p.scaled else ""),
+                  ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+__all__ = ["MINATAR", "PRESETS", "Machine", "Preset", "algo_of", "named", "preset", "source", "table", "with_preset"]

@@ -14,7 +14,7 @@ from torch import nn
 from gorila.core import Runtime, ShardGroup, WorkerGroup
 from gorila.reply import Pending
 from gorila.driver.plan import Score
-from gorila.envs.evaluation import NORMALIZATION_SOURCE, EvaluationEpisodes, human_normalized
+from gorila.envs.evaluation import NORMALIZATION_SOURCE, EvaluationEpisodes, dqn_normalized, human_normalized
 from gorila.envs.make import is_atari
 from gorila.nets import FlatParams
 from gorila.params import ParameterServer
@@ -157,6 +157,9 @@ class PolicyEvaluation:
                                "target_return": self.target, "eval_epsilon": self.epsilon}
         if is_atari(self.env_id) and self.final is not None:
             out["final_human_normalized"] = human_normalized(self.env_id, self.final)
+            out["final_dqn_normalized"] = dqn_normalized(self.env_id, self.final)
+            out["best_human_normalized"] = human_normalized(self.env_id, self.best)
+            out["best_dqn_normalized"] = dqn_normalized(self.env_id, self.best)
             out["human_normalized_table"] = NORMALIZATION_SOURCE
         return out
 

@@ -285,6 +285,7 @@ class Report:
         rl = {"env_steps": env_steps, "env_steps_per_s": env_steps / max(train_s, 1e-9)}
         return {
             "algo": plan.algo, "label": plan.label, "mode": run_config.mode,
+            **({"preset": run_config.preset, "preset_source": run_config.preset_source} if run_config.preset else {}),
             "runtime": run_config.runtime, "run_dir": str(self.out.run_dir),
             "workers": {name: len(g.reports()) for name, g in self.placed.groups.items()},
             "shards": run_config.shards, "wall_time_from_start_s": self.out.terminal.elapsed(),

@@ -6,7 +6,7 @@ episode) so that code which takes an id can be exercised without a real game.
 
 import gymnasium as gym
 
-from gorila.envs.evaluation import evaluate, human_normalized
+from gorila.envs.evaluation import dqn_normalized, evaluate, human_normalized
 from gorila.envs.fake import CountingEnv
 from gorila.envs.make import env_spaces, is_atari, is_minatar, make_env
 from gorila.envs.vector import EnvRunner, Episode, Transitions, make_env_runner
@@ -14,6 +14,5 @@ from gorila.envs.vector import EnvRunner, Episode, Transitions, make_env_runner
 if "gorila/Counting-v0" not in gym.registry:
     gym.register("gorila/Counting-v0", entry_point="gorila.envs.fake:CountingEnv")
 
-__all__ = ["CountingEnv", "EnvRunner", "Episode", "Transitions", "env_spaces", "evaluate", "human_normalized",
-           "is_atari", "is_minatar", "make_env",
-           "make_env_runner"]
+__all__ = ["CountingEnv", "EnvRunner", "Episode", "Transitions", "dqn_normalized", "env_spaces", "evaluate",
+           "human_normalized", "is_atari", "is_minatar", "make_env", "make_env_runner"]

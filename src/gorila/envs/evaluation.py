@@ -174,13 +174,29 @@ def human_normalized(game_id: str, score: float) -> float:
     reference scores are the Nature DQN paper's, the table Gorila normalized against (49 games;
     :data:`NORMALIZATION_SOURCE`, in ``gorila/data/atari_scores.json``).
     """
+    random, human, _ = _reference(game_id)
+    return 100.0 * (score - random) / (human - random)
+
+
+def dqn_normalized(game_id: str, score: float) -> float:
+    """``100 · (score − random) / (dqn − random)``: 0 plays like a random agent, 100 like Nature DQN
+    (seed 001: Gorila measured itself against DQN game by game)::
+
+        dqn_normalized("ALE/Breakout-v5", 401.2)   # 100.0
+
+    Same names and table as :func:`human_normalized`. Where DQN scored no better than random
+    (Montezuma's Revenge) there is no scale: ``nan``."""
+    random, _, dqn = _reference(game_id)
+    return 100.0 * (score - random) / (dqn - random) if dqn > random else float("nan")
+
+
+def _reference(game_id: str) -> tuple[float, float, float]:
     table = _scores()
     key = _game_key(game_id)
     if key not in table:
         raise ConfigError("env", f"no published random/human scores for {game_id!r}; "
                                  f"known games: {', '.join(sorted(table))}")
-    random, human = table[key]
-    return 100.0 * (score - random) / (human - random)
+    return table[key]
 
 
 def _game_key(game_id: str) -> str:
@@ -195,8 +211,8 @@ def _table() -> dict:
 
 
 @cache
-def _scores() -> dict[str, tuple[float, float]]:
-    return {_game_key(name): (g["random"], g["human"]) for name, g in _table()["games"].items()}
+def _scores() -> dict[str, tuple[float, float, float]]:
+    return {_game_key(name): (g["random"], g["human"], g["dqn"]) for name, g in _table()["games"].items()}
 
 
 #: Where the random and human scores come from (written into summaries beside normalized scores).

@@ -87,33 +87,24 @@ class A3CWorker:
     def collect(self) -> Rollout:
         """``rollout_steps`` steps of every environment with actions sampled from pi: by this
         worker's network, or (central inference) by the inference server, group after group.
+        With ``rollout_steps=0`` the rollout goes on until every environment's episode has ended
+        (seed 000: "repeat b steps or until the episode ends"); an environment whose episode ended
+        first keeps stepping into its next one, which the rollout's end cuts and bootstraps from.
 
         A slot where an environment spent the step resetting (no row from the runner) is marked
         invalid; so is nothing else. ``final_obs`` holds the observation a truncated episode was
         cut at. Every real step counts in ``policy_lag``: the version the gradient is computed on
         minus the ``policy_version`` that chose its action (0 when this worker acts itself).
         """
-        T = self.rollout_steps
         space = self.runner.observation_space if self.rollout is None else self.rollout.observation_space
         N = self.runner.num_envs if self.rollout is None else self.rollout.num_envs
-        obs = np.zeros((T, N, *space.shape), space.dtype)  # frames stay bytes: a quarter of float32
-        final_obs = np.zeros((T, N, *space.shape), space.dtype)
-        actions = np.zeros((T, N), np.int64)
-        rewards = np.zeros((T, N), np.float32)
-        terminated = np.zeros((T, N), bool)
-        truncated = np.zeros((T, N), bool)
-        valid = np.zeros((T, N), bool)
+        slots = _Slots(self.rollout_steps or _FIRST_CAPACITY, N, space.shape, space.dtype)
+        ended = np.zeros(N, bool)  # envs whose episode ended in this rollout (--rollout-steps 0 waits for all)
         steps = 0
-        for t, step, dropped in self._steps():
-            valid[:, dropped] = False  # an env that failed: its steps in this rollout go
-            rows = step.env_index
-            obs[t, rows] = step.obs
-            actions[t, rows] = step.action
-            rewards[t, rows] = step.reward
-            terminated[t, rows] = step.terminated
-            truncated[t, rows] = step.truncated
-            final_obs[t, rows] = step.next_obs
-            valid[t, rows] = True
+        for t, step, dropped in self._steps(ended):
+            slots.valid[:, dropped] = False  # an env that failed: its steps in this rollout go
+            slots.fill(t, step)
+            ended[step.env_index] |= step.terminated | step.truncated
             steps += len(step)
             lag = np.maximum(self._target_version - step.policy_version, 0)
             self.lag_sum += int(lag.sum())
@@ -122,27 +113,33 @@ class A3CWorker:
         self.tally.add(steps, episodes)
         runners = [self.runner] if self.rollout is None else self.rollout.runners
         last_obs = np.concatenate([runner.observations for runner in runners])
-        return Rollout(obs=obs, actions=actions, rewards=rewards, dones=terminated | truncated,
-                       last_obs=last_obs, truncated=truncated, final_obs=final_obs, valid=valid)
+        return slots.rollout(last_obs)
 
-    def _steps(self) -> Iterator[tuple[int, Transitions, list[int]]]:
-        """``(t, transitions, dropped)``: ``rollout_steps`` steps of every env, each tagged with its
-        ``policy_version``, and the envs that failed in that step (their episode so far is dropped)."""
+    def _steps(self, ended: np.ndarray) -> Iterator[tuple[int, Transitions, list[int]]]:
+        """``(t, transitions, dropped)``: ``rollout_steps`` steps of every env (with ``0``: steps until
+        every env's episode has ended, as ``ended`` says), each tagged with its ``policy_version``, and
+        the envs that failed in that step (their episode so far is dropped)."""
+        def more(t: int) -> bool:
+            return t < self.rollout_steps if self.rollout_steps else not ended.all()
+
         if self.rollout is not None:
             filled = [0] * len(self.rollout.runners)
-            for _ in range(self.rollout_steps * len(filled)):  # the groups alternate
-                step, group = self.rollout.step()
-                offset = int(self.rollout.offsets[group])
-                yield filled[group], step, [offset + i for i in self.rollout.runners[group].dropped]
-                filled[group] += 1
+            while more(min(filled)):  # the groups alternate: rounds of one step each, so all fill row t
+                for _ in filled:
+                    step, group = self.rollout.step()
+                    offset = int(self.rollout.offsets[group])
+                    yield filled[group], step, [offset + i for i in self.rollout.runners[group].dropped]
+                    filled[group] += 1
             return
-        for t in range(self.rollout_steps):
+        t = 0
+        while more(t):
             with torch.no_grad():
                 logits, _ = self.net(torch.as_tensor(self.runner.observations, dtype=torch.float32))
                 chosen = torch.multinomial(torch.softmax(logits, -1), 1, generator=self.generator)
             step = self.runner.step(chosen.squeeze(-1).numpy())
             yield (t, dataclasses.replace(step, policy_version=np.full(len(step), self._target_version, np.int64)),
                    self.runner.dropped)
+            t += 1
 
     def step(self) -> None:
         started = time.perf_counter()
@@ -173,3 +170,45 @@ class A3CWorker:
             "policy_lag": dict(self.policy_lag),
             "policy_lag_mean": self.lag_sum / max(sum(self.policy_lag.values()), 1),
         }
+
+
+_FIRST_CAPACITY = 64  # steps first allotted to a rollout that runs to the episodes' ends; doubled as needed
+
+
+class _Slots:
+    """A rollout's arrays, ``(T, N, ...)``, with room for more steps when ``T`` is not known ahead
+    (``--rollout-steps 0``); observations keep the space's dtype (frames stay bytes)."""
+
+    def __init__(self, capacity: int, num_envs: int, shape: tuple[int, ...], dtype: Any):
+        T, N = capacity, num_envs
+        self.obs = np.zeros((T, N, *shape), dtype)
+        self.final_obs = np.zeros((T, N, *shape), dtype)
+        self.actions = np.zeros((T, N), np.int64)
+        self.rewards = np.zeros((T, N), np.float32)
+        self.terminated = np.zeros((T, N), bool)
+        self.truncated = np.zeros((T, N), bool)
+        self.valid = np.zeros((T, N), bool)
+        self.length = 0
+
+    _NAMES = ("obs", "final_obs", "actions", "rewards", "terminated", "truncated", "valid")
+
+    def fill(self, t: int, step: Transitions) -> None:
+        if t >= len(self.valid):
+            for name in self._NAMES:
+                array = getattr(self, name)
+                setattr(self, name, np.concatenate([array, np.zeros_like(array)]))
+        rows = step.env_index
+        self.obs[t, rows] = step.obs
+        self.actions[t, rows] = step.action
+        self.rewards[t, rows] = step.reward
+        self.terminated[t, rows] = step.terminated
+        self.truncated[t, rows] = step.truncated
+        self.final_obs[t, rows] = step.next_obs
+        self.valid[t, rows] = True
+        self.length = max(self.length, t + 1)
+
+    def rollout(self, last_obs: np.ndarray) -> Rollout:
+        T = self.length
+        return Rollout(obs=self.obs[:T], actions=self.actions[:T], rewards=self.rewards[:T],
+                       dones=self.terminated[:T] | self.truncated[:T], last_obs=last_obs,
+                       truncated=self.truncated[:T], final_obs=self.final_obs[:T], valid=self.valid[:T])

@@ -1,4 +1,5 @@
-"""One map-reduce worker: its rows, its local gradient, its pushes."""
+"""One map-reduce worker: its rows (a :class:`~gorila.mapreduce.DataShard`), its local gradient
+(the map and the local ``sum``), its pushes (the server's ``mean``, under the synchronous rule)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,19 @@ import numpy as np
 
 from gorila.envs.least_squares import LeastSquares
 from gorila.learners.straggler import Straggler
+from gorila.mapreduce import DataShard, Partial
 from gorila.params import ParameterServer
+
+
+def residual_gradients(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> Partial:
+    """The map of least squares, ``z_i = (x_i.w - y_i) x_i`` for every row, combined in the mapper:
+    their sum is one matrix product, ``X^T (Xw - y)``, never a list of n vectors."""
+    return Partial(x.T @ (x @ w - y), len(y))
 
 
 def local_gradient(x: np.ndarray, y: np.ndarray, w: np.ndarray, scale: np.float32) -> np.ndarray:
     """Map and local reduce over one worker's rows: ``scale * sum_i (x_i.w - y_i) x_i``."""
-    return (x.T @ (x @ w - y)) * scale
+    return DataShard(x, y).map_reduce(residual_gradients, "sum", w) * scale
 
 
 class LstsqWorker:
@@ -34,7 +42,7 @@ class LstsqWorker:
 
     def __init__(self, worker_id: int, server: ParameterServer, *, problem: LeastSquares, num_workers: int,
                  straggler: float = 1.0):
-        self.x, self.y = problem.rows(problem.partition(num_workers)[worker_id])
+        self.data = DataShard(*problem.rows(problem.partition(num_workers)[worker_id]))
         self.scale = np.float32(num_workers / problem.n)
         self.client = server.client(worker_id)
         self.client.connect()  # the transport set up now, so the first step is a round like any other
@@ -42,7 +50,7 @@ class LstsqWorker:
         self.steps = 0
 
     def gradient(self, w: np.ndarray) -> np.ndarray:
-        return local_gradient(self.x, self.y, w, self.scale)
+        return self.data.map_reduce(residual_gradients, "sum", w) * self.scale
 
     def step(self) -> None:
         started = time.perf_counter()

@@ -83,10 +83,17 @@ class ParameterClient:
     shard restored after a crash refuses a push labelled with an older epoch (``"restarted"``)
     and sends its parameters: the client's version of that shard goes back, and the next gradient
     is computed on the restored parameters. ``rejections`` counts rejected pushes by reason.
+
+    With ``wait_when_behind`` (the semi-async rule, see :attr:`UpdateRule.waits_when_behind`) a
+    client whose last push came back uncounted or rejected has fallen behind: :meth:`params` then
+    waits for the reply of the push in flight, so the next gradient is computed on the fresh
+    parameters it brings (the seed's client that blocks until the server sends them). While pushes
+    come back counted, pipelining stays: ``params()`` takes a reply only if it has already arrived.
+    A pipelined client learns it fell behind from the first reply that says so.
     """
 
     def __init__(self, endpoints: list[ShardEndpoint], layout: ShardLayout, worker_id: int = 0,
-                 barrier: bool = False, timeout_s: float = 120.0):
+                 barrier: bool = False, timeout_s: float = 120.0, wait_when_behind: bool = False):
         if len(endpoints) != layout.num_shards:
             raise ValueError(f"{len(endpoints)} endpoints for {layout.num_shards} shards")
         self.endpoints = endpoints
@@ -94,6 +101,8 @@ class ParameterClient:
         self.worker_id = worker_id
         self.barrier = barrier
         self.timeout_s = timeout_s
+        self.wait_when_behind = wait_when_behind
+        self.behind = False  # the last push came back uncounted or rejected
         self._flat = np.zeros(layout.size, np.float32)
         self._parts = layout.split(self._flat)
         self.versions = [-1] * layout.num_shards  # -1: never pulled
@@ -121,8 +130,10 @@ class ParameterClient:
         """The current flat parameters (this client's buffer; copy it to keep it).
 
         A pipelined push whose reply has already arrived is collected first, so the next
-        gradient is computed on the freshest parameters this client can have without waiting."""
-        if self._in_flight is not None and all(p.ready() for p in self._in_flight):
+        gradient is computed on the freshest parameters this client can have without waiting;
+        one still on its way is waited for when this client is behind (``wait_when_behind``)."""
+        if self._in_flight is not None and (
+                (self.wait_when_behind and self.behind) or all(p.ready() for p in self._in_flight)):
             self.complete()
         stale = [i for i, v in enumerate(self.versions) if v < 0]
         if stale:
@@ -175,6 +186,7 @@ class ParameterClient:
                 refreshed = True
             elif self.barrier and result.outcome != "rejected" and result.version == self.versions[i]:
                 self.versions[i] = -1
+        self.behind = any(outcome != "counted" for outcome in outcomes)
         return ClientPush(tuple(outcomes), applied, refreshed)
 
     def _pull(self, indices: Iterable[int]) -> None:

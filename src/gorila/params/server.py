@@ -83,7 +83,8 @@ class ParameterServer:
     def client(self, worker_id: int = 0) -> ParameterClient:
         """A new client with its own copy of the parameters."""
         return ParameterClient(list(self.endpoints), self.layout, worker_id=worker_id,
-                               barrier=self.rule.barrier, timeout_s=self.timeout_s)
+                               barrier=self.rule.barrier, timeout_s=self.timeout_s,
+                               wait_when_behind=self.rule.waits_when_behind)
 
     def source(self, worker_id: int = 0) -> ParameterClient | CachedSource:
         """Where an actor gets its parameters (both play :class:`~gorila.core.ParamSource`): its

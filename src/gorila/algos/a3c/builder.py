@@ -56,7 +56,9 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
         spec=run.server_spec(run.rule(num_workers=cfg.workers), cfg.optimizer,
                              learning_rates(net, cfg.lr_policy, cfg.lr_value)),
         groups=groups, services=inference, processes=cfg.workers + len(inference),
-        chunk_steps=lambda updates: STEPS_PER_CHUNK,
+        # A rollout to the episodes' ends may take minutes (Atari): the first chunk is one rollout, and
+        # the driver's pacing grows it toward its chunk time from there.
+        chunk_steps=lambda updates: STEPS_PER_CHUNK if cfg.rollout_steps else 1,
         metrics=("worker.policy_lag_mean",), histograms=("worker.policy_lag",))
 
 

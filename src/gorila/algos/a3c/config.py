@@ -23,12 +23,13 @@ class A3CConfig:
     """What one A3C worker and the server's per-group learning rates need::
 
         cfg = A3CConfig(rollout_steps=20, lr_value=5e-3)
-        A3CConfig(rollout_steps=0)   # ConfigError: rollout_steps: must be >= 1, got 0
+        A3CConfig(rollout_steps=0)   # each rollout runs until every env's episode has ended
+        A3CConfig(rollout_steps=-1)  # ConfigError: rollout_steps: must be >= 0, got -1
     """
 
     workers: int = field(default=2, metadata={"help": "A3C workers, each with its own environments"})
     envs_per_worker: int = field(default=8, metadata={"help": "Vectorised environments each worker steps."})
-    rollout_steps: int = field(default=8, metadata={"help": "Steps per rollout (fewer when an episode ends first); the n of the n-step target."})
+    rollout_steps: int = field(default=8, metadata={"help": "Steps per rollout, the n of the n-step target; 0 rolls out until every env's episode has ended (seed 000: repeat b steps or until the episode ends)."})
     gamma: float = field(default=0.99, metadata={"help": "Discount factor, in (0, 1]."})
     gae_lambda: float = field(default=1.0, metadata={"help": "Lambda of the lambda-return target (generalised advantage estimation), in [0, 1]; 1 is the plain n-step target."})
     entropy_coef: float = field(default=0.01, metadata={"help": "Weight of the entropy bonus (>= 0)."})
@@ -44,7 +45,7 @@ class A3CConfig:
     def __post_init__(self) -> None:
         validate.integer("workers", self.workers, low=1, high=1024)
         validate.integer("envs_per_worker", self.envs_per_worker, low=1)
-        validate.integer("rollout_steps", self.rollout_steps, low=1)
+        validate.integer("rollout_steps", self.rollout_steps, low=0)
         validate.number("gamma", self.gamma, low=0.0, high=1.0, low_open=True)
         validate.number("gae_lambda", self.gae_lambda, low=0.0, high=1.0)
         validate.number("entropy_coef", self.entropy_coef, low=0.0)
