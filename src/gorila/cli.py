@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import gc
 import json
 import os
@@ -40,7 +41,7 @@ _GROUP_TITLES = {"RLConfig": "environment, budget and evaluation"}
 
 def _train_parser(algo: str) -> argparse.ArgumentParser:
     others = ", ".join(sorted(a for a in ALGORITHMS if a != algo))
-    parser = argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(allow_abbrev=False, 
         prog="gorila train", formatter_class=HelpFormatter,
         description=f"Train an algorithm on the parameter server.\n\nThe run's flags come first, then those "
                     f"of --algo {algo}. gorila train --algo NAME --help\nlists another algorithm's flags "
@@ -66,7 +67,7 @@ def _configs(argv: list[str]) -> tuple[RunConfig, list, int]:
     from gorila.metrics.terminal import NORMAL, QUIET, VERBOSE
 
     # --algo (or the run being resumed) decides which flags exist, so read it first.
-    pre = argparse.ArgumentParser(add_help=False)
+    pre = argparse.ArgumentParser(allow_abbrev=False, add_help=False)
     pre.add_argument("--algo", default=None, choices=sorted(ALGORITHMS))
     pre.add_argument("--resume", type=Path, default=None)
     pre.add_argument("--preset", default=None)
@@ -86,7 +87,9 @@ def _configs(argv: list[str]) -> tuple[RunConfig, list, int]:
     if unknown:
         flag = next((u for u in unknown if u.startswith("-")), unknown[0])
         other = sorted(name for name, a in ALGORITHMS.items() if name != algo and _has_flag(name, flag))
-        hint = f" (it is a flag of --algo {', '.join(other)})" if other else ""
+        close = difflib.get_close_matches(flag.split("=")[0], _flags(parser), n=1, cutoff=0.6)
+        hint = (f" (it is a flag of --algo {', '.join(other)})" if other
+                else f" (did you mean {close[0]}?)" if close else "")
         parser.exit(EXIT_USAGE, f"gorila train: error: {flag.split('=')[0]}: not a flag of --algo {algo}{hint}; "
                                 f"gorila train --algo {algo} --help lists them\n")
     verbosity = QUIET if args.quiet else VERBOSE if args.verbose else NORMAL
@@ -96,6 +99,10 @@ def _configs(argv: list[str]) -> tuple[RunConfig, list, int]:
     except ConfigError as err:
         parser.exit(EXIT_USAGE, f"gorila train: error: {err.flag}: {err.message}\n")
     return run, configs, verbosity
+
+
+def _flags(parser: argparse.ArgumentParser) -> list[str]:
+    return [option for action in parser._actions for option in action.option_strings if option.startswith("--")]
 
 
 def _has_flag(algo: str, flag: str) -> bool:
@@ -144,7 +151,7 @@ def _print_summary(summary: dict) -> None:
 
 
 def cmd_eval(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(allow_abbrev=False, 
         prog="gorila eval", formatter_class=HelpFormatter,
         description="Play the newest checkpoint of a saved run with no-op starts; print the scores as JSON.")
     parser.add_argument("run_dir", metavar="RUN_DIR", type=Path, help="run directory (or its checkpoints/ directory)")
@@ -171,7 +178,7 @@ def cmd_eval(argv: list[str]) -> int:
 
 
 def cmd_plot(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(allow_abbrev=False, 
         prog="gorila plot", formatter_class=HelpFormatter,
         description="Overlay runs (e.g. sync, async and semi-async on one env) in one PNG: their headline "
                     "metric\n(the evaluation return, or lstsq's suboptimality) by steps and by seconds of "
@@ -196,7 +203,7 @@ def cmd_plot(argv: list[str]) -> int:
 def cmd_presets(argv: list[str]) -> int:
     from gorila.algos.presets import table
 
-    parser = argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(allow_abbrev=False, 
         prog="gorila presets", formatter_class=HelpFormatter,
         description="The published settings gorila train --preset NAME fills the flags with (a flag given still "
                     "wins),\neach with its algorithm, what it sets and its source.")
@@ -210,7 +217,7 @@ def cmd_info(argv: list[str]) -> int:
     import platform
     from importlib import metadata
 
-    parser = argparse.ArgumentParser(prog="gorila info", description="Versions and hardware.")
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila info", description="Versions and hardware.")
     parser.parse_args(argv)
     lines = {"gorila": __version__, "python": platform.python_version()}
     for module in ("numpy", "torch", "ray", "gymnasium", "ale_py", "envpool"):
@@ -235,7 +242,7 @@ def cmd_info(argv: list[str]) -> int:
 def cmd_bench(argv: list[str]) -> int:
     from gorila.bench import BENCHMARKS
 
-    parser = argparse.ArgumentParser(prog="gorila bench", description="Measure a figure next to its limit.",
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila bench", description="Measure a figure next to its limit.",
                                      epilog="gorila bench NAME --help shows a benchmark's flags and defaults.")
     parser.add_argument("name", choices=sorted(BENCHMARKS), help="which benchmark")
     if argv and argv[0] in BENCHMARKS:  # the benchmark parses the rest, --help included
@@ -255,7 +262,7 @@ COMMANDS = {"train": cmd_train, "eval": cmd_eval, "plot": cmd_plot, "bench": cmd
 
 
 def _command_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(allow_abbrev=False, 
         prog="gorila", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=COMMANDS_HELP,
         description="Parallel and distributed deep reinforcement learning: actors, learners and a sharded "
                     "parameter server\nwith sync, async and semi-async update rules, on Ray and PyTorch.")

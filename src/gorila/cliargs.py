@@ -20,6 +20,7 @@ import argparse
 import dataclasses
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,13 +41,23 @@ def _base_type(hint: Any) -> tuple[Any, bool]:
 def _parser_for(hint: Any):
     base, _ = _base_type(hint)
     if typing.get_origin(base) is tuple:
-        item = typing.get_args(base)[0]
-        return lambda text: tuple(item(part) for part in text.split(",") if part.strip())
+        return _comma_list(typing.get_args(base)[0])
     if base is Path:
         return _path
     if hasattr(base, "parse"):  # a value object with a spelling of its own (TargetUpdate: "hard:200")
         return _reported(base.parse)
     return base
+
+
+def _comma_list(item: type) -> Callable[[str], tuple]:
+    """A tuple flag's parser (``--hidden 64,64``), whose error says what it expects."""
+    def parse(text: str) -> tuple:
+        try:
+            return tuple(item(part) for part in text.split(",") if part.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expects comma-separated {item.__name__} values such as "
+                                             f"{'64,64' if item is int else '0.1,0.2'}, got {text!r}") from None
+    return parse
 
 
 def _path(text: str) -> Path:

@@ -104,3 +104,17 @@ def test_run_flags_that_cannot_be_used_are_refused(capsys, tmp_path, args, flag)
     argv = [a.format(file=tmp_path / "a-file", dir=tmp_path / "run") for a in args]
     assert flag in refused(capsys, ["train", "--algo", "lstsq", *argv])
     assert not (tmp_path / "run").exists()
+
+
+def test_an_abbreviated_flag_is_refused_not_taken_for_the_flag_it_begins(capsys):
+    err = refused(capsys, ["train", "--algo", "a3c", "--entropy-c", "0.1"])
+    assert "--entropy-c: not a flag of --algo a3c (did you mean --entropy-coef?)" in err
+
+
+def test_a_misspelt_flag_gets_the_closest_flag(capsys):
+    assert "did you mean --total-steps?" in refused(capsys, ["train", "--total-timesteps", "5"])
+
+
+def test_a_list_flag_says_what_it_expects(capsys):
+    assert "expects comma-separated int values such as 64,64, got '64x64'" in refused(
+        capsys, ["train", "--hidden", "64x64"])

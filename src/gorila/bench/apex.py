@@ -68,7 +68,7 @@ def main(argv: list[str]) -> int:
     from gorila.algos.rl_config import RLConfig
     from gorila.runtime import make_runtime
 
-    parser = argparse.ArgumentParser(prog="gorila bench apex", description=__doc__,
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila bench apex", description=__doc__,
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--env", default="CartPole-v1", help="Gymnasium id (ALE/Pong-v5: the Nature CNN)")
     parser.add_argument("--actors", type=int, default=2, help="actors")

@@ -78,7 +78,7 @@ def main(argv: list[str]) -> int:
     from gorila.algos.dqn.config import DQNConfig
     from gorila.algos.rl_config import RLConfig
 
-    parser = argparse.ArgumentParser(prog="gorila bench learner", description=__doc__, formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila bench learner", description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--env", default="CartPole-v1", help="Gymnasium id (ALE/Pong-v5: the Nature CNN)")
     parser.add_argument("--batch-size", type=int, default=DQNConfig.batch_size, help="minibatch size")
     parser.add_argument("--fill", type=int, default=5_000, help="transitions of random play in the replay")

@@ -100,7 +100,7 @@ def _names(text: str, known: tuple[str, ...], flag: str) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="gorila bench minatar", description=__doc__.split("::")[0],
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila bench minatar", description=__doc__.split("::")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--games", default="Breakout,SpaceInvaders", help=f"comma-separated, of {', '.join(GAMES)}")
     parser.add_argument("--algo", default="dqn,a3c", help=f"comma-separated, of {', '.join(ALGORITHMS)}")

@@ -47,7 +47,7 @@ def round_trips(client: ParameterClient, grad: np.ndarray, rounds: int) -> tuple
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="gorila bench ps", description=__doc__, formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila bench ps", description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--params", type=int, default=NATURE_CNN_PARAMS, help="parameters in the vector")
     parser.add_argument("--shards", type=int, default=1, help="parameter-server shards")
     parser.add_argument("--rounds", type=int, default=50, help="measured round trips")

@@ -181,7 +181,7 @@ def through_runtime(args, writers: int, make_shard, rows: Transitions) -> dict[s
 def main(argv: list[str]) -> int:
     import functools
 
-    parser = argparse.ArgumentParser(prog="gorila bench replay", description=__doc__,
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila bench replay", description=__doc__,
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--obs", default="4", help="observation shape: 4 (CartPole) or 4,84,84 (Atari frames)")
     parser.add_argument("--capacity", type=int, default=100_000, help="rows per shard")

@@ -168,7 +168,7 @@ def main(argv: list[str]) -> int:
     from gorila.algos.dqn.config import DQNConfig
     from gorila.algos.rl_config import RLConfig
 
-    parser = argparse.ArgumentParser(prog="gorila bench sampling", description=__doc__, formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila bench sampling", description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--env", default="CartPole-v1", help="Gymnasium id (ALE/Pong-v5: the Nature CNN)")
     parser.add_argument("--inference", default="both", choices=[*INFERENCE_MODES, "both"],
                         help="who runs the network: each actor (local), the inference server (central), or both "

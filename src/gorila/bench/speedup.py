@@ -33,7 +33,7 @@ FIELDS = ("workers", "repeats", "time_to_target_s", "time_to_target_min_s", "tim
 
 
 def _arguments(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="gorila bench speedup", description=__doc__,
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila bench speedup", description=__doc__,
                                      formatter_class=HelpFormatter)
     parser.add_argument("--algo", default="lstsq", choices=["lstsq"], help="workload")
     parser.add_argument("--workers", type=count_list, default="1,2,4,8", help="comma-separated worker counts")

@@ -37,7 +37,7 @@ def time_limit() -> float:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="gorila bench startup", description=__doc__,
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila bench startup", description=__doc__,
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--algo", default="dqn", help="the algorithm whose `gorila train` is timed")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each, interleaved; figures are medians")

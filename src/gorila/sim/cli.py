@@ -60,7 +60,7 @@ def _stragglers(text: str) -> Stragglers:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gorila simulate", description=__doc__, formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila simulate", description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--calibrate", action="store_true",
                         help="measure this machine's costs (compute, shard apply, transport) and write them to --out")
     parser.add_argument("--calibration", type=Path, default=None, metavar="FILE",

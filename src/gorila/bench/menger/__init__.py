@@ -52,7 +52,7 @@ def _positive(kind):
 
 
 def _arguments(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="gorila bench menger", description=__doc__, formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila bench menger", description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--part", choices=("reads", "writes", "both"), default="both", help="which figure")
     parser.add_argument("--readers", type=count_list, default="1,4,16,64,256", help="reading actors per point")
     parser.add_argument("--writers", type=count_list, default="1,4,16,64,256", help="writing actors per point")
