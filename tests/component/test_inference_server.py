@@ -188,3 +188,17 @@ def test_a_rollout_worker_steps_two_groups_in_turn_with_the_servers_actions():
     finally:
         gym.registry.pop("gorila-test/Counting-v0")
         server.close()
+
+
+def test_the_server_counts_the_bytes_of_observations_read_and_actions_written(served):
+    server, _ = served
+    channel = InferenceChannel(server.address(), LAYOUT, TIMEOUT_S)
+    sent = 0
+    for group, n in enumerate(LAYOUT.groups):
+        observations = obs(*range(n))
+        channel.send(group, observations)
+        sent += observations.nbytes
+    received = sum(channel.receive(group)[0].nbytes for group in range(len(LAYOUT.groups)))
+    stats = server.wait_stats(lambda s: s["observations"] == sum(LAYOUT.groups), TIMEOUT_S)
+    assert stats["bytes_observations"] == sent and stats["bytes_actions"] == received
+    channel.close()

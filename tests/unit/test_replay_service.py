@@ -202,3 +202,13 @@ def test_a_shard_comes_back_from_its_checkpoint_with_its_rows_priorities_and_wri
 def test_a_shard_without_a_checkpoint_starts_empty(tmp_path):
     shard = ReplayShard(0, 100, (1,), np.float32, checkpoints=tmp_path)
     assert not shard.restored and shard.size() == 0
+
+
+def test_the_shard_counts_the_bytes_added_and_sampled_and_nothing_for_a_redelivered_batch():
+    shard = ReplayShard(0, 1000, (1,), np.float32, seed=0)
+    sent, _ = send(shard, counting_runner([5]), 10, "a", 0)
+    sent_bytes = sum(a.nbytes for a in dataclasses.astuple(sent) if isinstance(a, np.ndarray))
+    shard.add(sent, "a", 0)  # a retried call: stored once, counted once
+    batch = shard.sample(32)
+    assert shard.stats()["bytes_added"] == sent_bytes > 0
+    assert shard.stats()["bytes_sampled"] == sum(a.nbytes for a in batch) > 0

@@ -50,7 +50,10 @@ from gorila.replay import RemoteReplay, ShardedReplaySpec
 #: The inference service's name in a plan (``services[INFERENCE]`` in its ``groups``).
 INFERENCE = "inference"
 #: The inference server's columns in ``metrics.csv`` with central inference.
-INFERENCE_METRICS = ("inference.mean_batch", "inference.dropped")
+INFERENCE_METRICS = ("inference.mean_batch", "inference.dropped", "inference.bytes_observations",
+                     "inference.bytes_actions")
+#: A global replay's traffic, counted as the parameter server's bytes pushed and pulled are.
+REPLAY_TRAFFIC = ("replay.bytes_added", "replay.bytes_sampled")
 #: How long a chunk lasts once the driver has sized it to the workers' speed: long enough that the
 #: driver's calls between chunks cost little, short enough that rows and evaluations stay frequent.
 CHUNK_SECONDS = 0.5

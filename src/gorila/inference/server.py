@@ -78,6 +78,7 @@ class InferenceServer:
         self.version = -1
         self._refresh()  # a (re)started server serves the newest parameters from its first batch
         self.batches = self.observations = self.dropped = self.clients_lost = 0
+        self.bytes_observations = self.bytes_actions = 0  # the traffic through the clients' slots
         self._since_refresh = 0
         self._clients: set[_Client] = set()
         self._listener = listen()
@@ -97,10 +98,11 @@ class InferenceServer:
     def stats(self) -> dict[str, Any]:
         """Cumulative counters since this server started (``pid`` tells a restarted one): batches
         served, observations, their mean batch, observations of departed clients dropped unserved,
-        clients lost, the version served now."""
+        clients lost, the version served now, and the bytes of observations read and actions written."""
         return {"pid": os.getpid(), "batches": self.batches, "observations": self.observations,
                 "mean_batch": self.observations / max(self.batches, 1), "dropped": self.dropped,
-                "clients": len(self._clients), "clients_lost": self.clients_lost, "version": self.version}
+                "clients": len(self._clients), "clients_lost": self.clients_lost, "version": self.version,
+                "bytes_observations": self.bytes_observations, "bytes_actions": self.bytes_actions}
 
     def wait_stats(self, condition: Callable[[dict[str, Any]], bool], timeout_s: float) -> dict[str, Any]:
         """Tools and tests: block until ``condition(stats())`` holds (checked after every round of
@@ -195,6 +197,8 @@ class InferenceServer:
         self.batches += 1
         self._since_refresh += 1
         self.observations += len(actions)
+        self.bytes_observations += sum(o.nbytes for o in obs)
+        self.bytes_actions += actions.nbytes
         start = 0
         for request in batch:
             n = len(request.client.slots.obs[request.group])

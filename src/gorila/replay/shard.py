@@ -11,7 +11,7 @@ reach it through a typed :class:`~gorila.replay.client.RemoteReplay`::
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +96,7 @@ class ReplayShard:
         self.latest_refused = -1
         self.started: set[int] = set()  # learners let in (see ready)
         self.added = self.duplicates = self.sampled = 0
+        self.bytes_added = self.bytes_sampled = 0  # the traffic of this shard's adds and samples
         self.refused_adds = self.refused_samples = self.stale_priorities = 0
         self.checkpoints = None if checkpoints is None else Path(checkpoints) / f"replay-shard{shard_id}"
         self.restored = self.checkpoints is not None and self._restore(self.checkpoints)
@@ -123,6 +124,7 @@ class ReplayShard:
             self.sampler.update(written[kept], np.maximum(priorities, PRIORITY_FLOOR))
             self.sampler.update(lost, np.zeros(len(lost)))
         self.added += len(transitions)
+        self.bytes_added += sum(a.nbytes for a in astuple(transitions) if isinstance(a, np.ndarray))
         return len(transitions)
 
     def sample(self, batch_size: int) -> Batch | None:
@@ -138,6 +140,7 @@ class ReplayShard:
             indices, weights = self.sampler.sample(batch_size, beta, self.rng)
             batch = self.storage.gather(indices, weights)
         self.sampled += batch_size
+        self.bytes_sampled += sum(a.nbytes for a in batch)
         return batch._replace(indices=self.generation[batch.indices] * self.slots + batch.indices)
 
     def update_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> None:
@@ -216,7 +219,7 @@ class ReplayShard:
         shard apart; ``restored`` says whether it came back from a checkpoint."""
         out: dict[str, Any] = {"shard": self.shard_id, "pid": os.getpid(), "restored": self.restored,
                "restored_size": self.restored_size, "size": len(self.storage),
-               "added": self.added,
+               "added": self.added, "bytes_added": self.bytes_added, "bytes_sampled": self.bytes_sampled,
                "duplicates": self.duplicates, "sampled": self.sampled, "refused_adds": self.refused_adds,
                "refused_samples": self.refused_samples}
         if self.sampler is not None:

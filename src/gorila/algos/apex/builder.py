@@ -24,7 +24,8 @@ from gorila.actors import ExplorationSchedule
 from gorila.actors.nstep import NStepReturns
 from gorila.algos.apex.config import ApexConfig
 from gorila.algos.dqn.networks import build_q_network
-from gorila.algos.kit import INFERENCE, ReplayTopology, greedy_q_inference, q_actor, q_learner, rl_plan
+from gorila.algos.kit import (INFERENCE, REPLAY_TRAFFIC, ReplayTopology, greedy_q_inference, q_actor, q_learner,
+                              rl_plan)
 from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan
@@ -37,7 +38,7 @@ EVAL_EPSILON = 0.05  # DQN-family agents are evaluated ε-greedily with 0.05
 STEPS_PER_CHUNK = 20
 ACTOR_NICE = 5
 METRICS = ("replay.size", "replay.added", "replay.sampled", "replay.refused_samples", "replay.priority_max",
-           "learner.wait_fraction", "learner.policy_lag_mean")
+           "learner.wait_fraction", "learner.policy_lag_mean", *REPLAY_TRAFFIC)
 # With --param-cache node: reads reaching the server from the caches and from actors that fell back,
 # bytes moved per version per node, and how many versions behind the server the actors act.
 CACHE_METRICS = ("param_cache.pulls", "param_cache.bytes_per_version", "actor.cache_reads", "actor.server_reads",

@@ -16,7 +16,8 @@ from torch import nn
 from gorila.actors.nstep import NStepReturns
 from gorila.algos.dqn.config import DQNConfig
 from gorila.algos.dqn.networks import build_q_network
-from gorila.algos.kit import INFERENCE, ReplayTopology, greedy_q_inference, q_actor, q_learner, rl_plan
+from gorila.algos.kit import (INFERENCE, REPLAY_TRAFFIC, ReplayTopology, greedy_q_inference, q_actor, q_learner,
+                              rl_plan)
 from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, WorkerSpec
@@ -90,7 +91,7 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
                    services=(topology.service(), *inference), param_cache=cfg.param_cache == "node",
                    processes=topology.processes + len(inference),
                    chunk_steps=lambda updates: GLOBAL_STEPS_PER_CHUNK,
-                   metrics=("learner.policy_lag_mean",), histograms=("learner.policy_lag",))
+                   metrics=("learner.policy_lag_mean", *REPLAY_TRAFFIC), histograms=("learner.policy_lag",))
 
 
 def evaluation_policy(run: RunConfig, cfg: DQNConfig, rl: RLConfig):
