@@ -2,13 +2,17 @@
 
 An environment that raises in ``step`` or ``reset``, or returns an observation that does not fit
 its ``observation_space`` (another shape, NaN or infinity), is rebuilt by the vector backend and
-its episode so far is dropped; :class:`EnvFailures` counts the failures and, once ``limit`` of
+its episode so far is dropped (a NaN or infinite reward is a fault of the same kind); :class:`EnvFailures` counts the failures and, once ``limit`` of
 them fall within ``window_steps`` steps, raises :class:`~gorila.errors.EnvFailedError` naming the
 last one, so the actor fails and is restarted like any crashed worker::
 
     failures = EnvFailures(limit=5, window_steps=1000)
     failures.record("CartPole-v1 env 2: RuntimeError: ...", step=1234)   # raises at the 5th in 1000 steps
     message = observation_fault("CartPole-v1", 2, obs, env.observation_space)   # None when it fits
+    message = reward_fault("CartPole-v1", 2, reward)                            # None when finite
+
+Training's actors (:mod:`gorila.envs.vector`) and evaluation (:mod:`gorila.envs.evaluation`) both
+judge their environments with these, so a fault is the same fault wherever it happens.
 """
 
 from __future__ import annotations
@@ -59,3 +63,14 @@ def observation_fault(env_id: str, index: int, obs: object, space: gym.Space) ->
     if np.issubdtype(space.dtype, np.floating) and not np.isfinite(obs).all():
         return f"{env_id} env {index} returned an observation of shape {shape} holding NaN or infinity"
     return None
+
+
+def reward_fault(env_id: str, index: int, reward: object) -> str | None:
+    """Why ``reward`` from env ``index`` of ``env_id`` is unusable (NaN or infinite), or None."""
+    try:
+        value = float(reward)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return f"{env_id} env {index} returned a reward that is not a number: {reward!r}"
+    if np.isfinite(value):
+        return None
+    return f"{env_id} env {index} returned a reward of {value}"
