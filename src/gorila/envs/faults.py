@@ -17,6 +17,7 @@ judge their environments with these, so a fault is the same fault wherever it ha
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -68,9 +69,14 @@ def observation_fault(env_id: str, index: int, obs: object, space: gym.Space) ->
 def reward_fault(env_id: str, index: int, reward: object) -> str | None:
     """Why ``reward`` from env ``index`` of ``env_id`` is unusable (NaN or infinite), or None."""
     try:
-        value = float(reward)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return f"{env_id} env {index} returned a reward that is not a number: {reward!r}"
-    if np.isfinite(value):
-        return None
-    return f"{env_id} env {index} returned a reward of {value}"
+        # Checked on every step: math.isfinite is the cheapest test of a Python or numpy scalar.
+        finite = math.isfinite(reward)  # type: ignore[arg-type]
+    except TypeError:  # not a scalar: a one-element array still passes, anything else is a fault
+        try:
+            values = np.asarray(reward, dtype=np.float64)
+        except (TypeError, ValueError):
+            values = np.full(2, np.nan)
+        if values.size != 1:
+            return f"{env_id} env {index} returned a reward that is not a number: {reward!r}"
+        finite = bool(np.isfinite(values).all())
+    return None if finite else f"{env_id} env {index} returned a reward of {reward}"

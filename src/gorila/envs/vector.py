@@ -18,7 +18,7 @@ import gymnasium as gym
 import numpy as np
 
 from gorila import validate
-from gorila.envs.faults import EnvFailures, observation_fault
+from gorila.envs.faults import EnvFailures, observation_fault, reward_fault
 from gorila.envs.make import RAW_REWARD, is_atari, make_env
 from gorila.errors import ConfigError
 
@@ -100,7 +100,7 @@ class GymnasiumBackend:
     (np.array of the list: a third of the time np.stack takes for small observations).
 
     An environment that raises in ``step`` or ``reset``, or returns an observation that does not
-    fit the observation space, is closed and built again from its function (see
+    fit the observation space or a reward that is NaN or infinite, is closed and built again from its function (see
     :mod:`gorila.envs.faults`); its row in that step is a fresh reset, listed in ``broken``.
     """
 
@@ -133,10 +133,15 @@ class GymnasiumBackend:
 
     def _step(self, i: int, action: object) -> tuple:
         try:
-            return self.envs[i].step(action)
+            result = self.envs[i].step(action)
         except Exception as err:  # noqa: BLE001 - any failure of the env's own code: rebuild it
-            self.broken.append(i)
-            return self._rebuilt(i, f"{type(err).__name__} in step: {err}"), 0.0, False, False, {}
+            fault: str | None = f"{type(err).__name__} in step: {err}"
+        else:
+            fault = reward_fault(self.env_id, i, result[1])
+            if fault is None:
+                return result
+        self.broken.append(i)
+        return self._rebuilt(i, fault), 0.0, False, False, {}
 
     def _rebuilt(self, i: int, why: str) -> np.ndarray:
         """Count env ``i``'s failure, build it again and reset it; its first observation."""
