@@ -292,6 +292,7 @@ class Report:
             "shard_restarts": self.shard_restarts, "env_failures": counters.total("env_failures"),
             "pushes_rejected_restarted": stats.pushes_rejected_restarted,
             "pushes_rejected_duplicate": stats.pushes_rejected_duplicate,
+            "updates_rolled_back": stats.updates_rolled_back,
             **plan.evaluation.summary(), **{m.replace(".", "_"): v for m, v in self.metrics.items()},
             "evaluations": self.placed.evaluations, "staleness_histogram": stats.as_dict()["staleness"],
             **self._histograms(),
