@@ -30,7 +30,7 @@ from gorila.checkpoint import CheckpointTimer, load_checkpoint
 from gorila.config import RunConfig
 from gorila.driver.chunks import Chunks, Patience
 from gorila.driver.plan import Placed, Plan, WorkerSpec
-from gorila.driver.progress import Progress
+from gorila.driver.progress import Progress, resumable
 from gorila.driver.report import Outputs, Report, open_log, plot
 from gorila.driver.stop import Interrupted, StopSignals
 from gorila.metrics.progress import Limits
@@ -88,7 +88,8 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
             meta: dict[str, Any] = {}
             if run_config.resume is not None:
                 skipped: list[str] = []
-                arrays, meta = load_checkpoint(run_dir / "checkpoints", skipped)
+                arrays, meta = load_checkpoint(run_dir / "checkpoints", skipped,
+                                               check=resumable(plan.spec.num_shards))
                 for reason in skipped:
                     terminal.line(f"skipping a damaged checkpoint: {reason}")
                 check_shard_state(arrays, plan.spec.layout(initial.size), f"the checkpoint in {run_dir}")

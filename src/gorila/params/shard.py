@@ -159,6 +159,8 @@ def check_state(state: dict[str, np.ndarray], shard_id: int) -> None:
     def refuse(why: str) -> CheckpointError:
         return CheckpointError(f"shard {shard_id}: the saved state has {why}")
 
+    if "params" not in state or "counters" not in state:
+        raise refuse("no parameters or no counters")
     counters = np.asarray(state["counters"])
     if counters.shape != (3,) or (counters < 0).any():
         raise refuse(f"an impossible version and round counts {counters.tolist()} (version, joined, counted)")
