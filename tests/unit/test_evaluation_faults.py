@@ -104,3 +104,22 @@ def test_failures_in_an_evaluation_that_completes_reach_its_row_and_the_summary(
     assert failures >= 2 and evaluation.summary()["eval_env_failures"] == failures
     assert evaluation.summary()["evaluations_failed"] == 0
     assert "eval_env_failures" in evaluation.columns
+
+
+def test_a_restarted_evaluator_is_counted_among_worker_restarts_and_its_counts_kept():
+    """Issue 32, item 9: a report from a new evaluator process (Ray restarted it) counts a restart;
+    what its earlier process counted stays counted."""
+    from gorila.reply import Done
+
+    evaluation = PolicyEvaluation(flaky_id("raise", 7), None, greedy_policy, episodes=3, epsilon=0.0, seed=0,
+                                  noop_max=0, every_s=0.0, target=5.0)
+    first = {"eval_return": 5.0, "eval_min": 5.0, "eval_version": 1, "playing": False, "env_failures": 2,
+             "evaluations_failed": 0, "pid": 100, "restarted": False}
+    again = {**first, "eval_version": 2, "env_failures": 4}
+    restarted = {"eval_failed": "the evaluation at version 3 failed: ...", "eval_version": 3, "playing": False,
+                 "env_failures": 5, "evaluations_failed": 1, "pid": 200, "restarted": True}
+    for report in (first, again, restarted):
+        evaluation.pending = Done(dict(report))
+        evaluation.after_chunk()
+    assert evaluation.restarts == 1
+    assert evaluation.summary()["eval_env_failures"] == 9 and evaluation.summary()["evaluations_failed"] == 1

@@ -146,6 +146,9 @@ class PolicyEvaluation:
         self.final: float | None = None
         self.best: float | None = None
         self.env_failures = self.evaluations_failed = 0
+        self.restarts = 0  # of the evaluator's process
+        self.pid: int | None = None  # the evaluator's, as its last report said
+        self.before_restarts = (0, 0)  # env failures and failed evaluations its earlier processes counted
 
     def start(self, runtime: Runtime, shards: ShardGroup, groups: dict[str, WorkerGroup]) -> None:
         """Remember where to place the evaluator; it starts with the first chunk, so its start-up
@@ -180,8 +183,9 @@ class PolicyEvaluation:
         pending, self.pending = self.pending, None
         report = pending.result(self.timeout_s)
         self.playing = report.pop("playing", False)
-        self.env_failures = report.pop("env_failures", self.env_failures)
-        self.evaluations_failed = report.pop("evaluations_failed", self.evaluations_failed)
+        self._note_restart(report)
+        self.env_failures = self.before_restarts[0] + report.pop("env_failures", 0)
+        self.evaluations_failed = self.before_restarts[1] + report.pop("evaluations_failed", 0)
         if self.playing or "eval_version" not in report:
             return None
         if "eval_failed" in report:
@@ -193,6 +197,15 @@ class PolicyEvaluation:
                      row={"eval_return": score, "eval_version": report["eval_version"],
                           "eval_env_failures": self.env_failures}, record=report,
                      message=f"eval {score:8.1f} (min {report['eval_min']:.1f}) at version {report['eval_version']}")
+
+    def _note_restart(self, report: dict[str, Any]) -> None:
+        """A report from a new evaluator process (Ray restarted it: ``pid`` changed, or a first
+        report says ``restarted``) counts a restart; what the old process counted is kept."""
+        pid = report.get("pid")
+        if (self.pid is not None and pid != self.pid) or (self.pid is None and report.get("restarted")):
+            self.restarts += 1
+            self.before_restarts = (self.env_failures, self.evaluations_failed)
+        self.pid = pid
 
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {"final_eval_return": self.final, "best_eval_return": self.best,

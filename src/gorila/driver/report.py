@@ -215,7 +215,7 @@ class Report:
                "updates_per_s": stats.updates / max(train_s, 1e-9), "pushes_rejected": stats.pushes_rejected,
                "pushes_rejected_nonfinite": stats.pushes_rejected_nonfinite,
                "bytes_pushed": stats.bytes_in, "bytes_pulled": stats.bytes_out,
-               "worker_restarts": counters.restarts, "env_failures": counters.total("env_failures"),
+               "worker_restarts": counters.restarts + self.plan.evaluation.restarts, "env_failures": counters.total("env_failures"),
                **self._plan_metrics(), **self.pending_row}
         self.out.logger.log(self.progress.used(), {k: v for k, v in row.items() if k in self.out.logger.columns},
                             train_s=train_s)
@@ -286,7 +286,7 @@ class Report:
             "bytes_pushed": stats.bytes_in, "bytes_pulled": stats.bytes_out,
             "time_to_target_s": self.time_to_target, "train_time_to_target_s": self.train_time_to_target,
             "reached_target": self.time_to_target is not None, "startup": dict(self.out.startup),
-            "stop_reason": stop_reason, "worker_restarts": counters.restarts,
+            "stop_reason": stop_reason, "worker_restarts": counters.restarts + plan.evaluation.restarts,
             **({"signal": signal} if signal is not None else {}),
             "service_restarts": self.services.restarts, "items_lost": self.services.items_lost,
             "shard_restarts": self.shard_restarts, "env_failures": counters.total("env_failures"),
