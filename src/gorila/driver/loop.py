@@ -20,6 +20,7 @@ workers), :mod:`~gorila.driver.report` (rows, evaluations, checkpoints, the summ
 from __future__ import annotations
 
 import functools
+import os
 import signal
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -191,10 +192,14 @@ def _signal_name(signals: StopSignals) -> str | None:
 
 
 def _runtime_stage(run_config: RunConfig) -> str:
+    """The stage line of the runtime's start: where the run goes, as the runtime will choose it
+    (``--address``, else ``RAY_ADDRESS``, else an embedded Ray)."""
     if run_config.runtime == "local":
         return "local runtime: everything in this process"
     if run_config.address:
         return f"joining the Ray cluster at {run_config.address}"
+    if os.environ.get("RAY_ADDRESS"):
+        return f"joining the Ray cluster at {os.environ['RAY_ADDRESS']} (from RAY_ADDRESS)"
     return "starting Ray on this machine (127.0.0.1 only, no dashboard)"
 
 
