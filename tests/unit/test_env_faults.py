@@ -83,7 +83,7 @@ def test_row11_the_failure_names_the_env_id_and_the_shape():
     """Row 11: what is recorded (and raised once failures add up) names the env id and the shape."""
     built = []
     failures = EnvFailures(limit=1)
-    with pytest.raises(EnvFailedError, match=r"Faulty-v0 env 1 returned an observation of shape \(3,\); "
+    with pytest.raises(EnvFailedError, match=r"the last: Faulty-v0 env 1 returned an observation of shape \(3,\); "
                                              r"its observation_space has \(1,\)"):
         play(runner(built, failures, how="shape"), NStep(1, 0.9), 5)
 
@@ -110,5 +110,5 @@ def test_failures_outside_the_window_do_not_add_up():
 def test_row11_a_nan_reward_is_recorded_naming_the_env():
     """Issue 32 item 4: a NaN reward is an env fault like a bad observation, named in the failure."""
     built = []
-    with pytest.raises(EnvFailedError, match=r"Faulty-v0 env 1 returned a reward of nan"):
+    with pytest.raises(EnvFailedError, match=r"the last: Faulty-v0 env 1 returned a reward of nan$"):
         play(runner(built, EnvFailures(limit=1), how="nan_reward"), NStep(1, 0.9), 5)

@@ -127,7 +127,7 @@ class GymnasiumBackend:
         try:
             obs = self.envs[i].reset()[0]
         except Exception as err:  # noqa: BLE001 - any failure of the env's own code: rebuild it
-            return self._rebuilt(i, f"{type(err).__name__} in reset: {err}")
+            return self._rebuilt(i, f"{self.env_id} env {i}: {type(err).__name__} in reset: {err}")
         fault = observation_fault(self.env_id, i, obs, self.single_observation_space)
         return obs if fault is None else self._rebuilt(i, fault)
 
@@ -135,7 +135,7 @@ class GymnasiumBackend:
         try:
             result = self.envs[i].step(action)
         except Exception as err:  # noqa: BLE001 - any failure of the env's own code: rebuild it
-            fault: str | None = f"{type(err).__name__} in step: {err}"
+            fault: str | None = f"{self.env_id} env {i}: {type(err).__name__} in step: {err}"
         else:
             fault = reward_fault(self.env_id, i, result[1])
             if fault is None:
@@ -144,9 +144,10 @@ class GymnasiumBackend:
         return self._rebuilt(i, fault), 0.0, False, False, {}
 
     def _rebuilt(self, i: int, why: str) -> np.ndarray:
-        """Count env ``i``'s failure, build it again and reset it; its first observation."""
+        """Count env ``i``'s failure (``why`` names the env), build it again and reset it; its
+        first observation."""
         while True:
-            self.failures.record(f"{self.env_id} env {i}: {why}", self._steps)  # raises at the limit
+            self.failures.record(why, self._steps)  # raises at the limit
             try:
                 self.envs[i].close()
             except Exception:  # noqa: BLE001, S110 - a broken env may fail to close too; it is dropped
@@ -155,7 +156,7 @@ class GymnasiumBackend:
                 self.envs[i] = self.env_fns[i]()
                 obs = self.envs[i].reset()[0]
             except Exception as err:  # noqa: BLE001
-                why = f"{type(err).__name__} while rebuilding: {err}"
+                why = f"{self.env_id} env {i}: {type(err).__name__} while rebuilding: {err}"
                 continue
             why = observation_fault(self.env_id, i, obs, self.single_observation_space)
             if why is None:
