@@ -1,9 +1,9 @@
 """What an actor does about an environment that fails: count it, judge whether to go on.
 
 An environment that raises in ``step`` or ``reset``, or returns an observation that does not fit
-its ``observation_space`` (another shape, NaN or infinity), is rebuilt by the vector backend and
-its episode so far is dropped (a NaN or infinite reward is a fault of the same kind); :class:`EnvFailures` counts the failures and, once ``limit`` of
-them fall within ``window_steps`` steps, raises :class:`~gorila.errors.EnvFailedError` naming the
+its ``observation_space`` (another shape, NaN or infinity) or a NaN or infinite reward, is rebuilt
+by the vector backend and its episode so far is dropped; :class:`EnvFailures` counts the failures
+and, once ``limit`` of them fall within ``window_steps`` steps, raises :class:`~gorila.errors.EnvFailedError` naming the
 last one, so the actor fails and is restarted like any crashed worker::
 
     failures = EnvFailures(limit=5, window_steps=1000)
