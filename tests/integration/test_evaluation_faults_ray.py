@@ -35,3 +35,33 @@ def test_an_env_that_raises_in_the_ray_evaluator_is_rebuilt_and_counted(ray_loca
         assert evaluation.summary()["evaluations_failed"] == 0
     finally:
         runtime.shutdown()
+
+
+def test_a_killed_evaluator_is_restarted_and_counted_among_worker_restarts(ray_local):
+    """Issue 32, item 9: Ray restarts an evaluator whose process dies; the next evaluation comes
+    from a new process, which the evaluation counts as a restart (the run adds it to
+    ``worker_restarts``), keeping the env failures counted before."""
+    import os
+    import signal
+
+    from gorila.runtime.ray_runtime import RayRuntime
+
+    runtime = RayRuntime(call_timeout_s=120)
+    runtime.plan(2)
+    try:
+        network_fn = functools.partial(build_q_network, ENV, (8,), 0)
+        shards = runtime.start_shards(ServerSpec(rule=UpdateRule.asynchronous()), FlatParams(network_fn()).get())
+        evaluation = PolicyEvaluation(ENV, network_fn, greedy_policy, episodes=3, epsilon=0.0, seed=0, noop_max=0,
+                                      every_s=0.0, target=5.0)
+        evaluation.start(runtime, shards, {})
+        evaluation.before_chunk()
+        first = evaluation.finish()
+        failures_before = evaluation.env_failures
+        os.kill(first.record["pid"], signal.SIGKILL)
+        evaluation.before_chunk()
+        second = evaluation.finish()
+        assert second.record["pid"] != first.record["pid"] and second.value == 5.0
+        assert evaluation.restarts == 1
+        assert evaluation.env_failures >= failures_before + 1  # the new process's failures add to the old's
+    finally:
+        runtime.shutdown()
