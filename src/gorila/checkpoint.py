@@ -9,10 +9,14 @@ A checkpoint is two files with the same increasing sequence number, and any expo
 The arrays are written first and the JSON sidecar last, each atomically, so the sidecar is
 the commit mark: a checkpoint without one, or whose arrays don't match its size and
 checksum, was cut short or damaged and is skipped in favour of the one before. The sidecar
-carries a checksum of its own record too, so one edited by hand is skipped as well::
+carries a checksum of its own record too (``record_sha256``, which every sidecar must have), so
+one edited by hand is skipped as well, and every field of its record is checked for its type and
+range. A reader refuses what it cannot use in the same way: the fields of ``meta`` it relies on
+(:class:`Field`), or arrays no component reaches (``check``)::
 
     save_checkpoint(run_dir / "ckpt", {"params": flat, "replay_obs": obs}, {"step": 10_000})
     arrays, meta = load_checkpoint(run_dir / "ckpt")      # newest good one
+    arrays, meta = load_checkpoint(run_dir / "ckpt", check=lambda arrays, meta: check_meta(meta, {"step": Field("count")}))
     timer = CheckpointTimer(every_s=300)
     if timer.due(): save_checkpoint(...)
 """
@@ -23,9 +27,12 @@ import hashlib
 import json
 import logging
 import re
+import math
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import safetensors.numpy
@@ -81,11 +88,18 @@ def save_checkpoint(directory: Path, arrays: Mapping[str, np.ndarray], meta: Map
     return sidecar
 
 
-def load_checkpoint(directory: Path, skipped: list[str] | None = None) -> tuple[dict[str, np.ndarray], dict]:
+Check = Callable[[dict[str, np.ndarray], dict], None]
+
+
+def load_checkpoint(directory: Path, skipped: list[str] | None = None,
+                    check: Check | None = None) -> tuple[dict[str, np.ndarray], dict]:
     """The arrays and meta of the newest checkpoint in ``directory`` that verifies; why each newer
     one was refused is appended to ``skipped`` (logged as a warning without it).
 
-    Raises :class:`CheckpointError` when there is none, listing why each one was refused.
+    ``check(arrays, meta)`` is the reader's own judgement of a checkpoint that verifies: raising
+    :class:`CheckpointError` or ``ValueError`` refuses it as a damaged one is refused (see
+    :func:`check_meta`). Raises :class:`CheckpointError` when there is none, listing why each one
+    was refused.
     """
     directory = Path(directory)
     if not directory.is_dir():
@@ -96,6 +110,12 @@ def load_checkpoint(directory: Path, skipped: list[str] | None = None) -> tuple[
             arrays, meta = _read(directory, sequence)
         except CheckpointError as err:
             refused.append(str(err))
+            continue
+        try:
+            if check is not None:
+                check(arrays, meta)
+        except (CheckpointError, ValueError) as err:
+            refused.append(f"ckpt-{sequence:06d}.json: {err}")
             continue
         if refused and skipped is not None:
             skipped.extend(refused)
@@ -137,6 +157,67 @@ class CheckpointTimer:
         return True
 
 
+@dataclass(frozen=True)
+class Field:
+    """What a reader needs of one ``meta`` field (:func:`check_meta`)::
+
+        Field("count")                    # an int >= 0 (not a bool)
+        Field("seconds", nullable=True)   # a finite number >= 0, or None
+        Field("number", nullable=True)    # a finite number, or None
+        Field("mapping", fields={"best": Field("number", nullable=True)})   # a JSON object, its fields checked
+
+    A field may be absent (older checkpoints lack newer fields; the reader supplies a default).
+    """
+
+    kind: Literal["count", "seconds", "number", "mapping"]
+    nullable: bool = False
+    fields: Mapping[str, Field] = field(default_factory=dict)
+
+
+def check_meta(meta: Mapping[str, object], fields: Mapping[str, Field], where: str = "meta") -> None:
+    """Raise ``ValueError`` naming the first field of ``meta`` that is not as ``fields`` say."""
+    for name, spec in fields.items():
+        if name not in meta:
+            continue
+        value, path = meta[name], f"{where}.{name}"
+        if value is None:
+            if not spec.nullable:
+                raise ValueError(f"{path} is null")
+            continue
+        if spec.kind == "mapping":
+            if not isinstance(value, dict):
+                raise ValueError(f"{path} is {value!r}, not a mapping")
+            check_meta(value, spec.fields, path)
+            continue
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if spec.kind == "count" and not (number and isinstance(value, int) and value >= 0):
+            raise ValueError(f"{path} is {value!r}, not a count (an integer >= 0)")
+        if spec.kind in ("seconds", "number") and not (number and math.isfinite(value)):
+            raise ValueError(f"{path} is {value!r}, not a finite number")
+        if spec.kind == "seconds" and value < 0:  # type: ignore[operator]
+            raise ValueError(f"{path} is {value!r}, not a number of seconds >= 0")
+
+
+def _check_record(record: Mapping[str, object], sequence: int) -> None:
+    """Every field of a sidecar's record, by type and range (``ValueError`` naming the first wrong one)."""
+    stem = f"ckpt-{sequence:06d}"
+    expected: dict[str, Callable[[object], bool]] = {
+        "sequence": lambda v: type(v) is int and v == sequence,
+        "file": lambda v: v == f"{stem}.safetensors",  # never a file elsewhere, of another kind
+        "bytes": lambda v: type(v) is int and v >= 0,
+        "sha256": lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) is not None,
+        "exports": lambda v: isinstance(v, dict) and all(
+            isinstance(k, str) and f == f"{stem}.{k}.safetensors" for k, f in v.items()),
+        "saved_at": lambda v: type(v) in (int, float) and math.isfinite(v) and v >= 0,  # type: ignore[arg-type]
+        "meta": lambda v: isinstance(v, dict),
+    }
+    for name, fits in expected.items():
+        if name not in record:
+            raise ValueError(f"its record has no {name!r}")
+        if not fits(record[name]):
+            raise ValueError(f"its record's {name!r} is {record[name]!r}")
+
+
 def _sequences(directory: Path) -> set[int]:
     return {int(m.group(1)) for p in directory.iterdir() if (m := _NAME.match(p.name))}
 
@@ -154,10 +235,12 @@ def _read(directory: Path, sequence: int) -> tuple[dict[str, np.ndarray], dict]:
         if record.get("format") != _FORMAT:
             raise ValueError(f"format {record.get('format')!r}, expected {_FORMAT!r}")
         own = record.pop("record_sha256", None)
-        if own is not None and own != _digest(record):
+        if own is None:
+            raise CheckpointError(f"{sidecar.name}: has no record_sha256, so edits to it cannot be told "
+                                  "(every sidecar gorila writes has one)")
+        if own != _digest(record):
             raise CheckpointError(f"{sidecar.name}: edited after it was saved (its record fails its sha256 check)")
-        if record["file"] != f"ckpt-{sequence:06d}.safetensors":  # never a file elsewhere, of another kind
-            raise ValueError(f"names {record['file']!r} as its arrays")
+        _check_record(record, sequence)
         data = (directory / record["file"]).read_bytes()
         expected_bytes, expected_sha = record["bytes"], record["sha256"]
         meta = record["meta"]

@@ -56,7 +56,7 @@ class Pushes:
 
 
 class NoEvaluation:
-    columns, target = ("score",), None
+    columns, target, restarts = ("score",), None, 0
 
     def start(self, runtime, shards, groups): ...
     def before_chunk(self): ...

@@ -14,7 +14,7 @@ from gorila.errors import EnvFailedError
 class Faulty(CountingEnv):
     """A CountingEnv that goes wrong at step ``at`` of its ``fail_episodes``-th episodes (1-based,
     counted over every copy built from the same ``built`` list): it raises, or returns an
-    observation of another shape, or one holding NaN."""
+    observation of another shape, or one holding NaN, or a NaN reward."""
 
     def __init__(self, built, at=3, how="raise", fail_episodes=(1,), where="step"):
         super().__init__(episode_length=5)
@@ -36,6 +36,8 @@ class Faulty(CountingEnv):
         if self.where == "step" and self._t == self.at and self.episode == 1 and self._failing():
             if self.how == "raise":
                 raise RuntimeError("emulator lost")
+            if self.how == "nan_reward":
+                return obs, float("nan"), term, trunc, info
             obs = np.zeros(3, np.float32) if self.how == "shape" else np.array([np.nan], np.float32)
         return obs, r, term, trunc, info
 
@@ -57,9 +59,9 @@ def play(r, nstep, steps):
     return rows
 
 
-@pytest.mark.parametrize("how", ["raise", "shape", "nan"])
+@pytest.mark.parametrize("how", ["raise", "shape", "nan", "nan_reward"])
 def test_row10_row11_a_failing_env_is_rebuilt_and_its_partial_episode_never_reaches_replay(how):
-    """Row 10 (env raises in step) and row 11 (wrong shape, NaN): the env is rebuilt, the episode
+    """Row 10 (env raises in step) and row 11 (wrong shape, NaN observation, NaN reward): the env is rebuilt, the episode
     it was in is dropped (no row of it, no episode counted), the failure counted; the other env
     and the rebuilt one go on."""
     built = []
@@ -71,7 +73,7 @@ def test_row10_row11_a_failing_env_is_rebuilt_and_its_partial_episode_never_reac
     # copy's episode (steps 0..4, then the next one) did.
     starts = [int(obs) for obs, _, _ in from_faulty]
     assert starts[:5] == [0, 1, 2, 3, 4] and len(starts) >= 5
-    assert all(np.isfinite(t.obs).all() and t.obs.shape[1:] == (1,) for t in rows)
+    assert all(np.isfinite(t.obs).all() and t.obs.shape[1:] == (1,) and np.isfinite(t.reward).all() for t in rows)
     # Env 0's two episodes (steps 1-5, 6-10) and, in between, the rebuilt env 1's first (steps 4-8):
     # five steps long, the three dropped ones not counted.
     assert [(e.env_index, e.length) for e in r.pop_episodes()] == [(0, 5), (1, 5), (0, 5)]
@@ -81,7 +83,7 @@ def test_row11_the_failure_names_the_env_id_and_the_shape():
     """Row 11: what is recorded (and raised once failures add up) names the env id and the shape."""
     built = []
     failures = EnvFailures(limit=1)
-    with pytest.raises(EnvFailedError, match=r"Faulty-v0 env 1 returned an observation of shape \(3,\); "
+    with pytest.raises(EnvFailedError, match=r"the last: Faulty-v0 env 1 returned an observation of shape \(3,\); "
                                              r"its observation_space has \(1,\)"):
         play(runner(built, failures, how="shape"), NStep(1, 0.9), 5)
 
@@ -103,3 +105,10 @@ def test_failures_outside_the_window_do_not_add_up():
     with pytest.raises(EnvFailedError, match="the last: c"):
         failures.record("c", step=15)
     assert failures.count == 3
+
+
+def test_row11_a_nan_reward_is_recorded_naming_the_env():
+    """Issue 32 item 4: a NaN reward is an env fault like a bad observation, named in the failure."""
+    built = []
+    with pytest.raises(EnvFailedError, match=r"the last: Faulty-v0 env 1 returned a reward of nan$"):
+        play(runner(built, EnvFailures(limit=1), how="nan_reward"), NStep(1, 0.9), 5)

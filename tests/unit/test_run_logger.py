@@ -203,3 +203,26 @@ def test_progress_goes_to_the_display_it_is_given(tmp_path):
         "eval return 500.0",
         "dqn 20% of 1,000 steps · 200 done · 0:00:08 left | return 21  loss 0.25",  # 100 steps/s, 800 to go
     ]
+
+
+def test_flagged_counts_are_shown_once_non_zero_and_warned_about_as_they_rise(tmp_path):
+    """Issue 32 item 4: a count of faults (env failures, non-finite pushes) beyond the first
+    columns still reaches the progress line once it is non-zero, and each rise is warned about."""
+    console, out = _plain()
+    now = [0.0]
+    display = LineProgress(console, Limits(1000, "steps"), description="dqn", clock=lambda: now[0])
+    logger = RunLogger(tmp_path, {"algo": "dqn"}, ["return", "loss", "lag", "bytes", "env_failures"],
+                       tensorboard=False, display=display, flagged=("env_failures", "not_a_column"))
+    logger.log(100, {"return": 21, "env_failures": 0})
+    now[0] = 10.0
+    logger.log(200, {"return": 22, "env_failures": 3})
+    now[0] = 20.0
+    logger.log(300, {"return": 23, "env_failures": 3})
+    logger.close({})
+    assert out.getvalue().splitlines() == [
+        "dqn 10% of 1,000 steps · 100 done | return 21",
+        "warning: env_failures rose to 3 (+3 since the last row)",
+        "dqn 20% of 1,000 steps · 200 done · 0:01:20 left | return 22  env_failures 3",
+        "dqn 30% of 1,000 steps · 300 done · 0:01:10 left | return 23  env_failures 3",
+    ]
+    assert _rows(tmp_path / "metrics.csv")[2][-1] == "3"

@@ -20,6 +20,7 @@ workers), :mod:`~gorila.driver.report` (rows, evaluations, checkpoints, the summ
 from __future__ import annotations
 
 import functools
+import os
 import signal
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +31,7 @@ from gorila.checkpoint import CheckpointTimer, load_checkpoint
 from gorila.config import RunConfig
 from gorila.driver.chunks import Chunks, Patience
 from gorila.driver.plan import Placed, Plan, WorkerSpec
-from gorila.driver.progress import Progress
+from gorila.driver.progress import Progress, resumable
 from gorila.driver.report import Outputs, Report, open_log, plot
 from gorila.driver.stop import Interrupted, StopSignals
 from gorila.metrics.progress import Limits
@@ -88,7 +89,8 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
             meta: dict[str, Any] = {}
             if run_config.resume is not None:
                 skipped: list[str] = []
-                arrays, meta = load_checkpoint(run_dir / "checkpoints", skipped)
+                arrays, meta = load_checkpoint(run_dir / "checkpoints", skipped,
+                                               check=resumable(plan.spec.num_shards))
                 for reason in skipped:
                     terminal.line(f"skipping a damaged checkpoint: {reason}")
                 check_shard_state(arrays, plan.spec.layout(initial.size), f"the checkpoint in {run_dir}")
@@ -191,10 +193,14 @@ def _signal_name(signals: StopSignals) -> str | None:
 
 
 def _runtime_stage(run_config: RunConfig) -> str:
+    """The stage line of the runtime's start: where the run goes, as the runtime will choose it
+    (``--address``, else ``RAY_ADDRESS``, else an embedded Ray)."""
     if run_config.runtime == "local":
         return "local runtime: everything in this process"
     if run_config.address:
         return f"joining the Ray cluster at {run_config.address}"
+    if os.environ.get("RAY_ADDRESS"):
+        return f"joining the Ray cluster at {os.environ['RAY_ADDRESS']} (from RAY_ADDRESS)"
     return "starting Ray on this machine (127.0.0.1 only, no dashboard)"
 
 

@@ -98,11 +98,13 @@ class Evaluation(Protocol):
 
     ``columns`` are the metrics columns it fills, its headline first (shown beside the progress
     bar); ``target`` the value that counts as reached (for ``summary.json``); ``summary()`` its
-    own summary fields.
+    own summary fields; ``restarts`` how often a process of its own (an evaluator worker) was
+    restarted, which the run counts among its ``worker_restarts``.
     """
 
     columns: tuple[str, ...]
     target: float | None
+    restarts: int
 
     def start(self, runtime: Runtime, shards: ShardGroup, groups: dict[str, WorkerGroup]) -> None: ...
     def before_chunk(self) -> None: ...

@@ -15,7 +15,9 @@ from gorila.core import Runtime, ShardGroup, WorkerGroup
 from gorila.reply import Pending
 from gorila.driver.plan import Score
 from gorila.envs.evaluation import NORMALIZATION_SOURCE, EvaluationEpisodes, dqn_normalized, human_normalized
+from gorila.envs.faults import EnvFailures
 from gorila.envs.make import is_atari
+from gorila.errors import EnvFailedError
 from gorila.nets import FlatParams
 from gorila.params import ParameterServer
 
@@ -37,6 +39,11 @@ class Evaluator:
     With ``share`` (the evaluator shares a process with training) a step plays only a slice, as
     long as ``share / (1 - share)`` times the time since the previous slice ended, and the next
     step goes on with the same parameters; ``report()["playing"]`` says an evaluation is under way.
+
+    An env that fails is rebuilt and its episode dropped and played again; too many failures
+    within a window (:class:`~gorila.envs.faults.EnvFailures`) fail that evaluation, not the
+    worker: its report then holds ``eval_failed`` (why) instead of returns. ``env_failures``
+    (each one an episode dropped) and ``evaluations_failed`` count over every evaluation so far.
     """
 
     def __init__(self, worker_id: int, server: ParameterServer, *, env_id: str,
@@ -55,14 +62,33 @@ class Evaluator:
         self.playing: EvaluationEpisodes | None = None
         self.played_s = 0.0
         self.slice_ended: float | None = None
+        self.failures = EnvFailures()  # the evaluation under way's
+        self.env_failures = 0  # of the evaluations before the one under way
+        self.evaluations_failed = 0
 
     def step(self) -> None:
         started = self.clock()
+        try:
+            done = self._play(started)
+        except EnvFailedError as err:
+            self._ended()
+            self.evaluations_failed += 1
+            self.last = {"eval_failed": f"the evaluation at version {self.version} failed: {err}",
+                         "eval_version": self.version, "eval_seconds": self.played_s}
+            return
+        if not done:
+            return
+        returns = self.playing.returns
+        self._ended()
+        self.last = {"eval_return": float(np.mean(returns)), "eval_min": float(np.min(returns)),
+                     "eval_returns": returns, "eval_version": self.version, "eval_seconds": self.played_s}
+
+    def _play(self, started: float) -> bool:
         if self.playing is None:
             self.flat.set(self.client.pull())
             self.version, self.played_s = self.client.version, 0.0
-            self.playing = EvaluationEpisodes(self.env_id, self.episodes, self.epsilon,
-                                              seed=self.seed + self.evaluations, noop_max=self.noop_max)
+            self.playing = EvaluationEpisodes(self.env_id, self.episodes, self.epsilon, seed=self.seed + self.evaluations,
+                                              noop_max=self.noop_max, failures=self.failures)
         seconds = None
         if self.share is not None:
             since = started - self.slice_ended if self.slice_ended is not None else 0.0
@@ -71,17 +97,22 @@ class Evaluator:
             done = self.playing.play(self.policy, seconds, self.clock)
         self.slice_ended = self.clock()
         self.played_s += self.slice_ended - started
-        if not done:
-            return
-        returns = self.playing.returns
-        self.playing.close()
-        self.playing = None
+        return done
+
+    def _ended(self) -> None:
+        """The evaluation under way has ended (played out or failed): count it and its faults."""
+        self.env_failures += self.failures.count
+        self.failures = EnvFailures()
+        if self.playing is not None:
+            self.playing.close()
+            self.playing = None
+        self.slice_ended = self.clock()
         self.evaluations += 1
-        self.last = {"eval_return": float(np.mean(returns)), "eval_min": float(np.min(returns)),
-                     "eval_returns": returns, "eval_version": self.version, "eval_seconds": self.played_s}
 
     def report(self) -> dict[str, Any]:
-        return {**self.last, "playing": self.playing is not None}
+        return {**self.last, "playing": self.playing is not None,
+                "env_failures": self.env_failures + self.failures.count,
+                "evaluations_failed": self.evaluations_failed}
 
 
 class PolicyEvaluation:
@@ -92,9 +123,13 @@ class PolicyEvaluation:
 
         evaluation = PolicyEvaluation("CartPole-v1", network_fn, greedy_policy, episodes=10,
                                       epsilon=0.05, seed=0, noop_max=30, every_s=1.0, target=475.0)
+
+    An evaluation whose envs fail too often is a failed evaluation, not a failed run: it is said,
+    kept in ``summary.json``'s ``evaluations`` with its reason, and counted (``evaluations_failed``);
+    the env failures of every evaluation go into the column ``eval_env_failures`` and the summary.
     """
 
-    columns = ("eval_return", "eval_version")
+    columns = ("eval_return", "eval_version", "eval_env_failures")
 
     def __init__(self, env_id: str, network_fn: Callable[[], nn.Module], policy_fn: Callable, *,
                  episodes: int, epsilon: float, seed: int, noop_max: int, every_s: float, target: float | None):
@@ -110,6 +145,10 @@ class PolicyEvaluation:
         self.timeout_s = 600.0
         self.final: float | None = None
         self.best: float | None = None
+        self.env_failures = self.evaluations_failed = 0
+        self.restarts = 0  # of the evaluator's process
+        self.pid: int | None = None  # the evaluator's, as its last report said
+        self.before_restarts = (0, 0)  # env failures and failed evaluations its earlier processes counted
 
     def start(self, runtime: Runtime, shards: ShardGroup, groups: dict[str, WorkerGroup]) -> None:
         """Remember where to place the evaluator; it starts with the first chunk, so its start-up
@@ -144,17 +183,34 @@ class PolicyEvaluation:
         pending, self.pending = self.pending, None
         report = pending.result(self.timeout_s)
         self.playing = report.pop("playing", False)
-        if self.playing or not report:
+        self._note_restart(report)
+        self.env_failures = self.before_restarts[0] + report.pop("env_failures", 0)
+        self.evaluations_failed = self.before_restarts[1] + report.pop("evaluations_failed", 0)
+        if self.playing or "eval_version" not in report:
             return None
+        if "eval_failed" in report:
+            return Score(float("nan"), False, row={"eval_env_failures": self.env_failures}, record=report,
+                         message=report["eval_failed"])
         score = report["eval_return"]
         self.final, self.best = score, score if self.best is None else max(self.best, score)
         return Score(score, self.target is not None and score >= self.target,
-                     row={"eval_return": score, "eval_version": report["eval_version"]}, record=report,
+                     row={"eval_return": score, "eval_version": report["eval_version"],
+                          "eval_env_failures": self.env_failures}, record=report,
                      message=f"eval {score:8.1f} (min {report['eval_min']:.1f}) at version {report['eval_version']}")
+
+    def _note_restart(self, report: dict[str, Any]) -> None:
+        """A report from a new evaluator process (Ray restarted it: ``pid`` changed, or a first
+        report says ``restarted``) counts a restart; what the old process counted is kept."""
+        pid = report.get("pid")
+        if (self.pid is not None and pid != self.pid) or (self.pid is None and report.get("restarted")):
+            self.restarts += 1
+            self.before_restarts = (self.env_failures, self.evaluations_failed)
+        self.pid = pid
 
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {"final_eval_return": self.final, "best_eval_return": self.best,
-                               "target_return": self.target, "eval_epsilon": self.epsilon}
+                               "target_return": self.target, "eval_epsilon": self.epsilon,
+                               "eval_env_failures": self.env_failures, "evaluations_failed": self.evaluations_failed}
         if is_atari(self.env_id) and self.final is not None:
             out["final_human_normalized"] = human_normalized(self.env_id, self.final)
             out["final_dqn_normalized"] = dqn_normalized(self.env_id, self.final)

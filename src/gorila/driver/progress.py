@@ -15,11 +15,39 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from gorila.checkpoint import Check, Field, check_meta
 from gorila.driver.counters import Counters
-from gorila.params import ShardStats
+from gorila.params import ShardStats, split_shard_state
+from gorila.params.shard import check_state
 
 #: Summed over every worker (a restarted worker's counts before its restart included).
 SUMMED = ("env_steps", "episodes", "pushes_rejected_outlier", "env_failures")
+
+#: The fields of a run checkpoint's meta that a resumed run (and a saved run's reader) relies on;
+#: :class:`~gorila.driver.report.Report` writes them.
+RUN_META = {"env_steps": Field("count"), "updates": Field("count"), "train_time_s": Field("seconds"),
+            "time_to_target_s": Field("seconds", nullable=True),
+            "train_time_to_target_s": Field("seconds", nullable=True),
+            "best_train_return": Field("number", nullable=True),
+            "evaluation": Field("mapping", nullable=True, fields={"best_eval_return": Field("number", nullable=True)})}
+
+
+def check_run_meta(arrays: dict[str, Any], meta: dict[str, Any]) -> None:
+    """:func:`~gorila.checkpoint.load_checkpoint`'s ``check`` for a run checkpoint read for its meta."""
+    check_meta(meta, RUN_META)
+
+
+def resumable(num_shards: int) -> Check:
+    """:func:`~gorila.checkpoint.load_checkpoint`'s ``check`` for a run checkpoint to resume from:
+    its meta (:data:`RUN_META`) and each shard's state (:func:`~gorila.params.shard.check_state`);
+    a checkpoint that fails is skipped for the one before, as a damaged one is. (A checkpoint of
+    another layout is left to the layout check, which says so in words.)"""
+    def check(arrays: dict[str, Any], meta: dict[str, Any]) -> None:
+        check_meta(meta, RUN_META)
+        for j, state in enumerate(split_shard_state(arrays, num_shards)):
+            if "counters" in state and "params" in state:
+                check_state(state, j)
+    return check
 
 
 @dataclass

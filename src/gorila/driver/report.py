@@ -39,7 +39,10 @@ from gorila.params.server import server_params
 
 #: What TensorBoard's step axis counts, by the budget's unit.
 _STEP_AXIS = {"env_steps": "env steps, summed over all actors", "updates": "parameter-server updates"}
-_PS_COLUMNS = ("updates", "pushes_rejected", "bytes_pushed", "bytes_pulled")
+_PS_COLUMNS = ("updates", "pushes_rejected", "pushes_rejected_nonfinite", "bytes_pushed", "bytes_pulled")
+#: Counts of faults, shown beside the progress and warned about on the terminal once they rise above zero.
+#: (Stale rejections are not among them: under a semi-asynchronous rule they are routine.)
+_FLAGGED = ("env_failures", "pushes_rejected_nonfinite", "eval_env_failures")
 #: How long a row waits for a service's stats: a live service answers at once, one being restarted
 #: is left out of the row rather than holding the run up.
 SERVICE_PATIENCE_S = 2.0
@@ -53,8 +56,8 @@ def _columns(plan: Plan) -> tuple[str, ...]:
     headline, *other = plan.evaluation.columns
     return (*head, headline, *(("train_return",) if rl else ()), *other,
             *(("loss", "env_steps_per_s") if rl else ()),
-            "updates_per_s", "pushes_rejected", "bytes_pushed", "bytes_pulled", "worker_restarts",
-            *(metric.replace(".", "_") for metric in plan.metrics))
+            "updates_per_s", "pushes_rejected", "pushes_rejected_nonfinite", "bytes_pushed", "bytes_pulled",
+            "worker_restarts", *(("env_failures",) if rl else ()), *(metric.replace(".", "_") for metric in plan.metrics))
 
 
 def _tags(plan: Plan, columns: tuple[str, ...]) -> dict[str, str]:
@@ -89,7 +92,7 @@ def open_log(plan: Plan, run_config: RunConfig, run_dir: Path, config: dict[str,
     tags = _tags(plan, columns)
     return RunLogger(run_dir, config, columns, tags=tags, step_axis=_STEP_AXIS[plan.budget.unit],
                      hparams=_hparams(config), hparam_metrics=[tags[plan.evaluation.columns[0]]],
-                     display=display, resume=run_config.resume is not None)
+                     display=display, resume=run_config.resume is not None, flagged=_FLAGGED)
 
 
 def plot(run_dir: Path, plan: Plan, run_config: RunConfig) -> None:
@@ -214,8 +217,10 @@ class Report:
         row = {"env_steps": env_steps, "updates": stats.updates, "train_return": counters.recent_return(),
                "loss": counters.mean("loss"), "env_steps_per_s": env_steps / max(train_s, 1e-9),
                "updates_per_s": stats.updates / max(train_s, 1e-9), "pushes_rejected": stats.pushes_rejected,
+               "pushes_rejected_nonfinite": stats.pushes_rejected_nonfinite,
                "bytes_pushed": stats.bytes_in, "bytes_pulled": stats.bytes_out,
-               "worker_restarts": counters.restarts, **self._plan_metrics(), **self.pending_row}
+               "worker_restarts": counters.restarts + self.plan.evaluation.restarts, "env_failures": counters.total("env_failures"),
+               **self._plan_metrics(), **self.pending_row}
         self.out.logger.log(self.progress.used(), {k: v for k, v in row.items() if k in self.out.logger.columns},
                             train_s=train_s)
         self.pending_row = {}
@@ -302,12 +307,13 @@ class Report:
             "reached_target": self.time_to_target is not None, "startup": dict(self.out.startup),
             **({"final_train_return": self.train_return, "best_train_return": self.best_train_return}
                if plan.budget.unit == "env_steps" else {}),
-            "stop_reason": stop_reason, "worker_restarts": counters.restarts,
+            "stop_reason": stop_reason, "worker_restarts": counters.restarts + plan.evaluation.restarts,
             **({"signal": signal} if signal is not None else {}),
             "service_restarts": self.services.restarts, "items_lost": self.services.items_lost,
             "shard_restarts": self.shard_restarts, "env_failures": counters.total("env_failures"),
             "pushes_rejected_restarted": stats.pushes_rejected_restarted,
             "pushes_rejected_duplicate": stats.pushes_rejected_duplicate,
+            "updates_rolled_back": stats.updates_rolled_back,
             **plan.evaluation.summary(), **{m.replace(".", "_"): v for m, v in self.metrics.items()},
             "evaluations": self.placed.evaluations, "staleness_histogram": stats.as_dict()["staleness"],
             **self._histograms(),

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from gorila.checkpoint import load_checkpoint
+from gorila.driver.progress import check_run_meta
 from gorila.errors import ConfigError
 from gorila.params.server import server_params
 
@@ -37,5 +38,5 @@ class SavedRun:
         config_path = run_dir / "config.json"
         if not config_path.is_file():
             raise ConfigError("run_dir", f"{path} is neither a run directory nor its checkpoints/ (no {config_path})")
-        arrays, meta = load_checkpoint(run_dir / "checkpoints")
+        arrays, meta = load_checkpoint(run_dir / "checkpoints", check=check_run_meta)
         return cls(run_dir, json.loads(config_path.read_text()), server_params(arrays), meta)

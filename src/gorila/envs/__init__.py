@@ -1,7 +1,8 @@
 """Environments: building them by id, stepping several at once, evaluation, and a test fake.
 
 Importing this package registers ``gorila/Counting-v0`` (:class:`CountingEnv`, 5 steps per
-episode) so that code which takes an id can be exercised without a real game.
+episode) and ``gorila/Flaky-v0`` (:class:`~gorila.envs.fake.FlakyEnv`, one that fails now and then)
+so that code which takes an id can be exercised without a real game.
 """
 
 import gymnasium as gym
@@ -13,6 +14,8 @@ from gorila.envs.vector import EnvRunner, Episode, Transitions, make_env_runner
 
 if "gorila/Counting-v0" not in gym.registry:
     gym.register("gorila/Counting-v0", entry_point="gorila.envs.fake:CountingEnv")
+if "gorila/Flaky-v0" not in gym.registry:
+    gym.register("gorila/Flaky-v0", entry_point="gorila.envs.fake:FlakyEnv")
 
 __all__ = ["CountingEnv", "EnvRunner", "Episode", "Transitions", "dqn_normalized", "env_spaces", "evaluate",
            "human_normalized", "is_atari", "is_minatar", "make_env", "make_env_runner"]

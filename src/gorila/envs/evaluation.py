@@ -16,6 +16,7 @@ import gymnasium as gym
 import numpy as np
 
 from gorila import validate
+from gorila.envs.faults import EnvFailures, observation_fault, reward_fault
 from gorila.envs.make import ATARI_FRAME_SKIP, is_atari, make_env
 from gorila.errors import ConfigError
 
@@ -55,48 +56,88 @@ class EvaluationEpisodes:
     no-ops are turned off so they are not doubled. With ``video_dir`` each episode is recorded
     there by Gymnasium's ``RecordVideo`` (``eval-<i>-episode-0.mp4``; the env must render
     ``rgb_array`` frames, and MoviePy be installed: ``pip install 'gorila[video]'``).
+
+    Environments fail as training's do (:mod:`gorila.envs.faults`): one that fails is rebuilt and
+    its episode dropped and played again, ``failures`` counts them, and too many within its window
+    fail the evaluation with :class:`~gorila.errors.EnvFailedError` (see :meth:`play`).
     """
 
     def __init__(self, env_id: str, episodes: int, epsilon: float, seed: int, noop_max: int = 30,
-                 video_dir: Path | None = None):
+                 video_dir: Path | None = None, failures: EnvFailures | None = None):
         validate.integer("eval_episodes", episodes, low=1)
         validate.number("eval_epsilon", epsilon, low=0.0, high=1.0)
         validate.integer("noop_max", noop_max, low=0)
-        self.epsilon = epsilon
+        self.env_id, self.epsilon, self.seed, self.video_dir = env_id, epsilon, seed, video_dir
+        self.failures = failures or EnvFailures()
+        self._steps = 0   # env steps played, the clock of the failures' window
         # All episodes run side by side, so the policy sees one batch per step instead of one
         # observation per step per episode.
         self.envs: list[gym.Env] = []
         if video_dir is not None:
             _check_renders(env_id)
         try:
-            for i in range(episodes):
-                if video_dir is not None:  # frames are drawn off-screen: pygame (classic control) needs no display
-                    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-                env = make_env(env_id, seed=seed + i, training=False, noop_max=0,
-                               render_mode=None if video_dir is None else "rgb_array")
-                self.envs.append(env if video_dir is None else _recorded(env, env_id, Path(video_dir), i))
-            self._start(seed, noop_max)
+            self.envs = [self._build(i) for i in range(episodes)]
+            self._start(noop_max)
         except BaseException:
             self.close()
             raise
 
-    def _start(self, seed: int, noop_max: int) -> None:
+    def _build(self, i: int) -> gym.Env:
+        if self.video_dir is not None:  # frames are drawn off-screen: pygame (classic control) needs no display
+            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        env = make_env(self.env_id, seed=self.seed + i, training=False, noop_max=0,
+                       render_mode=None if self.video_dir is None else "rgb_array")
+        return env if self.video_dir is None else _recorded(env, self.env_id, Path(self.video_dir), i)
+
+    def _start(self, noop_max: int) -> None:
         self.n_actions = self.envs[0].action_space.n
+        self.space = self.envs[0].observation_space
         if not has_noop(self.envs[0]):
             noop_max = 0  # action 0 is a real move (CartPole: push left), not "do nothing"
-        self.rng = np.random.default_rng(seed)
+        self.noop_max = noop_max
+        self.rng = np.random.default_rng(self.seed)
         self.totals = np.zeros(len(self.envs))
         self.live = np.ones(len(self.envs), bool)
-        self.obs = []
-        for i, env in enumerate(self.envs):
-            o, _ = env.reset(seed=seed + i)
-            for _ in range(int(self.rng.integers(0, noop_max + 1))):
-                o, reward, terminated, truncated, _ = env.step(0)
-                self.totals[i] += float(reward)
-                if terminated or truncated:
-                    self.live[i] = False
-                    break
-            self.obs.append(o)
+        self.obs: list = [None] * len(self.envs)
+        for i in range(len(self.envs)):
+            self._begin(i)
+
+    def _begin(self, i: int) -> None:
+        """Start episode ``i``: reset its env and play its no-ops; an env that fails meanwhile is
+        rebuilt and the episode started again."""
+        while True:
+            # A dropped episode is played again from another start, not from the one that failed.
+            seed = self.seed + i + len(self.envs) * self.failures.count
+            total, live, fault = 0.0, True, None
+            try:
+                o, _ = self.envs[i].reset(seed=seed)
+                fault = observation_fault(self.env_id, i, o, self.space)
+                for _ in range(int(self.rng.integers(0, self.noop_max + 1)) if fault is None else 0):
+                    o, reward, terminated, truncated, _ = self.envs[i].step(0)
+                    self._steps += 1
+                    fault = observation_fault(self.env_id, i, o, self.space) or reward_fault(self.env_id, i, reward)
+                    if fault is not None:
+                        break
+                    total += float(reward)
+                    if terminated or truncated:
+                        live = False
+                        break
+            except Exception as err:  # noqa: BLE001 - any failure of the env's own code: rebuild it
+                fault = f"{self.env_id} env {i}: {type(err).__name__} in reset: {err}"
+            if fault is None:
+                self.obs[i], self.totals[i], self.live[i] = o, total, live
+                return
+            self._rebuild(i, fault)
+
+    def _rebuild(self, i: int, fault: str) -> None:
+        """Count env ``i``'s failure (raising :class:`~gorila.errors.EnvFailedError` at the
+        failures' limit), drop its episode and build the env again."""
+        self.failures.record(fault, self._steps)
+        try:
+            self.envs[i].close()
+        except Exception:  # noqa: BLE001, S110 - a broken env may fail to close too; it is dropped
+            pass
+        self.envs[i] = self._build(i)
 
     @property
     def done(self) -> bool:
@@ -110,7 +151,10 @@ class EvaluationEpisodes:
     def play(self, policy_fn: Callable[[np.ndarray], np.ndarray], seconds: float | None = None,
              clock: Callable[[], float] = time.perf_counter) -> bool:
         """Step every live episode until all have ended, or until ``seconds`` have passed (at least
-        one step); returns whether all have ended."""
+        one step); returns whether all have ended. An env that raises, or returns an observation
+        outside its space or a NaN reward, is rebuilt and its episode played again from a new start
+        (each failure, and so each dropped episode, counted in ``failures``); ``failures.limit`` of them within its window
+        raise :class:`~gorila.errors.EnvFailedError`: the evaluation has failed."""
         deadline = None if seconds is None else clock() + seconds
         while not self.done:
             idx = np.flatnonzero(self.live)
@@ -120,12 +164,26 @@ class EvaluationEpisodes:
                 greedy = np.asarray(policy_fn(np.stack([self.obs[i] for i in idx[~explore]])))
                 actions[~explore] = greedy
             for i, action in zip(idx, actions):
-                self.obs[i], reward, terminated, truncated, _ = self.envs[i].step(int(action))
-                self.totals[i] += float(reward)
-                self.live[i] = not (terminated or truncated)
+                self._step(int(i), int(action))
             if deadline is not None and clock() >= deadline:
                 break
         return self.done
+
+    def _step(self, i: int, action: int) -> None:
+        self._steps += 1
+        try:
+            obs, reward, terminated, truncated, _ = self.envs[i].step(action)
+        except Exception as err:  # noqa: BLE001 - any failure of the env's own code: rebuild it
+            fault: str | None = f"{self.env_id} env {i}: {type(err).__name__} in step: {err}"
+        else:
+            fault = observation_fault(self.env_id, i, obs, self.space) or reward_fault(self.env_id, i, reward)
+        if fault is not None:
+            self._rebuild(i, fault)
+            self._begin(i)
+            return
+        self.obs[i] = obs
+        self.totals[i] += float(reward)
+        self.live[i] = not (terminated or truncated)
 
     def close(self) -> None:
         """Close the environments (and write their videos)."""

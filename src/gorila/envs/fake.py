@@ -52,3 +52,38 @@ class CountingEnv(gym.Env):
 
     def _obs(self) -> np.ndarray:
         return np.array([self._t], dtype=np.float32)
+
+
+class FlakyEnv(CountingEnv):
+    """A :class:`CountingEnv` that goes wrong at every ``fail_every``-th step taken by any FlakyEnv
+    of its process, the way an emulator fails now and then::
+
+        env = FlakyEnv(fail_every=7, how="raise")        # some FlakyEnv's 7th, 14th, ... step raises
+        env = FlakyEnv(fail_every=7, how="nan_obs")      # returns [nan] there instead
+        env = FlakyEnv(fail_every=7, how="nan_reward")   # returns a reward of nan there
+
+    The steps are counted over the process (``FlakyEnv.steps_in_process``; a test sets it back to
+    0), not per copy, so that a copy rebuilt after a failure is not spared: the faults keep coming
+    at the same rate whatever is rebuilt. Registered as ``gorila/Flaky-v0``, so that anything that
+    builds envs by id (evaluation included) can be given one.
+    """
+
+    steps_in_process = 0
+
+    def __init__(self, episode_length: int = 5, fail_every: int = 7, how: str = "raise"):
+        super().__init__(episode_length=episode_length)
+        if how not in ("raise", "nan_obs", "nan_reward"):
+            raise ValueError(f"how must be raise, nan_obs or nan_reward, got {how!r}")
+        self.fail_every, self.how = fail_every, how
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        FlakyEnv.steps_in_process += 1
+        if FlakyEnv.steps_in_process % self.fail_every == 0:
+            if self.how == "raise":
+                raise RuntimeError(f"emulator lost at step {FlakyEnv.steps_in_process}")
+            if self.how == "nan_obs":
+                obs = np.array([np.nan], np.float32)
+            else:
+                reward = float("nan")
+        return obs, reward, terminated, truncated, info

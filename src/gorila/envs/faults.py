@@ -1,18 +1,23 @@
 """What an actor does about an environment that fails: count it, judge whether to go on.
 
 An environment that raises in ``step`` or ``reset``, or returns an observation that does not fit
-its ``observation_space`` (another shape, NaN or infinity), is rebuilt by the vector backend and
-its episode so far is dropped; :class:`EnvFailures` counts the failures and, once ``limit`` of
-them fall within ``window_steps`` steps, raises :class:`~gorila.errors.EnvFailedError` naming the
+its ``observation_space`` (another shape, NaN or infinity) or a NaN or infinite reward, is rebuilt
+by the vector backend and its episode so far is dropped; :class:`EnvFailures` counts the failures
+and, once ``limit`` of them fall within ``window_steps`` steps, raises :class:`~gorila.errors.EnvFailedError` naming the
 last one, so the actor fails and is restarted like any crashed worker::
 
     failures = EnvFailures(limit=5, window_steps=1000)
     failures.record("CartPole-v1 env 2: RuntimeError: ...", step=1234)   # raises at the 5th in 1000 steps
     message = observation_fault("CartPole-v1", 2, obs, env.observation_space)   # None when it fits
+    message = reward_fault("CartPole-v1", 2, reward)                            # None when finite
+
+Training's actors (:mod:`gorila.envs.vector`) and evaluation (:mod:`gorila.envs.evaluation`) both
+judge their environments with these, so a fault is the same fault wherever it happens.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -59,3 +64,19 @@ def observation_fault(env_id: str, index: int, obs: object, space: gym.Space) ->
     if np.issubdtype(space.dtype, np.floating) and not np.isfinite(obs).all():
         return f"{env_id} env {index} returned an observation of shape {shape} holding NaN or infinity"
     return None
+
+
+def reward_fault(env_id: str, index: int, reward: object) -> str | None:
+    """Why ``reward`` from env ``index`` of ``env_id`` is unusable (NaN or infinite), or None."""
+    try:
+        # Checked on every step: math.isfinite is the cheapest test of a Python or numpy scalar.
+        finite = math.isfinite(reward)  # type: ignore[arg-type]
+    except TypeError:  # not a scalar: a one-element array still passes, anything else is a fault
+        try:
+            values = np.asarray(reward, dtype=np.float64)
+        except (TypeError, ValueError):
+            values = np.full(2, np.nan)
+        if values.size != 1:
+            return f"{env_id} env {index} returned a reward that is not a number: {reward!r}"
+        finite = bool(np.isfinite(values).all())
+    return None if finite else f"{env_id} env {index} returned a reward of {reward}"

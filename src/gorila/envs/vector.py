@@ -18,7 +18,7 @@ import gymnasium as gym
 import numpy as np
 
 from gorila import validate
-from gorila.envs.faults import EnvFailures, observation_fault
+from gorila.envs.faults import EnvFailures, observation_fault, reward_fault
 from gorila.envs.make import RAW_REWARD, is_atari, make_env
 from gorila.errors import ConfigError
 
@@ -100,7 +100,7 @@ class GymnasiumBackend:
     (np.array of the list: a third of the time np.stack takes for small observations).
 
     An environment that raises in ``step`` or ``reset``, or returns an observation that does not
-    fit the observation space, is closed and built again from its function (see
+    fit the observation space or a reward that is NaN or infinite, is closed and built again from its function (see
     :mod:`gorila.envs.faults`); its row in that step is a fresh reset, listed in ``broken``.
     """
 
@@ -127,21 +127,27 @@ class GymnasiumBackend:
         try:
             obs = self.envs[i].reset()[0]
         except Exception as err:  # noqa: BLE001 - any failure of the env's own code: rebuild it
-            return self._rebuilt(i, f"{type(err).__name__} in reset: {err}")
+            return self._rebuilt(i, f"{self.env_id} env {i}: {type(err).__name__} in reset: {err}")
         fault = observation_fault(self.env_id, i, obs, self.single_observation_space)
         return obs if fault is None else self._rebuilt(i, fault)
 
     def _step(self, i: int, action: object) -> tuple:
         try:
-            return self.envs[i].step(action)
+            result = self.envs[i].step(action)
         except Exception as err:  # noqa: BLE001 - any failure of the env's own code: rebuild it
-            self.broken.append(i)
-            return self._rebuilt(i, f"{type(err).__name__} in step: {err}"), 0.0, False, False, {}
+            fault: str | None = f"{self.env_id} env {i}: {type(err).__name__} in step: {err}"
+        else:
+            fault = reward_fault(self.env_id, i, result[1])
+            if fault is None:
+                return result
+        self.broken.append(i)
+        return self._rebuilt(i, fault), 0.0, False, False, {}
 
     def _rebuilt(self, i: int, why: str) -> np.ndarray:
-        """Count env ``i``'s failure, build it again and reset it; its first observation."""
+        """Count env ``i``'s failure (``why`` names the env), build it again and reset it; its
+        first observation."""
         while True:
-            self.failures.record(f"{self.env_id} env {i}: {why}", self._steps)  # raises at the limit
+            self.failures.record(why, self._steps)  # raises at the limit
             try:
                 self.envs[i].close()
             except Exception:  # noqa: BLE001, S110 - a broken env may fail to close too; it is dropped
@@ -150,7 +156,7 @@ class GymnasiumBackend:
                 self.envs[i] = self.env_fns[i]()
                 obs = self.envs[i].reset()[0]
             except Exception as err:  # noqa: BLE001
-                why = f"{type(err).__name__} while rebuilding: {err}"
+                why = f"{self.env_id} env {i}: {type(err).__name__} while rebuilding: {err}"
                 continue
             why = observation_fault(self.env_id, i, obs, self.single_observation_space)
             if why is None:

@@ -45,7 +45,9 @@ class RunLogger:
       column's name) against ``step``, which ``step_axis`` names in a text note; ``hparams``
       (flat name -> number, string or bool) go to TensorBoard's HParams dashboard with
       ``hparam_metrics``, tags of scalars to show beside them.
-    * Progress on ``display`` (see :mod:`gorila.metrics.progress`; nothing when ``None``).
+    * Progress on ``display`` (see :mod:`gorila.metrics.progress`; nothing when ``None``): the
+      first ``SHOWN_COLUMNS`` columns, and the ``flagged`` ones (counts of faults) once they are
+      non-zero, with a warning line each time one of them rises.
     * ``summary.json`` on :meth:`close`.
 
     ``resume=True`` appends to an existing ``metrics.csv`` (its header must match); without it
@@ -55,8 +57,9 @@ class RunLogger:
     def __init__(self, run_dir: Path, config: Mapping[str, object], columns: Sequence[str], *,
                  display: Display | None = None, tensorboard: bool = True, tags: Mapping[str, str] | None = None,
                  step_axis: str = "step", hparams: Mapping[str, object] | None = None,
-                 hparam_metrics: Sequence[str] = (), resume: bool = False):
+                 hparam_metrics: Sequence[str] = (), resume: bool = False, flagged: Sequence[str] = ()):
         self.columns = tuple(columns)
+        self.flagged = tuple(name for name in flagged if name in self.columns)
         _check_columns(self.columns)
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -106,8 +109,13 @@ class RunLogger:
         if self._tb is not None:
             for name, value in values.items():
                 self._tb.add_scalar(self._tags[name], value, global_step=step)
+        for name in self.flagged:
+            before, now = self._latest.get(name, 0.0), values.get(name, 0.0)
+            if now > before:
+                self.message(f"warning: {name} rose to {now:,.0f} (+{now - before:,.0f} since the last row)")
         self._latest.update(values)
         shown = {name: self._latest[name] for name in self.columns[:SHOWN_COLUMNS] if name in self._latest}
+        shown.update({name: self._latest[name] for name in self.flagged if self._latest.get(name)})
         self._progress.update(step, shown, train_s)
 
     def message(self, text: str) -> None:

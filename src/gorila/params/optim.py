@@ -45,10 +45,24 @@ LearningRate = float | np.ndarray
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable", category=UserWarning)
 
 
+def all_finite(x: np.ndarray) -> bool:
+    """Exactly ``np.isfinite(x).all()``, usually in one read with no temporary array.
+
+    A sum of squares is finite only if every element is: a nan or an infinity makes its term
+    nan or +inf, and no term is negative to cancel an infinity. Only when squares of finite
+    values overflow (|x| above ~1e19) does the elementwise check decide.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow here is expected, not news
+        square_sum = np.dot(x, x)
+    return bool(np.isfinite(square_sum)) or bool(np.isfinite(x).all())
+
+
 class ServerOptimizer(Protocol):
-    """What a :class:`~gorila.params.ParameterShard` needs from an optimizer."""
+    """What a :class:`~gorila.params.ParameterShard` needs from an optimizer: ``step`` as it is,
+    ``step_finite`` undone unless parameters and state stay finite (whether it stood)."""
 
     def step(self, params: np.ndarray, grad: np.ndarray) -> None: ...
+    def step_finite(self, params: np.ndarray, grad: np.ndarray) -> bool: ...
     def state_dict(self) -> dict[str, np.ndarray]: ...
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None: ...
 
@@ -69,6 +83,7 @@ class _Base:
         # Tensors sharing the state arrays' memory: load_state_dict copies into the arrays.
         self._state = {slot: torch.from_numpy(getattr(self, slot)) for slot in self._slots}
         self.steps = 0
+        self._saved: dict[str, np.ndarray] = {}  # step_finite's copies, allocated by its first call
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         _load_torch()  # an optimizer unpickled in another process (a shard's) steps with torch there
@@ -82,6 +97,27 @@ class _Base:
             w.add_(direction, alpha=-float(self.lr))
         else:
             w.addcmul_(direction, self._lr_vector, value=-1.0)
+
+    def step_finite(self, params: np.ndarray, grad: np.ndarray) -> bool:
+        """:meth:`step`, undone when it leaves a parameter or a state value NaN or infinite (a
+        finite but huge gradient overflows them as surely as a NaN one): parameters, state and the
+        step count are then as before, bit for bit. Whether the step stood.
+
+        The copies it is undone from go into buffers allocated once, so the check costs a copy
+        and a read of each array per step, and nothing is allocated."""
+        if not self._saved:
+            self._saved = {name: np.empty_like(params) for name in ("params", *self._slots)}
+        np.copyto(self._saved["params"], params)
+        for slot in self._slots:
+            np.copyto(self._saved[slot], getattr(self, slot))
+        self.step(params, grad)
+        if all_finite(params) and all(all_finite(getattr(self, slot)) for slot in self._slots):
+            return True
+        np.copyto(params, self._saved["params"])
+        for slot in self._slots:
+            np.copyto(getattr(self, slot), self._saved[slot])
+        self.steps -= 1
+        return False
 
     def _direction(self, g: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-from gorila.errors import GradientError, NonFiniteError, VersionError
-from gorila.params.optim import LearningRate, ServerOptimizer, make_optimizer
+from gorila.errors import CheckpointError, GradientError, NonFiniteError, VersionError
+from gorila.params.optim import LearningRate, ServerOptimizer, all_finite, make_optimizer
 from gorila.params.rule import Outcome, UpdateRule
 
 
@@ -17,7 +17,8 @@ from gorila.params.rule import Outcome, UpdateRule
 class PushResult:
     """What a push did.
 
-    ``params`` holds the shard's current parameters whenever the pusher is behind after the
+    ``applied``: the push ended a round and the version moved on (the round's step may still have
+    been rolled back: see :func:`apply_round`). ``params`` holds the shard's current parameters whenever the pusher is behind after the
     push (its version < ``version``) or was refused for its tag, so a worker's round trip is one
     call. ``reason`` says why a push was rejected: ``"stale"``, ``"nonfinite"``, ``"restarted"``
     (computed on parameters of the shard's life before a restart) or ``"duplicate"`` (a push
@@ -66,9 +67,11 @@ class ShardStats:
     updates: int = 0
     bytes_in: int = 0
     bytes_out: int = 0
-    # After the fields above: a checkpoint stores the counters by position.
+    # After the fields above: a checkpoint stores the counters by position (new ones go last;
+    # an older checkpoint's shorter list leaves them at 0).
     pushes_rejected_restarted: int = 0
     pushes_rejected_duplicate: int = 0
+    updates_rolled_back: int = 0  # rounds whose step was undone: it left parameters or state non-finite
     staleness: Counter[int] = field(default_factory=Counter)
 
     @property
@@ -91,18 +94,6 @@ class ShardStats:
 
 
 _STAT_FIELDS = tuple(f for f in ShardStats.__dataclass_fields__ if f != "staleness")
-
-
-def all_finite(x: np.ndarray) -> bool:
-    """Exactly ``np.isfinite(x).all()``, usually in one read with no temporary array.
-
-    A sum of squares is finite only if every element is: a nan or an infinity makes its term
-    nan or +inf, and no term is negative to cancel an infinity. Only when squares of finite
-    values overflow (|x| above ~1e19) does the elementwise check decide.
-    """
-    with np.errstate(over="ignore", invalid="ignore"):  # overflow here is expected, not news
-        square_sum = np.dot(x, x)
-    return bool(np.isfinite(square_sum)) or bool(np.isfinite(x).all())
 
 
 def check_push(grad: np.ndarray, version: int, size: int, shard_id: int) -> None:
@@ -161,20 +152,52 @@ def judge_push(rule: UpdateRule, shard_version: int, grad: np.ndarray, version: 
     return Verdict(outcome, staleness, None, 0)
 
 
+def check_state(state: dict[str, np.ndarray], shard_id: int) -> None:
+    """Refuse (:class:`CheckpointError`) a shard state no shard reaches: a negative version or
+    round count, negative counters, or non-finite parameters, pending sum or optimizer state. A
+    checkpoint's checksum says it is the file that was written, not that what was written is sane."""
+    def refuse(why: str) -> CheckpointError:
+        return CheckpointError(f"shard {shard_id}: the saved state has {why}")
+
+    if "params" not in state or "counters" not in state:
+        raise refuse("no parameters or no counters")
+    counters = np.asarray(state["counters"])
+    if counters.shape != (3,) or (counters < 0).any():
+        raise refuse(f"an impossible version and round counts {counters.tolist()} (version, joined, counted)")
+    for name in ("stats", "staleness", "optim.steps"):
+        if name in state and (np.asarray(state[name]) < 0).any():
+            raise refuse(f"negative counters in {name!r}")
+    for name, array in state.items():
+        arrays_of_values = name in ("params", "pending") or (name.startswith("optim.") and name != "optim.steps")
+        if arrays_of_values and not all_finite(np.asarray(array, np.float32).ravel()):
+            raise refuse(f"NaN or infinity in {name!r}")
+
+
+Round = Literal["open", "applied", "rolled_back"]
+
+
 def apply_round(params: np.ndarray, optimizer: ServerOptimizer, rule: UpdateRule, total: np.ndarray,
-                joined: int, counted: int) -> bool:
+                joined: int, counted: int) -> Round:
     """End a round of the aggregate if the rule says so, the step every placement of a shard
     takes: once ``counted`` pushes count toward ``rule.aggregate``, the mean of the ``joined``
-    gradients summed in ``total`` goes through one optimizer step on ``params``. Whether it did.
+    gradients summed in ``total`` goes through one optimizer step on ``params``::
+
+        apply_round(params, optimizer, rule, total, joined, counted)   # "open", "applied" or "rolled_back"
+
+    ``"open"``: the round goes on. ``"rolled_back"``: the step would have left parameters or
+    optimizer state NaN or infinite (finite gradients can: one huge enough, or a sum of them that
+    overflows), so it was undone; the round is over all the same, and the caller ends it as an
+    applied one (the version moves on, so that a barrier's waiters go on), counting it apart.
 
     With more than one joined, ``total`` is divided in place (it is spent); a single gradient is
     read only, so it may be a view of the pusher's memory."""
     if counted < rule.aggregate:
-        return False
+        return "open"
     if joined > 1:
-        total /= np.float32(joined)
-    optimizer.step(params, total)
-    return True
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflowed sum is caught after the step
+            total /= np.float32(joined)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return "applied" if optimizer.step_finite(params, total) else "rolled_back"
 
 
 class ParameterShard:
@@ -191,8 +214,11 @@ class ParameterShard:
     pending aggregate bit-for-bit unchanged; the ``nonfinite_limit``-th in a row from one worker
     raises :class:`NonFiniteError` instead (that worker trains on garbage). A gradient of the
     wrong shape or dtype raises :class:`GradientError`; a version ahead of the shard raises
-    :class:`VersionError`. A push's :class:`PushTag` makes it count at most once.
-    A shard restored after a crash (:meth:`restore`) is in a new ``epoch``.
+    :class:`VersionError`. A push's :class:`PushTag` makes it count at most once. A round whose
+    step would leave parameters or optimizer state non-finite (a finite but huge gradient, or a sum
+    that overflows) is rolled back: nothing changes but the version, and ``updates_rolled_back``
+    counts it. A shard restored after a crash (:meth:`restore`) is in a new ``epoch``; a state no
+    shard could reach (see :func:`check_state`) is refused.
     """
 
     def __init__(self, params: np.ndarray, rule: UpdateRule, optimizer: str | ServerOptimizer = "sgd",
@@ -286,23 +312,30 @@ class ParameterShard:
         return out
 
     def _join(self, grad: np.ndarray, counted: bool) -> bool:
-        if self._joined == 0 and apply_round(self._params, self._optimizer, self.rule, grad, 1, int(counted)):
+        if self._joined == 0:
             # Asynchronous rules: nothing pending, this gradient alone is the round (no copy of it).
-            self._advance()
-            return True
-        self._pending += grad
+            round_ = apply_round(self._params, self._optimizer, self.rule, grad, 1, int(counted))
+            if round_ != "open":
+                return self._advance(round_)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflowed sum is caught after the step
+            self._pending += grad
         self._joined += 1
         self._counted += int(counted)
-        if not apply_round(self._params, self._optimizer, self.rule, self._pending, self._joined, self._counted):
+        round_ = apply_round(self._params, self._optimizer, self.rule, self._pending, self._joined, self._counted)
+        if round_ == "open":
             return False
         self._pending.fill(0.0)
         self._joined = self._counted = 0
-        self._advance()
-        return True
+        return self._advance(round_)
 
-    def _advance(self) -> None:
+    def _advance(self, round_: Round) -> bool:
+        """End a round, rolled back or not: the version moves on either way (a barrier's waiters
+        go on; ``PushResult.applied`` says a round ended), and a rolled-back one is counted."""
         self._version += 1
         self.stats.updates += 1
+        if round_ == "rolled_back":
+            self.stats.updates_rolled_back += 1
+        return True
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """Parameters, pending aggregate, counters and optimizer state, as numpy arrays only."""
@@ -318,9 +351,12 @@ class ParameterShard:
         return state
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        """Take ``state`` (a :meth:`state_dict`), refusing one of another size or one no shard
+        reaches (:func:`check_state`) before anything changes."""
         if state["params"].shape != self._params.shape:
             raise GradientError(f"shard {self.shard_id}: checkpoint has {state['params'].shape} "
                                 f"parameters, shard has {self._params.shape}")
+        check_state(state, self.shard_id)
         np.copyto(self._params, state["params"])
         np.copyto(self._pending, state["pending"])
         self._version, self._joined, self._counted = (int(x) for x in state["counters"])

@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from gorila import validate
-from gorila.checkpoint import load_checkpoint, save_checkpoint
+from gorila.checkpoint import Field, check_meta, load_checkpoint, save_checkpoint
 from gorila.envs.vector import Transitions
 from gorila.errors import CheckpointError
 from gorila.replay.memory import check_replay_memory, make_storage
@@ -31,6 +31,10 @@ from gorila.replay.storage import Batch
 REPLAY_PLACEMENTS = ("node", "spread")
 # Priorities are kept above 0: a slot with priority 0 would never be drawn again.
 PRIORITY_FLOOR = 1e-6
+#: The fields of a replay checkpoint's meta that a restored shard takes up; a checkpoint whose
+#: fields are not so is skipped for the one before.
+_META = {"added": Field("count"), "sampled": Field("count"), "duplicates": Field("count"),
+         "max_priority": Field("seconds"), "last_seq": Field("mapping"), "open_at": Field("count", nullable=True)}
 
 
 @dataclass(frozen=True)
@@ -198,7 +202,7 @@ class ReplayShard:
     def _restore(self, checkpoints: Path) -> bool:
         """Load the newest good checkpoint there, if there is one."""
         try:
-            arrays, meta = load_checkpoint(checkpoints)
+            arrays, meta = load_checkpoint(checkpoints, check=lambda arrays, meta: check_meta(meta, _META))
         except CheckpointError:
             return False
         self.storage.load_state_dict({k[len("storage."):]: v for k, v in arrays.items() if k.startswith("storage.")})

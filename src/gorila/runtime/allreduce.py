@@ -13,7 +13,9 @@ reduce-scatter plus an all-gather in place::
 A push is judged by :func:`~gorila.params.shard.judge_push` and a round applied by
 :func:`~gorila.params.shard.apply_round`, the functions a :class:`~gorila.params.ParameterShard`
 uses: a stale or non-finite gradient is rejected with nothing changed, the ``nonfinite_limit``-th
-in a row from one worker stops it, and the rejected worker's next push completes the round.
+in a row from one worker stops it, and the rejected worker's next push completes the round; a
+round whose step leaves parameters or optimizer state non-finite is rolled back and counted
+(``updates_rolled_back``), its version published all the same.
 
 Waits spin briefly and then yield the core (a round is short; a process switch per round is what
 this placement saves), and end in a :class:`WorkerTimeoutError` after ``timeout_s``. Stores become
@@ -42,16 +44,17 @@ from gorila.errors import ConfigError, WorkerTimeoutError
 from gorila.params import (ParameterServer, PushResult, PushTag, ServerSpec, ShardStats, UpdateRule, shard_state,
                            split_shard_state)
 from gorila.params.optim import make_optimizer, optimizer_slots
-from gorila.params.shard import Verdict, apply_round, check_push, judge_push
+from gorila.params.shard import Verdict, apply_round, check_push, check_state, judge_push
 
 # Spins before a wait starts yielding its core to other processes.
 _SPINS = 200
 # A worker's counters of one shard (it alone writes them): ShardStats fields, its non-finite streak,
 # then the staleness histogram. Under the synchronous rule a push is at most one version behind
 # unless its worker kept parameters across a resume; staleness beyond the last bin is counted there.
-_TALLY = ("pushes_counted", "pushes_rejected_stale", "pushes_rejected_nonfinite", "bytes_in", "bytes_out", "streak")
+_TALLY = ("pushes_counted", "pushes_rejected_stale", "pushes_rejected_nonfinite", "bytes_in", "bytes_out", "streak",
+          "updates_rolled_back")
 _STALENESS_BINS = 16
-_COUNTED, _STALE, _NONFINITE, _BYTES_IN, _BYTES_OUT, _STREAK = range(len(_TALLY))
+_COUNTED, _STALE, _NONFINITE, _BYTES_IN, _BYTES_OUT, _STREAK, _ROLLED_BACK = range(len(_TALLY))
 
 
 def supported() -> bool:
@@ -133,7 +136,10 @@ class SpreadShards:
         return shard_state(states)
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        for j, (part, shard) in enumerate(zip(self.slices, split_shard_state(state, self.spec.num_shards))):
+        shards = split_shard_state(state, self.spec.num_shards)
+        for j, shard in enumerate(shards):  # all checked before any is taken
+            check_state(shard, j)
+        for j, (part, shard) in enumerate(zip(self.slices, shards)):
             self.views["params"][part] = shard["params"]
             self.views["versions"][j] = int(shard["counters"][0])
             self.views["arrived"][:, j] = int(shard["counters"][0])
@@ -222,7 +228,9 @@ class SpreadEndpoint:
                    f"shard {j} waited for every worker's gradient of version {version}")
         self._optimizer.steps = int(views["steps"][j])
         total = views["grads"][:, part].sum(axis=0, dtype=np.float32)
-        apply_round(views["params"][part], self._optimizer, self.spec.rule, total, joined=m, counted=m)
+        if apply_round(views["params"][part], self._optimizer, self.spec.rule, total, joined=m,
+                       counted=m) == "rolled_back":  # the version moves on all the same, as a shard's does
+            views["tally"][j % m, j, _ROLLED_BACK] += 1  # the owner's row: it alone writes it
         views["steps"][j] = self._optimizer.steps
         views["versions"][j] = version + 1  # after the parameters: the others read them next
 

@@ -18,7 +18,7 @@ from gorila.params import ParameterServer
 from gorila.params.cache import CacheSpec, serve_node_cache
 from gorila.runtime.placement import node_id, pinned
 from gorila.runtime.ray_calls import NamedActor
-from gorila.runtime.ray_processes import RayServices, ServiceProcess
+from gorila.runtime.ray_processes import RayServices, ServiceProcess, titled
 
 # Mostly asleep between probes: a small CPU share leaves the CPUs to the workers.
 CACHE_CPUS = 0.01
@@ -40,7 +40,8 @@ def start_caches(server: ParameterServer, prefix: str, poll_s: float, nodes: lis
     what workers need to find their node's cache, and the caches' group, still starting."""
     spec = CacheSpec(prefix=prefix, size=server.layout.size, locate=node_id, poll_s=poll_s)
     factory = functools.partial(serve_node_cache, server, spec)
-    handles = [NamedActor(ServiceProcess.options(num_cpus=CACHE_CPUS, name=name, **pinned(nodes, k), **options)
+    handles = [NamedActor(titled(ServiceProcess, f"param-cache-{k}")
+                          .options(num_cpus=CACHE_CPUS, name=name, **pinned(nodes, k), **options)
                           .remote(factory, k), name)
                for k, name in enumerate(names)]
     return spec, RayCaches(handles, "param cache", call_timeout_s)

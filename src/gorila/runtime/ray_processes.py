@@ -2,7 +2,7 @@
 holds them. :class:`~gorila.runtime.ray_runtime.RayRuntime` starts them; the parameter caches
 (:mod:`~gorila.runtime.ray_caches`) are service processes too::
 
-    handles = [NamedActor(WorkerProcess.options(**options).remote(factory, k, server), name) ...]
+    handles = [NamedActor(titled(WorkerProcess, f"actor-{k}").options(**options).remote(factory, k, server), name) ...]
     workers = RayWorkers(handles, "actor", call_timeout_s)
     reports = workers.run_steps(10)                   # every worker's report, in order
     replay = RayServices(handles, "replay", call_timeout_s)
@@ -11,6 +11,7 @@ holds them. :class:`~gorila.runtime.ray_runtime.RayRuntime` starts them; the par
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 import warnings
@@ -38,7 +39,19 @@ class RayService:
         return RayPending(self.handle.call.remote(method, *args), f"{self.what}.{method}")
 
 
-@ray.remote
+@functools.cache
+def titled(host: type, title: str) -> Any:
+    """``host`` (a class that hosts gorila objects) as a Ray actor class named ``title``, the role
+    and index of its process (``actor-3``, ``learner-0``, ``replay-1``, ``shard-0``, ``evaluator-0``)::
+
+        titled(WorkerProcess, "actor-3").options(**options).remote(factory, 3, server)
+
+    Ray titles an actor's process after its class (``ray::actor-3`` in ``ps`` and ``top``;
+    ``ray::actor-3.run_steps`` during a call), and a restarted process is titled the same, so a
+    class per process tells them apart, where one class would title them all alike."""
+    return ray.remote(type(title, (host,), {"__doc__": host.__doc__}))
+
+
 class ServiceProcess:
     """Hosts one service object (a replay shard), built here from its factory; others call it."""
 
@@ -59,7 +72,6 @@ class ServiceProcess:
         self.service.save()
 
 
-@ray.remote
 class WorkerProcess:
     """Hosts one worker object, built here from its factory (never from large arguments, so a
     restart rebuilds it the same way and it pulls fresh parameters before its first step)."""

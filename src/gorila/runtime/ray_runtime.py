@@ -30,7 +30,8 @@ from gorila.params import ParameterServer, ServerSpec
 from gorila.runtime.allreduce import SpreadShards
 from gorila.runtime.ray_caches import start_caches
 from gorila.runtime.ray_calls import NamedActor, RayPending, ray
-from gorila.runtime.ray_processes import RayServices, RayWorkers, ServiceProcess, WorkerProcess
+from gorila.runtime.ray_messages import show_retry_lines
+from gorila.runtime.ray_processes import RayServices, RayWorkers, ServiceProcess, WorkerProcess, titled
 from gorila.runtime.ray_shards import RayShards, ShardProcess
 from gorila.runtime.reaper import Reaper
 from gorila.runtime.shard_recovery import ShardRecovery
@@ -152,6 +153,7 @@ class RayRuntime:
             except BaseException:
                 ray.shutdown()  # a start cut short (Ctrl-C, an error) leaves no Ray process behind
                 raise
+        show_retry_lines(verbose)  # gorila says which worker was restarted; Ray's retry lines only with --verbose
         # Processes of an embedded Ray inherit one thread per process from this one, and reuse the
         # Python workers Ray starts in advance (four workers importing torch came up in ~3 s instead
         # of ~7 s); elsewhere they get it through a runtime_env, which makes Ray start fresh ones.
@@ -214,8 +216,9 @@ class RayRuntime:
             self._shard_groups.append(group)
             return group
         restarts = {} if checkpoints is None else dict(max_restarts=self.max_restarts, max_task_retries=3)
-        handles = [NamedActor(ShardProcess.options(num_cpus=self.cpus_per_process, scheduling_strategy="SPREAD",
-                                                   max_concurrency=1000, name=name, **restarts, **self._env()).remote(
+        handles = [NamedActor(titled(ShardProcess, f"shard-{k}")
+                              .options(num_cpus=self.cpus_per_process, scheduling_strategy="SPREAD",
+                                       max_concurrency=1000, name=name, **restarts, **self._env()).remote(
                        self.call_timeout_s, None if checkpoints is None else ShardRecovery(
                            Path(checkpoints), k, spec.rule, spec.optimizer, spec.nonfinite_limit)), name)
                    for k, name in enumerate(self._names("shard", spec.num_shards))]
@@ -242,9 +245,10 @@ class RayRuntime:
     def start_services(self, factory: ServiceFactory, count: int, *, name: str, wait: bool = True,
                        node_of: Callable[[int], int] | None = None) -> RayServices:
         nodes = alive_nodes() if node_of else []
-        handles = [NamedActor(ServiceProcess.options(**self._worker_options(), name=actor,
-                                                       **(pinned(nodes, node_of(k)) if node_of else {})).remote(factory, k),
-                               actor)
+        handles = [NamedActor(titled(ServiceProcess, f"{name}-{k}")  # its processes titled by role and index in ps
+                              .options(**self._worker_options(), name=actor,
+                                       **(pinned(nodes, node_of(k)) if node_of else {})).remote(factory, k),
+                              actor)
                    for k, actor in enumerate(self._names(name, count))]
         self._handles += handles
         group = RayServices(handles, name, self.call_timeout_s)
@@ -255,9 +259,10 @@ class RayRuntime:
                       name: str, nice: int = 0, wait: bool = True,
                       node_of: Callable[[int], int] | None = None) -> RayWorkers:
         nodes = alive_nodes() if node_of else []
-        handles = [NamedActor(WorkerProcess.options(**self._worker_options(), name=actor,
-                                                      **(pinned(nodes, node_of(k)) if node_of else {})).remote(
-                       factory, k, server, nice), actor)
+        handles = [NamedActor(titled(WorkerProcess, f"{name}-{k}")  # its processes titled by role and index in ps
+                              .options(**self._worker_options(), name=actor,
+                                       **(pinned(nodes, node_of(k)) if node_of else {})).remote(factory, k, server, nice),
+                              actor)
                    for k, actor in enumerate(self._names(name, count))]
         self._handles += handles
         group = RayWorkers(handles, name, self.call_timeout_s)

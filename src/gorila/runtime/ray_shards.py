@@ -30,7 +30,6 @@ from gorila.runtime.shm import FastPathChannel, FastPathServer, FastPending
 from ray.exceptions import GetTimeoutError  # noqa: E402  (after ray_calls: the environment is set)
 
 
-@ray.remote
 class ShardProcess:
     """Hosts one :class:`ParameterShard` behind a :class:`ShardHost`. Ray methods run on the
     actor's asyncio loop, so a barrier push awaits the version that completes it while the other

@@ -27,6 +27,7 @@ import numpy as np
 from gorila.checkpoint import load_checkpoint, save_checkpoint
 from gorila.errors import CheckpointError
 from gorila.params import ParameterShard, UpdateRule
+from gorila.params.shard import check_state
 
 _log = logging.getLogger(__name__)
 
@@ -60,8 +61,9 @@ class ShardRecovery:
                                shard_id=self.shard_id, nonfinite_limit=self.nonfinite_limit)
         state, source = start, "its start (no run checkpoint yet)"
         prefix = f"shard{self.shard_id}."
-        try:
-            arrays, meta = load_checkpoint(self.checkpoints)
+        try:  # a checkpoint whose state of this shard no shard reaches is skipped for the one before
+            arrays, meta = load_checkpoint(self.checkpoints, check=lambda arrays, meta: check_state(
+                {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}, self.shard_id))
         except CheckpointError as err:
             _log.warning("shard %d: %s; restoring its start", self.shard_id, err)
         else:

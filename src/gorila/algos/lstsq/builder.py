@@ -30,6 +30,7 @@ class LossEvaluation:
     """
 
     columns = ("suboptimality", "loss", "distance", "version")
+    restarts = 0  # it judges in the driver's process: nothing of its own to restart
 
     def __init__(self, moments: Moments, tol: float):
         self.moments = moments

@@ -1,0 +1,125 @@
+"""Environment faults inside evaluation: the env is rebuilt, its episode dropped and counted, and
+too many failures fail that evaluation with a clear message, not the run (issue 32, item 1)."""
+
+import functools
+import itertools
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from gorila.algos.dqn.networks import build_q_network
+from gorila.driver.policy_evaluation import PolicyEvaluation
+from gorila.envs.evaluation import EvaluationEpisodes
+from gorila.envs.fake import FlakyEnv
+from gorila.errors import EnvFailedError
+from gorila.nets import FlatParams
+from gorila.nets.q import greedy_policy
+from gorila.params import ServerSpec, UpdateRule
+from gorila.runtime import LocalRuntime
+
+
+def flaky_id(how: str, fail_every: int) -> str:
+    env_id = f"gorila-test/Flaky-{how}-{fail_every}-v0"
+    if env_id not in gym.registry:
+        gym.register(env_id, entry_point=FlakyEnv, kwargs={"how": how, "fail_every": fail_every})
+    return env_id
+
+
+@pytest.fixture(autouse=True)
+def _count_from_zero():
+    FlakyEnv.steps_in_process = 0
+
+
+class Watching:
+    """A policy (always action 0) that keeps every observation it is shown."""
+
+    def __init__(self):
+        self.seen = []
+
+    def __call__(self, obs):
+        self.seen.append(np.array(obs))
+        return np.zeros(len(obs), np.int64)
+
+
+@pytest.mark.parametrize("how", ["raise", "nan_obs", "nan_reward"])
+def test_a_failing_env_in_evaluation_is_rebuilt_and_its_episode_dropped_and_played_again(how):
+    played = EvaluationEpisodes(flaky_id(how, 7), episodes=3, epsilon=0.0, seed=0, noop_max=0)
+    policy = Watching()
+    try:
+        assert played.play(policy)
+    finally:
+        played.close()
+    # Every episode is 5 steps paying 1.0: a dropped episode's partial (or NaN) return is not kept.
+    assert played.returns == [5.0, 5.0, 5.0]
+    assert played.failures.count >= 2
+    assert "Flaky" in played.failures.last
+    assert all(np.isfinite(obs).all() for obs in policy.seen)  # the policy never saw a NaN
+
+
+def test_too_many_failures_in_a_window_fail_the_evaluation_naming_the_last():
+    played = EvaluationEpisodes(flaky_id("raise", 1), episodes=2, epsilon=0.0, seed=0, noop_max=0)
+    try:
+        with pytest.raises(EnvFailedError, match=r"5 environment failures within 1000 steps; the last: "
+                                                 r"gorila-test/Flaky-raise-1-v0 env \d: RuntimeError in step"):
+            played.play(Watching())
+    finally:
+        played.close()
+
+
+def _evaluation(env_id: str) -> PolicyEvaluation:
+    network_fn = functools.partial(build_q_network, env_id, (8,), 0)
+    runtime = LocalRuntime()
+    shards = runtime.start_shards(ServerSpec(rule=UpdateRule.asynchronous()), FlatParams(network_fn()).get())
+    evaluation = PolicyEvaluation(env_id, network_fn, greedy_policy, episodes=3, epsilon=0.0, seed=0, noop_max=0,
+                                  every_s=0.0, target=5.0)
+    ticks = itertools.count()
+    evaluation.factory = functools.partial(evaluation.factory, clock=lambda: next(ticks) * 1000.0)
+    evaluation.start(runtime, shards, {})
+    return evaluation
+
+
+def _judge(evaluation: PolicyEvaluation):
+    evaluation.before_chunk()
+    return evaluation.finish()
+
+
+def test_an_evaluation_that_keeps_failing_fails_itself_not_the_run_and_is_counted():
+    evaluation = _evaluation(flaky_id("nan_obs", 1))
+    score = _judge(evaluation)
+    assert not score.reached and np.isnan(score.value)
+    assert score.message.startswith("the evaluation at version 0 failed: 5 environment failures")
+    assert score.record["eval_failed"] == score.message
+    assert score.row == {"eval_env_failures": 5}
+    score = _judge(evaluation)  # the evaluator goes on: the next evaluation is played (and fails) too
+    assert evaluation.summary()["evaluations_failed"] == 2 and evaluation.summary()["eval_env_failures"] == 10
+    assert evaluation.summary()["final_eval_return"] is None
+
+
+def test_failures_in_an_evaluation_that_completes_reach_its_row_and_the_summary():
+    evaluation = _evaluation(flaky_id("raise", 7))
+    score = _judge(evaluation)
+    assert score.value == 5.0 and score.reached
+    failures = score.row["eval_env_failures"]
+    assert failures >= 2 and evaluation.summary()["eval_env_failures"] == failures
+    assert evaluation.summary()["evaluations_failed"] == 0
+    assert "eval_env_failures" in evaluation.columns
+
+
+def test_a_restarted_evaluator_is_counted_among_worker_restarts_and_its_counts_kept():
+    """Issue 32, item 9: a report from a new evaluator process (Ray restarted it) counts a restart;
+    what its earlier process counted stays counted."""
+    from gorila.reply import Done
+
+    evaluation = PolicyEvaluation(flaky_id("raise", 7), None, greedy_policy, episodes=3, epsilon=0.0, seed=0,
+                                  noop_max=0, every_s=0.0, target=5.0)
+    first = {"eval_return": 5.0, "eval_min": 5.0, "eval_version": 1, "playing": False, "env_failures": 2,
+             "evaluations_failed": 0, "pid": 100, "restarted": False}
+    again = {**first, "eval_version": 2, "env_failures": 4}
+    restarted = {"eval_failed": "the evaluation at version 3 failed: ...", "eval_version": 3, "playing": False,
+                 "env_failures": 5, "evaluations_failed": 1, "pid": 200, "restarted": True}
+    for report in (first, again, restarted):
+        evaluation.pending = Done(dict(report))
+        evaluation.after_chunk()
+    assert evaluation.restarts == 1
+    assert evaluation.summary()["eval_env_failures"] == 9 and evaluation.summary()["evaluations_failed"] == 1
