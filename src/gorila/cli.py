@@ -143,8 +143,11 @@ def _print_summary(summary: dict) -> None:
 def cmd_eval(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="gorila eval", formatter_class=HelpFormatter,
-        description="Play the newest checkpoint of a saved run with no-op starts; print the scores as JSON.")
+        description="Play a saved run's best (or last) checkpoint with no-op starts; print the scores as JSON.")
     parser.add_argument("run_dir", metavar="RUN_DIR", type=Path, help="run directory (or its checkpoints/ directory)")
+    parser.add_argument("--checkpoint", choices=("best", "last"), default="best",
+                        help="best: the parameters of the run's best evaluation (the last checkpoint while it has "
+                             "none); last: the newest periodic checkpoint")
     parser.add_argument("--episodes", type=int, default=10, help="evaluation episodes")
     parser.add_argument("--epsilon", type=float, default=None,
                         help="exploration rate (default: the one the run evaluated with; 0.05 for dqn, 0 for a3c)")
@@ -158,7 +161,7 @@ def cmd_eval(argv: list[str]) -> int:
 
     try:
         report = evaluate(args.run_dir, args.episodes, epsilon=args.epsilon, noop_max=args.noop_max, seed=args.seed,
-                          video_dir=args.video)
+                          video_dir=args.video, checkpoint=args.checkpoint)
     except ConfigError as err:  # name the argument as the user gave it
         name = {"run_dir": "RUN_DIR", "eval_episodes": "--episodes", "eval_epsilon": "--epsilon"}.get(
             err.field, err.flag)

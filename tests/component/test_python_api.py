@@ -77,7 +77,7 @@ def test_resume_continues_with_the_saved_settings(a3c_run, tmp_path):
 
 def test_a_loaded_policy_acts_like_the_trained_network(a3c_run):
     run_dir, summary = a3c_run
-    policy = gorila.load_policy(run_dir)
+    policy = gorila.load_policy(run_dir, checkpoint="last")
     env = policy.make_env(seed=3)
     obs, _ = env.reset(seed=3)
     action = policy(obs)
@@ -99,7 +99,7 @@ def test_the_exported_state_dict_loads_into_plain_pytorch(a3c_run):
     policy_net.load_state_dict({k.removeprefix("policy."): v for k, v in state.items() if k.startswith("policy.")})
     obs = torch.randn(16, 4)
     with torch.no_grad():
-        expected, _ = gorila.load_policy(run_dir).network(obs)
+        expected, _ = gorila.load_policy(run_dir, checkpoint="last").network(obs)
         np.testing.assert_allclose(policy_net(obs).numpy(), expected.numpy(), rtol=1e-6)
 
 
@@ -110,7 +110,7 @@ def test_load_policy_names_a_directory_that_is_no_run(tmp_path):
 
 
 def test_evaluate_plays_the_saved_policy_and_records_videos(a3c_run, tmp_path):
-    report = gorila.evaluate(a3c_run[0], episodes=2, noop_max=0, seed=1, video_dir=tmp_path / "v")
+    report = gorila.evaluate(a3c_run[0], episodes=2, noop_max=0, seed=1, video_dir=tmp_path / "v", checkpoint="last")
     assert report["episodes"] == 2 and report["epsilon"] == 0.0 and len(report["scores"]) == 2
     assert report["mean"] == np.mean(report["scores"]) and report["checkpoint_env_steps"] == a3c_run[1]["env_steps"]
     videos = sorted((tmp_path / "v").glob("*.mp4"))

@@ -148,7 +148,7 @@ def train(plan: Plan, chunks: Chunks, report: Report, stops: Stops) -> tuple[flo
     progress.stats = merge_stats(report.placed.shards.stats())
     finished: set[str] = set()  # groups that finished a chunk since the last row
     while True:
-        evaluation.before_chunk()
+        evaluation.before_chunk(progress.now())
         chunks.start_idle()
         finished |= chunks.collect()
         report.began_stepping()

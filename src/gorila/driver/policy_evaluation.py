@@ -32,6 +32,9 @@ class Evaluator:
                        episodes=10, epsilon=0.05, seed=0)
         ev.step(); ev.report()   # {"eval_return": 500.0, "eval_version": 812, "playing": False, ...}
 
+    The report carries the parameters it played (``eval_params``) and the seed of its episodes
+    (``eval_seed``), so that the best ones can be saved and played again exactly.
+
     ``network_fn()`` builds the architecture; ``policy_fn(net)`` turns it into a function from a
     batch of observations to greedy actions. Episodes start after up to ``noop_max`` no-ops.
     With ``share`` (the evaluator shares a process with training) a step plays only a slice, as
@@ -59,7 +62,9 @@ class Evaluator:
     def step(self) -> None:
         started = self.clock()
         if self.playing is None:
-            self.flat.set(self.client.pull())
+            # a copy: the report hands these parameters back, to be saved if they score best
+            self.params = np.array(self.client.pull(), dtype=np.float32, copy=True)
+            self.flat.set(self.params)
             self.version, self.played_s = self.client.version, 0.0
             self.playing = EvaluationEpisodes(self.env_id, self.episodes, self.epsilon,
                                               seed=self.seed + self.evaluations, noop_max=self.noop_max)
@@ -76,9 +81,11 @@ class Evaluator:
         returns = self.playing.returns
         self.playing.close()
         self.playing = None
-        self.evaluations += 1
         self.last = {"eval_return": float(np.mean(returns)), "eval_min": float(np.min(returns)),
-                     "eval_returns": returns, "eval_version": self.version, "eval_seconds": self.played_s}
+                     "eval_max": float(np.max(returns)), "eval_returns": returns, "eval_version": self.version,
+                     "eval_seconds": self.played_s, "eval_seed": self.seed + self.evaluations,
+                     "eval_params": self.params}
+        self.evaluations += 1
 
     def report(self) -> dict[str, Any]:
         return {**self.last, "playing": self.playing is not None}
@@ -94,11 +101,14 @@ class PolicyEvaluation:
                                       epsilon=0.05, seed=0, noop_max=30, every_s=1.0, target=475.0)
     """
 
-    columns = ("eval_return", "eval_version")
+    #: the headline, then where the evaluated parameters were taken (metrics.csv's step and time
+    #: are where the evaluation came in: plots put it at ``eval_env_steps`` / ``eval_train_time_s``)
+    columns = ("eval_return", "eval_version", "eval_min", "eval_max", "eval_env_steps", "eval_train_time_s")
 
     def __init__(self, env_id: str, network_fn: Callable[[], nn.Module], policy_fn: Callable, *,
                  episodes: int, epsilon: float, seed: int, noop_max: int, every_s: float, target: float | None):
         self.env_id, self.epsilon, self.every_s, self.target = env_id, epsilon, every_s, target
+        self.episodes, self.noop_max = episodes, noop_max
         self.factory = functools.partial(Evaluator, env_id=env_id, network_fn=network_fn, policy_fn=policy_fn,
                                          episodes=episodes, epsilon=epsilon, seed=seed, noop_max=noop_max)
         self.group: WorkerGroup | None = None
@@ -110,6 +120,7 @@ class PolicyEvaluation:
         self.timeout_s = 600.0
         self.final: float | None = None
         self.best: float | None = None
+        self.now: dict[str, float] | None = None  # where the evaluation under way took its parameters
 
     def start(self, runtime: Runtime, shards: ShardGroup, groups: dict[str, WorkerGroup]) -> None:
         """Remember where to place the evaluator; it starts with the first chunk, so its start-up
@@ -117,16 +128,18 @@ class PolicyEvaluation:
         self.timeout_s = shards.server.timeout_s
         self.runtime, self.server = runtime, shards.server
 
-    def before_chunk(self) -> None:
+    def before_chunk(self, now: dict[str, float]) -> None:
+        """Go on with the evaluation under way, or start one if it is time; ``now`` (the budget used
+        and the training time) is where a new one takes its parameters."""
         if self.group is None:
             share = IN_PROCESS_SHARE if self.runtime.name == "local" else None
             self.group = self.runtime.start_workers(functools.partial(self.factory, share=share), 1, self.server,
                                                     name="evaluator", wait=False)
-        now = time.perf_counter()
+        clock = time.perf_counter()
         if self.pending is None and self.playing:
             self.pending = self.group.start_steps(1)[0]
-        elif self.pending is None and now - self.last_started >= self.every_s:
-            self.pending, self.last_started = self.group.start_steps(1)[0], now
+        elif self.pending is None and clock - self.last_started >= self.every_s:
+            self.pending, self.last_started, self.now = self.group.start_steps(1)[0], clock, dict(now)
 
     def after_chunk(self) -> Score | None:
         if self.pending is None or not self.pending.ready():
@@ -146,11 +159,19 @@ class PolicyEvaluation:
         self.playing = report.pop("playing", False)
         if self.playing or not report:
             return None
-        score = report["eval_return"]
+        params = report.pop("eval_params")
+        score, version = report["eval_return"], report["eval_version"]
+        best = self.best is None or score > self.best
         self.final, self.best = score, score if self.best is None else max(self.best, score)
+        at = {f"eval_{key}": value for key, value in (self.now or {}).items()}
         return Score(score, self.target is not None and score >= self.target,
-                     row={"eval_return": score, "eval_version": report["eval_version"]}, record=report,
-                     message=f"eval {score:8.1f} (min {report['eval_min']:.1f}) at version {report['eval_version']}")
+                     row={"eval_return": score, "eval_version": version, "eval_min": report["eval_min"],
+                          "eval_max": report["eval_max"], **at},
+                     record={**report, **at}, at=self.now, params=params if best else None,
+                     best_meta={"version": version, "eval_return": score, "eval_min": report["eval_min"],
+                                "episodes": self.episodes, "seed": report["eval_seed"], "epsilon": self.epsilon,
+                                "noop_max": self.noop_max, **at},
+                     message=f"eval {score:8.1f} (min {report['eval_min']:.1f}) at version {version}")
 
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {"final_eval_return": self.final, "best_eval_return": self.best,

@@ -6,6 +6,7 @@ calls it::
     report.judged(evaluation.after_chunk())    # a score: its columns go into the next row
     report.row(train_s)                        # once every group has finished a chunk
     report.checkpoint(train_s)                 # the shards, the services the plan names, the exports
+                                               # (a score that is the best so far is saved as "best")
     summary = report.summary(runtime, train_s, "budget")
 
 The run's logger (:func:`open_log`: its columns, TensorBoard tags and hyperparameters) and the
@@ -29,6 +30,7 @@ from gorila.config import RunConfig
 from gorila.core import Runtime, ServiceGroup
 from gorila.driver.plan import Placed, Plan, Score
 from gorila.driver.progress import Progress
+from gorila.driver.saved import checkpoint_dir
 from gorila.errors import WorkerTimeoutError
 from gorila.metrics import RunLogger, plot_learning_curve
 from gorila.metrics.progress import Display
@@ -171,6 +173,8 @@ class Report:
         self.pending_row: dict[str, float | None] = {}  # the scores' columns since the last row
         self.metrics: dict[str, float | None] = {}  # the plan's metrics at the last row
         self.shard_restarts = 0
+        #: what the ``best`` checkpoint holds: the version and score of the best evaluation so far
+        self.best_checkpoint: dict[str, Any] | None = resumed.get("best_checkpoint")
         self._network: Any = None  # plan.network_fn()'s FlatParams, built at the first checkpoint
 
     def began_stepping(self) -> None:
@@ -192,6 +196,8 @@ class Report:
             self.placed.evaluations.append({unit: used, **score.record})
         if score.message:
             self.out.logger.message(f"{score.message}, {used:,} {unit.replace('_', ' ')}")
+        if score.params is not None:
+            self._save_best(score)
         if score.reached and self.time_to_target is None:
             self.time_to_target = self.out.terminal.elapsed()
             self.train_time_to_target = self.progress.train_s()
@@ -237,14 +243,24 @@ class Report:
         counts a resumed run goes on from, and the exports."""
         meta = {"env_steps": self.progress.counters.total("env_steps"), "train_time_s": train_s,
                 "time_to_target_s": self.time_to_target, "train_time_to_target_s": self.train_time_to_target,
-                "updates": self.progress.stats.updates,
+                "updates": self.progress.stats.updates, "best_checkpoint": self.best_checkpoint,
                 "evaluation": self.plan.evaluation.state_dict()}
         for name in self.plan.checkpoint_services:
             self.placed.services[name].save()
         arrays = self.placed.shards.state_dict()
-        path = save_checkpoint(self.out.run_dir / "checkpoints", arrays, meta, exports=self._exports(arrays))
+        path = save_checkpoint(checkpoint_dir(self.out.run_dir, "last"), arrays, meta, exports=self._exports(arrays))
         steps = f"{meta['env_steps']:,} env steps, " if self.plan.budget.unit == "env_steps" else ""
         self.out.logger.message(f"checkpoint {path.name}: {steps}{meta['updates']:,} updates")
+
+    def _save_best(self, score: Score) -> None:
+        """The judged parameters as the run's ``best`` checkpoint (what ``gorila eval`` plays by
+        default), with how they were judged, so that the judgement can be played again."""
+        arrays = {"shard0.params": score.params}
+        meta = {**score.best_meta, **(score.at or {})}
+        path = save_checkpoint(checkpoint_dir(self.out.run_dir, "best"), arrays, meta, keep=1,
+                               exports=self._exports(arrays))
+        self.best_checkpoint = {"version": meta.get("version"), "eval_return": score.value,
+                                "path": str(path.relative_to(self.out.run_dir))}
 
     def _exports(self, arrays: dict[str, Any]) -> dict[str, dict[str, Any]]:
         """The network's named state_dict (``model``), for use without gorila; none for lstsq."""
@@ -280,7 +296,8 @@ class Report:
             "pushes_rejected_outlier": int(counters.total("pushes_rejected_outlier")),
             "bytes_pushed": stats.bytes_in, "bytes_pulled": stats.bytes_out,
             "time_to_target_s": self.time_to_target, "train_time_to_target_s": self.train_time_to_target,
-            "reached_target": self.time_to_target is not None, "startup": dict(self.out.startup),
+            "reached_target": self.time_to_target is not None, "best_checkpoint": self.best_checkpoint,
+            "startup": dict(self.out.startup),
             "stop_reason": stop_reason, "worker_restarts": counters.restarts,
             **({"signal": signal} if signal is not None else {}),
             "service_restarts": self.services.restarts, "items_lost": self.services.items_lost,
