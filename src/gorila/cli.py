@@ -175,16 +175,21 @@ def cmd_plot(argv: list[str]) -> int:
         prog="gorila plot", formatter_class=HelpFormatter,
         description="Overlay runs (e.g. sync, async and semi-async on one env) in one PNG: their headline "
                     "metric\n(the evaluation return, or lstsq's suboptimality) by steps and by seconds of "
-                    "training.\nPrints the PNG's path.")
+                    "training, each\nevaluation where its parameters were taken, in a band from its worst to "
+                    "its best episode;\nwith --group, the median of the runs of each setting in a band from "
+                    "the lowest to the highest seed.\nPrints the PNG's path.")
     parser.add_argument("run_dirs", metavar="RUN_DIR", type=Path, nargs="+", help="run directories")
     parser.add_argument("--out", type=Path, default=Path("plot.png"), help="the PNG to write")
     parser.add_argument("--metric", default=None, help="metrics.csv column to plot (default: the runs' headline)")
-    parser.add_argument("--title", default=None, help="figure title (default: the metric and the number of runs)")
+    parser.add_argument("--title", default=None,
+                        help="figure title (default: the metric, the algorithms and env, and how many runs)")
+    parser.add_argument("--group", action="store_true",
+                        help="one line per setting: runs that differ only in --seed drawn as their median and range")
     args = parser.parse_args(argv)
     from gorila.metrics import plot_runs
 
     try:
-        out = plot_runs(args.run_dirs, args.out, metric=args.metric, title=args.title)
+        out = plot_runs(args.run_dirs, args.out, metric=args.metric, title=args.title, group=args.group)
     except ConfigError as err:
         parser.exit(EXIT_USAGE, f"gorila plot: error: RUN_DIR: {err.message}\n")
     except ValueError as err:  # a --metric the runs do not have; the message lists what they have
