@@ -2,6 +2,7 @@
 (the ``best`` checkpoint), beside the periodic ``last`` ones (local runtime, CartPole A3C)."""
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -59,3 +60,14 @@ def test_an_evaluation_is_placed_where_its_parameters_were_taken(stopped_at_targ
         assert evaluation["eval_min"] <= evaluation["eval_return"] <= evaluation["eval_max"]
     steps = [e["eval_env_steps"] for e in summary["evaluations"]]
     assert steps == sorted(steps)
+
+
+def test_resuming_a_run_that_reached_its_target_says_so_in_one_line(stopped_at_target, tmp_path, capfd):
+    run_dir = shutil.copytree(stopped_at_target[0], tmp_path / "run")
+    best = stopped_at_target[1]["best_checkpoint"]["version"]
+    capfd.readouterr()
+    summary = gorila.train(resume=run_dir, verbose=True)
+    lines = [line for line in capfd.readouterr().err.splitlines() if "already" in line]
+    assert len(lines) == 1 and lines[0].endswith(
+        f"target already reached at version {best}; pass --no-stop-at-target to train on")
+    assert summary["stop_reason"] == "target" and summary["env_steps"] == stopped_at_target[1]["env_steps"]

@@ -36,7 +36,7 @@ from gorila.driver.stop import Interrupted, StopSignals
 from gorila.metrics.progress import Limits
 from gorila.metrics.terminal import Terminal
 from gorila.params import merge_stats
-from gorila.params.server import check_shard_state
+from gorila.params.server import check_optimizer_state, check_shard_state
 from gorila.runtime import make_runtime
 
 #: Called after every row; returning False stops the run there (``stop_reason: "on_chunk"``).
@@ -92,6 +92,7 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
                 for reason in skipped:
                     terminal.line(f"skipping a damaged checkpoint: {reason}")
                 check_shard_state(arrays, plan.spec.layout(initial.size), f"the checkpoint in {run_dir}")
+                check_optimizer_state(arrays, plan.spec.optimizer, f"the checkpoint in {run_dir}")
                 shards.load_state_dict(arrays)
                 plan.evaluation.load_state_dict(meta.get("evaluation", {}))
             services = {s.name: runtime.start_services(s.bound(shards.server), s.count, name=s.name, wait=False,
@@ -111,11 +112,12 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
             config = {"algo": plan.algo, "run": asdict(run_config), plan.algo: plan.config,
                       "rule": asdict(plan.spec.rule), "run_dir": str(run_dir), "step_unit": unit,
                       "headline": plan.evaluation.columns[0], "target": plan.evaluation.target}
-            limits = Limits(plan.budget.total, unit, run_config.time_limit_s)
+            limits = Limits(plan.budget.total, unit, run_config.time_limit_s,
+                            time_before_s=float(meta.get("train_time_s", 0.0)))
             signals.arm()  # from here on a signal stops the run with everything saved
             terminal.line(f"{terminal.elapsed():7.1f} s  training until {limits.describe()}")
             display = terminal.progress(limits, description=f"{plan.algo} {plan.label} {run_config.mode}")
-            with open_log(plan, run_config, run_dir, config, display) as logger:
+            with open_log(plan, run_config, run_dir, config, display, meta) as logger:
                 placed = Placed(shards, services, groups)
                 progress = Progress.resumed(plan.budget.unit, meta)
                 report = Report(run_config, plan, placed, progress, Outputs(run_dir, logger, terminal, startup),
@@ -140,9 +142,15 @@ def train(plan: Plan, chunks: Chunks, report: Report, stops: Stops) -> tuple[flo
     """The chunk loop: give every group its chunks, judge, log a row once every group has finished
     a chunk, checkpoint, and stop; the training time and why it stopped (``target``, ``budget``,
     ``time_limit``, ``on_chunk``, ``interrupted``). The chunks under way finish first, and a final
-    row and checkpoint are written."""
+    row (unless it would repeat the last) and checkpoint are written. A resumed run that has
+    nothing to do (its target reached, its budget used) says why in one line and trains nothing.
+    The time limit counts this run's training, not a resumed run's earlier lives'."""
     evaluation, progress = plan.evaluation, report.progress
     progress.start_training()
+    done = _nothing_to_do(plan, report)
+    if done is not None:
+        report.out.logger.message(done[1])
+        return progress.train_s(), done[0]
     timer = CheckpointTimer(stops.checkpoint_every_s)
     stop_reason = "budget"
     progress.stats = merge_stats(report.placed.shards.stats())
@@ -173,16 +181,30 @@ def train(plan: Plan, chunks: Chunks, report: Report, stops: Stops) -> tuple[flo
             break
         if progress.used() >= plan.budget.total:
             break
-        if stops.time_limit_s is not None and train_s >= stops.time_limit_s:
+        if stops.time_limit_s is not None and train_s - progress.train_before_s >= stops.time_limit_s:
             stop_reason = "time_limit"
             break
     chunks.drain()  # every worker's counts are in
     if stop_reason not in ("target", "interrupted"):  # an interrupt does not wait for an evaluation
         report.judged(evaluation.finish())
     train_s = progress.train_s()
-    report.row(train_s)
+    report.row(train_s, final=True)
     report.checkpoint(train_s)
     return train_s, stop_reason
+
+
+def _nothing_to_do(plan: Plan, report: Report) -> tuple[str, str] | None:
+    """Why a (resumed) run stops before training, and the line that says so and how to go on."""
+    if report.time_to_target is not None and plan.stop_at_target:
+        at = f" at version {report.target_version}" if report.target_version is not None else ""
+        how = "pass --no-stop-at-target to train on" if "stop_at_target" in plan.config else "nothing to train"
+        return "target", f"target already reached{at}; {how}"
+    used, unit = report.progress.used(), plan.budget.unit.replace("_", " ")
+    if used >= plan.budget.total:
+        flag = "--total-steps" if plan.budget.unit == "env_steps" else "--iterations"
+        return "budget", (f"budget already used: {used:,} of {plan.budget.total:,} {unit}; "
+                          f"pass {flag} above {used:,} to train on")
+    return None
 
 
 def _signal_name(signals: StopSignals) -> str | None:

@@ -83,14 +83,17 @@ def _hparams(config: dict[str, Any]) -> dict[str, Any]:
             if key not in ("run_dir", "resume")}
 
 
-def open_log(plan: Plan, run_config: RunConfig, run_dir: Path, config: dict[str, Any], display: Display) -> RunLogger:
+def open_log(plan: Plan, run_config: RunConfig, run_dir: Path, config: dict[str, Any], display: Display,
+             resumed: dict[str, Any]) -> RunLogger:
     """The run's :class:`~gorila.metrics.RunLogger` (``config`` is ``config.json``'s record, shown
-    as TensorBoard hyperparameters; ``display`` the terminal's progress), resuming with ``--resume``."""
+    as TensorBoard hyperparameters; ``display`` the terminal's progress), resuming with ``--resume``
+    from the checkpoint whose meta is ``resumed``: the rows after it are cut."""
     columns = _columns(plan)
     tags = _tags(plan, columns)
     return RunLogger(run_dir, config, columns, tags=tags, step_axis=_STEP_AXIS[plan.budget.unit],
                      hparams=_hparams(config), hparam_metrics=[tags[plan.evaluation.columns[0]]],
-                     display=display, resume=run_config.resume is not None)
+                     display=display, resume=run_config.resume is not None,
+                     resume_at=resumed.get(plan.budget.unit) if run_config.resume is not None else None)
 
 
 def plot(run_dir: Path, plan: Plan, run_config: RunConfig) -> None:
@@ -170,6 +173,12 @@ class Report:
         self.services = ServiceWatch(placed.services, out.logger.message)
         self.time_to_target: float | None = resumed.get("time_to_target_s")
         self.train_time_to_target: float | None = resumed.get("train_time_to_target_s")
+        self.target_version: int | None = resumed.get("target_version")  # the version that reached it
+        # The wall time of the run's earlier lives up to the checkpoint, so that the time to target
+        # counts from the first start as the training time does (a checkpoint from before this was
+        # recorded: its training time, the closest it knows).
+        self.wall_before_s = float(resumed.get("wall_time_s", resumed.get("train_time_s", 0.0)))
+        self._logged: tuple[int, int] | None = None  # (budget used, updates) at the last row
         self.pending_row: dict[str, float | None] = {}  # the scores' columns since the last row
         self.metrics: dict[str, float | None] = {}  # the plan's metrics at the last row
         self.shard_restarts = 0
@@ -199,16 +208,24 @@ class Report:
         if score.params is not None:
             self._save_best(score)
         if score.reached and self.time_to_target is None:
-            self.time_to_target = self.out.terminal.elapsed()
+            self.time_to_target = self.wall_before_s + self.out.terminal.elapsed()
             self.train_time_to_target = self.progress.train_s()
-            self.out.logger.message(f"target {self.plan.evaluation.target:.4g} reached after {self.time_to_target:.1f} s")
+            version = score.row.get("eval_version", score.row.get("version"))
+            self.target_version = None if version is None else int(version)
+            self.out.logger.message(f"target {self.plan.evaluation.target:.4g} reached after "
+                                    f"{self.time_to_target:.1f} s")
 
-    def row(self, train_s: float) -> None:
-        """Log a row: progress, the servers' counters, the plan's metrics and the scores since the last."""
+    def row(self, train_s: float, final: bool = False) -> None:
+        """Log a row: progress, the servers' counters, the plan's metrics and the scores since the
+        last; the ``final`` row only if it has something new (it would repeat the last row)."""
         for message in self.placed.shards.restarts():
             self.shard_restarts += 1
             self.out.logger.message(message)
         stats = self.progress.stats = merge_stats(self.placed.shards.stats())
+        logged = (self.progress.used(), stats.updates)
+        if final and logged == self._logged and not self.pending_row:
+            return
+        self._logged = logged
         if stats.updates and "first_update_s" not in self.out.startup:
             self.out.startup["first_update_s"] = self.out.terminal.elapsed()  # within a row of the first update
         counters = self.progress.counters
@@ -243,6 +260,7 @@ class Report:
         counts a resumed run goes on from, and the exports."""
         meta = {"env_steps": self.progress.counters.total("env_steps"), "train_time_s": train_s,
                 "time_to_target_s": self.time_to_target, "train_time_to_target_s": self.train_time_to_target,
+                "target_version": self.target_version, "wall_time_s": self.wall_before_s + self.out.terminal.elapsed(),
                 "updates": self.progress.stats.updates, "best_checkpoint": self.best_checkpoint,
                 "evaluation": self.plan.evaluation.state_dict()}
         for name in self.plan.checkpoint_services:

@@ -49,13 +49,15 @@ class RunLogger:
     * ``summary.json`` on :meth:`close`.
 
     ``resume=True`` appends to an existing ``metrics.csv`` (its header must match); without it
-    an existing ``metrics.csv`` is refused rather than overwritten.
+    an existing ``metrics.csv`` is refused rather than overwritten. ``resume_at`` is the step of the
+    checkpoint the run resumes from: rows logged after it (work the resumed run does again) are
+    cut, so steps never go backwards and no row is repeated.
     """
 
     def __init__(self, run_dir: Path, config: Mapping[str, object], columns: Sequence[str], *,
                  display: Display | None = None, tensorboard: bool = True, tags: Mapping[str, str] | None = None,
                  step_axis: str = "step", hparams: Mapping[str, object] | None = None,
-                 hparam_metrics: Sequence[str] = (), resume: bool = False):
+                 hparam_metrics: Sequence[str] = (), resume: bool = False, resume_at: float | None = None):
         self.columns = tuple(columns)
         _check_columns(self.columns)
         self.run_dir = Path(run_dir)
@@ -67,7 +69,7 @@ class RunLogger:
         if self.csv_path.exists() and not resume:
             raise FileExistsError(f"{self.csv_path} exists; pass resume=True to append to it, "
                                   "or log into a new run directory")
-        elapsed_before = _prepare_resume(self.csv_path, header) if self.csv_path.exists() else None
+        elapsed_before = _prepare_resume(self.csv_path, header, resume_at) if self.csv_path.exists() else None
         fresh = elapsed_before is None
 
         write_json(self.run_dir / "config.json", config)
@@ -177,8 +179,9 @@ def _check_columns(columns: tuple[str, ...]) -> None:
         raise ValueError(f"metric columns repeat: {', '.join(duplicates)}")
 
 
-def _prepare_resume(csv_path: Path, header: list[str]) -> float | None:
-    """Check ``csv_path``'s header, drop a half-written last line; returns its last ``time_s``.
+def _prepare_resume(csv_path: Path, header: list[str], resume_at: float | None) -> float | None:
+    """Check ``csv_path``'s header, drop a half-written last line and the rows after step
+    ``resume_at``; returns its last ``time_s``.
 
     ``None`` when the file holds no complete line (not even the header): start it afresh.
     """
@@ -190,10 +193,17 @@ def _prepare_resume(csv_path: Path, header: list[str]) -> float | None:
             f.truncate(len(data))
     if not data:
         return None
+    lines = data.decode("utf-8").splitlines(keepends=True)
     rows = list(csv.reader(io.StringIO(data.decode("utf-8"))))
     if rows[0] != header:
         raise ValueError(f"cannot resume {csv_path}: its header is {','.join(rows[0])}, this run logs "
                          f"{','.join(header)}")
+    if resume_at is not None and len(rows) == len(lines):  # one line per row: no cell holds a newline
+        kept = next((k for k, row in enumerate(rows) if k and float(row[0]) > resume_at), len(rows))
+        if kept < len(rows):
+            rows = rows[:kept]
+            with open(csv_path, "r+b") as f:
+                f.truncate(len("".join(lines[:kept]).encode("utf-8")))
     return float(rows[-1][1]) if len(rows) > 1 else 0.0
 
 
