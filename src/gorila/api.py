@@ -3,6 +3,7 @@
     import gorila
 
     summary = gorila.train("a3c", env="CartPole-v1", workers=2, runtime="local", time_limit_s=60)
+    summary = gorila.train("a3c", runtime="local", callback=lambda row: row.get("eval_return", 0) < 200)
     policy = gorila.load_policy(summary["run_dir"])     # gorila.policy.load_policy
     action = policy(observation)
 
@@ -12,6 +13,7 @@ Reached lazily as ``gorila.train`` (``import gorila`` alone loads neither PyTorc
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,8 @@ from gorila.metrics.terminal import Terminal
 __all__ = ["train"]
 
 
-def train(algo: str | None = None, *, verbose: bool | int = False, **settings: Any) -> dict[str, Any]:
+def train(algo: str | None = None, *, verbose: bool | int = False,
+          callback: Callable[[dict[str, float]], bool | None] | None = None, **settings: Any) -> dict[str, Any]:
     """Train ``algo`` (``"dqn"``, ``"a3c"``, ``"lstsq"``) and return its summary (``summary.json``'s dict).
 
     ``settings`` are the flags of ``gorila train --algo ALGO`` as keywords, dashes as underscores
@@ -34,6 +37,12 @@ def train(algo: str | None = None, *, verbose: bool | int = False, **settings: A
     progress on stderr, as the command shows them; ``2``: Ray's own logs too). Ctrl-C stops the
     run as the command does, saving a final checkpoint and the summary, then raises
     :class:`~gorila.driver.stop.Interrupted` (a ``KeyboardInterrupt``) whose ``summary`` is it.
+
+    ``callback(row)`` is called with every row ``metrics.csv`` gets, as a dict: ``step`` (env steps,
+    or updates for lstsq), ``time_s`` (seconds of training) and the columns filled in that row
+    (``eval_return`` only in rows an evaluation came in with). Returning ``False`` (not merely a
+    falsy value) stops the run there as at its budget, everything saved, with ``stop_reason``
+    ``"callback"``; what it raises ends the run, with the summary saying so.
     """
     started = time.time()
     values = dict(settings)
@@ -43,4 +52,4 @@ def train(algo: str | None = None, *, verbose: bool | int = False, **settings: A
             raise ConfigError("algo", f"{values['resume']} is a {saved_algo} run, not {algo}")
         algo, values = saved_algo, {**{k: v for k, v in saved.items() if v is not None}, **values}
     run, configs = configs_from_values(algo or RunConfig.algo, values)
-    return launch(run, configs, Terminal(int(verbose), started_at=started))
+    return launch(run, configs, Terminal(int(verbose), started_at=started), callback=callback)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,9 +70,11 @@ def saved_values(run_dir: Path) -> tuple[str, dict[str, Any]]:
     return algo, {**values_from_json(values), "run_dir": None}  # the directory is the resumed one
 
 
-def launch(run: RunConfig, configs: list, terminal: Terminal) -> dict[str, Any]:
+def launch(run: RunConfig, configs: list, terminal: Terminal,
+           callback: Callable[[dict[str, float]], bool | None] | None = None) -> dict[str, Any]:
     """Announce the run directory, build the plan, run it; returns the summary (see
-    :func:`gorila.driver.loop.run`, which also says what an interrupt raises)."""
+    :func:`gorila.driver.loop.run`, which also says what an interrupt raises, and what
+    ``callback``, its ``on_row``, is given)."""
     from gorila.driver.loop import run as run_plan
 
     algorithm = ALGORITHMS[run.algo]
@@ -82,4 +85,4 @@ def launch(run: RunConfig, configs: list, terminal: Terminal) -> dict[str, Any]:
     what = " (PyTorch, the env, the network)" if algorithm.is_rl else " (the data)"
     with StopSignals(), terminal.stage(f"building the {run.algo} plan{what}"):
         plan = algorithm.plan_fn()(run, *configs)
-    return run_plan(run, plan, terminal=terminal)
+    return run_plan(run, plan, terminal=terminal, on_row=callback)

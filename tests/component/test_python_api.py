@@ -1,6 +1,7 @@
 """gorila from Python: ``gorila.train`` as the command trains, ``gorila.load_policy`` and the exported
 weights used outside gorila (local runtime)."""
 
+import csv
 import json
 import shutil
 import subprocess
@@ -116,3 +117,34 @@ def test_evaluate_plays_the_saved_policy_and_records_videos(a3c_run, tmp_path):
     videos = sorted((tmp_path / "v").glob("*.mp4"))
     assert [v.name for v in videos] == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]
     assert report["videos"] == [str(v) for v in videos] and all(v.stat().st_size > 1000 for v in videos)
+
+
+def test_a_callback_sees_every_row_and_stops_the_run_by_returning_false(tmp_path):
+    seen = []
+
+    def callback(row):
+        seen.append(dict(row))
+        return len(seen) < 3  # False at the third row
+
+    summary = gorila.train("lstsq", runtime="local", n=2_000, d=8, lr=1e-4, iterations=10**6, run_dir=tmp_path / "r",
+                           callback=callback)
+    assert summary["stop_reason"] == "callback" and len(seen) == 3
+    with open(tmp_path / "r" / "metrics.csv", newline="") as f:
+        logged = list(csv.DictReader(f))
+    assert [int(r["step"]) for r in logged] == [row["step"] for row in seen]
+    assert [float(r["suboptimality"]) for r in logged] == [row["suboptimality"] for row in seen]
+    assert all(row["time_s"] == pytest.approx(float(r["time_s"]), abs=1e-3) for r, row in zip(logged, seen))
+
+
+def test_a_callback_can_stop_at_an_evaluation_of_its_choosing(tmp_path):
+    evaluations = []
+
+    def first_evaluation(row):
+        if "eval_return" in row:
+            evaluations.append(row["eval_return"])
+            return False
+        return None  # None goes on: only False stops
+
+    summary = gorila.train("a3c", run_dir=tmp_path / "r", callback=first_evaluation, **A3C_QUICK)
+    assert summary["stop_reason"] == "callback" and len(evaluations) == 1
+    assert summary["evaluations"][0]["eval_return"] == evaluations[0]

@@ -41,27 +41,34 @@ from gorila.runtime import make_runtime
 
 #: Called after every row; returning False stops the run there (``stop_reason: "on_chunk"``).
 OnChunk = Callable[[Placed], bool | None]
+#: Called with every logged row (``step``, ``time_s`` and the filled columns); returning False
+#: stops the run there (``stop_reason: "callback"``).
+OnRow = Callable[[dict[str, float]], bool | None]
 
 
 @dataclass(frozen=True)
 class Stops:
     """When the chunk loop stops, besides at the target and the budget, and when it checkpoints:
     after ``time_limit_s`` of training (None: no limit), at a signal ``signals`` caught, or when
-    ``on_chunk()`` (called after every row) returns False; a checkpoint every ``checkpoint_every_s``."""
+    ``on_chunk()`` (called after every row) or ``on_row(row)`` returns False; a checkpoint every
+    ``checkpoint_every_s``."""
 
     time_limit_s: float | None
     checkpoint_every_s: float
     signals: StopSignals | None = None
     on_chunk: Callable[[], bool | None] | None = None
+    on_row: OnRow | None = None
 
 
 def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
-        terminal: Terminal | None = None) -> dict[str, Any]:
+        terminal: Terminal | None = None, on_row: OnRow | None = None) -> dict[str, Any]:
     """Train ``plan`` until its target, its budget or the time limit; returns ``summary.json``'s dict.
 
     ``on_chunk(placed)`` (tests, tools) is called after every logged row with what was placed
     (:class:`Placed`); when it returns False the run stops as at its budget, everything saved
-    (``stop_reason: "on_chunk"``). ``terminal`` shows the start-up and the progress (default: on
+    (``stop_reason: "on_chunk"``); ``on_row(row)`` (``gorila.train``'s ``callback``) is called with
+    every logged row and stops the run the same way by returning False (``stop_reason: "callback"``).
+    ``terminal`` shows the start-up and the progress (default: on
     stderr, times counted from the start of this process).
     With ``--resume`` the shards start from the newest good checkpoint and counting continues.
     SIGINT or SIGTERM stops the run after the chunks under way: everything is saved as at any
@@ -126,7 +133,7 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
                                 Patience(run_config.call_timeout_s, run_config.actor_timeout_s), logger.message)
                 train_s, stop_reason = train(plan, chunks, report, Stops(
                     run_config.time_limit_s, run_config.checkpoint_every_s, signals,
-                    None if on_chunk is None else functools.partial(on_chunk, placed)))
+                    None if on_chunk is None else functools.partial(on_chunk, placed), on_row))
                 summary = report.summary(runtime, train_s, stop_reason, _signal_name(signals))
                 logger.close(summary)
             plotted = plotter.submit(plot, run_dir, plan, run_config)
@@ -141,7 +148,7 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
 def train(plan: Plan, chunks: Chunks, report: Report, stops: Stops) -> tuple[float, str]:
     """The chunk loop: give every group its chunks, judge, log a row once every group has finished
     a chunk, checkpoint, and stop; the training time and why it stopped (``target``, ``budget``,
-    ``time_limit``, ``on_chunk``, ``interrupted``). The chunks under way finish first, and a final
+    ``time_limit``, ``on_chunk``, ``callback``, ``interrupted``). The chunks under way finish first, and a final
     row (unless it would repeat the last) and checkpoint are written. A resumed run that has
     nothing to do (its target reached, its budget used) says why in one line and trains nothing.
     The time limit counts this run's training, not a resumed run's earlier lives'."""
@@ -165,9 +172,12 @@ def train(plan: Plan, chunks: Chunks, report: Report, stops: Stops) -> tuple[flo
         if finished == set(chunks.groups):
             finished.clear()
             go_on = stops.on_chunk is None or stops.on_chunk() is not False
-            report.row(train_s)
+            row = report.row(train_s)
             if not go_on:
                 stop_reason = "on_chunk"
+                break
+            if stops.on_row is not None and row is not None and stops.on_row(row) is False:
+                stop_reason = "callback"
                 break
         if stops.signals is not None and stops.signals.received is not None:
             stop_reason = "interrupted"

@@ -215,16 +215,17 @@ class Report:
             self.out.logger.message(f"target {self.plan.evaluation.target:.4g} reached after "
                                     f"{self.time_to_target:.1f} s")
 
-    def row(self, train_s: float, final: bool = False) -> None:
+    def row(self, train_s: float, final: bool = False) -> dict[str, float] | None:
         """Log a row: progress, the servers' counters, the plan's metrics and the scores since the
-        last; the ``final`` row only if it has something new (it would repeat the last row)."""
+        last; the ``final`` row only if it has something new (it would repeat the last row).
+        Returns the row as logged (``step``, ``time_s`` and the filled columns), None if not."""
         for message in self.placed.shards.restarts():
             self.shard_restarts += 1
             self.out.logger.message(message)
         stats = self.progress.stats = merge_stats(self.placed.shards.stats())
         logged = (self.progress.used(), stats.updates)
         if final and logged == self._logged and not self.pending_row:
-            return
+            return None
         self._logged = logged
         if stats.updates and "first_update_s" not in self.out.startup:
             self.out.startup["first_update_s"] = self.out.terminal.elapsed()  # within a row of the first update
@@ -235,9 +236,10 @@ class Report:
                "updates_per_s": stats.updates / max(train_s, 1e-9), "pushes_rejected": stats.pushes_rejected,
                "bytes_pushed": stats.bytes_in, "bytes_pulled": stats.bytes_out,
                "worker_restarts": counters.restarts, **self._plan_metrics(), **self.pending_row}
-        self.out.logger.log(self.progress.used(), {k: v for k, v in row.items() if k in self.out.logger.columns},
-                            train_s=train_s)
+        logged_row = {k: v for k, v in row.items() if k in self.out.logger.columns and v is not None}
+        self.out.logger.log(self.progress.used(), logged_row, train_s=train_s)
         self.pending_row = {}
+        return {"step": self.progress.used(), "time_s": train_s, **logged_row}
 
     def _plan_metrics(self) -> dict[str, float | None]:
         """The plan's ``group.key`` metrics as columns ``group_key``: a service's stats summed over
