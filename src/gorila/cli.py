@@ -48,6 +48,9 @@ def _train_parser(algo: str) -> argparse.ArgumentParser:
     run_group.add_argument("--algo", default=RunConfig.algo, choices=sorted(ALGORITHMS),
                            help=f"algorithm (default: {RunConfig.algo})")
     add_flags(run_group, RunConfig, skip=("algo",))
+    run_group.add_argument("--config", type=Path, default=None, metavar="FILE",
+                           help="settings from a YAML or JSON file (a run's own config.json too); "
+                                "flags given beside it override it")
     terminal = parser.add_argument_group("terminal").add_mutually_exclusive_group()
     terminal.add_argument("-q", "--quiet", action="store_true",
                           help="show nothing on stderr but errors (stdout still gets the summary)")
@@ -60,25 +63,31 @@ def _train_parser(algo: str) -> argparse.ArgumentParser:
 
 def _configs(argv: list[str]) -> tuple[RunConfig, list, int]:
     """The run's configs from the command line, and the terminal's verbosity."""
-    from gorila.launch import configs_from_values, saved_values
+    from gorila.launch import configs_from_values, file_values, saved_values
     from gorila.metrics.terminal import NORMAL, QUIET, VERBOSE
 
     # --algo (or the run being resumed) decides which flags exist, so read it first.
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--algo", default=None, choices=sorted(ALGORITHMS))
     pre.add_argument("--resume", type=Path, default=None)
+    pre.add_argument("--config", type=Path, default=None)
     known, _ = pre.parse_known_args(argv)
     saved: dict = {}
     algo = known.algo or RunConfig.algo
-    if known.resume is not None:
-        try:
+    if known.resume is not None and known.config is not None:
+        pre.exit(EXIT_USAGE, "gorila train: error: --config: a resumed run keeps its own settings; "
+                             "give the ones to change as flags\n")
+    try:
+        if known.resume is not None:
             algo, saved = saved_values(known.resume)
-        except ConfigError as err:
-            pre.exit(EXIT_USAGE, f"gorila train: error: {err.flag}: {err.message}\n")
-        if known.algo not in (None, algo):
-            pre.exit(EXIT_USAGE, f"gorila train: error: --algo: {known.resume} is a {algo} run, not {known.algo}\n")
+        elif known.config is not None:
+            algo, saved = file_values(known.config, known.algo)
+    except ConfigError as err:
+        pre.exit(EXIT_USAGE, f"gorila train: error: {err.flag}: {err.message}\n")
+    if known.resume is not None and known.algo not in (None, algo):
+        pre.exit(EXIT_USAGE, f"gorila train: error: --algo: {known.resume} is a {algo} run, not {known.algo}\n")
     parser = _train_parser(algo)
-    parser.set_defaults(**saved)  # flags given now override what the run started with
+    parser.set_defaults(**saved)  # flags given now override the run's or the file's settings
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         flag = next((u for u in unknown if u.startswith("-")), unknown[0])
@@ -87,10 +96,13 @@ def _configs(argv: list[str]) -> tuple[RunConfig, list, int]:
         parser.exit(EXIT_USAGE, f"gorila train: error: {flag.split('=')[0]}: not a flag of --algo {algo}{hint}; "
                                 f"gorila train --algo {algo} --help lists them\n")
     verbosity = QUIET if args.quiet else VERBOSE if args.verbose else NORMAL
-    values = {k: v for k, v in vars(args).items() if v is not None and k not in ("algo", "quiet", "verbose")}
+    values = {k: v for k, v in vars(args).items()
+              if v is not None and k not in ("algo", "quiet", "verbose", "config")}
     try:
         run, configs = configs_from_values(algo, values)
     except ConfigError as err:
+        if known.config is not None and err.field in saved and values.get(err.field) is saved[err.field]:
+            parser.exit(EXIT_USAGE, f"gorila train: error: --config: {known.config}: {err.field}: {err.message}\n")
         parser.exit(EXIT_USAGE, f"gorila train: error: {err.flag}: {err.message}\n")
     return run, configs, verbosity
 
