@@ -203,3 +203,15 @@ def test_progress_goes_to_the_display_it_is_given(tmp_path):
         "eval return 500.0",
         "dqn 20% of 1,000 steps · 200 done · 0:00:08 left | return 21  loss 0.25",  # 100 steps/s, 800 to go
     ]
+
+
+def test_resume_cuts_the_rows_logged_after_the_restored_checkpoint(tmp_path):
+    logger = _logger(tmp_path)
+    for step in (10, 20, 30, 40):
+        logger.log(step, {"loss": 1.0 / step}, train_s=step / 10)
+    logger.close({})
+    # the checkpoint was taken at step 20: rows 30 and 40 are work the resumed run does again
+    resumed = _logger(tmp_path, resume=True, resume_at=20)
+    resumed.log(25, {"loss": 0.04}, train_s=2.5)
+    resumed.close({})
+    assert [row[0] for row in _rows(tmp_path / "metrics.csv")[1:]] == ["10", "20", "25"]
