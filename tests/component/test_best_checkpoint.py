@@ -71,3 +71,14 @@ def test_resuming_a_run_that_reached_its_target_says_so_in_one_line(stopped_at_t
     assert len(lines) == 1 and lines[0].endswith(
         f"target already reached at version {best}; pass --no-stop-at-target to train on")
     assert summary["stop_reason"] == "target" and summary["env_steps"] == stopped_at_target[1]["env_steps"]
+
+
+def test_tensorboard_shows_each_evaluation_where_its_parameters_were_taken(stopped_at_target):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run_dir, summary = stopped_at_target
+    events = EventAccumulator(str(run_dir))
+    events.Reload()
+    shown = events.Scalars("eval/return")
+    assert [e.step for e in shown] == [e["eval_env_steps"] for e in summary["evaluations"]]
+    assert [e.value for e in shown] == pytest.approx([e["eval_return"] for e in summary["evaluations"]])

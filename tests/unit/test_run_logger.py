@@ -215,3 +215,13 @@ def test_resume_cuts_the_rows_logged_after_the_restored_checkpoint(tmp_path):
     resumed.log(25, {"loss": 0.04}, train_s=2.5)
     resumed.close({})
     assert [row[0] for row in _rows(tmp_path / "metrics.csv")[1:]] == ["10", "20", "25"]
+
+
+def test_a_column_can_be_shown_at_a_step_of_its_own(tmp_path):
+    logger = _logger(tmp_path, tensorboard=True, tags={"return": "eval/return", "loss": "train/loss"})
+    logger.log(20, {"loss": 0.5, "return": 3}, steps={"return": 12})  # evaluated at step 12, in at 20
+    logger.close({})
+    events = _events(tmp_path)
+    assert [(e.step, e.value) for e in events.Scalars("eval/return")] == [(12, 3.0)]
+    assert [(e.step, e.value) for e in events.Scalars("train/loss")] == [(20, 0.5)]
+    assert _rows(tmp_path / "metrics.csv")[1][0] == "20"

@@ -237,7 +237,10 @@ class Report:
                "bytes_pushed": stats.bytes_in, "bytes_pulled": stats.bytes_out,
                "worker_restarts": counters.restarts, **self._plan_metrics(), **self.pending_row}
         logged_row = {k: v for k, v in row.items() if k in self.out.logger.columns and v is not None}
-        self.out.logger.log(self.progress.used(), logged_row, train_s=train_s)
+        # TensorBoard shows an evaluation where its parameters were taken, as the plots do
+        at = self.pending_row.get("eval_" + self.plan.budget.unit)
+        steps = None if at is None else {c: int(at) for c in self.plan.evaluation.columns}
+        self.out.logger.log(self.progress.used(), logged_row, train_s=train_s, steps=steps)
         self.pending_row = {}
         return {"step": self.progress.used(), "time_s": train_s, **logged_row}
 

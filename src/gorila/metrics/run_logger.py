@@ -92,9 +92,11 @@ class RunLogger:
         self._start = time.monotonic() - (elapsed_before or 0.0)
         self._closed = False
 
-    def log(self, step: int, row: Mapping[str, float | None], train_s: float | None = None) -> None:
+    def log(self, step: int, row: Mapping[str, float | None], train_s: float | None = None,
+            steps: Mapping[str, int] | None = None) -> None:
         """Record ``row`` at ``step``: a CSV row (absent or ``None`` columns blank), scalars, progress
-        (``train_s``, seconds of training so far, measures it against a time limit)."""
+        (``train_s``, seconds of training so far, measures it against a time limit). ``steps`` puts
+        a column's scalar at a step of its own (an evaluation where its parameters were taken)."""
         if self._closed:
             raise RuntimeError(f"RunLogger for {self.run_dir} is closed")
         step = operator.index(step)
@@ -107,7 +109,7 @@ class RunLogger:
                      *(_cell(values[name]) if name in values else "" for name in self.columns)])
         if self._tb is not None:
             for name, value in values.items():
-                self._tb.add_scalar(self._tags[name], value, global_step=step)
+                self._tb.add_scalar(self._tags[name], value, global_step=(steps or {}).get(name, step))
         self._latest.update(values)
         shown = {name: self._latest[name] for name in self.columns[:SHOWN_COLUMNS] if name in self._latest}
         self._progress.update(step, shown, train_s)
