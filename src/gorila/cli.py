@@ -148,8 +148,13 @@ def _stdout_kept_for_the_summary() -> Iterator[None]:
         os.close(saved)
 
 
+#: summary.json's records that stdout's summary keeps (the others, histograms and the evaluations, stay in the file)
+_PRINTED_RECORDS = ("best_checkpoint",)
+
+
 def _print_summary(summary: dict) -> None:
-    print(json.dumps({k: v for k, v in summary.items() if not isinstance(v, (dict, list))}, indent=2))
+    print(json.dumps({k: v for k, v in summary.items() if not isinstance(v, (dict, list)) or k in _PRINTED_RECORDS},
+                     indent=2))
 
 
 def cmd_eval(argv: list[str]) -> int:
