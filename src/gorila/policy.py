@@ -89,7 +89,8 @@ def evaluate(run_dir: Path | str, episodes: int = 10, *, epsilon: float | None =
              seed: int = 12345, video_dir: Path | str | None = None, checkpoint: str = "best") -> dict[str, Any]:
     """Scores of ``episodes`` episodes, with up to ``noop_max`` no-ops at their start, played by the
     ``best`` or ``last`` checkpoint of the run in ``run_dir`` (see :func:`load_policy`);
-    ``epsilon=None`` plays with the exploration rate the run evaluated with; ``video_dir`` records each episode there (see ``gorila eval``)."""
+    ``epsilon=None`` plays with the exploration rate the run evaluated with; ``video_dir`` records
+    each episode there (see ``gorila eval``)."""
     policy = load_policy(run_dir, checkpoint)
     epsilon = policy.epsilon if epsilon is None else epsilon
     scores = evaluation.evaluate(policy, policy.env_id, episodes, epsilon, seed=seed, noop_max=noop_max,

@@ -148,8 +148,8 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
 def train(plan: Plan, chunks: Chunks, report: Report, stops: Stops) -> tuple[float, str]:
     """The chunk loop: give every group its chunks, judge, log a row once every group has finished
     a chunk, checkpoint, and stop; the training time and why it stopped (``target``, ``budget``,
-    ``time_limit``, ``on_chunk``, ``callback``, ``interrupted``). The chunks under way finish first, and a final
-    row (unless it would repeat the last) and checkpoint are written. A resumed run that has
+    ``time_limit``, ``on_chunk``, ``callback``, ``interrupted``). The chunks under way finish first,
+    and a final row (unless it would repeat the last) and checkpoint are written. A resumed run that has
     nothing to do (its target reached, its budget used) says why in one line and trains nothing.
     The time limit counts this run's training, not a resumed run's earlier lives'."""
     evaluation, progress = plan.evaluation, report.progress
