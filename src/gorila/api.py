@@ -19,7 +19,7 @@ from typing import Any
 
 from gorila.config import RunConfig
 from gorila.errors import ConfigError
-from gorila.launch import configs_from_values, launch, saved_values
+from gorila.launch import configs_from_values, file_values, launch, saved_values
 from gorila.metrics.terminal import Terminal
 
 __all__ = ["train"]
@@ -32,7 +32,9 @@ def train(algo: str | None = None, *, verbose: bool | int = False,
     ``settings`` are the flags of ``gorila train --algo ALGO`` as keywords, dashes as underscores
     (``--time-limit-s 60`` is ``time_limit_s=60``); they are checked as the command checks them,
     and a name the algorithm does not have raises :class:`~gorila.errors.ConfigError` naming it.
-    ``resume=RUN_DIR`` continues a saved run with its own settings (``algo`` may be left out).
+    ``resume=RUN_DIR`` continues a saved run with its own settings (``algo`` may be left out);
+    ``config=FILE`` reads settings from a YAML or JSON file as ``gorila train --config`` does, the
+    keywords given beside it overriding it.
     Nothing is printed unless ``verbose`` (``True``: the run directory, start-up stages and
     progress on stderr, as the command shows them; ``2``: Ray's own logs too). Ctrl-C stops the
     run as the command does, saving a final checkpoint and the summary, then raises
@@ -51,5 +53,11 @@ def train(algo: str | None = None, *, verbose: bool | int = False,
         if algo is not None and algo != saved_algo:
             raise ConfigError("algo", f"{values['resume']} is a {saved_algo} run, not {algo}")
         algo, values = saved_algo, {**{k: v for k, v in saved.items() if v is not None}, **values}
+    config = values.pop("config", None)
+    if config is not None:
+        if values.get("resume") is not None:
+            raise ConfigError("config", "a resumed run keeps its own settings; give the ones to change as keywords")
+        algo, from_file = file_values(Path(config), algo)
+        values = {**from_file, **values}
     run, configs = configs_from_values(algo or RunConfig.algo, values)
     return launch(run, configs, Terminal(int(verbose), started_at=started), callback=callback)

@@ -91,3 +91,12 @@ def test_the_readme_config_file_is_read_as_written(tmp_path):
     algo, values = file_values(tmp_path / "a3c.yaml")
     assert algo == "a3c" and values["lr_policy"] == 7e-4 and values["time_limit_s"] == 60
     configs_from_values(algo, values)  # the dataclasses take it
+
+
+def test_gorila_train_reads_the_same_file_with_keywords_overriding_it(tmp_path):
+    import gorila
+
+    (tmp_path / "a.yaml").write_text(LSTSQ_YAML)
+    summary = gorila.train(config=tmp_path / "a.yaml", workers=3, run_dir=tmp_path / "r")
+    config = _config(tmp_path / "r")
+    assert summary["algo"] == "lstsq" and config["lstsq"]["workers"] == 3 and config["lstsq"]["iterations"] == 40
