@@ -50,6 +50,9 @@ def _train_parser(algo: str) -> argparse.ArgumentParser:
     run_group.add_argument("--algo", default=RunConfig.algo, choices=sorted(ALGORITHMS),
                            help=f"algorithm (default: {RunConfig.algo})")
     add_flags(run_group, RunConfig, skip=("algo",))
+    run_group.add_argument("--config", type=Path, default=None, metavar="FILE",
+                           help="settings from a YAML or JSON file (a run's own config.json too); "
+                                "flags given beside it override it")
     terminal = parser.add_argument_group("terminal").add_mutually_exclusive_group()
     terminal.add_argument("-q", "--quiet", action="store_true",
                           help="show nothing on stderr but errors (stdout still gets the summary)")
@@ -63,7 +66,7 @@ def _train_parser(algo: str) -> argparse.ArgumentParser:
 def _configs(argv: list[str]) -> tuple[RunConfig, list, int]:
     """The run's configs from the command line, and the terminal's verbosity."""
     from gorila.algos.presets import algo_of
-    from gorila.launch import configs_from_values, saved_values
+    from gorila.launch import configs_from_values, file_values, saved_values
     from gorila.metrics.terminal import NORMAL, QUIET, VERBOSE
 
     # --algo (or the run being resumed) decides which flags exist, so read it first.
@@ -71,18 +74,24 @@ def _configs(argv: list[str]) -> tuple[RunConfig, list, int]:
     pre.add_argument("--algo", default=None, choices=sorted(ALGORITHMS))
     pre.add_argument("--resume", type=Path, default=None)
     pre.add_argument("--preset", default=None)
+    pre.add_argument("--config", type=Path, default=None)
     known, _ = pre.parse_known_args(argv)
     saved: dict = {}
     algo = known.algo or algo_of(known.preset) or RunConfig.algo
-    if known.resume is not None:
-        try:
+    if known.resume is not None and known.config is not None:
+        pre.exit(EXIT_USAGE, "gorila train: error: --config: a resumed run keeps its own settings; "
+                             "give the ones to change as flags\n")
+    try:
+        if known.resume is not None:
             algo, saved = saved_values(known.resume)
-        except ConfigError as err:
-            pre.exit(EXIT_USAGE, f"gorila train: error: {err.flag}: {err.message}\n")
-        if known.algo not in (None, algo):
-            pre.exit(EXIT_USAGE, f"gorila train: error: --algo: {known.resume} is a {algo} run, not {known.algo}\n")
+        elif known.config is not None:
+            algo, saved = file_values(known.config, known.algo)
+    except ConfigError as err:
+        pre.exit(EXIT_USAGE, f"gorila train: error: {err.flag}: {err.message}\n")
+    if known.resume is not None and known.algo not in (None, algo):
+        pre.exit(EXIT_USAGE, f"gorila train: error: --algo: {known.resume} is a {algo} run, not {known.algo}\n")
     parser = _train_parser(algo)
-    parser.set_defaults(**saved)  # flags given now override what the run started with
+    parser.set_defaults(**saved)  # flags given now override the run's or the file's settings
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         flag = next((u for u in unknown if u.startswith("-")), unknown[0])
@@ -93,10 +102,13 @@ def _configs(argv: list[str]) -> tuple[RunConfig, list, int]:
         parser.exit(EXIT_USAGE, f"gorila train: error: {flag.split('=')[0]}: not a flag of --algo {algo}{hint}; "
                                 f"gorila train --algo {algo} --help lists them\n")
     verbosity = QUIET if args.quiet else VERBOSE if args.verbose else NORMAL
-    values = {k: v for k, v in vars(args).items() if v is not None and k not in ("algo", "quiet", "verbose")}
+    values = {k: v for k, v in vars(args).items()
+              if v is not None and k not in ("algo", "quiet", "verbose", "config")}
     try:
         run, configs = configs_from_values(algo, values)
     except ConfigError as err:
+        if known.config is not None and err.field in saved and values.get(err.field) is saved[err.field]:
+            parser.exit(EXIT_USAGE, f"gorila train: error: --config: {known.config}: {err.field}: {err.message}\n")
         parser.exit(EXIT_USAGE, f"gorila train: error: {err.flag}: {err.message}\n")
     return run, configs, verbosity
 
@@ -146,15 +158,23 @@ def _stdout_kept_for_the_summary() -> Iterator[None]:
         os.close(saved)
 
 
+#: summary.json's records that stdout's summary keeps (the others, histograms and the evaluations, stay in the file)
+_PRINTED_RECORDS = ("best_checkpoint",)
+
+
 def _print_summary(summary: dict) -> None:
-    print(json.dumps({k: v for k, v in summary.items() if not isinstance(v, (dict, list))}, indent=2))
+    print(json.dumps({k: v for k, v in summary.items() if not isinstance(v, (dict, list)) or k in _PRINTED_RECORDS},
+                     indent=2))
 
 
 def cmd_eval(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(allow_abbrev=False, 
         prog="gorila eval", formatter_class=HelpFormatter,
-        description="Play the newest checkpoint of a saved run with no-op starts; print the scores as JSON.")
+        description="Play a saved run's best (or last) checkpoint with no-op starts; print the scores as JSON.")
     parser.add_argument("run_dir", metavar="RUN_DIR", type=Path, help="run directory (or its checkpoints/ directory)")
+    parser.add_argument("--checkpoint", choices=("best", "last"), default="best",
+                        help="best: the parameters of the run's best evaluation (the last checkpoint while it has "
+                             "none); last: the newest periodic checkpoint")
     parser.add_argument("--episodes", type=int, default=10, help="evaluation episodes")
     parser.add_argument("--epsilon", type=float, default=None,
                         help="exploration rate (default: the one the run evaluated with; 0.05 for dqn, 0 for a3c)")
@@ -168,7 +188,7 @@ def cmd_eval(argv: list[str]) -> int:
 
     try:
         report = evaluate(args.run_dir, args.episodes, epsilon=args.epsilon, noop_max=args.noop_max, seed=args.seed,
-                          video_dir=args.video)
+                          video_dir=args.video, checkpoint=args.checkpoint)
     except ConfigError as err:  # name the argument as the user gave it
         name = {"run_dir": "RUN_DIR", "eval_episodes": "--episodes", "eval_epsilon": "--epsilon"}.get(
             err.field, err.flag)
@@ -182,16 +202,21 @@ def cmd_plot(argv: list[str]) -> int:
         prog="gorila plot", formatter_class=HelpFormatter,
         description="Overlay runs (e.g. sync, async and semi-async on one env) in one PNG: their headline "
                     "metric\n(the evaluation return, or lstsq's suboptimality) by steps and by seconds of "
-                    "training.\nPrints the PNG's path.")
+                    "training, each\nevaluation where its parameters were taken, in a band from its worst to "
+                    "its best episode;\nwith --group, the median of the runs of each setting in a band from "
+                    "the lowest to the highest seed.\nPrints the PNG's path.")
     parser.add_argument("run_dirs", metavar="RUN_DIR", type=Path, nargs="+", help="run directories")
     parser.add_argument("--out", type=Path, default=Path("plot.png"), help="the PNG to write")
     parser.add_argument("--metric", default=None, help="metrics.csv column to plot (default: the runs' headline)")
-    parser.add_argument("--title", default=None, help="figure title (default: the metric and the number of runs)")
+    parser.add_argument("--title", default=None,
+                        help="figure title (default: the metric, the algorithms and env, and how many runs)")
+    parser.add_argument("--group", action="store_true",
+                        help="one line per setting: runs that differ only in --seed drawn as their median and range")
     args = parser.parse_args(argv)
     from gorila.metrics import plot_runs
 
     try:
-        out = plot_runs(args.run_dirs, args.out, metric=args.metric, title=args.title)
+        out = plot_runs(args.run_dirs, args.out, metric=args.metric, title=args.title, group=args.group)
     except ConfigError as err:
         parser.exit(EXIT_USAGE, f"gorila plot: error: RUN_DIR: {err.message}\n")
     except ValueError as err:  # a --metric the runs do not have; the message lists what they have

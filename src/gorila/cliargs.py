@@ -123,6 +123,21 @@ def from_flags(cls: type[T], namespace: argparse.Namespace, **overrides: Any) ->
     return cls(**values)
 
 
+def parse_value(classes: list[type], name: str, text: str) -> Any:
+    """``text`` read as the flag of field ``name`` (of one of ``classes``) reads it, e.g. from a
+    config file; raises ValueError (or argparse's ArgumentTypeError) as the flag would refuse it."""
+    for cls in classes:
+        hints = typing.get_type_hints(cls)
+        if name in hints:
+            base, _ = _base_type(hints[name])
+            if base is bool:  # bool("false") is True
+                if text.lower() not in ("true", "false"):
+                    raise ValueError(f"expected true or false, got {text!r}")
+                return text.lower() == "true"
+            return text if base is str else _parser_for(hints[name])(text)
+    raise ValueError(f"{name} is no field of {', '.join(c.__name__ for c in classes)}")
+
+
 def count_list(text: str) -> list[int]:
     """An argparse type for flags such as ``--workers 1,2,4``: counts >= 1, comma-separated."""
     try:

@@ -53,7 +53,9 @@ class RunConfig:
         "help": "output directory (default: runs/<algo>-<env>-<YYYYmmdd-HHMMSS> in the current directory)",
         "metavar": "DIR"})
     resume: Path | None = field(default=None, metadata={
-        "help": "continue the run in this directory from its newest good checkpoint", "metavar": "RUN_DIR"})
+        "help": "continue the run in this directory from its newest good checkpoint, with its settings unless "
+                "given again (--total-steps stays the run's total; --time-limit-s is more training)",
+        "metavar": "RUN_DIR"})
     optimizer: str | None = field(default=None, metadata={
         "help": "server-side optimizer (default: the algorithm's)", "choices": OPTIMIZERS})
     aggregate: int | None = field(default=None, metadata={
@@ -66,7 +68,8 @@ class RunConfig:
         "help": "async: reject pushes staler than this (default: no bound)"})
     time_limit_s: float | None = field(default=None, metadata={
         "help": "stop after this many seconds of training, counted from the first training step: "
-                "start-up (Ray, workers, evaluator) is not counted (default: no limit)", "metavar": "SECONDS"})
+                "start-up (Ray, workers, evaluator) is not counted; with --resume, this many more seconds "
+                "(default: no limit)", "metavar": "SECONDS"})
     checkpoint_every_s: float = field(default=60.0, metadata={"help": "seconds between checkpoints"})
     call_timeout_s: float = field(default=600.0, metadata={"help": "longest wait for any worker call"})
     actor_timeout_s: float | None = field(default=None, metadata={

@@ -3,6 +3,7 @@ and the same checks::
 
     run, configs = configs_from_values("a3c", {"env": "CartPole-v1", "workers": 2})
     summary = launch(run, configs, Terminal(NORMAL))
+    algo, values = file_values(Path("a3c.yaml"))        # --config: settings from a file
 
 Settings are the config fields that are flags (``time_limit_s`` is ``--time-limit-s``); a name the
 algorithm does not have is a :class:`~gorila.errors.ConfigError` naming it, and saying which
@@ -15,12 +16,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from gorila.algos.presets import source, with_preset
 from gorila.algos.registry import ALGORITHMS
-from gorila.cliargs import from_flags
+from gorila.cliargs import from_flags, parse_value
 from gorila.config import RunConfig, values_from_json
 from gorila.driver.stop import StopSignals
 from gorila.errors import ConfigError
@@ -61,17 +63,66 @@ def saved_values(run_dir: Path) -> tuple[str, dict[str, Any]]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ConfigError("resume", f"{path} cannot be read as JSON ({err}): it was damaged or edited; "
                                     "start a new run, or restore the file") from None
+    algo, values = _recorded_values("resume", path, saved)
+    return algo, {**values, "run_dir": None}  # the directory is the resumed one
+
+
+def _recorded_values(field: str, path: Path, saved: Any) -> tuple[str, dict[str, Any]]:
+    """The algorithm and settings of a run's ``config.json`` record (what is no setting, such as
+    the run's time stamp or the rule it resolved, left out)."""
     algo = saved.get("algo") if isinstance(saved, dict) else None
     if algo not in ALGORITHMS or not isinstance(saved.get("run"), dict) or not isinstance(saved.get(algo, {}), dict):
-        raise ConfigError("resume", f"{path} does not describe a gorila training run")
+        raise ConfigError(field, f"{path} does not describe a gorila training run")
     names = settings(algo)
     values = {k: v for k, v in {**saved["run"], **saved.get(algo, {})}.items() if k in names}
-    return algo, {**values_from_json(values), "run_dir": None}  # the directory is the resumed one
+    return algo, values_from_json(values)
 
 
-def launch(run: RunConfig, configs: list, terminal: Terminal) -> dict[str, Any]:
+def file_values(path: Path, algo: str | None = None) -> tuple[str, dict[str, Any]]:
+    """The algorithm and settings of a config file (``--config``): YAML or JSON, either a mapping
+    of settings (``algo`` among them, or given as ``algo``) or a run's own ``config.json`` as it
+    was written (its directory and resume left out: the file describes a new run). Settings are
+    named as the flags are (``time-limit-s`` or ``time_limit_s``); a value written as text is read
+    as its flag reads it (``lr: 1e-4``, ``hidden: 64,64``); the dataclasses check the rest."""
+    import yaml  # only a run given --config pays for it
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, yaml.YAMLError) as err:
+        raise ConfigError("config", f"{path} cannot be read as {'JSON' if path.suffix == '.json' else 'YAML'}: "
+                                    f"{err}") from None
+    if not isinstance(data, dict):
+        raise ConfigError("config", f"{path} holds a {type(data).__name__}, not a mapping of settings")
+    if isinstance(data.get("run"), dict):  # a run's config.json
+        saved_algo, values = _recorded_values("config", path, data)
+        values = {k: v for k, v in values.items() if k not in ("run_dir", "resume")}
+    else:
+        values = {str(k).replace("-", "_"): v for k, v in data.items()}
+        saved_algo = values.pop("algo", None) or RunConfig.algo
+        if saved_algo not in ALGORITHMS:
+            raise ConfigError("config", f"{path}: unknown algorithm {saved_algo!r}; choose from "
+                                        f"{', '.join(sorted(ALGORITHMS))}")
+    algo = algo or saved_algo
+    unknown = sorted(set(values) - settings(algo))
+    if unknown:
+        raise ConfigError("config", f"{path}: {unknown[0]!r} is not a setting of {algo}")
+    classes = [RunConfig, *ALGORITHMS[algo].config_classes()]
+    out = {}
+    for name, value in values_from_json(values).items():
+        try:
+            out[name] = parse_value(classes, name, value) if isinstance(value, str) else value
+        except (ValueError, argparse.ArgumentTypeError) as err:
+            raise ConfigError("config", f"{path}: {name}: {err}") from None
+    return algo, out
+
+
+def launch(run: RunConfig, configs: list, terminal: Terminal,
+           callback: Callable[[dict[str, float]], bool | None] | None = None) -> dict[str, Any]:
     """Announce the run directory, build the plan, run it; returns the summary (see
-    :func:`gorila.driver.loop.run`, which also says what an interrupt raises)."""
+    :func:`gorila.driver.loop.run`, which also says what an interrupt raises, and what
+    ``callback``, its ``on_row``, is given)."""
     from gorila.driver.loop import run as run_plan
 
     algorithm = ALGORITHMS[run.algo]
@@ -84,4 +135,4 @@ def launch(run: RunConfig, configs: list, terminal: Terminal) -> dict[str, Any]:
     what = " (PyTorch, the env, the network)" if algorithm.is_rl else " (the data)"
     with StopSignals(), terminal.stage(f"building the {run.algo} plan{what}"):
         plan = algorithm.plan_fn()(run, *configs)
-    return run_plan(run, plan, terminal=terminal)
+    return run_plan(run, plan, terminal=terminal, on_row=callback)

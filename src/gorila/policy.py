@@ -1,6 +1,7 @@
 """A saved run's policy, outside training: loaded from Python, and played by ``gorila eval``::
 
-    policy = load_policy("runs/dqn-CartPole-v1-20261122-081500")     # gorila.load_policy
+    policy = load_policy("runs/dqn-CartPole-v1-20261122-081500")     # gorila.load_policy: the best checkpoint
+    policy = load_policy("runs/dqn-CartPole-v1-20261122-081500", checkpoint="last")   # the newest periodic one
     action = policy(observation)
     report = evaluate("runs/dqn-CartPole-v1-20261122-081500")        # gorila.evaluate: scores as JSON
 """
@@ -35,7 +36,10 @@ class Policy:
         actions = policy(np.stack([obs, obs])) # a batch -> an array of actions
 
     ``network`` is the PyTorch module, with the checkpoint's weights; ``epsilon`` the exploration
-    rate the run was evaluated with (``gorila eval`` plays with it, calling the policy does not).
+    rate the run was evaluated with (``gorila eval`` plays with it, calling the policy does not);
+    ``checkpoint`` which checkpoint it holds (``best`` or ``last``) and ``meta`` that checkpoint's
+    record (a best one's: ``version``, ``eval_return``, and the ``episodes``, ``seed``, ``epsilon``
+    and ``noop_max`` it was judged with).
     """
 
     def __init__(self, network: nn.Module, act: Callable[[np.ndarray], np.ndarray], *, env_id: str,
@@ -43,7 +47,8 @@ class Policy:
         self.network, self._act = network, act
         self.env_id, self.observation_shape, self.epsilon = env_id, observation_shape, epsilon
         self.run_dir, self.algo = saved.run_dir, saved.algo
-        self.env_steps = saved.meta.get("env_steps")
+        self.env_steps = saved.meta.get("env_steps", saved.meta.get("eval_env_steps"))
+        self.checkpoint, self.meta = saved.checkpoint, saved.meta
 
     def __call__(self, obs: Any) -> int | np.ndarray:
         obs = np.asarray(obs)
@@ -58,9 +63,11 @@ class Policy:
         return make_env(self.env_id, seed=seed, training=False, render_mode=render_mode)
 
 
-def load_policy(run_dir: Path | str) -> Policy:
-    """The greedy policy of the newest good checkpoint in ``run_dir`` (or its ``checkpoints/``)."""
-    saved = SavedRun.open(run_dir)
+def load_policy(run_dir: Path | str, checkpoint: str = "best") -> Policy:
+    """The greedy policy of the run in ``run_dir`` (or its ``checkpoints/``): by default the
+    parameters of its best evaluation (the newest good checkpoint while it has none), with
+    ``checkpoint="last"`` its newest good periodic checkpoint."""
+    saved = SavedRun.open(run_dir, checkpoint)
     algorithm = ALGORITHMS[saved.algo]
     if not algorithm.is_rl:
         raise ConfigError("run_dir", f"{saved.run_dir} is a {saved.algo} run: it has no policy")
@@ -79,16 +86,18 @@ def load_policy(run_dir: Path | str) -> Policy:
 
 
 def evaluate(run_dir: Path | str, episodes: int = 10, *, epsilon: float | None = None, noop_max: int = 30,
-             seed: int = 12345, video_dir: Path | str | None = None) -> dict[str, Any]:
+             seed: int = 12345, video_dir: Path | str | None = None, checkpoint: str = "best") -> dict[str, Any]:
     """Scores of ``episodes`` episodes, with up to ``noop_max`` no-ops at their start, played by the
-    newest good checkpoint of the run in ``run_dir``; ``epsilon=None`` plays with the exploration
-    rate the run evaluated with; ``video_dir`` records each episode there (see ``gorila eval``)."""
-    policy = load_policy(run_dir)
+    ``best`` or ``last`` checkpoint of the run in ``run_dir`` (see :func:`load_policy`);
+    ``epsilon=None`` plays with the exploration rate the run evaluated with; ``video_dir`` records
+    each episode there (see ``gorila eval``)."""
+    policy = load_policy(run_dir, checkpoint)
     epsilon = policy.epsilon if epsilon is None else epsilon
     scores = evaluation.evaluate(policy, policy.env_id, episodes, epsilon, seed=seed, noop_max=noop_max,
                                  video_dir=None if video_dir is None else Path(video_dir))
     out = {"run_dir": str(policy.run_dir), "algo": policy.algo, "env": policy.env_id,
-           "checkpoint_env_steps": policy.env_steps, "episodes": episodes, "epsilon": epsilon,
+           "checkpoint": policy.checkpoint, "checkpoint_env_steps": policy.env_steps,
+           "checkpoint_version": policy.meta.get("version"), "episodes": episodes, "epsilon": epsilon,
            "mean": float(np.mean(scores)), "min": float(np.min(scores)), "max": float(np.max(scores)),
            "scores": scores}
     if video_dir is not None:

@@ -32,7 +32,7 @@ def test_an_evaluation_spans_several_chunks_and_scores_once_complete():
     chunks = 0
     score = None
     while score is None and chunks < 20:
-        evaluation.before_chunk()
+        evaluation.before_chunk({"env_steps": 0, "train_time_s": 0.0})
         chunks += 1  # a training chunk would run here
         score = evaluation.after_chunk()
     assert chunks == 5  # one chunk after each of the 5 steps
@@ -43,7 +43,7 @@ def test_an_evaluation_spans_several_chunks_and_scores_once_complete():
 
 def test_finish_plays_the_evaluation_under_way_to_its_end():
     evaluation = _evaluation(every_s=0.0)
-    evaluation.before_chunk()
+    evaluation.before_chunk({"env_steps": 0, "train_time_s": 0.0})
     assert evaluation.after_chunk() is None  # one step of five played
     score = evaluation.finish()
     assert score.value == 5.0 and evaluation.summary()["final_eval_return"] == 5.0

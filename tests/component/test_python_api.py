@@ -1,6 +1,7 @@
 """gorila from Python: ``gorila.train`` as the command trains, ``gorila.load_policy`` and the exported
 weights used outside gorila (local runtime)."""
 
+import csv
 import json
 import shutil
 import subprocess
@@ -77,7 +78,7 @@ def test_resume_continues_with_the_saved_settings(a3c_run, tmp_path):
 
 def test_a_loaded_policy_acts_like_the_trained_network(a3c_run):
     run_dir, summary = a3c_run
-    policy = gorila.load_policy(run_dir)
+    policy = gorila.load_policy(run_dir, checkpoint="last")
     env = policy.make_env(seed=3)
     obs, _ = env.reset(seed=3)
     action = policy(obs)
@@ -99,7 +100,7 @@ def test_the_exported_state_dict_loads_into_plain_pytorch(a3c_run):
     policy_net.load_state_dict({k.removeprefix("policy."): v for k, v in state.items() if k.startswith("policy.")})
     obs = torch.randn(16, 4)
     with torch.no_grad():
-        expected, _ = gorila.load_policy(run_dir).network(obs)
+        expected, _ = gorila.load_policy(run_dir, checkpoint="last").network(obs)
         np.testing.assert_allclose(policy_net(obs).numpy(), expected.numpy(), rtol=1e-6)
 
 
@@ -110,9 +111,40 @@ def test_load_policy_names_a_directory_that_is_no_run(tmp_path):
 
 
 def test_evaluate_plays_the_saved_policy_and_records_videos(a3c_run, tmp_path):
-    report = gorila.evaluate(a3c_run[0], episodes=2, noop_max=0, seed=1, video_dir=tmp_path / "v")
+    report = gorila.evaluate(a3c_run[0], episodes=2, noop_max=0, seed=1, video_dir=tmp_path / "v", checkpoint="last")
     assert report["episodes"] == 2 and report["epsilon"] == 0.0 and len(report["scores"]) == 2
     assert report["mean"] == np.mean(report["scores"]) and report["checkpoint_env_steps"] == a3c_run[1]["env_steps"]
     videos = sorted((tmp_path / "v").glob("*.mp4"))
     assert [v.name for v in videos] == ["eval-0-episode-0.mp4", "eval-1-episode-0.mp4"]
     assert report["videos"] == [str(v) for v in videos] and all(v.stat().st_size > 1000 for v in videos)
+
+
+def test_a_callback_sees_every_row_and_stops_the_run_by_returning_false(tmp_path):
+    seen = []
+
+    def callback(row):
+        seen.append(dict(row))
+        return len(seen) < 3  # False at the third row
+
+    summary = gorila.train("lstsq", runtime="local", n=2_000, d=8, lr=1e-4, iterations=10**6, run_dir=tmp_path / "r",
+                           callback=callback)
+    assert summary["stop_reason"] == "callback" and len(seen) == 3
+    with open(tmp_path / "r" / "metrics.csv", newline="") as f:
+        logged = list(csv.DictReader(f))
+    assert [int(r["step"]) for r in logged] == [row["step"] for row in seen]
+    assert [float(r["suboptimality"]) for r in logged] == [row["suboptimality"] for row in seen]
+    assert all(row["time_s"] == pytest.approx(float(r["time_s"]), abs=1e-3) for r, row in zip(logged, seen))
+
+
+def test_a_callback_can_stop_at_an_evaluation_of_its_choosing(tmp_path):
+    evaluations = []
+
+    def first_evaluation(row):
+        if "eval_return" in row:
+            evaluations.append(row["eval_return"])
+            return False
+        return None  # None goes on: only False stops
+
+    summary = gorila.train("a3c", run_dir=tmp_path / "r", callback=first_evaluation, **A3C_QUICK)
+    assert summary["stop_reason"] == "callback" and len(evaluations) == 1
+    assert summary["evaluations"][0]["eval_return"] == evaluations[0]

@@ -35,7 +35,9 @@ def test_dqn_on_pong_runs_end_to_end_and_evaluates(tmp_path, capsys):
     assert (tmp_path / "learning_curve.png").stat().st_size > 0
     assert main(["eval", str(tmp_path), "--episodes", "1", "--noop-max", "5"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["epsilon"] == 0.05 and report["checkpoint_env_steps"] == summary["env_steps"]
+    # the best checkpoint: the parameters the run's one evaluation played, where it took them
+    assert report["checkpoint"] == "best" and report["epsilon"] == 0.05
+    assert report["checkpoint_env_steps"] == summary["evaluations"][0]["eval_env_steps"]
     assert report["human_normalized"] == pytest.approx(
         100 * (report["mean"] - PONG_RANDOM) / (PONG_HUMAN - PONG_RANDOM))
     assert report["dqn_normalized"] == pytest.approx(100 * (report["mean"] - PONG_RANDOM) / (PONG_DQN - PONG_RANDOM))

@@ -42,7 +42,8 @@ def test_train_help_says_how_to_see_another_algorithms_flags(capsys):
     assert "gorila train --algo NAME --help lists another algorithm's flags (a3c, apex, impala, lstsq, ppo)" in out
     assert "--algo {a3c,apex,dqn,impala,lstsq,ppo} algorithm (default: dqn)" in out
     assert "(default: runs/<algo>-<env>-<YYYYmmdd-HHMMSS> in the current directory)" in out
-    assert "start-up (Ray, workers, evaluator) is not counted (default: no limit)" in out
+    assert ("start-up (Ray, workers, evaluator) is not counted; with --resume, this many more seconds "
+            "(default: no limit)") in out
     assert "(default: None)" not in out
 
 

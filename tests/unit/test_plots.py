@@ -103,3 +103,59 @@ def test_runs_that_count_steps_differently_are_refused(tmp_path):
         plot_runs([rl, lstsq], tmp_path / "x.png")
     with pytest.raises(ConfigError, match="not a gorila run directory"):
         plot_runs([tmp_path / "nothing"], tmp_path / "x.png")
+
+
+def _eval_run(path, seed, lr=1e-3, rows=((1000, 1.5, 20.0), (2000, 3.0, 480.0))):
+    """A run directory whose evaluations say where their parameters were taken, and their range."""
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(json.dumps({
+        "algo": "a3c", "run": {"mode": "async", "seed": seed, "run_dir": str(path), "stamp": str(seed)},
+        "a3c": {"env": "CartPole-v1", "lr": lr}, "headline": "eval_return", "target": 475.0,
+        "step_unit": "env steps"}))
+    lines = ["step,time_s,env_steps,eval_return,eval_min,eval_max,eval_env_steps,eval_train_time_s"]
+    lines += [f"{s},{t},{s},{r},{r - 10},{r + 5},{s - 400},{t - 0.5}" for s, t, r in rows]
+    (path / "metrics.csv").write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_an_evaluation_is_drawn_where_its_parameters_were_taken_with_its_range(tmp_path):
+    curve = RunCurve.read(_eval_run(tmp_path / "r", 0))
+    assert curve.steps.tolist() == [600, 1600] and curve.seconds.tolist() == [1.0, 2.5]
+    assert curve.low.tolist() == [10.0, 470.0] and curve.high.tolist() == [25.0, 485.0]
+    xs, ys = read_series(tmp_path / "r" / "metrics.csv", "env_steps", "eval_return")
+    assert xs.tolist() == [600, 1600] and ys.tolist() == [20.0, 480.0]
+
+
+def test_runs_are_named_by_algorithm_and_the_settings_that_differ_not_their_directories(tmp_path):
+    from gorila.metrics.curves import name_runs
+
+    curves = [RunCurve.read(_eval_run(tmp_path / f"dir-{k}", seed=k, lr=lr)) for k, lr in ((0, 1e-3), (1, 3e-4))]
+    assert [c.label for c in name_runs(curves)] == ["a3c async, lr 0.001, seed 0", "a3c async, lr 0.0003, seed 1"]
+    assert [c.label for c in name_runs(curves[:1])] == ["a3c async"]
+
+
+def test_runs_of_one_setting_are_grouped_into_a_median_and_the_range_of_the_seeds(tmp_path):
+    from gorila.metrics.curves import group_runs, title
+
+    runs = [_eval_run(tmp_path / f"a-{seed}", seed, rows=((1000, 1.0, r), (2000, 2.0, r + 100)))
+            for seed, r in ((0, 10.0), (1, 30.0), (2, 50.0))]
+    runs.append(_eval_run(tmp_path / "b-0", 0, lr=0.01))
+    curves = [RunCurve.read(r) for r in runs]
+    (a, b) = group_runs(curves)
+    assert (a.label, a.runs, b.label, b.runs) == ("a3c async, lr 0.001", 3, "a3c async, lr 0.01", 1)
+    assert a.steps[0] == 600 and a.steps[-1] == 1600
+    assert (a.median[0], a.low[0], a.high[0]) == (30.0, 10.0, 50.0)
+    assert (a.median[-1], a.low[-1], a.high[-1]) == (130.0, 110.0, 150.0)
+    assert title(curves[:1]) == "eval return of a3c on CartPole-v1: 1 run"
+    assert title(curves, [a, b]) == ("eval return of a3c on CartPole-v1: median and range over seeds, "
+                                     "2 settings, 4 runs")
+    _assert_png(plot_runs(runs, tmp_path / "grouped.png", group=True))
+
+
+def test_gorila_plot_groups_runs_from_the_command_line(tmp_path, capsys):
+    from gorila.cli import main
+
+    runs = [str(_eval_run(tmp_path / f"a-{seed}", seed)) for seed in (0, 1)]
+    assert main(["plot", *runs, "--group", "--out", str(tmp_path / "g.png")]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "g.png")
+    _assert_png(tmp_path / "g.png")

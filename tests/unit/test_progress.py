@@ -109,3 +109,11 @@ def test_quiet_shows_nothing():
     display.message("eval")
     display.close()
     assert out.getvalue() == ""
+
+
+def test_a_resumed_runs_time_limit_counts_its_own_training():
+    # 100 s of earlier lives, then 2.5 s of this one against a 10 s limit: a quarter done
+    limits = Limits(total=1_000_000, unit="env steps", time_limit_s=10, time_before_s=100.0)
+    status = limits.status(step=4_000, train_s=102.5, rate=2_000.0)
+    assert status.by == "time limit" and status.fraction == pytest.approx(0.25) and status.eta_s == pytest.approx(7.5)
+    assert "10 s more of training" in limits.describe()

@@ -226,3 +226,25 @@ def test_flagged_counts_are_shown_once_non_zero_and_warned_about_as_they_rise(tm
         "dqn 30% of 1,000 steps · 300 done · 0:01:10 left | return 23  env_failures 3",
     ]
     assert _rows(tmp_path / "metrics.csv")[2][-1] == "3"
+
+
+def test_resume_cuts_the_rows_logged_after_the_restored_checkpoint(tmp_path):
+    logger = _logger(tmp_path)
+    for step in (10, 20, 30, 40):
+        logger.log(step, {"loss": 1.0 / step}, train_s=step / 10)
+    logger.close({})
+    # the checkpoint was taken at step 20: rows 30 and 40 are work the resumed run does again
+    resumed = _logger(tmp_path, resume=True, resume_at=20)
+    resumed.log(25, {"loss": 0.04}, train_s=2.5)
+    resumed.close({})
+    assert [row[0] for row in _rows(tmp_path / "metrics.csv")[1:]] == ["10", "20", "25"]
+
+
+def test_a_column_can_be_shown_at_a_step_of_its_own(tmp_path):
+    logger = _logger(tmp_path, tensorboard=True, tags={"return": "eval/return", "loss": "train/loss"})
+    logger.log(20, {"loss": 0.5, "return": 3}, steps={"return": 12})  # evaluated at step 12, in at 20
+    logger.close({})
+    events = _events(tmp_path)
+    assert [(e.step, e.value) for e in events.Scalars("eval/return")] == [(12, 3.0)]
+    assert [(e.step, e.value) for e in events.Scalars("train/loss")] == [(20, 0.5)]
+    assert _rows(tmp_path / "metrics.csv")[1][0] == "20"

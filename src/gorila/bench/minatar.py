@@ -24,7 +24,8 @@ import numpy as np
 from gorila import validate
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.errors import ConfigError
-from gorila.metrics.plots import TIME_COLUMN, plot_against_references, read_series
+from gorila.metrics.curves import TIME_COLUMN, read_series
+from gorila.metrics.plots import plot_against_references
 
 #: The return measured against the references: the mean of the latest training episodes (the
 #: published curves average training returns too), as ``metrics.csv`` logs it.

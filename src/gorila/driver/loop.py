@@ -37,32 +37,39 @@ from gorila.driver.stop import Interrupted, StopSignals
 from gorila.metrics.progress import Limits
 from gorila.metrics.terminal import Terminal
 from gorila.params import merge_stats
-from gorila.params.server import check_shard_state
+from gorila.params.server import check_optimizer_state, check_shard_state
 from gorila.runtime import make_runtime
 
 #: Called after every row; returning False stops the run there (``stop_reason: "on_chunk"``).
 OnChunk = Callable[[Placed], bool | None]
+#: Called with every logged row (``step``, ``time_s`` and the filled columns); returning False
+#: stops the run there (``stop_reason: "callback"``).
+OnRow = Callable[[dict[str, float]], bool | None]
 
 
 @dataclass(frozen=True)
 class Stops:
     """When the chunk loop stops, besides at the target and the budget, and when it checkpoints:
     after ``time_limit_s`` of training (None: no limit), at a signal ``signals`` caught, or when
-    ``on_chunk()`` (called after every row) returns False; a checkpoint every ``checkpoint_every_s``."""
+    ``on_chunk()`` (called after every row) or ``on_row(row)`` returns False; a checkpoint every
+    ``checkpoint_every_s``."""
 
     time_limit_s: float | None
     checkpoint_every_s: float
     signals: StopSignals | None = None
     on_chunk: Callable[[], bool | None] | None = None
+    on_row: OnRow | None = None
 
 
 def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
-        terminal: Terminal | None = None) -> dict[str, Any]:
+        terminal: Terminal | None = None, on_row: OnRow | None = None) -> dict[str, Any]:
     """Train ``plan`` until its target, its budget or the time limit; returns ``summary.json``'s dict.
 
     ``on_chunk(placed)`` (tests, tools) is called after every logged row with what was placed
     (:class:`Placed`); when it returns False the run stops as at its budget, everything saved
-    (``stop_reason: "on_chunk"``). ``terminal`` shows the start-up and the progress (default: on
+    (``stop_reason: "on_chunk"``); ``on_row(row)`` (``gorila.train``'s ``callback``) is called with
+    every logged row and stops the run the same way by returning False (``stop_reason: "callback"``).
+    ``terminal`` shows the start-up and the progress (default: on
     stderr, times counted from the start of this process).
     With ``--resume`` the shards start from the newest good checkpoint and counting continues.
     SIGINT or SIGTERM stops the run after the chunks under way: everything is saved as at any
@@ -94,6 +101,7 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
                 for reason in skipped:
                     terminal.line(f"skipping a damaged checkpoint: {reason}")
                 check_shard_state(arrays, plan.spec.layout(initial.size), f"the checkpoint in {run_dir}")
+                check_optimizer_state(arrays, plan.spec.optimizer, f"the checkpoint in {run_dir}")
                 shards.load_state_dict(arrays)
                 plan.evaluation.load_state_dict(meta.get("evaluation", {}))
             services = {s.name: runtime.start_services(s.bound(shards.server), s.count, name=s.name, wait=False,
@@ -112,13 +120,15 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
             unit = plan.budget.unit.replace("_", " ")
             config = {"algo": plan.algo, "run": asdict(run_config), plan.algo: plan.config,
                       "rule": asdict(plan.spec.rule), "run_dir": str(run_dir), "step_unit": unit,
-                      "headline": plan.evaluation.columns[0], "target": plan.evaluation.target if plan.train_target is None else plan.train_target,
+                      "headline": plan.evaluation.columns[0],
+                      "target": plan.evaluation.target if plan.train_target is None else plan.train_target,
                       "target_on": "eval" if plan.train_target is None else "train100"}
-            limits = Limits(plan.budget.total, unit, run_config.time_limit_s)
+            limits = Limits(plan.budget.total, unit, run_config.time_limit_s,
+                            time_before_s=float(meta.get("train_time_s", 0.0)))
             signals.arm()  # from here on a signal stops the run with everything saved
             terminal.line(f"{terminal.elapsed():7.1f} s  training until {limits.describe()}")
             display = terminal.progress(limits, description=f"{plan.algo} {plan.label} {run_config.mode}")
-            with open_log(plan, run_config, run_dir, config, display) as logger:
+            with open_log(plan, run_config, run_dir, config, display, meta) as logger:
                 placed = Placed(shards, services, groups)
                 progress = Progress.resumed(plan.budget.unit, meta)
                 report = Report(run_config, plan, placed, progress, Outputs(run_dir, logger, terminal, startup),
@@ -127,7 +137,7 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
                                 Patience(run_config.call_timeout_s, run_config.actor_timeout_s), logger.message)
                 train_s, stop_reason = train(plan, chunks, report, Stops(
                     run_config.time_limit_s, run_config.checkpoint_every_s, signals,
-                    None if on_chunk is None else functools.partial(on_chunk, placed)))
+                    None if on_chunk is None else functools.partial(on_chunk, placed), on_row))
                 summary = report.summary(runtime, train_s, stop_reason, _signal_name(signals))
                 logger.close(summary)
             plotted = plotter.submit(plot, run_dir, plan, run_config)
@@ -142,16 +152,22 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
 def train(plan: Plan, chunks: Chunks, report: Report, stops: Stops) -> tuple[float, str]:
     """The chunk loop: give every group its chunks, judge, log a row once every group has finished
     a chunk, checkpoint, and stop; the training time and why it stopped (``target``, ``budget``,
-    ``time_limit``, ``on_chunk``, ``interrupted``). The chunks under way finish first, and a final
-    row and checkpoint are written."""
+    ``time_limit``, ``on_chunk``, ``callback``, ``interrupted``). The chunks under way finish first,
+    and a final row (unless it would repeat the last) and checkpoint are written. A resumed run that has
+    nothing to do (its target reached, its budget used) says why in one line and trains nothing.
+    The time limit counts this run's training, not a resumed run's earlier lives'."""
     evaluation, progress = plan.evaluation, report.progress
     progress.start_training()
+    done = _nothing_to_do(plan, report)
+    if done is not None:
+        report.out.logger.message(done[1])
+        return progress.train_s(), done[0]
     timer = CheckpointTimer(stops.checkpoint_every_s)
     stop_reason = "budget"
     progress.stats = merge_stats(report.placed.shards.stats())
     finished: set[str] = set()  # groups that finished a chunk since the last row
     while True:
-        evaluation.before_chunk()
+        evaluation.before_chunk(progress.now())
         chunks.start_idle()
         finished |= chunks.collect()
         report.began_stepping()
@@ -160,9 +176,12 @@ def train(plan: Plan, chunks: Chunks, report: Report, stops: Stops) -> tuple[flo
         if finished == set(chunks.groups):
             finished.clear()
             go_on = stops.on_chunk is None or stops.on_chunk() is not False
-            report.row(train_s)
+            row = report.row(train_s)
             if not go_on:
                 stop_reason = "on_chunk"
+                break
+            if stops.on_row is not None and row is not None and stops.on_row(row) is False:
+                stop_reason = "callback"
                 break
         if stops.signals is not None and stops.signals.received is not None:
             stop_reason = "interrupted"
@@ -176,16 +195,30 @@ def train(plan: Plan, chunks: Chunks, report: Report, stops: Stops) -> tuple[flo
             break
         if progress.used() >= plan.budget.total:
             break
-        if stops.time_limit_s is not None and train_s >= stops.time_limit_s:
+        if stops.time_limit_s is not None and train_s - progress.train_before_s >= stops.time_limit_s:
             stop_reason = "time_limit"
             break
     chunks.drain()  # every worker's counts are in
     if stop_reason not in ("target", "interrupted"):  # an interrupt does not wait for an evaluation
         report.judged(evaluation.finish())
     train_s = progress.train_s()
-    report.row(train_s)
+    report.row(train_s, final=True)
     report.checkpoint(train_s)
     return train_s, stop_reason
+
+
+def _nothing_to_do(plan: Plan, report: Report) -> tuple[str, str] | None:
+    """Why a (resumed) run stops before training, and the line that says so and how to go on."""
+    if report.time_to_target is not None and plan.stop_at_target:
+        at = f" at version {report.target_version}" if report.target_version is not None else ""
+        how = "pass --no-stop-at-target to train on" if "stop_at_target" in plan.config else "nothing to train"
+        return "target", f"target already reached{at}; {how}"
+    used, unit = report.progress.used(), plan.budget.unit.replace("_", " ")
+    if used >= plan.budget.total:
+        flag = "--total-steps" if plan.budget.unit == "env_steps" else "--iterations"
+        return "budget", (f"budget already used: {used:,} of {plan.budget.total:,} {unit}; "
+                          f"pass {flag} above {used:,} to train on")
+    return None
 
 
 def _signal_name(signals: StopSignals) -> str | None:

@@ -77,7 +77,11 @@ class Score:
 
     ``value`` is what the run is judged by (an evaluation return, or a loss's suboptimality),
     ``reached`` whether it meets the target, ``row`` the metrics columns it fills, ``record``
-    what ``summary.json`` keeps of it (``evaluations``), ``message`` the line shown.
+    what ``summary.json`` keeps of it (``evaluations``), ``message`` the line shown. ``at`` is
+    where the judged parameters were taken, as :meth:`Evaluation.before_chunk` was told it
+    (``{unit: used, "train_time_s": seconds}``; None: where the judgement came in). ``params`` are
+    the judged parameters when the judgement is the best so far, for the run's ``best``
+    checkpoint, with ``best_meta`` what that checkpoint records of how they were judged.
     """
 
     value: float
@@ -85,13 +89,17 @@ class Score:
     row: dict[str, float | None] = field(default_factory=dict)
     record: dict[str, Any] = field(default_factory=dict)
     message: str | None = None
+    at: dict[str, float] | None = None
+    params: np.ndarray | None = None
+    best_meta: dict[str, Any] = field(default_factory=dict)
 
 
 class Evaluation(Protocol):
     """How the driver judges the parameters while a run trains::
 
         evaluation.start(runtime, shards, groups)    # once everything runs
-        evaluation.before_chunk()                    # may start a judgement in parallel
+        evaluation.before_chunk(now)                 # may start a judgement in parallel; now:
+                                                     # {unit: used, "train_time_s": seconds}
         score = evaluation.after_chunk()             # a finished judgement, or None
         evaluation.finish()                          # the last one in flight, or None
         evaluation.state_dict()                      # what a checkpoint keeps (JSON-like)
@@ -107,7 +115,7 @@ class Evaluation(Protocol):
     restarts: int
 
     def start(self, runtime: Runtime, shards: ShardGroup, groups: dict[str, WorkerGroup]) -> None: ...
-    def before_chunk(self) -> None: ...
+    def before_chunk(self, now: dict[str, float]) -> None: ...
     def after_chunk(self) -> Score | None: ...
     def finish(self) -> Score | None: ...
     def summary(self) -> dict[str, Any]: ...

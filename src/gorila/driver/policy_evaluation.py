@@ -44,6 +44,8 @@ class Evaluator:
     within a window (:class:`~gorila.envs.faults.EnvFailures`) fail that evaluation, not the
     worker: its report then holds ``eval_failed`` (why) instead of returns. ``env_failures``
     (each one an episode dropped) and ``evaluations_failed`` count over every evaluation so far.
+    The report carries the parameters it played (``eval_params``) and the seed of its episodes
+    (``eval_seed``), so that the best ones can be saved and played again exactly.
     """
 
     def __init__(self, worker_id: int, server: ParameterServer, *, env_id: str,
@@ -78,14 +80,17 @@ class Evaluator:
             return
         if not done:
             return
-        returns = self.playing.returns
+        returns, seed = self.playing.returns, self.seed + self.evaluations
         self._ended()
         self.last = {"eval_return": float(np.mean(returns)), "eval_min": float(np.min(returns)),
-                     "eval_returns": returns, "eval_version": self.version, "eval_seconds": self.played_s}
+                     "eval_max": float(np.max(returns)), "eval_returns": returns, "eval_version": self.version,
+                     "eval_seconds": self.played_s, "eval_seed": seed, "eval_params": self.params}
 
     def _play(self, started: float) -> bool:
         if self.playing is None:
-            self.flat.set(self.client.pull())
+            # a copy: the report hands these parameters back, to be saved if they score best
+            self.params = np.array(self.client.pull(), dtype=np.float32, copy=True)
+            self.flat.set(self.params)
             self.version, self.played_s = self.client.version, 0.0
             self.playing = EvaluationEpisodes(self.env_id, self.episodes, self.epsilon, seed=self.seed + self.evaluations,
                                               noop_max=self.noop_max, failures=self.failures)
@@ -129,11 +134,15 @@ class PolicyEvaluation:
     the env failures of every evaluation go into the column ``eval_env_failures`` and the summary.
     """
 
-    columns = ("eval_return", "eval_version", "eval_env_failures")
+    #: the headline, then where the evaluated parameters were taken (metrics.csv's step and time
+    #: are where the evaluation came in: plots put it at ``eval_env_steps`` / ``eval_train_time_s``)
+    columns = ("eval_return", "eval_version", "eval_min", "eval_max", "eval_env_steps", "eval_train_time_s",
+               "eval_env_failures")
 
     def __init__(self, env_id: str, network_fn: Callable[[], nn.Module], policy_fn: Callable, *,
                  episodes: int, epsilon: float, seed: int, noop_max: int, every_s: float, target: float | None):
         self.env_id, self.epsilon, self.every_s, self.target = env_id, epsilon, every_s, target
+        self.episodes, self.noop_max = episodes, noop_max
         self.factory = functools.partial(Evaluator, env_id=env_id, network_fn=network_fn, policy_fn=policy_fn,
                                          episodes=episodes, epsilon=epsilon, seed=seed, noop_max=noop_max)
         self.group: WorkerGroup | None = None
@@ -149,6 +158,7 @@ class PolicyEvaluation:
         self.restarts = 0  # of the evaluator's process
         self.pid: int | None = None  # the evaluator's, as its last report said
         self.before_restarts = (0, 0)  # env failures and failed evaluations its earlier processes counted
+        self.now: dict[str, float] | None = None  # where the evaluation under way took its parameters
 
     def start(self, runtime: Runtime, shards: ShardGroup, groups: dict[str, WorkerGroup]) -> None:
         """Remember where to place the evaluator; it starts with the first chunk, so its start-up
@@ -156,16 +166,18 @@ class PolicyEvaluation:
         self.timeout_s = shards.server.timeout_s
         self.runtime, self.server = runtime, shards.server
 
-    def before_chunk(self) -> None:
+    def before_chunk(self, now: dict[str, float]) -> None:
+        """Go on with the evaluation under way, or start one if it is time; ``now`` (the budget used
+        and the training time) is where a new one takes its parameters."""
         if self.group is None:
             share = IN_PROCESS_SHARE if self.runtime.name == "local" else None
             self.group = self.runtime.start_workers(functools.partial(self.factory, share=share), 1, self.server,
                                                     name="evaluator", wait=False)
-        now = time.perf_counter()
+        clock = time.perf_counter()
         if self.pending is None and self.playing:
             self.pending = self.group.start_steps(1)[0]
-        elif self.pending is None and now - self.last_started >= self.every_s:
-            self.pending, self.last_started = self.group.start_steps(1)[0], now
+        elif self.pending is None and clock - self.last_started >= self.every_s:
+            self.pending, self.last_started, self.now = self.group.start_steps(1)[0], clock, dict(now)
 
     def after_chunk(self) -> Score | None:
         if self.pending is None or not self.pending.ready():
@@ -191,12 +203,19 @@ class PolicyEvaluation:
         if "eval_failed" in report:
             return Score(float("nan"), False, row={"eval_env_failures": self.env_failures}, record=report,
                          message=report["eval_failed"])
-        score = report["eval_return"]
+        params = report.pop("eval_params")
+        score, version = report["eval_return"], report["eval_version"]
+        best = self.best is None or score > self.best
         self.final, self.best = score, score if self.best is None else max(self.best, score)
+        at = {f"eval_{key}": value for key, value in (self.now or {}).items()}
         return Score(score, self.target is not None and score >= self.target,
-                     row={"eval_return": score, "eval_version": report["eval_version"],
-                          "eval_env_failures": self.env_failures}, record=report,
-                     message=f"eval {score:8.1f} (min {report['eval_min']:.1f}) at version {report['eval_version']}")
+                     row={"eval_return": score, "eval_version": version, "eval_min": report["eval_min"],
+                          "eval_max": report["eval_max"], "eval_env_failures": self.env_failures, **at},
+                     record={**report, **at}, at=self.now, params=params if best else None,
+                     best_meta={"version": version, "eval_return": score, "eval_min": report["eval_min"],
+                                "episodes": self.episodes, "seed": report["eval_seed"], "epsilon": self.epsilon,
+                                "noop_max": self.noop_max, **at},
+                     message=f"eval {score:8.1f} (min {report['eval_min']:.1f}) at version {version}")
 
     def _note_restart(self, report: dict[str, Any]) -> None:
         """A report from a new evaluator process (Ray restarted it: ``pid`` changed, or a first

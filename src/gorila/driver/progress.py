@@ -7,6 +7,7 @@ workers' counters and the servers' counters at the last row) and the training ti
     progress.stats = merge_stats(shards.stats())      # at every row
     progress.used()                                   # env steps or updates: what the budget counts
     progress.train_s()                                # training time, a resumed run's earlier time included
+    progress.now()                                    # both: {"env_steps": 2000, "train_time_s": 4.2}
 """
 
 from __future__ import annotations
@@ -71,6 +72,11 @@ class Progress:
     def used(self) -> int:
         """How far the budget is used: env steps, or server updates."""
         return self.counters.total("env_steps") if self.unit == "env_steps" else self.stats.updates
+
+    def now(self) -> dict[str, float]:
+        """Where the run is: ``{unit: used, "train_time_s": seconds}`` (what an evaluation records of
+        the parameters it takes now)."""
+        return {self.unit: self.used(), "train_time_s": self.train_s()}
 
     def start_training(self) -> None:
         self.started = time.perf_counter()

@@ -6,6 +6,7 @@ calls it::
     report.judged(evaluation.after_chunk())    # a score: its columns go into the next row
     report.row(train_s)                        # once every group has finished a chunk
     report.checkpoint(train_s)                 # the shards, the services the plan names, the exports
+                                               # (a score that is the best so far is saved as "best")
     summary = report.summary(runtime, train_s, "budget")
 
 The run's logger (:func:`open_log`: its columns, TensorBoard tags and hyperparameters) and the
@@ -30,6 +31,7 @@ from gorila.core import Runtime, ServiceGroup
 from gorila.driver.counters import Counters
 from gorila.driver.plan import Placed, Plan, Score
 from gorila.driver.progress import Progress
+from gorila.driver.saved import checkpoint_dir
 from gorila.errors import WorkerTimeoutError
 from gorila.metrics import RunLogger, plot_learning_curve
 from gorila.metrics.progress import Display
@@ -85,14 +87,17 @@ def _hparams(config: dict[str, Any]) -> dict[str, Any]:
             if key not in ("run_dir", "resume")}
 
 
-def open_log(plan: Plan, run_config: RunConfig, run_dir: Path, config: dict[str, Any], display: Display) -> RunLogger:
+def open_log(plan: Plan, run_config: RunConfig, run_dir: Path, config: dict[str, Any], display: Display,
+             resumed: dict[str, Any]) -> RunLogger:
     """The run's :class:`~gorila.metrics.RunLogger` (``config`` is ``config.json``'s record, shown
-    as TensorBoard hyperparameters; ``display`` the terminal's progress), resuming with ``--resume``."""
+    as TensorBoard hyperparameters; ``display`` the terminal's progress), resuming with ``--resume``
+    from the checkpoint whose meta is ``resumed``: the rows after it are cut."""
     columns = _columns(plan)
     tags = _tags(plan, columns)
     return RunLogger(run_dir, config, columns, tags=tags, step_axis=_STEP_AXIS[plan.budget.unit],
                      hparams=_hparams(config), hparam_metrics=[tags[plan.evaluation.columns[0]]],
-                     display=display, resume=run_config.resume is not None, flagged=_FLAGGED)
+                     display=display, resume=run_config.resume is not None, flagged=_FLAGGED,
+                     resume_at=resumed.get(plan.budget.unit) if run_config.resume is not None else None)
 
 
 def plot(run_dir: Path, plan: Plan, run_config: RunConfig) -> None:
@@ -172,11 +177,19 @@ class Report:
         self.services = ServiceWatch(placed.services, out.logger.message)
         self.time_to_target: float | None = resumed.get("time_to_target_s")
         self.train_time_to_target: float | None = resumed.get("train_time_to_target_s")
+        self.target_version: int | None = resumed.get("target_version")  # the version that reached it
+        # The wall time of the run's earlier lives up to the checkpoint, so that the time to target
+        # counts from the first start as the training time does (a checkpoint from before this was
+        # recorded: its training time, the closest it knows).
+        self.wall_before_s = float(resumed.get("wall_time_s", resumed.get("train_time_s", 0.0)))
+        self._logged: tuple[int, int] | None = None  # (budget used, updates) at the last row
         self.pending_row: dict[str, float | None] = {}  # the scores' columns since the last row
         self.metrics: dict[str, float | None] = {}  # the plan's metrics at the last row
         self.shard_restarts = 0
         self.train_return: float | None = None  # the mean of the latest 100 episodes, once 100 were played
         self.best_train_return: float | None = resumed.get("best_train_return")
+        #: what the ``best`` checkpoint holds: the version and score of the best evaluation so far
+        self.best_checkpoint: dict[str, Any] | None = resumed.get("best_checkpoint")
         self._network: Any = None  # plan.network_fn()'s FlatParams, built at the first checkpoint
 
     def began_stepping(self) -> None:
@@ -198,17 +211,28 @@ class Report:
             self.placed.evaluations.append({unit: used, **score.record})
         if score.message:
             self.out.logger.message(f"{score.message}, {used:,} {unit.replace('_', ' ')}")
+        if score.params is not None:
+            self._save_best(score)
         if score.reached and self.time_to_target is None:
-            self.time_to_target = self.out.terminal.elapsed()
+            self.time_to_target = self.wall_before_s + self.out.terminal.elapsed()
             self.train_time_to_target = self.progress.train_s()
-            self.out.logger.message(f"target {self.plan.evaluation.target:.4g} reached after {self.time_to_target:.1f} s")
+            version = score.row.get("eval_version", score.row.get("version"))
+            self.target_version = None if version is None else int(version)
+            self.out.logger.message(f"target {self.plan.evaluation.target:.4g} reached after "
+                                    f"{self.time_to_target:.1f} s")
 
-    def row(self, train_s: float) -> None:
-        """Log a row: progress, the servers' counters, the plan's metrics and the scores since the last."""
+    def row(self, train_s: float, final: bool = False) -> dict[str, float] | None:
+        """Log a row: progress, the servers' counters, the plan's metrics and the scores since the
+        last; the ``final`` row only if it has something new (it would repeat the last row).
+        Returns the row as logged (``step``, ``time_s`` and the filled columns), None if not."""
         for message in self.placed.shards.restarts():
             self.shard_restarts += 1
             self.out.logger.message(message)
         stats = self.progress.stats = merge_stats(self.placed.shards.stats())
+        logged = (self.progress.used(), stats.updates)
+        if final and logged == self._logged and not self.pending_row:
+            return None
+        self._logged = logged
         if stats.updates and "first_update_s" not in self.out.startup:
             self.out.startup["first_update_s"] = self.out.terminal.elapsed()  # within a row of the first update
         counters = self.progress.counters
@@ -219,11 +243,15 @@ class Report:
                "updates_per_s": stats.updates / max(train_s, 1e-9), "pushes_rejected": stats.pushes_rejected,
                "pushes_rejected_nonfinite": stats.pushes_rejected_nonfinite,
                "bytes_pushed": stats.bytes_in, "bytes_pulled": stats.bytes_out,
-               "worker_restarts": counters.restarts + self.plan.evaluation.restarts, "env_failures": counters.total("env_failures"),
-               **self._plan_metrics(), **self.pending_row}
-        self.out.logger.log(self.progress.used(), {k: v for k, v in row.items() if k in self.out.logger.columns},
-                            train_s=train_s)
+               "worker_restarts": counters.restarts + self.plan.evaluation.restarts,
+               "env_failures": counters.total("env_failures"), **self._plan_metrics(), **self.pending_row}
+        logged_row = {k: v for k, v in row.items() if k in self.out.logger.columns and v is not None}
+        # TensorBoard shows an evaluation where its parameters were taken, as the plots do
+        at = self.pending_row.get("eval_" + self.plan.budget.unit)
+        steps = None if at is None else {c: int(at) for c in self.plan.evaluation.columns}
+        self.out.logger.log(self.progress.used(), logged_row, train_s=train_s, steps=steps)
         self.pending_row = {}
+        return {"step": self.progress.used(), "time_s": train_s, **logged_row}
 
     def _judge_training(self, counters: Counters) -> None:
         """The training return over a full window of the latest 100 episodes: its best, and (with
@@ -260,14 +288,26 @@ class Report:
         counts a resumed run goes on from, and the exports."""
         meta = {"env_steps": self.progress.counters.total("env_steps"), "train_time_s": train_s,
                 "time_to_target_s": self.time_to_target, "train_time_to_target_s": self.train_time_to_target,
-                "updates": self.progress.stats.updates, "best_train_return": self.best_train_return,
+                "target_version": self.target_version, "wall_time_s": self.wall_before_s + self.out.terminal.elapsed(),
+                "updates": self.progress.stats.updates, "best_checkpoint": self.best_checkpoint,
+                "best_train_return": self.best_train_return,
                 "evaluation": self.plan.evaluation.state_dict()}
         for name in self.plan.checkpoint_services:
             self.placed.services[name].save()
         arrays = self.placed.shards.state_dict()
-        path = save_checkpoint(self.out.run_dir / "checkpoints", arrays, meta, exports=self._exports(arrays))
+        path = save_checkpoint(checkpoint_dir(self.out.run_dir, "last"), arrays, meta, exports=self._exports(arrays))
         steps = f"{meta['env_steps']:,} env steps, " if self.plan.budget.unit == "env_steps" else ""
         self.out.logger.message(f"checkpoint {path.name}: {steps}{meta['updates']:,} updates")
+
+    def _save_best(self, score: Score) -> None:
+        """The judged parameters as the run's ``best`` checkpoint (what ``gorila eval`` plays by
+        default), with how they were judged, so that the judgement can be played again."""
+        arrays = {"shard0.params": score.params}
+        meta = {**score.best_meta, **(score.at or {})}
+        path = save_checkpoint(checkpoint_dir(self.out.run_dir, "best"), arrays, meta, keep=1,
+                               exports=self._exports(arrays))
+        self.best_checkpoint = {"version": meta.get("version"), "eval_return": score.value,
+                                "path": str(path.relative_to(self.out.run_dir))}
 
     def _exports(self, arrays: dict[str, Any]) -> dict[str, dict[str, Any]]:
         """The network's named state_dict (``model``), for use without gorila; none for lstsq."""
@@ -304,7 +344,8 @@ class Report:
             "pushes_rejected_outlier": int(counters.total("pushes_rejected_outlier")),
             "bytes_pushed": stats.bytes_in, "bytes_pulled": stats.bytes_out,
             "time_to_target_s": self.time_to_target, "train_time_to_target_s": self.train_time_to_target,
-            "reached_target": self.time_to_target is not None, "startup": dict(self.out.startup),
+            "reached_target": self.time_to_target is not None, "best_checkpoint": self.best_checkpoint,
+            "startup": dict(self.out.startup),
             **({"final_train_return": self.train_return, "best_train_return": self.best_train_return}
                if plan.budget.unit == "env_steps" else {}),
             "stop_reason": stop_reason, "worker_restarts": counters.restarts + plan.evaluation.restarts,

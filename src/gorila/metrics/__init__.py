@@ -14,8 +14,8 @@ Checkpoints live in :mod:`gorila.checkpoint`.
 """
 
 from gorila.metrics.cputime import CpuClock, process_cpu_seconds
-from gorila.metrics.plots import (RunCurve, plot_learning_curve, plot_predictions, plot_runs, plot_speedup,
-                                  read_series)
+from gorila.metrics.curves import RunCurve, read_series
+from gorila.metrics.plots import plot_learning_curve, plot_predictions, plot_runs, plot_speedup
 from gorila.metrics.run_logger import SHOWN_COLUMNS, RunLogger
 
 __all__ = [

@@ -5,6 +5,7 @@
     plot_learning_curve(run_dir / "metrics.csv", "env_steps", "eval_return", run_dir / "learning_curve.png",
                         "dqn on CartPole-v1", target=475.0)
     plot_runs(["runs/a3c-sync", "runs/a3c-async"], "compare.png")    # overlaid, by steps and by time
+    plot_runs(["runs/a-1", "runs/a-2", "runs/b-1"], "seeds.png", group=True)   # median and range over seeds
     plot_speedup([1, 2, 4], [1.0, 1.8, 3.1], out / "speedup.png", "sync, lstsq",
                  efficiency=[1.0, 0.9, 0.78])
     plot_against_references({"dqn": (frames, seconds, returns)}, {"DQN (Young & Tian)": 10.0},
@@ -13,34 +14,16 @@
 
 from __future__ import annotations
 
-import csv
 import io
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from gorila.atomic import write_bytes
 from gorila.errors import ConfigError
-
-#: metrics.csv's column of seconds of training (start-up not counted).
-TIME_COLUMN = "time_s"
-
-
-def read_series(csv_path: Path, x: str, y: str) -> tuple[np.ndarray, np.ndarray]:
-    """Columns ``x`` and ``y`` of ``csv_path`` as floats, keeping rows where both cells are filled."""
-    with open(csv_path, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        missing = [name for name in (x, y) if name not in (reader.fieldnames or [])]
-        if missing:
-            raise ValueError(f"{csv_path} has no column {', '.join(map(repr, missing))}; it has "
-                             f"{', '.join(reader.fieldnames or [])}")
-        pairs = [(float(row[x]), float(row[y])) for row in reader if row[x] and row[y]]
-    xs, ys = zip(*pairs) if pairs else ((), ())
-    return np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
-
+from gorila.metrics.curves import TIME_COLUMN, RunCurve, group_runs, name_runs, read_columns
+from gorila.metrics.curves import title as plot_title
 
 def plot_learning_curve(csv_path: Path, x: str, y: str | Sequence[str], out_png: Path, title: str, *,
                         target: float | None = None, wall_time: bool = True) -> Path:
@@ -53,9 +36,15 @@ def plot_learning_curve(csv_path: Path, x: str, y: str | Sequence[str], out_png:
     y_label = names[0] if len(names) == 1 else "return" if all(n.endswith("return") for n in names) else "value"
     for ax, column in zip(axes, axes_x):
         for name in names:
-            xs, ys = read_series(csv_path, column, name)
+            # an evaluation at the steps and time where its parameters were taken, with its episodes' range
+            band = ("eval_min", "eval_max") if name == "eval_return" else ()
+            read = read_columns(csv_path, column, name, band)
+            xs, ys = read[column], read[name]
             # sparse series (evaluations) get a dot per point, so each one can be seen
-            ax.plot(xs, ys, label=name, linewidth=1.5, marker="o" if len(xs) <= 30 else None, markersize=3)
+            line, = ax.plot(xs, ys, label=name, linewidth=1.5, marker="o" if len(xs) <= 30 else None, markersize=3)
+            if band and np.isfinite(read["eval_min"]).any():  # blank in files from before it was logged
+                ax.fill_between(xs, read["eval_min"], read["eval_max"], color=line.get_color(), alpha=0.15,
+                                label="evaluation episodes: min to max" if ax is axes[0] else None)
         _decorate(ax, column, y_label, target)
         if len(names) > 1 or target is not None:
             ax.legend()
@@ -63,42 +52,13 @@ def plot_learning_curve(csv_path: Path, x: str, y: str | Sequence[str], out_png:
     return _save(fig, out_png)
 
 
-@dataclass(frozen=True)
-class RunCurve:
-    """A run directory's headline metric over its steps and its seconds of training::
-
-        curve = RunCurve.read("runs/a3c-CartPole-v1-20261122-081500")
-        curve.label, curve.metric, curve.steps, curve.seconds, curve.values, curve.target
-    """
-
-    label: str
-    metric: str
-    step_unit: str
-    steps: np.ndarray
-    seconds: np.ndarray
-    values: np.ndarray
-    target: float | None
-
-    @classmethod
-    def read(cls, run_dir: Path | str, metric: str | None = None) -> RunCurve:
-        run_dir = Path(run_dir)
-        config_path, csv_path = run_dir / "config.json", run_dir / "metrics.csv"
-        if not config_path.is_file() or not csv_path.is_file():
-            raise ConfigError("run_dir", f"{run_dir} is not a gorila run directory (no config.json and metrics.csv)")
-        config = json.loads(config_path.read_text())
-        metric = metric or config.get("headline") or _first_metric(csv_path)
-        steps, values = read_series(csv_path, "step", metric)
-        seconds, _ = read_series(csv_path, TIME_COLUMN, metric)
-        run, algo = config.get("run", {}), config.get("algo", "?")
-        label = f"{algo} {run.get('mode', '')} {run_dir.name}".replace("  ", " ")
-        return cls(label, metric, config.get("step_unit", "steps"), steps, seconds, values,
-                   config.get("target") if metric == config.get("headline") else None)
-
-
 def plot_runs(run_dirs: Sequence[Path | str], out_png: Path, metric: str | None = None,
-              title: str | None = None) -> Path:
-    """The runs' headline metric (or ``metric``) overlaid, one line per run: by steps on the left,
-    by seconds of training on the right; a target they share as a dashed line. Returns ``out_png``."""
+              title: str | None = None, group: bool = False) -> Path:
+    """The runs' headline metric (or ``metric``) overlaid, one line per run named by its algorithm and
+    settings, with the range of each evaluation's episodes as a band: by steps on the left, by
+    seconds of training on the right; a target they share as a dashed line. With ``group``, runs of
+    one setting are one line, their median, in a band from the lowest to the highest seed.
+    Returns ``out_png``."""
     curves = [RunCurve.read(d, metric) for d in run_dirs]
     units = sorted({c.step_unit for c in curves})
     if len(units) > 1:
@@ -107,25 +67,30 @@ def plot_runs(run_dirs: Sequence[Path | str], out_png: Path, metric: str | None 
     targets = {c.target for c in curves}
     target = targets.pop() if len(targets) == 1 else None
     fig, (by_steps, by_time) = _figure(panels=2)
-    for curve in curves:
-        marker = "o" if len(curve.values) <= 30 else None
-        line, = by_steps.plot(curve.steps, curve.values, linewidth=1.5, label=curve.label, marker=marker, markersize=3)
-        by_time.plot(curve.seconds, curve.values, linewidth=1.5, color=line.get_color(), marker=marker, markersize=3)
+    groups = group_runs(curves) if group else None
+    if groups is not None:
+        for g in groups:
+            seeds = f"{g.runs} seed{'' if g.runs == 1 else 's'}"
+            line, = by_steps.plot(g.steps, g.median, linewidth=1.5, label=f"{g.label} ({seeds})")
+            by_steps.fill_between(g.steps, g.low, g.high, color=line.get_color(), alpha=0.2)
+            by_time.plot(g.seconds, g.median_by_time, linewidth=1.5, color=line.get_color())
+            by_time.fill_between(g.seconds, g.low_by_time, g.high_by_time, color=line.get_color(), alpha=0.2)
+    else:
+        for curve in name_runs(curves):
+            marker = "o" if len(curve.values) <= 30 else None
+            line, = by_steps.plot(curve.steps, curve.values, linewidth=1.5, label=curve.label, marker=marker,
+                                  markersize=3)
+            by_time.plot(curve.seconds, curve.values, linewidth=1.5, color=line.get_color(), marker=marker,
+                         markersize=3)
+            if np.isfinite(curve.low).any():  # the evaluation episodes' range
+                for ax, xs in ((by_steps, curve.steps), (by_time, curve.seconds)):
+                    ax.fill_between(xs, curve.low, curve.high, color=line.get_color(), alpha=0.15)
     _decorate(by_steps, units[0], curves[0].metric, target)
     _decorate(by_time, TIME_COLUMN, curves[0].metric, target)
-    fig.legend(*by_steps.get_legend_handles_labels(), loc="outside lower center", ncols=min(len(curves), 3))
-    fig.suptitle(title or f"{curves[0].metric}: {len(curves)} runs")
+    labels = len(groups) if groups is not None else len(curves)
+    fig.legend(*by_steps.get_legend_handles_labels(), loc="outside lower center", ncols=min(labels, 2))
+    fig.suptitle(title or plot_title(curves, groups))
     return _save(fig, out_png)
-
-
-def _first_metric(csv_path: Path) -> str:
-    """A run directory without a named headline: the first column after the step counters."""
-    with open(csv_path, newline="", encoding="utf-8") as f:
-        header = next(csv.reader(f), [])
-    rest = [c for c in header if c not in ("step", TIME_COLUMN, "env_steps", "updates")]
-    if not rest:
-        raise ConfigError("run_dir", f"{csv_path} has no metric columns")
-    return rest[0]
 
 
 def _decorate(ax, x: str, y: str, target: float | None) -> None:

@@ -41,11 +41,15 @@ class Limits:
 
         limits = Limits(total=1_000_000, unit="env steps", time_limit_s=10)
         limits.status(step=20_000, train_s=5.0, rate=4_000.0)  # Status(0.5, 5.0, "time limit")
+
+    A resumed run's time limit counts its own training, after the ``time_before_s`` of the run's
+    earlier lives (``train_s`` counts them all); its step budget is the run's total.
     """
 
     total: float | None
     unit: str = "steps"
     time_limit_s: float | None = None
+    time_before_s: float = 0.0
 
     def status(self, step: float, train_s: float | None, rate: float | None) -> Status:
         """Where the run stands at ``step`` after ``train_s`` seconds of training, ``rate`` steps
@@ -56,7 +60,8 @@ class Limits:
             left = max(self.total - step, 0.0)
             candidates.append((left / rate if rate else None, step / self.total, self.unit))
         if self.time_limit_s and train_s is not None:
-            candidates.append((max(self.time_limit_s - train_s, 0.0), train_s / self.time_limit_s, "time limit"))
+            own = train_s - self.time_before_s
+            candidates.append((max(self.time_limit_s - own, 0.0), own / self.time_limit_s, "time limit"))
         if not candidates:
             return Status(None, None, None)
         if all(eta is not None for eta, _, _ in candidates):
@@ -71,7 +76,8 @@ class Limits:
         if self.total:
             parts.append(f"{self.total:,.0f} {self.unit}")
         if self.time_limit_s:
-            parts.append(f"{self.time_limit_s:g} s of training (start-up not counted)")
+            more = " more" if self.time_before_s else ""
+            parts.append(f"{self.time_limit_s:g} s{more} of training (start-up not counted)")
         if not parts:
             return "no limit"
         return " or ".join(parts) + (", whichever comes first" if len(parts) > 1 else "")

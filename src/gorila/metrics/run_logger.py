@@ -51,13 +51,16 @@ class RunLogger:
     * ``summary.json`` on :meth:`close`.
 
     ``resume=True`` appends to an existing ``metrics.csv`` (its header must match); without it
-    an existing ``metrics.csv`` is refused rather than overwritten.
+    an existing ``metrics.csv`` is refused rather than overwritten. ``resume_at`` is the step of the
+    checkpoint the run resumes from: rows logged after it (work the resumed run does again) are
+    cut, so steps never go backwards and no row is repeated.
     """
 
     def __init__(self, run_dir: Path, config: Mapping[str, object], columns: Sequence[str], *,
                  display: Display | None = None, tensorboard: bool = True, tags: Mapping[str, str] | None = None,
                  step_axis: str = "step", hparams: Mapping[str, object] | None = None,
-                 hparam_metrics: Sequence[str] = (), resume: bool = False, flagged: Sequence[str] = ()):
+                 hparam_metrics: Sequence[str] = (), resume: bool = False, resume_at: float | None = None,
+                 flagged: Sequence[str] = ()):
         self.columns = tuple(columns)
         self.flagged = tuple(name for name in flagged if name in self.columns)
         _check_columns(self.columns)
@@ -70,7 +73,7 @@ class RunLogger:
         if self.csv_path.exists() and not resume:
             raise FileExistsError(f"{self.csv_path} exists; pass resume=True to append to it, "
                                   "or log into a new run directory")
-        elapsed_before = _prepare_resume(self.csv_path, header) if self.csv_path.exists() else None
+        elapsed_before = _prepare_resume(self.csv_path, header, resume_at) if self.csv_path.exists() else None
         fresh = elapsed_before is None
 
         write_json(self.run_dir / "config.json", config)
@@ -93,9 +96,11 @@ class RunLogger:
         self._start = time.monotonic() - (elapsed_before or 0.0)
         self._closed = False
 
-    def log(self, step: int, row: Mapping[str, float | None], train_s: float | None = None) -> None:
+    def log(self, step: int, row: Mapping[str, float | None], train_s: float | None = None,
+            steps: Mapping[str, int] | None = None) -> None:
         """Record ``row`` at ``step``: a CSV row (absent or ``None`` columns blank), scalars, progress
-        (``train_s``, seconds of training so far, measures it against a time limit)."""
+        (``train_s``, seconds of training so far, measures it against a time limit). ``steps`` puts
+        a column's scalar at a step of its own (an evaluation where its parameters were taken)."""
         if self._closed:
             raise RuntimeError(f"RunLogger for {self.run_dir} is closed")
         step = operator.index(step)
@@ -108,7 +113,7 @@ class RunLogger:
                      *(_cell(values[name]) if name in values else "" for name in self.columns)])
         if self._tb is not None:
             for name, value in values.items():
-                self._tb.add_scalar(self._tags[name], value, global_step=step)
+                self._tb.add_scalar(self._tags[name], value, global_step=(steps or {}).get(name, step))
         for name in self.flagged:
             before, now = self._latest.get(name, 0.0), values.get(name, 0.0)
             if now > before:
@@ -185,8 +190,9 @@ def _check_columns(columns: tuple[str, ...]) -> None:
         raise ValueError(f"metric columns repeat: {', '.join(duplicates)}")
 
 
-def _prepare_resume(csv_path: Path, header: list[str]) -> float | None:
-    """Check ``csv_path``'s header, drop a half-written last line; returns its last ``time_s``.
+def _prepare_resume(csv_path: Path, header: list[str], resume_at: float | None) -> float | None:
+    """Check ``csv_path``'s header, drop a half-written last line and the rows after step
+    ``resume_at``; returns its last ``time_s``.
 
     ``None`` when the file holds no complete line (not even the header): start it afresh.
     """
@@ -198,10 +204,17 @@ def _prepare_resume(csv_path: Path, header: list[str]) -> float | None:
             f.truncate(len(data))
     if not data:
         return None
+    lines = data.decode("utf-8").splitlines(keepends=True)
     rows = list(csv.reader(io.StringIO(data.decode("utf-8"))))
     if rows[0] != header:
         raise ValueError(f"cannot resume {csv_path}: its header is {','.join(rows[0])}, this run logs "
                          f"{','.join(header)}")
+    if resume_at is not None and len(rows) == len(lines):  # one line per row: no cell holds a newline
+        kept = next((k for k, row in enumerate(rows) if k and float(row[0]) > resume_at), len(rows))
+        if kept < len(rows):
+            rows = rows[:kept]
+            with open(csv_path, "r+b") as f:
+                f.truncate(len("".join(lines[:kept]).encode("utf-8")))
     return float(rows[-1][1]) if len(rows) > 1 else 0.0
 
 

@@ -9,10 +9,10 @@ import numpy as np
 
 from gorila import validate
 from gorila.params.cache import CachedSource, CacheSpec, ServerUpstream
-from gorila.errors import CheckpointError
+from gorila.errors import CheckpointError, ConfigError
 from gorila.params.client import ParameterClient, ShardEndpoint
 from gorila.params.layout import ShardLayout
-from gorila.params.optim import OPTIMIZERS, LearningRate
+from gorila.params.optim import OPTIMIZERS, LearningRate, optimizer_slots
 from gorila.params.rule import UpdateRule
 from gorila.params.shard import ParameterShard, ShardStats
 
@@ -135,6 +135,19 @@ def check_shard_state(state: dict[str, np.ndarray], layout: ShardLayout, where: 
             f"{where} holds {sum(sizes):,} parameters in {len(sizes)} shard(s), but this run's network has "
             f"{layout.size:,} in {layout.num_shards}: it was saved by another algorithm, network or --shards. "
             "Resume with the settings it was saved with, or start a new run directory")
+
+
+def check_optimizer_state(state: dict[str, np.ndarray], optimizer: str, where: str) -> None:
+    """Raise :class:`ConfigError` naming ``--optimizer`` unless ``state`` (a checkpoint's shard
+    states) holds the state of ``optimizer``: another optimizer's would be dropped or missing."""
+    held = {key.split(".optim.", 1)[1] for key in state if key.startswith("shard0.optim.")} - {"steps"}
+    if held == set(optimizer_slots(optimizer)):
+        return
+    saved = [name for name in OPTIMIZERS if set(optimizer_slots(name)) == held]
+    said = f"the state of {saved[0]}" if saved else f"optimizer state {sorted(held)}"
+    raise ConfigError("optimizer", f"{where} holds {said}, not {optimizer}'s: resume with "
+                                   f"--optimizer {saved[0] if saved else '(the one it was saved with)'}, "
+                                   "or start a new run directory")
 
 
 def split_shard_state(state: dict[str, np.ndarray], num_shards: int) -> list[dict[str, np.ndarray]]:

@@ -44,7 +44,7 @@ class LossEvaluation:
     def start(self, runtime: Runtime, shards: ShardGroup, groups: dict[str, WorkerGroup]) -> None:
         self.shards = shards
 
-    def before_chunk(self) -> None:
+    def before_chunk(self, now: dict[str, float]) -> None:
         """Nothing to start: judging is a pull and a few small products, done after each chunk."""
 
     def after_chunk(self) -> Score:
