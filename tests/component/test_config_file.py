@@ -62,7 +62,7 @@ def test_settings_are_named_as_flags_and_read_as_flags_read_them(tmp_path):
 @pytest.mark.parametrize("text, says", [
     ("algo: lstsq\nwrkers: 2\n", "'wrkers' is not a setting of lstsq"),
     ("algo: lstsq\nlr: fast\n", "lr: could not convert"),
-    ("algo: ppo\n", "unknown algorithm 'ppo'"),
+    ("algo: sac\n", "unknown algorithm 'sac'"),
     ("- workers: 2\n", "holds a list, not a mapping"),
     ("algo: [unclosed\n", "cannot be read as YAML"),
 ])

@@ -80,7 +80,7 @@ def _evaluation(env_id: str) -> PolicyEvaluation:
 
 
 def _judge(evaluation: PolicyEvaluation):
-    evaluation.before_chunk()
+    evaluation.before_chunk({"env_steps": 0, "train_time_s": 0.0})
     return evaluation.finish()
 
 
@@ -113,7 +113,8 @@ def test_a_restarted_evaluator_is_counted_among_worker_restarts_and_its_counts_k
 
     evaluation = PolicyEvaluation(flaky_id("raise", 7), None, greedy_policy, episodes=3, epsilon=0.0, seed=0,
                                   noop_max=0, every_s=0.0, target=5.0)
-    first = {"eval_return": 5.0, "eval_min": 5.0, "eval_version": 1, "playing": False, "env_failures": 2,
+    first = {"eval_return": 5.0, "eval_min": 5.0, "eval_max": 5.0, "eval_version": 1, "eval_seed": 0,
+             "eval_params": np.zeros(3, np.float32), "playing": False, "env_failures": 2,
              "evaluations_failed": 0, "pid": 100, "restarted": False}
     again = {**first, "eval_version": 2, "env_failures": 4}
     restarted = {"eval_failed": "the evaluation at version 3 failed: ...", "eval_version": 3, "playing": False,
