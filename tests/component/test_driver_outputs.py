@@ -109,3 +109,15 @@ def test_target_on_train100_stops_once_the_latest_100_training_episodes_average_
     assert float(rows[-1]["train_return"]) >= 30.0
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["target_on"] == "train100" and config["target"] == 30.0
+
+
+def test_the_summary_says_how_long_after_its_parameters_were_taken_the_target_was_known(tmp_path):
+    run_config, plan = _a3c(tmp_path / "run", total_steps=400_000, stop_at_target=True)
+    summary = run(run_config, plan, terminal=Terminal(QUIET))
+    assert summary["reached_target"]
+    reaching = next(e for e in summary["evaluations"] if e.get("eval_return", 0) >= summary["target_return"])
+    # the target was known when that evaluation came in: its parameters were taken latency seconds earlier
+    assert reaching["eval_latency_s"] == summary["target_eval_latency_s"]
+    assert abs(reaching["eval_train_time_s"] + summary["target_eval_latency_s"]
+               - summary["train_time_to_target_s"]) < 1e-6
+    assert summary["eval_latency_s_max"] >= summary["eval_latency_s_mean"] > 0

@@ -186,6 +186,8 @@ class Report:
         self.pending_row: dict[str, float | None] = {}  # the scores' columns since the last row
         self.metrics: dict[str, float | None] = {}  # the plan's metrics at the last row
         self.shard_restarts = 0
+        self.eval_latencies: list[float] = []
+        self.target_eval_latency: float | None = None  # of the evaluation that first reached the target
         self.train_return: float | None = None  # the mean of the latest 100 episodes, once 100 were played
         self.best_train_return: float | None = resumed.get("best_train_return")
         #: what the ``best`` checkpoint holds: the version and score of the best evaluation so far
@@ -206,18 +208,24 @@ class Report:
         if score is None:
             return
         self.pending_row.update(score.row)
-        used, unit = self.progress.used(), self.plan.budget.unit
+        used, unit, train_s = self.progress.used(), self.plan.budget.unit, self.progress.train_s()
+        latency = None
+        if score.at is not None:  # training seconds from taking the parameters to knowing their score
+            latency = train_s - score.at["train_time_s"]
+            self.eval_latencies.append(latency)
         if score.record:
-            self.placed.evaluations.append({unit: used, **score.record})
+            self.placed.evaluations.append({unit: used, **score.record,
+                                            **({"eval_latency_s": latency} if latency is not None else {})})
         if score.message:
             self.out.logger.message(f"{score.message}, {used:,} {unit.replace('_', ' ')}")
         if score.params is not None:
             self._save_best(score)
         if score.reached and self.time_to_target is None:
             self.time_to_target = self.wall_before_s + self.out.terminal.elapsed()
-            self.train_time_to_target = self.progress.train_s()
+            self.train_time_to_target = train_s
             version = score.row.get("eval_version", score.row.get("version"))
             self.target_version = None if version is None else int(version)
+            self.target_eval_latency = latency
             self.out.logger.message(f"target {self.plan.evaluation.target:.4g} reached after "
                                     f"{self.time_to_target:.1f} s")
 
@@ -345,6 +353,9 @@ class Report:
             "bytes_pushed": stats.bytes_in, "bytes_pulled": stats.bytes_out,
             "time_to_target_s": self.time_to_target, "train_time_to_target_s": self.train_time_to_target,
             "reached_target": self.time_to_target is not None, "best_checkpoint": self.best_checkpoint,
+            **({"eval_latency_s_mean": float(np.mean(self.eval_latencies)),
+                "eval_latency_s_max": float(np.max(self.eval_latencies)),
+                "target_eval_latency_s": self.target_eval_latency} if self.eval_latencies else {}),
             "startup": dict(self.out.startup),
             **({"final_train_return": self.train_return, "best_train_return": self.best_train_return}
                if plan.budget.unit == "env_steps" else {}),
