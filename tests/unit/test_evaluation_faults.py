@@ -124,3 +124,24 @@ def test_a_restarted_evaluator_is_counted_among_worker_restarts_and_its_counts_k
         evaluation.after_chunk()
     assert evaluation.restarts == 1
     assert evaluation.summary()["eval_env_failures"] == 9 and evaluation.summary()["evaluations_failed"] == 1
+
+
+def test_with_every_steps_an_evaluation_starts_at_each_multiple_of_the_steps_and_not_by_the_clock():
+    from gorila.reply import Done
+
+    evaluation = PolicyEvaluation("CartPole-v1", None, greedy_policy, episodes=1, epsilon=0.0, seed=0, noop_max=0,
+                                  every_s=0.0, target=None, every_steps=1000)
+    started = []
+
+    class Group:
+        def start_steps(self, n):
+            started.append(True)
+            return [Done({"playing": False})]
+
+    evaluation.group = Group()
+    for steps in (0, 400, 999, 1000, 1500, 2600, 2700):
+        evaluation.before_chunk({"env_steps": steps, "train_time_s": 0.0})
+        evaluation.after_chunk()
+        started.append(steps)
+    # started at 0, at 1000 (the first at or past 1000) and at 2600 (past 2000): never by the clock
+    assert [started[i + 1] for i, x in enumerate(started) if x is True] == [0, 1000, 2600]

@@ -87,6 +87,7 @@ def rl_plan(run: RunConfig, rl: RLConfig, *, algo: str, net: nn.Module, network_
     epsilon = rl.eval_epsilon if rl.eval_epsilon is not None else eval_epsilon
     evaluation = PolicyEvaluation(rl.env, network_fn, policy_fn, episodes=rl.eval_episodes, epsilon=epsilon,
                                   seed=run.seed, noop_max=rl.eval_noop_max, every_s=rl.eval_every_s,
+                                  every_steps=rl.eval_every_steps,
                                   target=rl.target() if rl.target_on == "eval" else None)
     record = {**config, **asdict(rl), "eval_epsilon": epsilon, "inference": "central" if central else "local"}
     plan.setdefault("chunk_seconds", CHUNK_SECONDS)

@@ -37,6 +37,9 @@ class RLConfig:
         "help": "exploration rate during evaluation (default: 0.05 for dqn, as in the DQN papers; 0 for a3c)"})
     eval_noop_max: int = field(default=30, metadata={"help": "evaluation episodes start after 0..N no-op actions"})
     eval_every_s: float = field(default=1.0, metadata={"help": "at most one evaluation per this many seconds"})
+    eval_every_steps: int | None = field(default=None, metadata={
+        "help": "evaluate every this many env steps instead of by the clock, so that where a run is judged does not "
+                "depend on the machine's speed (default: by --eval-every-s)", "metavar": "STEPS"})
     device: str = field(default="auto", metadata={"help": "learner device", "choices": DEVICES})
     inference: str = field(default="auto", metadata={
         "help": "local: every actor acts with its own network copy; central: actors only step envs and the "
@@ -62,6 +65,8 @@ class RLConfig:
             validate.number("eval_epsilon", self.eval_epsilon, low=0.0, high=1.0)
         validate.integer("eval_noop_max", self.eval_noop_max, low=0)
         validate.number("eval_every_s", self.eval_every_s, low=0.0)
+        if self.eval_every_steps is not None:
+            validate.integer("eval_every_steps", self.eval_every_steps, low=1)
         validate.choice("device", self.device, DEVICES)
         validate.choice("inference", self.inference, INFERENCE_MODES)
         if self.inference_batch is not None:

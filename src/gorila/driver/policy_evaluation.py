@@ -122,7 +122,7 @@ class Evaluator:
 
 class PolicyEvaluation:
     """The :class:`~gorila.driver.plan.Evaluation` of RL plans: at most one evaluation every
-    ``every_s`` seconds, played by an :class:`Evaluator` worker in parallel with training (in
+    ``every_s`` seconds (or every ``every_steps`` env steps), played by an :class:`Evaluator` worker in parallel with training (in
     slices between the chunks, on a runtime that runs everything in one process); the run
     reaches its target when an evaluation's mean return reaches ``target``::
 
@@ -140,8 +140,11 @@ class PolicyEvaluation:
                "eval_env_failures")
 
     def __init__(self, env_id: str, network_fn: Callable[[], nn.Module], policy_fn: Callable, *,
-                 episodes: int, epsilon: float, seed: int, noop_max: int, every_s: float, target: float | None):
+                 episodes: int, epsilon: float, seed: int, noop_max: int, every_s: float, target: float | None,
+                 every_steps: int | None = None):
         self.env_id, self.epsilon, self.every_s, self.target = env_id, epsilon, every_s, target
+        self.every_steps = every_steps
+        self.next_steps = 0  # with every_steps: the env steps at which the next evaluation starts
         self.episodes, self.noop_max = episodes, noop_max
         self.factory = functools.partial(Evaluator, env_id=env_id, network_fn=network_fn, policy_fn=policy_fn,
                                          episodes=episodes, epsilon=epsilon, seed=seed, noop_max=noop_max)
@@ -176,8 +179,19 @@ class PolicyEvaluation:
         clock = time.perf_counter()
         if self.pending is None and self.playing:
             self.pending = self.group.start_steps(1)[0]
-        elif self.pending is None and clock - self.last_started >= self.every_s:
+        elif self.pending is None and self._due(clock, now):
             self.pending, self.last_started, self.now = self.group.start_steps(1)[0], clock, dict(now)
+
+    def _due(self, clock: float, now: dict[str, float]) -> bool:
+        """Time for a new evaluation: ``every_steps`` env steps since the last one started (the next
+        is due at the next multiple), else ``every_s`` seconds."""
+        if self.every_steps is None:
+            return clock - self.last_started >= self.every_s
+        steps = now.get("env_steps", 0.0)
+        if steps < self.next_steps:
+            return False
+        self.next_steps = (int(steps) // self.every_steps + 1) * self.every_steps
+        return True
 
     def after_chunk(self) -> Score | None:
         if self.pending is None or not self.pending.ready():
