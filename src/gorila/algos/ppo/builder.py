@@ -30,6 +30,8 @@ from gorila.envs.spec import EnvSpec
 from gorila.errors import ConfigError
 from gorila.learners.ppo import PPOLearner
 from gorila.losses.ppo_targets import PPOLoss
+from gorila.params import UpdateRule
+from gorila.params.optim import LinearDecay
 from gorila.trajectory import RemoteQueue, TrajectoryQueue
 
 EVAL_EPSILON = 0.0
@@ -69,10 +71,21 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
 
     return rl_plan(
         run, rl, algo="ppo", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=EVAL_EPSILON,
-        central=central, config=asdict(cfg), spec=run.server_spec(rule, cfg.optimizer, cfg.lr),
+        central=central, config=asdict(cfg), spec=run.server_spec(rule, cfg.optimizer, learning_rate(cfg, rl, rule)),
         groups=groups, services=(ServiceSpec(QUEUES, queue, cfg.learners), *inference),
         processes=cfg.actors + 2 * cfg.learners + len(inference), chunk_steps=lambda updates: STEPS_PER_CHUNK,
         metrics=METRICS, histograms=("learner.policy_lag",))
+
+
+def learning_rate(cfg: PPOConfig, rl: RLConfig, rule: UpdateRule) -> float | LinearDecay:
+    """``--lr``, or with ``--lr-decay linear`` a rate falling to 0 over the server's updates of a
+    ``--total-steps`` run: every batch of ``batch_size`` segments is ``--epochs`` x
+    ``--minibatches`` pushes, and ``rule.aggregate`` pushes make one update (one optimizer step)."""
+    if cfg.lr_decay == "none":
+        return cfg.lr
+    batch_steps = (cfg.batch_size or math.ceil(cfg.actors / cfg.learners)) * cfg.unroll_length * cfg.envs_per_actor
+    pushes = math.ceil(rl.total_steps / batch_steps) * cfg.epochs * cfg.minibatches
+    return LinearDecay(cfg.lr, max(1, math.ceil(pushes / rule.aggregate)))
 
 
 def evaluation_policy(run: RunConfig, cfg: PPOConfig, rl: RLConfig):
