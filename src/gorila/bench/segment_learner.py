@@ -52,7 +52,8 @@ class SegmentLearnerWorker:
 
     def __init__(self, worker_id: int, server: ParameterServer, *, actor: WorkerFactory, learner: WorkerFactory,
                  batch_size: int, pushes_per_batch: int, optimizer: str, lr: float):
-        self.queue = TrajectoryQueue(0, capacity=SEGMENTS + batch_size)  # no max lag: nothing is dropped
+        # room for the two batches _top_up keeps queued; no max lag: nothing is dropped
+        self.queue = TrajectoryQueue(0, capacity=2 * batch_size)
         queues = [RemoteQueue(LocalService(self.queue))]
         collector = actor(worker_id, server, queues=queues)
         self.segments: list[Segment] = [collector.collect() for _ in range(SEGMENTS)]
