@@ -63,7 +63,16 @@ def test_bench_learner_runs_the_nature_cnn_on_pong(tmp_path):
     (["sampling", "--envs-per-actor", "0"], "--envs-per-actor"),
     (["learner", "--seconds", "0"], "--seconds"),
     (["learner", "--fill", "0"], "--fill"),
+    (["learner", "--algo", "impala", "--batch-size", "0"], "--batch-size"),
 ])
 def test_bad_measuring_flags_exit_2_naming_the_flag(capsys, args, flag):
     assert main(["bench", *args]) == 2
     assert flag in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("algo", ["impala", "ppo"])
+def test_bench_learner_of_impala_and_ppo_writes_samples_per_s_beside_the_bare_loop(tmp_path, algo):
+    report = bench(tmp_path, "learner", "--algo", algo, "--env", "CartPole-v1", "--runtime", "local",
+                   "--batch-size", "2", "--seconds", "0.4", "--rounds", "2")
+    assert_rows(report, "samples_per_s", ["local"])
+    assert report["rows"][0]["algo"] == algo and report["settings"]["batch_size"] == 2

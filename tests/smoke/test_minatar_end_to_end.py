@@ -1,11 +1,15 @@
 """MinAtar end to end: ``gorila train`` on ``MinAtar/Breakout-v1`` for each algorithm, a few hundred
-steps with the MinAtar preset and network, and ``gorila bench minatar`` on a budget of seconds."""
+steps with the MinAtar network (and preset, where the algorithm has one), and ``gorila bench minatar``
+on a budget of seconds."""
 
 import json
 
 import pytest
+from safetensors.numpy import load_file
 
+from gorila.algos.a3c.networks import make_network
 from gorila.cli import main
+from gorila.nets.minatar import MinAtarActorCritic
 
 pytestmark = pytest.mark.smoke
 pytest.importorskip("minatar")
@@ -28,6 +32,20 @@ def test_each_algorithm_trains_on_minatar_breakout_with_its_preset(tmp_path, alg
         assert config["run"]["optimizer"] == "adam" and config["dqn"]["learning_starts"] == 100  # the flag wins
     if algo == "apex":
         assert config["apex"]["dueling"] is True
+
+
+@pytest.mark.parametrize("algo", ["impala", "ppo"])
+@pytest.mark.parametrize("inference", ["local", "central"])
+def test_impala_and_ppo_train_on_minatar_breakout_with_the_minatar_actor_critic(tmp_path, algo, inference):
+    assert isinstance(make_network("MinAtar/Breakout-v1", (64,), False, 0), MinAtarActorCritic)
+    own = ["--envs-per-actor", "4", "--unroll-length", "5", "--total-steps", "400", "--inference", inference]
+    assert main(["train", "--algo", algo, *COMMON, *own, "--run-dir", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["env_steps"] >= 400 and summary["updates"] > 0 and summary["stop_reason"] == "budget"
+    # the exported network is the MinAtar actor-critic: its convolution over the 4 Breakout channels
+    (export,) = sorted((tmp_path / "checkpoints").glob("ckpt-*.model.safetensors"))[-1:]
+    shapes = {name: tensor.shape for name, tensor in load_file(export).items()}
+    assert (16, 4, 3, 3) in shapes.values(), shapes
 
 
 def test_the_inference_server_builds_the_minatar_network(tmp_path):

@@ -55,7 +55,6 @@ def refused(capsys, argv: list[str]) -> str:
     (["--algo", "impala", "--unroll-length", "0"], "--unroll-length"),
     (["--algo", "impala", "--vtrace", "maybe"], "--vtrace"),
     (["--algo", "impala", "--max-policy-lag", "-1"], "--max-policy-lag"),
-    (["--algo", "impala", "--inference", "central"], "--inference"),
     (["--algo", "impala", "--mode", "sync", "--learners", "2"], "--learners"),          # Ray: see ImpalaLearner
     (["--algo", "ppo", "--mode", "sync", "--actors", "2", "--learners", "2"], "--learners"),
     (["--algo", "ppo", "--actors", "1", "--learners", "2", "--runtime", "local"], "--learners"),

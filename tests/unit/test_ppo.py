@@ -87,3 +87,55 @@ def test_more_learners_than_actors_is_refused():
     assert refused.value.field == "learners"
     with pytest.raises(ConfigError, match="clip"):
         PPOConfig(clip=0)
+
+
+def test_linear_lr_decay_falls_to_zero_over_the_runs_updates_and_survives_a_state_round_trip():
+    from gorila.algos.ppo.builder import learning_rate
+    from gorila.algos.rl_config import RLConfig
+    from gorila.params import make_optimizer
+    from gorila.params.optim import LinearDecay
+
+    # 2 actors x 8 envs x 16 steps = 256 env steps a batch; 10 epochs x 2 minibatches = 20 pushes
+    cfg = PPOConfig(lr=1e-3, lr_decay="linear")
+    assert learning_rate(cfg, RLConfig(total_steps=2560), UpdateRule.asynchronous()) == LinearDecay(1e-3, 200)
+    # a barrier over 2 learners: 2 pushes per update, half as many optimizer steps
+    two = PPOConfig(lr=1e-3, lr_decay="linear", learners=2, actors=2)
+    assert learning_rate(two, RLConfig(total_steps=2560), UpdateRule.synchronous(2)).steps == 200
+    assert learning_rate(PPOConfig(lr=1e-3), RLConfig(total_steps=2560), UpdateRule.asynchronous()) == 1e-3
+    with pytest.raises(ConfigError) as refused:
+        PPOConfig(lr_decay="cosine")
+    assert refused.value.field == "lr_decay"
+
+    opt = make_optimizer("sgd", 1, LinearDecay(0.5, steps=4))
+    params, moves = np.zeros(1, np.float32), []
+    for _ in range(3):
+        before = params.copy()
+        opt.step(params, np.ones(1, np.float32))
+        moves.append(float(before[0] - params[0]))
+    np.testing.assert_allclose(moves, [0.5, 0.375, 0.25])  # lr x (1 - step / 4)
+    resumed = make_optimizer("sgd", 1, LinearDecay(0.5, steps=4))
+    resumed.load_state_dict(opt.state_dict())  # a resumed run goes on down the same line
+    for expected in (0.125, 0.0, 0.0):
+        before = params.copy()
+        resumed.step(params, np.ones(1, np.float32))
+        assert float(before[0] - params[0]) == pytest.approx(expected)
+
+
+def test_a_server_spec_carries_the_decay_to_every_shard():
+    from gorila.params.optim import LinearDecay
+
+    spec = ServerSpec(rule=UpdateRule.asynchronous(), num_shards=2, optimizer="adam", lr=LinearDecay(1e-3, 10))
+    shards = spec.build(np.zeros(4, np.float32))
+    assert [shard.lr for shard in shards] == [LinearDecay(1e-3, 10)] * 2
+
+
+def test_a_restarted_shard_keeps_its_decay(tmp_path):
+    from gorila.params.optim import LinearDecay
+    from gorila.runtime.shard_recovery import ShardRecovery
+
+    rule = UpdateRule.asynchronous()
+    (shard,) = ServerSpec(rule=rule, optimizer="adam", lr=LinearDecay(1e-3, 10)).build(np.zeros(4, np.float32))
+    recovery = ShardRecovery(tmp_path, 0, rule, "adam")
+    recovery.save_start(shard)
+    restored, _ = recovery.restore()
+    assert restored.lr == LinearDecay(1e-3, 10)

@@ -37,6 +37,8 @@ class RolloutWorker:
     transitions are handed back, so the server works while the caller stores them. With an
     ``exploration`` schedule each action is replaced by a random one with probability
     ``exploration.epsilon(index, policy_version)`` (ε-greedy on the server's greedy action).
+    Without one, ``log_probs`` holds, row by row, the log-probability of each action of the last
+    step's transitions under the server's policy (a sampling one's ``log mu(a|x)``).
     """
 
     def __init__(self, envs: EnvSpec, endpoint: ServiceEndpoint, *, seed: int, timeout_s: float,
@@ -55,6 +57,7 @@ class RolloutWorker:
         self.version = -1
         self.next_group = 0
         self.dropped: list[int] = []  # envs (worker indices) that failed in the last step
+        self.log_probs = np.zeros(0, np.float32)  # per row of the last step's transitions
         for group, runner in enumerate(self.runners):
             self.client.request(group, runner.observations)
 
@@ -78,13 +81,14 @@ class RolloutWorker:
         """One step of the next group; its transitions (env indices of the worker) and the group."""
         group = self.next_group
         self.next_group = (group + 1) % len(self.runners)
-        actions, self.version = self.client.actions(group)
+        actions, log_probs, self.version = self.client.sampled(group)
         if self.exploration is not None:
             explore = self.rng.random(len(actions)) < self.epsilon
             actions[explore] = self.rng.integers(self.n_actions, size=int(explore.sum()))
         runner = self.runners[group]
         t = runner.step(actions)
         self.dropped = [int(self.offsets[group]) + i for i in runner.dropped]
+        self.log_probs = log_probs[t.env_index]  # the runner's rows are indexed within the group
         self.client.request(group, runner.observations)
         t = dataclasses.replace(t, env_index=t.env_index + self.offsets[group],
                                 policy_version=np.full(len(t), self.version, np.int64))

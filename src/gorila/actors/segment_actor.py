@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from gorila.actors.rollout import RolloutWorker
 from gorila.actors.tally import ExperienceTally
-from gorila.reply import Pending
+from gorila.reply import Pending, ServiceEndpoint
 from gorila.envs.spec import EnvSpec
+from gorila.envs.vector import Transitions
 from gorila.errors import WorkerTimeoutError
 from gorila.nets.flat import FlatParams
 from gorila.params import ParameterServer
@@ -36,17 +39,25 @@ class SegmentActor:
     says it is blocked (the runtime backs off); refused for longer than the server's timeout, it is a
     :class:`WorkerTimeoutError` naming the queue. Env ``i`` of actor ``k`` is seeded
     ``seed + 1000 k + i``, and so is the generator that samples its actions.
+
+    With an ``inference`` endpoint (``--inference central``) it holds no network: a
+    :class:`~gorila.actors.rollout.RolloutWorker` steps its envs in two groups that alternate, the
+    inference server samples the actions and returns their log-probabilities, and each step carries
+    the ``policy_version`` the server acted with (``refresh_every`` is then the server's business).
     """
 
     def __init__(self, worker_id: int, server: ParameterServer, *, envs: EnvSpec,
                  network_fn: Callable[[], nn.Module], queues: list[RemoteQueue], unroll_length: int,
-                 refresh_every: int, gamma: float, seed: int):
+                 refresh_every: int, gamma: float, seed: int, inference: ServiceEndpoint | None = None):
         actor_seed = seed + 1000 * worker_id
-        self.runner = envs.runner(actor_seed)
-        self.net = network_fn()
-        self.flat = FlatParams(self.net)
-        self.source = server.source(worker_id)
         self.timeout_s = server.timeout_s
+        self.rollout = (None if inference is None else
+                        RolloutWorker(envs, inference, seed=actor_seed, timeout_s=self.timeout_s, index=worker_id))
+        self.runner = envs.runner(actor_seed) if self.rollout is None else None
+        self.net = network_fn() if self.rollout is None else None
+        self.flat = None if self.net is None else FlatParams(self.net)
+        self.source = server.source(worker_id) if self.rollout is None else None
+        self.envs: Any = self.rollout if self.runner is None else self.runner  # both count and close alike
         self.queue_index = worker_id % len(queues)
         self.queue = queues[self.queue_index]
         self.unroll_length, self.refresh_every, self.gamma = unroll_length, refresh_every, gamma
@@ -74,12 +85,12 @@ class SegmentActor:
 
     def collect(self) -> Segment:
         """One segment of ``unroll_length`` steps of every env (pulling first when it is due)."""
-        if self.segments_since_refresh >= self.refresh_every:
+        if self.flat is not None and self.source is not None and self.segments_since_refresh >= self.refresh_every:
             self.flat.set(self.source.pull())
             self.version = self.source.version
             self.segments_since_refresh = 0
         self.segments_since_refresh += 1
-        T, N, space = self.unroll_length, self.runner.num_envs, self.runner.observation_space
+        T, N, space = self.unroll_length, self.envs.num_envs, self.envs.observation_space
         obs = np.zeros((T, N, *space.shape), space.dtype)
         final_obs = np.zeros((T, N, *space.shape), space.dtype)
         actions = np.zeros((T, N), np.int64)
@@ -88,15 +99,9 @@ class SegmentActor:
         truncated = np.zeros((T, N), bool)
         valid = np.zeros((T, N), bool)
         log_probs = np.zeros((T, N), np.float32)
-        for t in range(T):
-            current = self.runner.observations
-            with torch.no_grad():
-                logits, _ = self.net(torch.as_tensor(current, dtype=torch.float32))
-                logp = torch.log_softmax(logits, -1)
-                chosen = torch.multinomial(logp.exp(), 1, generator=self.generator).squeeze(-1)
-                chosen_logp = logp.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
-            step = self.runner.step(chosen.numpy())
-            valid[:, self.runner.dropped] = False  # an env that failed: its steps in this segment go
+        versions = np.full((T, N), self.version, np.int64)
+        for t, step, logp, dropped in self._steps():
+            valid[:, dropped] = False  # an env that failed: its steps in this segment go
             rows = step.env_index
             obs[t, rows] = step.obs
             actions[t, rows] = step.action
@@ -104,12 +109,38 @@ class SegmentActor:
             discounts[t, rows] = self.gamma * (1.0 - step.terminated)
             truncated[t, rows] = step.truncated
             final_obs[t, rows] = step.next_obs
-            log_probs[t, rows] = chosen_logp.numpy()[rows]
+            log_probs[t, rows] = logp
+            versions[t, rows] = step.policy_version
             valid[t, rows] = True
-        self.tally.add(int(valid.sum()), self.runner.pop_episodes())
+        versions[~valid] = self.version  # slots with no step: the newest version, never an old one
+        runners = [self.runner] if self.rollout is None else self.rollout.runners
+        self.tally.add(int(valid.sum()), self.envs.pop_episodes())
         return Segment(obs=obs, actions=actions, rewards=rewards, discounts=discounts, truncated=truncated,
-                       final_obs=final_obs, valid=valid, log_probs=log_probs,
-                       policy_version=np.full((T, N), self.version, np.int64), last_obs=self.runner.observations.copy())
+                       final_obs=final_obs, valid=valid, log_probs=log_probs, policy_version=versions,
+                       last_obs=np.concatenate([runner.observations for runner in runners]))
+
+    def _steps(self) -> Iterator[tuple[int, Transitions, np.ndarray, list[int]]]:
+        """``(t, transitions, log_probs, dropped)``: ``unroll_length`` steps of every env, each row
+        tagged with its ``policy_version`` and the log-probability of its action, and the envs that
+        failed in that step."""
+        if self.rollout is not None:
+            filled = [0] * len(self.rollout.runners)
+            for _ in range(self.unroll_length * len(filled)):  # the groups alternate
+                step, group = self.rollout.step()
+                self.version = self.rollout.version
+                yield filled[group], step, self.rollout.log_probs, self.rollout.dropped
+                filled[group] += 1
+            return
+        assert self.runner is not None and self.net is not None
+        for t in range(self.unroll_length):
+            with torch.no_grad():
+                logits, _ = self.net(torch.as_tensor(self.runner.observations, dtype=torch.float32))
+                logp = torch.log_softmax(logits, -1)
+                chosen = torch.multinomial(logp.exp(), 1, generator=self.generator).squeeze(-1)
+                chosen_logp = logp.gather(-1, chosen.unsqueeze(-1)).squeeze(-1).numpy()
+            step = self.runner.step(chosen.numpy())
+            step = dataclasses.replace(step, policy_version=np.full(len(step), self.version, np.int64))
+            yield t, step, chosen_logp[step.env_index], self.runner.dropped
 
     def _collect_reply(self) -> None:
         if self.in_flight is None:
@@ -128,8 +159,8 @@ class SegmentActor:
                                      "no learner takes its segments")
 
     def close(self) -> None:
-        self.runner.close()
+        self.envs.close()
 
     def report(self) -> dict[str, Any]:
-        return {**self.tally.report(), "env_failures": self.runner.env_failures, "segments_queued": self.queued,
+        return {**self.tally.report(), "env_failures": self.envs.env_failures, "segments_queued": self.queued,
                 "version": self.version}

@@ -39,7 +39,7 @@ from gorila.driver.plan import Budget, Plan, ServiceSpec, WorkerSpec
 from gorila.driver.policy_evaluation import PolicyEvaluation
 from gorila.envs.spec import EnvSpec
 from gorila.inference.batching import BatchingRule
-from gorila.inference.policies import GreedyQPolicy
+from gorila.inference.policies import GreedyQPolicy, SampledPolicy
 from gorila.inference.server import InferencePolicy, InferenceServer
 from gorila.learners.q_learner import QLearner
 from gorila.learners.replay_learner import ReplayLearner
@@ -72,6 +72,15 @@ def greedy_q_inference(network_fn: Callable[[], nn.Module], rl: RLConfig, total_
     """The inference server of a Q-learning plan: greedy actions of the Q-network (actors add ε),
     a batch being one env group of every actor by default."""
     policy = functools.partial(GreedyQPolicy, network_fn, device=rl.server_device())
+    return inference_service(policy, rl.batching_rule(total_envs), refresh_every)
+
+
+def sampled_inference(network_fn: Callable[[], nn.Module], rl: RLConfig, total_envs: int, refresh_every: int,
+                      seed: int) -> ServiceSpec:
+    """The inference server of a segment-actor plan (IMPALA, PPO): actions sampled from the
+    actor-critic, returned with their log-probabilities, a batch being one env group of every actor
+    by default."""
+    policy = functools.partial(SampledPolicy, network_fn, device=rl.server_device(), seed=seed)
     return inference_service(policy, rl.batching_rule(total_envs), refresh_every)
 
 

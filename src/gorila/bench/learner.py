@@ -1,4 +1,5 @@
-"""``gorila bench learner``: DQN learner updates/s through the parameter server vs a bare PyTorch loop."""
+"""``gorila bench learner``: DQN learner updates/s through the parameter server vs a bare PyTorch loop
+(``--algo impala|ppo``: learner samples/s, see :mod:`gorila.bench.segment_learner`)."""
 
 from __future__ import annotations
 
@@ -79,13 +80,24 @@ def main(argv: list[str]) -> int:
     from gorila.algos.rl_config import RLConfig
 
     parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila bench learner", description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--algo", default="dqn", choices=("dqn", "impala", "ppo"),
+                        help="whose learner: dqn (updates/s) or impala / ppo (env steps learnt from per second)")
     parser.add_argument("--env", default="CartPole-v1", help="Gymnasium id (ALE/Pong-v5: the Nature CNN)")
-    parser.add_argument("--batch-size", type=int, default=DQNConfig.batch_size, help="minibatch size")
-    parser.add_argument("--fill", type=int, default=5_000, help="transitions of random play in the replay")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help=f"minibatch size (dqn, default {DQNConfig.batch_size}); segments per batch (impala, "
+                             "ppo; default 1)")
+    parser.add_argument("--fill", type=int, default=5_000, help="dqn: transitions of random play in the replay")
     add_common_flags(parser, seconds=10.0)
     args = parser.parse_args(argv)
     names = check_common_flags(args)
+    if args.batch_size is not None:
+        validate.integer("batch_size", args.batch_size, low=1)
+    if args.algo != "dqn":
+        from gorila.bench import segment_learner
+
+        return segment_learner.run(args, names)
     validate.integer("fill", args.fill, low=1)
+    args.batch_size = args.batch_size or DQNConfig.batch_size
     cfg = DQNConfig(batch_size=args.batch_size, actors=1, replay_capacity=max(args.fill, DQNConfig.replay_capacity))
     plan = make_plan(bench_run_config("local", None, args.seed), cfg, RLConfig(env=args.env, device="cpu",
                                                                               inference="local"))

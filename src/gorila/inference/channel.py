@@ -14,6 +14,7 @@ Client side (:class:`~gorila.inference.client.InferenceClient` wraps it with rec
     channel = InferenceChannel(path, SlotLayout((4, 84, 84), "uint8", (4, 4)), timeout_s=30)
     channel.send(0, obs_group0)                      # group 0's request is on its way
     actions, version = channel.receive(0)            # a copy of group 0's actions
+    actions, log_probs, version = channel.receive_sampled(1)  # ... with log pi(a|x) of each (float32)
 
 Server side: :func:`listen` opens the socket, :func:`attach` maps a connecting client's block and
 returns its :class:`Slots`.
@@ -42,8 +43,8 @@ _DIR_PREFIX = "gorila-inference-"
 
 @dataclass(frozen=True)
 class SlotLayout:
-    """One client's block: for each group of ``groups[g]`` envs, their observations then their
-    int64 actions."""
+    """One client's block: for each group of ``groups[g]`` envs, their observations, their int64
+    actions, then the float32 log-probability of each action under the policy that chose it."""
 
     obs_shape: tuple[int, ...]
     obs_dtype: str
@@ -55,7 +56,7 @@ class SlotLayout:
 
     @property
     def nbytes(self) -> int:
-        return sum(n * (self.obs_nbytes + 8) for n in self.groups)
+        return sum(n * (self.obs_nbytes + 8 + 4) for n in self.groups)
 
     def encode(self) -> bytes:
         return json.dumps({"obs_shape": list(self.obs_shape), "obs_dtype": self.obs_dtype,
@@ -68,12 +69,13 @@ class SlotLayout:
 
 
 class Slots:
-    """Views of a mapped block: ``obs[g]`` and ``actions[g]`` for each group ``g``."""
+    """Views of a mapped block: ``obs[g]``, ``actions[g]`` and ``log_probs[g]`` for each group ``g``."""
 
     def __init__(self, buffer: mmap.mmap, layout: SlotLayout):
         self.buffer, self.layout = buffer, layout
         self.obs: list[np.ndarray] = []
         self.actions: list[np.ndarray] = []
+        self.log_probs: list[np.ndarray] = []
         offset = 0
         for n in layout.groups:
             self.obs.append(np.frombuffer(buffer, layout.obs_dtype, n * int(np.prod(layout.obs_shape)), offset)
@@ -81,6 +83,8 @@ class Slots:
             offset += n * layout.obs_nbytes
             self.actions.append(np.frombuffer(buffer, np.int64, n, offset))
             offset += 8 * n
+            self.log_probs.append(np.frombuffer(buffer, np.float32, n, offset))
+            offset += 4 * n
 
 
 def listen() -> Listener:
@@ -128,6 +132,11 @@ class InferenceChannel:
 
     def receive(self, group: int) -> tuple[np.ndarray, int]:
         """Group ``group``'s actions (a copy) and the ``policy_version`` that chose them."""
+        actions, _, version = self.receive_sampled(group)
+        return actions, version
+
+    def receive_sampled(self, group: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """Group ``group``'s actions, their log-probabilities (copies) and the ``policy_version``."""
         while group not in self._replies:
             try:
                 reply = self._sock.recv(_MAX_MESSAGE)
@@ -142,7 +151,7 @@ class InferenceChannel:
                 raise ChannelLost("the inference server closed the connection")
             answered, version = REPLY.unpack(reply)
             self._replies[answered] = version
-        return self.slots.actions[group].copy(), self._replies.pop(group)
+        return self.slots.actions[group].copy(), self.slots.log_probs[group].copy(), self._replies.pop(group)
 
     @property
     def closed(self) -> bool:

@@ -19,6 +19,7 @@ class InferenceClient:
         client = InferenceClient(endpoint, SlotLayout((4,), "float32", (4, 4)), timeout_s=30)
         client.request(0, obs0); client.request(1, obs1)      # both groups in flight
         actions, version = client.actions(0)                  # group 0's answer
+        actions, log_probs, version = client.sampled(1)       # ... with each action's log pi(a|x)
 
     The server's socket path comes from one call to its endpoint (a Ray call on the Ray runtime),
     made when connecting and again after the connection is lost: a restarted server listens on a
@@ -40,9 +41,15 @@ class InferenceClient:
 
     def actions(self, group: int) -> tuple[np.ndarray, int]:
         """Group ``group``'s actions and the ``policy_version`` that chose them."""
+        actions, _, version = self.sampled(group)
+        return actions, version
+
+    def sampled(self, group: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """Group ``group``'s actions, their log-probabilities under the policy that chose them (0 for
+        a deterministic one), and its ``policy_version``."""
         while True:
             try:
-                reply = self._channel().receive(group)
+                reply = self._channel().receive_sampled(group)
             except ChannelLost:
                 self._reconnect()
                 continue

@@ -2,10 +2,11 @@
 
 Both are built in the server's process from a picklable ``network_fn``::
 
-    policy = GreedyQPolicy(network_fn, device="cuda")     # Q-networks: the argmax (actors add ε)
-    policy = SampledPolicy(network_fn, device="cpu", seed=0)  # actor-critics: a ~ pi(.|s)
-    policy.load(flat_params)
-    actions = policy(obs)                                  # int64, one per observation
+    greedy = GreedyQPolicy(network_fn, device="cuda")       # Q-networks: the argmax (actors add ε)
+    sampled = SampledPolicy(network_fn, device="cpu", seed=0)  # actor-critics: a ~ pi(.|s)
+    greedy.load(flat_params); sampled.load(flat_params)
+    actions = greedy(obs)                                    # int64, one per observation
+    actions, log_probs = sampled(obs)                        # and log pi(a|s) of each, float32
 """
 
 from __future__ import annotations
@@ -41,13 +42,17 @@ class GreedyQPolicy(_NetworkPolicy):
 
 
 class SampledPolicy(_NetworkPolicy):
-    """An action sampled from an actor-critic's ``pi(.|s)`` (its logits are the first output)."""
+    """An action sampled from an actor-critic's ``pi(.|s)`` (its logits are the first output), and
+    its log-probability: the behaviour policy's ``log mu(a|x)`` that V-trace and PPO's ratio need."""
 
     def __init__(self, network_fn: Callable[[], nn.Module], device: str = "cpu", seed: int = 0):
         super().__init__(network_fn, device)
         self.generator = torch.Generator(self.device).manual_seed(seed)
 
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
+    def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         logits, _ = self._forward(obs)
-        chosen = torch.multinomial(torch.softmax(logits.float(), -1), 1, generator=self.generator)
-        return chosen.squeeze(-1).cpu().numpy().astype(np.int64)
+        logp = torch.log_softmax(logits.float(), -1)
+        chosen = torch.multinomial(logp.exp(), 1, generator=self.generator)
+        chosen_logp = logp.gather(-1, chosen).squeeze(-1)
+        return (chosen.squeeze(-1).cpu().numpy().astype(np.int64),
+                chosen_logp.cpu().numpy().astype(np.float32))

@@ -14,7 +14,7 @@ a thread of its own, so nothing needs to step it::
 
 One thread waits on every connection at once: it adds each request to a
 :class:`~gorila.inference.batching.BatchQueue`, never blocks past the queue's deadline, runs the
-policy on the whole batch, writes each request's actions into its own slot and replies with the
+policy on the whole batch, writes each request's actions (and their log-probabilities) into its own slot and replies with the
 ``policy_version`` used. Every ``refresh_every`` batches it pulls the newest parameters from its
 ParamSource. A client whose connection closes (its process died) is forgotten with the requests it
 had waiting. A restarted server listens on a new path; rollout workers ask for it again.
@@ -48,11 +48,15 @@ class InferencePolicy(Protocol):
     """What the server runs: parameters in, a batch of observations to int64 actions::
 
         policy.load(flat_params)
-        actions = policy(obs)          # (B, *obs_shape) -> (B,)
+        actions = policy(obs)                # (B, *obs_shape) -> (B,): a deterministic policy
+        actions, log_probs = policy(obs)     # a stochastic one: and log pi(a|x) of each, (B,)
+
+    The log-probabilities travel back with the actions (IMPALA's and PPO's segments carry them); a
+    deterministic policy's are 0, the log of the probability it gives its own choice.
     """
 
     def load(self, params: np.ndarray) -> None: ...
-    def __call__(self, obs: np.ndarray) -> np.ndarray: ...
+    def __call__(self, obs: np.ndarray) -> np.ndarray | tuple[np.ndarray, np.ndarray]: ...
 
 
 class _Client:
@@ -193,7 +197,8 @@ class InferenceServer:
             self._refresh()
             self._since_refresh = 0
         obs = [r.client.slots.obs[r.group] for r in batch]
-        actions = self.policy(obs[0] if len(obs) == 1 else np.concatenate(obs))
+        chosen = self.policy(obs[0] if len(obs) == 1 else np.concatenate(obs))
+        actions, log_probs = chosen if isinstance(chosen, tuple) else (chosen, np.zeros(len(chosen), np.float32))
         self.batches += 1
         self._since_refresh += 1
         self.observations += len(actions)
@@ -203,6 +208,7 @@ class InferenceServer:
         for request in batch:
             n = len(request.client.slots.obs[request.group])
             request.client.slots.actions[request.group][:] = actions[start:start + n]
+            request.client.slots.log_probs[request.group][:] = log_probs[start:start + n]
             start += n
             try:
                 request.client.conn.send(REPLY.pack(request.group, self.version))

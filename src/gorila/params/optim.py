@@ -6,8 +6,9 @@ its own state, which ``state_dict`` / ``load_state_dict`` save and restore exact
     opt = make_optimizer("adam", size=params.size, lr=1e-3)
     opt.step(params, grad)
 
-``lr`` may be a scalar or a float32 vector of the slice's length (one learning rate per
-parameter, e.g. separate rates for a policy and a value head).
+``lr`` may be a scalar, a float32 vector of the slice's length (one learning rate per
+parameter, e.g. separate rates for a policy and a value head), or a :class:`LinearDecay` (a
+scalar rate falling linearly to 0 over a number of steps: PPO's ``--lr-decay linear``).
 
 The arithmetic runs as torch's fused in-place operations on tensors that share memory with
 the numpy arrays: ``w.add_(g, alpha=-lr)`` reads and writes each element once, where numpy
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import warnings
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -38,7 +40,31 @@ def _load_torch() -> None:
 
 OPTIMIZERS = ("sgd", "momentum", "adagrad", "rmsprop", "adam")
 
-LearningRate = float | np.ndarray
+
+
+@dataclass(frozen=True)
+class LinearDecay:
+    """A learning rate that falls linearly from ``lr`` at the first step to 0 after ``steps``
+    optimizer steps, and stays 0 after them; the step count is the optimizer's own, saved and
+    restored with its state, so a resumed run goes on down the same line::
+
+        opt = make_optimizer("adam", size, LinearDecay(1e-3, steps=10_000))
+        LinearDecay(1e-3, 10_000).at(5_000)        # 5e-4
+    """
+
+    lr: float
+    steps: int
+
+    def __post_init__(self) -> None:
+        validate.number("lr", self.lr, low=0.0, low_open=True)
+        validate.integer("lr_decay_steps", self.steps, low=1)
+
+    def at(self, step: int) -> float:
+        """The rate of step ``step`` (0 for the first)."""
+        return self.lr * max(0.0, 1.0 - step / self.steps)
+
+
+LearningRate = float | np.ndarray | LinearDecay
 
 # Gradients often arrive as read-only arrays (Ray's object store, a client's shared-memory
 # slot). Torch warns that it cannot protect them; the optimizers only ever read them.
@@ -75,7 +101,8 @@ class _Base:
 
     def __init__(self, size: int, lr: LearningRate, state: dict[str, np.ndarray] | None = None):
         _load_torch()
-        self.lr = _check_lr(lr, size)
+        self.decay = lr if isinstance(lr, LinearDecay) else None
+        self.lr = _check_lr(lr.lr if isinstance(lr, LinearDecay) else lr, size)
         self._lr_vector = torch.from_numpy(self.lr) if isinstance(self.lr, np.ndarray) else None
         self._tmp = torch.empty(size, dtype=torch.float32)  # scratch, so a step allocates nothing
         for slot in self._slots:  # the caller's arrays (e.g. shared memory), or fresh zeros
@@ -90,11 +117,12 @@ class _Base:
         self.__dict__.update(state)
 
     def step(self, params: np.ndarray, grad: np.ndarray) -> None:
+        step = self.steps
         self.steps += 1
         direction = self._direction(torch.from_numpy(grad))
         w = torch.from_numpy(params)
         if self._lr_vector is None:
-            w.add_(direction, alpha=-float(self.lr))
+            w.add_(direction, alpha=-(float(self.lr) if self.decay is None else self.decay.at(step)))
         else:
             w.addcmul_(direction, self._lr_vector, value=-1.0)
 
@@ -221,7 +249,7 @@ def optimizer_slots(name: str) -> tuple[str, ...]:
     return _CLASSES[name]._slots
 
 
-def _check_lr(lr: LearningRate, size: int) -> np.float32 | np.ndarray:
+def _check_lr(lr: float | np.ndarray, size: int) -> np.float32 | np.ndarray:
     if isinstance(lr, np.ndarray):
         if lr.shape != (size,):
             raise ValueError(f"lr vector must have shape ({size},), got {lr.shape}")

@@ -12,7 +12,7 @@ from gorila.params.cache import CachedSource, CacheSpec, ServerUpstream
 from gorila.errors import CheckpointError, ConfigError
 from gorila.params.client import ParameterClient, ShardEndpoint
 from gorila.params.layout import ShardLayout
-from gorila.params.optim import OPTIMIZERS, LearningRate, optimizer_slots
+from gorila.params.optim import OPTIMIZERS, LearningRate, LinearDecay, optimizer_slots
 from gorila.params.rule import UpdateRule
 from gorila.params.shard import ParameterShard, ShardStats
 
@@ -27,7 +27,8 @@ class ServerSpec:
         spec = ServerSpec(rule=UpdateRule.synchronous(4), num_shards=2, optimizer="sgd", lr=0.1)
         shards = spec.build(initial_params)
 
-    ``lr`` may be a float32 vector over the whole flat vector (per-parameter rates). ``placement``
+    ``lr`` may be a float32 vector over the whole flat vector (per-parameter rates), or a
+    :class:`~gorila.params.optim.LinearDecay` that every shard steps down alike. ``placement``
     says where a runtime puts the shards: ``process`` (each in a process of its own) or ``workers``
     (synchronous rule, one node: spread over the workers, see :mod:`gorila.runtime.allreduce`).
     A worker whose ``nonfinite_limit``-th non-finite gradient in a row arrives stops the run.
@@ -45,7 +46,7 @@ class ServerSpec:
         validate.integer("nonfinite_limit", self.nonfinite_limit, low=1)
         validate.choice("server", self.placement, PLACEMENTS)
         validate.choice("optimizer", self.optimizer, OPTIMIZERS)
-        if not isinstance(self.lr, np.ndarray):
+        if not isinstance(self.lr, np.ndarray | LinearDecay):  # those check themselves
             validate.number("lr", self.lr, low=0.0, low_open=True)
 
     def layout(self, size: int) -> ShardLayout:

@@ -16,7 +16,7 @@ from dataclasses import asdict
 from gorila.actors.segment_actor import SegmentActor
 from gorila.algos.a3c.networks import greedy_policy, make_network
 from gorila.algos.impala.config import ImpalaConfig
-from gorila.algos.kit import rl_plan
+from gorila.algos.kit import INFERENCE, rl_plan, sampled_inference
 from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, ServiceSpec, WorkerSpec
@@ -37,8 +37,7 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
     """``--actors`` actors, one trajectory queue per learner, ``--learners`` learners."""
     network_fn, policy_fn = evaluation_policy(run, cfg, rl)
     net = network_fn()  # an unsupported env is refused here, before anything starts
-    if rl.inference == "central":  # auto means local here, whatever the observations and devices
-        raise ConfigError("inference", "impala's actors act with their own network copy: use --inference local")
+    central = rl.inference == "central"  # auto means local here, whatever the observations and devices
     envs = EnvSpec(rl.env, cfg.envs_per_actor)
     actor = functools.partial(SegmentActor, envs=envs, network_fn=network_fn, unroll_length=cfg.unroll_length,
                               refresh_every=cfg.actor_refresh, gamma=cfg.gamma, seed=run.seed)
@@ -48,18 +47,23 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
     check_sync_learners(run, cfg.learners)
     learner = functools.partial(ImpalaLearner, network_fn=network_fn, loss=loss, batch_size=cfg.batch_size)
     queue = functools.partial(TrajectoryQueue, capacity=cfg.queue_capacity, max_policy_lag=cfg.max_policy_lag)
+    # Central inference: a segment is 2 x --unroll-length batches (the groups alternate), so the
+    # server pulling every that many x --actor-refresh batches keeps --actor-refresh's policy lag.
+    inference = (sampled_inference(network_fn, rl, cfg.actors * cfg.envs_per_actor,
+                                   2 * cfg.unroll_length * cfg.actor_refresh, run.seed),) if central else ()
 
     def groups(services: dict) -> list[WorkerSpec]:
         queues = [RemoteQueue(endpoint) for endpoint in services[QUEUES]]
-        return [WorkerSpec("actor", functools.partial(actor, queues=queues), cfg.actors),
+        inference = services[INFERENCE][0] if central else None
+        return [WorkerSpec("actor", functools.partial(actor, queues=queues, inference=inference), cfg.actors),
                 WorkerSpec("learner", functools.partial(learner, queues=queues), cfg.learners)]
 
     return rl_plan(
         run, rl, algo="impala", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=EVAL_EPSILON,
-        central=False, config=asdict(cfg),
+        central=central, config=asdict(cfg),
         spec=run.server_spec(rule, cfg.optimizer, cfg.lr),
-        groups=groups, services=(ServiceSpec(QUEUES, queue, cfg.learners),),
-        processes=cfg.actors + 2 * cfg.learners, chunk_steps=lambda updates: STEPS_PER_CHUNK,
+        groups=groups, services=(ServiceSpec(QUEUES, queue, cfg.learners), *inference),
+        processes=cfg.actors + 2 * cfg.learners + len(inference), chunk_steps=lambda updates: STEPS_PER_CHUNK,
         metrics=METRICS, histograms=("learner.policy_lag",))
 
 

@@ -21,7 +21,7 @@ from dataclasses import asdict
 from gorila.actors.segment_actor import SegmentActor
 from gorila.algos.a3c.networks import greedy_policy, make_network
 from gorila.algos.impala.builder import check_sync_learners
-from gorila.algos.kit import rl_plan
+from gorila.algos.kit import INFERENCE, rl_plan, sampled_inference
 from gorila.algos.ppo.config import PPOConfig
 from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
@@ -30,6 +30,8 @@ from gorila.envs.spec import EnvSpec
 from gorila.errors import ConfigError
 from gorila.learners.ppo import PPOLearner
 from gorila.losses.ppo_targets import PPOLoss
+from gorila.params import UpdateRule
+from gorila.params.optim import LinearDecay
 from gorila.trajectory import RemoteQueue, TrajectoryQueue
 
 EVAL_EPSILON = 0.0
@@ -42,8 +44,7 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
     """``--actors`` actors, one trajectory queue per learner, ``--learners`` PPO learners."""
     network_fn, policy_fn = evaluation_policy(run, cfg, rl)
     net = network_fn()
-    if rl.inference == "central":  # auto means local here, whatever the observations and devices
-        raise ConfigError("inference", "ppo's actors act with their own network copy: use --inference local")
+    central = rl.inference == "central"  # auto means local here, whatever the observations and devices
     if cfg.learners > cfg.actors:
         raise ConfigError("learners", f"each learner needs an actor of its own: at most --actors ({cfg.actors})")
     rule = run.rule(num_workers=cfg.learners)
@@ -57,18 +58,34 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
     learner = functools.partial(PPOLearner, network_fn=network_fn, loss=loss, batch_size=batch_size,
                                 epochs=cfg.epochs, minibatches=cfg.minibatches, seed=run.seed)
     queue = functools.partial(TrajectoryQueue, capacity=cfg.queue_capacity, max_policy_lag=cfg.max_policy_lag)
+    # Central inference: the server pulls once per segment (2 x --unroll-length batches, the groups
+    # alternating), as the actors of local inference do.
+    inference = (sampled_inference(network_fn, rl, cfg.actors * cfg.envs_per_actor, 2 * cfg.unroll_length,
+                                   run.seed),) if central else ()
 
     def groups(services: dict) -> list[WorkerSpec]:
         queues = [RemoteQueue(endpoint) for endpoint in services[QUEUES]]
-        return [WorkerSpec("actor", functools.partial(actor, queues=queues), cfg.actors),
+        inference = services[INFERENCE][0] if central else None
+        return [WorkerSpec("actor", functools.partial(actor, queues=queues, inference=inference), cfg.actors),
                 WorkerSpec("learner", functools.partial(learner, queues=queues), cfg.learners)]
 
     return rl_plan(
         run, rl, algo="ppo", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=EVAL_EPSILON,
-        central=False, config=asdict(cfg), spec=run.server_spec(rule, cfg.optimizer, cfg.lr),
-        groups=groups, services=(ServiceSpec(QUEUES, queue, cfg.learners),),
-        processes=cfg.actors + 2 * cfg.learners, chunk_steps=lambda updates: STEPS_PER_CHUNK,
+        central=central, config=asdict(cfg), spec=run.server_spec(rule, cfg.optimizer, learning_rate(cfg, rl, rule)),
+        groups=groups, services=(ServiceSpec(QUEUES, queue, cfg.learners), *inference),
+        processes=cfg.actors + 2 * cfg.learners + len(inference), chunk_steps=lambda updates: STEPS_PER_CHUNK,
         metrics=METRICS, histograms=("learner.policy_lag",))
+
+
+def learning_rate(cfg: PPOConfig, rl: RLConfig, rule: UpdateRule) -> float | LinearDecay:
+    """``--lr``, or with ``--lr-decay linear`` a rate falling to 0 over the server's updates of a
+    ``--total-steps`` run: every batch of ``batch_size`` segments is ``--epochs`` x
+    ``--minibatches`` pushes, and ``rule.aggregate`` pushes make one update (one optimizer step)."""
+    if cfg.lr_decay == "none":
+        return cfg.lr
+    batch_steps = (cfg.batch_size or math.ceil(cfg.actors / cfg.learners)) * cfg.unroll_length * cfg.envs_per_actor
+    pushes = math.ceil(rl.total_steps / batch_steps) * cfg.epochs * cfg.minibatches
+    return LinearDecay(cfg.lr, max(1, math.ceil(pushes / rule.aggregate)))
 
 
 def evaluation_policy(run: RunConfig, cfg: PPOConfig, rl: RLConfig):

@@ -13,6 +13,8 @@ from gorila import validate
 from gorila.errors import ConfigError
 from gorila.params import OPTIMIZERS
 
+LR_DECAYS = ("none", "linear")
+
 
 @dataclass(frozen=True)
 class PPOConfig:
@@ -41,6 +43,7 @@ class PPOConfig:
     rho_bar: float = field(default=1.0, metadata={"help": "APPO (--mode async): clip of V-trace's importance weights and traces (> 0)."})
     optimizer: str = "adam"  # no flag of its own: --optimizer (RunConfig) overrides it
     lr: float = field(default=1e-3, metadata={"help": "Server learning rate."})
+    lr_decay: str = field(default="none", metadata={"help": "linear: the server's learning rate falls linearly to 0 over the run's --total-steps (as RL-Zoo's and CleanRL's PPO); none: constant.", "choices": LR_DECAYS})
     hidden: tuple[int, ...] = field(default=(64, 64), metadata={"help": "Hidden layer widths of the policy and value MLPs (or of the shared torso)."})
     shared_torso: bool = field(default=False, metadata={"help": "One torso with a policy head and a value head instead of two networks (vector observations)."})
     max_grad_norm: float | None = field(default=0.5, metadata={"help": "Clip each pushed gradient to this L2 norm, > 0."})
@@ -66,6 +69,7 @@ class PPOConfig:
         validate.number("rho_bar", self.rho_bar, low=0.0, low_open=True)
         validate.choice("optimizer", self.optimizer, OPTIMIZERS)
         validate.number("lr", self.lr, low=0.0, low_open=True)
+        validate.choice("lr_decay", self.lr_decay, LR_DECAYS)
         if not isinstance(self.hidden, tuple):
             raise ConfigError("hidden", f"must be a tuple of integers >= 1, got {self.hidden!r}")
         for width in self.hidden:

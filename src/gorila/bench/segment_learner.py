@@ -1,0 +1,159 @@
+"""``gorila bench learner --algo impala|ppo``: learner samples/s through the parameter server vs a
+bare PyTorch loop on the same batches, in the same process and run."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import functools
+import itertools
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from gorila.bench.report import bench_dir, write_bench_json
+from gorila.bench.sampling import bench_run_config, measure_interleaved, placed_workers
+from gorila.core import WorkerFactory
+from gorila.learners.impala import ImpalaLearner
+from gorila.learners.ppo import PPOLearner
+from gorila.losses.impala import ImpalaLoss
+from gorila.losses.ppo_targets import PPOLoss
+from gorila.nets.flat import FlatParams
+from gorila.params import ParameterServer
+from gorila.runtime.local import LocalService
+from gorila.trajectory import RemoteQueue, Segment, TrajectoryQueue
+
+# Distinct segments both loops cycle through: enough that neither trains on one batch only.
+SEGMENTS = 16
+# The bare loop's optimizer for each server optimizer name (torch's defaults otherwise).
+TORCH_OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
+    "sgd": torch.optim.SGD, "momentum": functools.partial(torch.optim.SGD, momentum=0.9),
+    "adagrad": torch.optim.Adagrad, "rmsprop": torch.optim.RMSprop, "adam": torch.optim.Adam}
+
+
+class SegmentLearnerWorker:
+    """The plan's real learner (:class:`~gorila.learners.impala.ImpalaLearner` or its PPO subclass:
+    batches taken from a trajectory queue, the gradient on the pulled parameters, pushed to the
+    server) fed by an in-process queue kept full with ``SEGMENTS`` segments its actor collected first
+    (its initial policy); and, in the same process, the limit: the same network, the same loss and
+    the same batches, stepped by a local torch optimizer::
+
+        worker = SegmentLearnerWorker(0, server, actor=actor_factory, learner=learner_factory,
+                                      batch_size=2, pushes_per_batch=1, optimizer="rmsprop", lr=3e-3)
+        worker.pipeline_rate(1.0), worker.limit_rate(1.0)     # env steps learnt from per second
+
+    ``actor`` and ``learner`` are the plan's factories; the queue they are given here replaces the
+    plan's service (a partial's keywords are overridden by the call's).
+    """
+
+    def __init__(self, worker_id: int, server: ParameterServer, *, actor: WorkerFactory, learner: WorkerFactory,
+                 batch_size: int, pushes_per_batch: int, optimizer: str, lr: float):
+        # room for the two batches _top_up keeps queued; no max lag: nothing is dropped
+        self.queue = TrajectoryQueue(0, capacity=2 * batch_size)
+        queues = [RemoteQueue(LocalService(self.queue))]
+        collector = actor(worker_id, server, queues=queues)
+        self.segments: list[Segment] = [collector.collect() for _ in range(SEGMENTS)]
+        collector.close()
+        self.learner: ImpalaLearner = learner(worker_id, server, queues=queues)
+        self.batch_size, self.pushes_per_batch = batch_size, pushes_per_batch
+        self.samples_per_batch = sum(s.steps for s in self.segments[:batch_size])
+        self.seq = itertools.count()
+        self.net: nn.Module = copy.deepcopy(self.learner.net)
+        self.flat = FlatParams(self.net)
+        self.optimizer = TORCH_OPTIMIZERS[optimizer](self.net.parameters(), lr=lr)
+        self.batches = [Segment.concatenate([self.segments[(b + i) % SEGMENTS] for i in range(batch_size)])
+                        for b in range(0, SEGMENTS, batch_size)]
+
+    def _top_up(self) -> None:
+        """Segments enough in the queue for the next request and the one after (never empty)."""
+        while self.queue.size() < 2 * self.batch_size:
+            seq = next(self.seq)
+            self.queue.add(self.segments[seq % SEGMENTS], "bench", seq)
+
+    def step(self) -> None:
+        self._top_up()
+        self.learner.step()
+
+    def report(self) -> dict:
+        return self.learner.report()
+
+    def pipeline_rate(self, seconds: float) -> float:
+        """Env steps of the batches learnt from per second, the last push's reply included."""
+        start, t0 = self.learner.pushes, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            self.step()
+        self.learner.client.complete()
+        batches = (self.learner.pushes - start) / self.pushes_per_batch
+        return batches * self.samples_per_batch / (time.perf_counter() - t0)
+
+    def limit_rate(self, seconds: float) -> float:
+        loss = self.learner.loss
+        batches, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            batch = self.batches[batches % len(self.batches)]
+            if isinstance(self.learner, PPOLearner) and isinstance(loss, PPOLoss):
+                self._ppo_epochs(self.learner, loss, batch)
+            else:
+                assert isinstance(loss, ImpalaLoss)
+                loss.gradients(self.net, batch, self.flat)  # leaves the gradient in the parameters' .grad
+                self.optimizer.step()
+            batches += 1
+        return batches * self.samples_per_batch / (time.perf_counter() - t0)
+
+    def _ppo_epochs(self, learner: PPOLearner, loss: PPOLoss, batch: Segment) -> None:
+        """What a PPO learner does with a batch, the pushes replaced by local optimizer steps."""
+        targets = loss.targets(self.net, batch)
+        for _ in range(learner.epochs):
+            for idx in np.array_split(learner.rng.permutation(len(targets)), learner.minibatches):
+                loss.gradient(self.net, self.flat, targets.select(idx))
+                self.optimizer.step()
+
+    def close(self) -> None:
+        pass
+
+
+def run(args: argparse.Namespace, names: list[str]) -> int:
+    """The benchmark for ``args.algo`` (impala or ppo) on each runtime of ``names``."""
+    from gorila.algos.rl_config import RLConfig
+
+    from gorila.algos.impala import builder as impala
+    from gorila.algos.impala.config import ImpalaConfig
+    from gorila.algos.ppo import builder as ppo
+    from gorila.algos.ppo.config import PPOConfig
+
+    run_config, rl = bench_run_config("local", None, args.seed), RLConfig(env=args.env, device="cpu", inference="local")
+    cfg: ImpalaConfig | PPOConfig
+    if args.algo == "impala":
+        cfg = ImpalaConfig(actors=1, batch_size=args.batch_size or 1)
+        plan, pushes_per_batch = impala.make_plan(run_config, cfg, rl), 1
+    else:
+        cfg = PPOConfig(actors=1, batch_size=args.batch_size or 1)
+        plan, pushes_per_batch = ppo.make_plan(run_config, cfg, rl), cfg.epochs * cfg.minibatches
+    actor_spec, learner_spec = plan.groups({impala.QUEUES: []})  # each worker binds its own in-process queue
+    factory = functools.partial(SegmentLearnerWorker, actor=actor_spec.factory, learner=learner_spec.factory,
+                                batch_size=args.batch_size or 1, pushes_per_batch=pushes_per_batch,
+                                optimizer=cfg.optimizer, lr=cfg.lr)
+    plan = dataclasses.replace(plan, services=())
+    size = plan.initial_params().size
+    print(f"gorila bench learner --algo {args.algo}: {args.env}, {size:,} parameters, batches of {args.batch_size or 1} "
+          f"segment(s) of {cfg.unroll_length} steps x {cfg.envs_per_actor} envs, 1 torch thread per process, "
+          f"medians of {args.rounds} alternating rounds, {args.seconds:g} s per figure")
+    print(f"  pipeline: the {args.algo} learner taking batches from a trajectory queue kept full, its gradients "
+          f"pushed to 1 parameter-server shard ({cfg.optimizer}, asynchronous)")
+    print(f"  limit:    the same network, loss and batches; backward and a torch {cfg.optimizer} step in the "
+          "learner's process")
+    print(f"{'runtime':>8} {'pipeline samples/s':>19} {'limit samples/s':>16} {'ratio':>6}")
+    out = bench_dir(args.out, "learner")
+    rows = []
+    for name in names:
+        with placed_workers(name, args.address, plan, factory, 1, "learner") as group:
+            pipeline, limit = measure_interleaved(group, args.seconds, args.rounds)
+        print(f"{name:>8} {pipeline:>19,.1f} {limit:>16,.1f} {pipeline / limit:>6.2f}")
+        rows.append({"runtime": name, "algo": args.algo, "samples_per_s": pipeline, "limit_samples_per_s": limit,
+                     "ratio": pipeline / limit})
+    write_bench_json(out, "learner", vars(args), rows, parameters=size)
+    return 0
