@@ -37,7 +37,7 @@ def test_resume_continues_with_the_saved_settings(impala_run, tmp_path):
 
 def test_a_loaded_policy_is_the_greedy_policy_of_the_trained_network(impala_run):
     run_dir, summary = impala_run
-    policy = gorila.load_policy(run_dir)
+    policy = gorila.load_policy(run_dir, checkpoint="last")
     obs, _ = policy.make_env(seed=3).reset(seed=3)
     batch = np.stack([obs, obs * 0.5])
     with torch.no_grad():

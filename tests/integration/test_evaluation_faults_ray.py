@@ -27,7 +27,7 @@ def test_an_env_that_raises_in_the_ray_evaluator_is_rebuilt_and_counted(ray_loca
         evaluation = PolicyEvaluation(ENV, network_fn, greedy_policy, episodes=3, epsilon=0.0, seed=0, noop_max=0,
                                       every_s=0.0, target=5.0)
         evaluation.start(runtime, shards, {})
-        evaluation.before_chunk()
+        evaluation.before_chunk({"env_steps": 0, "train_time_s": 0.0})
         score = evaluation.finish()
         assert score.value == 5.0 and score.reached  # dropped episodes were played again, whole
         assert score.row["eval_env_failures"] >= 2  # the evaluator's 7th and 14th steps at least
@@ -54,11 +54,11 @@ def test_a_killed_evaluator_is_restarted_and_counted_among_worker_restarts(ray_l
         evaluation = PolicyEvaluation(ENV, network_fn, greedy_policy, episodes=3, epsilon=0.0, seed=0, noop_max=0,
                                       every_s=0.0, target=5.0)
         evaluation.start(runtime, shards, {})
-        evaluation.before_chunk()
+        evaluation.before_chunk({"env_steps": 0, "train_time_s": 0.0})
         first = evaluation.finish()
         failures_before = evaluation.env_failures
         os.kill(first.record["pid"], signal.SIGKILL)
-        evaluation.before_chunk()
+        evaluation.before_chunk({"env_steps": 0, "train_time_s": 0.0})
         second = evaluation.finish()
         assert second.record["pid"] != first.record["pid"] and second.value == 5.0
         assert evaluation.restarts == 1

@@ -137,9 +137,11 @@ def test_row9_a_planted_pickle_is_never_loaded(resume, run_dir, tmp_path):
     sequence = int(newest(run_dir, ".json").name[5:11]) + 1
     (checkpoints / f"ckpt-{sequence:06d}.safetensors").write_bytes(payload)
     record = json.loads(newest(run_dir, ".json").read_text())
-    record.pop("record_sha256", None)  # unchecked: the planted checkpoint vouches for itself
+    record.pop("record_sha256", None)
     record.update(sequence=sequence, file=f"ckpt-{sequence:06d}.safetensors", bytes=len(payload),
                   sha256=hashlib.sha256(payload).hexdigest())
+    # the planted checkpoint vouches for itself, its record's own checksum included (a checksum, not a signature)
+    record["record_sha256"] = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
     (checkpoints / f"ckpt-{sequence:06d}.json").write_text(json.dumps(record))
     for name in ("model.pkl", "ckpt-999999.pt", "params.npy"):
         (checkpoints / name).write_bytes(payload)
