@@ -11,7 +11,7 @@ BIN    := $(VENV)/bin
 TORCH_SPEC  ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: setup run test chaos bench clean
+.PHONY: setup run test test-heavy chaos bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ TEST_WORKERS ?= 2
 test: setup
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+
+# The integration runs of 10 s or more each (kills, restarts, two nodes, benchmarks end to end), kept out of
+# `make test` so that it stays under 5 minutes on a 2-core machine; CI runs both.
+test-heavy: setup
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m heavy
 
 # The long chaos run: kills a process every 10 s while DQN learns CartPole, beside a run without (prints figures).
 chaos: setup

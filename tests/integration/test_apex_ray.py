@@ -29,6 +29,7 @@ def test_apex_runs_its_actors_replay_shards_and_learner_as_ray_workers(ray_local
     assert json.loads((tmp_path / "config.json").read_text())["apex"]["n_step"] == 3
 
 
+@pytest.mark.heavy
 def test_a_killed_replay_shard_comes_back_from_its_checkpoint_and_the_run_finishes(ray_local, tmp_path, train):
     killed = []
 

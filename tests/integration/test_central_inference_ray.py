@@ -10,6 +10,7 @@ from gorila.algos.rl_config import RLConfig
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
+@pytest.mark.heavy
 def test_killed_rollout_worker_and_killed_server_are_restarted_and_serving_resumes(ray_local, tmp_path, train):
     run = RunConfig(algo="dqn", mode="async", runtime="ray", run_dir=tmp_path, seed=0, checkpoint_every_s=600)
     cfg = DQNConfig(actors=2, envs_per_actor=4, replay="global", learning_starts=200, hidden=(16,))

@@ -14,6 +14,7 @@ from gorila.algos.rl_config import RLConfig
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
+@pytest.mark.heavy
 def test_killed_bundle_restarts_pulls_fresh_params_and_the_run_reaches_its_target(ray_local, tmp_path, train):
     run = RunConfig(algo="dqn", mode="async", runtime="ray", run_dir=tmp_path, seed=1, checkpoint_every_s=600)
     cfg = DQNConfig(actors=2, learning_starts=500)

@@ -47,6 +47,7 @@ class GatedRestart:
         return self.build(shard_id)
 
 
+@pytest.mark.heavy
 def test_row2_learners_keep_drawing_from_the_surviving_shard_while_a_killed_one_is_down(ray_local, tmp_path):
     """Row 2 of the fault matrix: while a killed replay shard is down, the learner goes on
     sampling from the other shard (its version keeps moving); the shard comes back empty and the

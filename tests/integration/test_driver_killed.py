@@ -54,6 +54,7 @@ def test_row15_every_listening_socket_is_on_loopback_and_the_fast_path_is_privat
         assert stat.S_IMODE(mode.st_mode) == 0o700 and mode.st_uid == os.getuid(), path
 
 
+@pytest.mark.heavy
 def test_row14_a_sigkilled_driver_leaves_no_ray_process_and_the_run_resumes(running):
     """Row 14 (driver killed with SIGKILL): within 30 s no process of the run is left (Ray's
     agents included); ``--resume`` continues from the last checkpoint."""

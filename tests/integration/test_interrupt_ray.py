@@ -18,6 +18,7 @@ COUNTERS = ("env_steps", "env_steps_per_s", "updates", "updates_per_s", "pushes_
             "cpu_time_s")
 
 
+@pytest.mark.heavy
 def test_ctrl_c_after_the_first_checkpoint_saves_everything_and_exits_130(gorila_process, tmp_path):
     run_dir = tmp_path / "run"
     job = gorila_process("train", "--algo", "a3c", "--workers", "2", "--total-steps", "100000000",

@@ -39,6 +39,7 @@ def runtime(ray_local):
     rt.shutdown()
 
 
+@pytest.mark.heavy
 def test_row3_a_shard_killed_at_a_sync_barrier_comes_back_from_its_checkpoint(runtime, tmp_path):
     """Row 3 (parameter shard killed), sync mode: the push waiting at the barrier when the shard
     process dies is answered (refused, with the restored parameters), not left hanging; the shard

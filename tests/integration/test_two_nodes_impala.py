@@ -9,7 +9,7 @@ from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
 
 # About 20 s each on two shared cores; a run that stalls fails here instead of hanging the suite.
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.heavy, pytest.mark.timeout(300)]
 
 MAX_ENV_STEPS = 300_000
 

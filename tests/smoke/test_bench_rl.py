@@ -25,6 +25,7 @@ def assert_rows(report, figure, runtimes):
         assert row["ratio"] == pytest.approx(row[figure] / row[f"limit_{figure}"])
 
 
+@pytest.mark.heavy
 def test_bench_sampling_writes_each_inference_mode_beside_the_combined_limit(ray_local, tmp_path):
     report = bench(tmp_path, "sampling", "--env", "CartPole-v1", "--actors", "2", "--envs-per-actor", "4",
                    "--seconds", "0.4", "--rounds", "2")

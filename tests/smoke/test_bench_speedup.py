@@ -12,6 +12,7 @@ from gorila.cli import main
 pytestmark = pytest.mark.smoke
 
 
+@pytest.mark.heavy
 def test_bench_speedup_writes_csv_png_and_bench_json_with_the_machine_limit(ray_local, tmp_path):
     assert main(["bench", "speedup", "--workers", "1,2", "--n", "20000", "--d", "20", "--tol", "1e-2",
                  "--repeats", "2", "--out", str(tmp_path)]) == 0

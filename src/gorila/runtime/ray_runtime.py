@@ -78,7 +78,7 @@ def check_reachable(address: str, source: str, timeout_s: float) -> None:
                                       "e.g. 10.0.0.5:6379")
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as conn:
-            speaks_grpc = _answers_http2(conn, timeout_s)
+            speaks_grpc = _answers_http2(conn, min(timeout_s, GRPC_ANSWER_S))
     except OSError as err:
         raise ClusterUnreachableError(
             f"no Ray cluster answers at {address} (from {source}): {err.strerror or err}. Start one there "
@@ -88,10 +88,13 @@ def check_reachable(address: str, source: str, timeout_s: float) -> None:
         # Ray's own connect would retry such a port for minutes, printing only its warnings.
         raise ClusterUnreachableError(
             f"something listens at {address} (from {source}) but it is not a Ray cluster: it gave no gRPC "
-            f"answer within {timeout_s:.0f} s. Give the address of a Ray head node (its GCS port, 6379 by "
+            f"answer within {min(timeout_s, GRPC_ANSWER_S):.0f} s. Give the address of a Ray head node (its GCS port, 6379 by "
             "default, or ray://HOST:10001), or leave out --address and RAY_ADDRESS to run on an embedded Ray")
 
 
+#: How long a server that accepted the connection has to answer the HTTP/2 preface: a gRPC server
+#: answers from its network thread at once, however busy its workers are.
+GRPC_ANSWER_S = 3.0
 #: The HTTP/2 client preface and an empty SETTINGS frame: the first bytes of any gRPC call.
 _HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
 _HTTP2_SETTINGS = 4
