@@ -109,6 +109,7 @@ def restarts(summary):
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.heavy
 def test_chaos_short_each_kind_killed_once_and_the_run_reaches_its_target(ray_local, tmp_path, train):
     """The chaos run, short: each kind killed once, early; parameters learnt after the last kill
     reach the target (a return of 100; random play gets about 20), and the summary counts each

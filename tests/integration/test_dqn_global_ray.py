@@ -19,6 +19,7 @@ from gorila.algos.rl_config import RLConfig
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 
+@pytest.mark.heavy
 def test_actors_learner_and_replay_shards_run_as_ray_workers(ray_local, tmp_path, train):
     dqn = DQNConfig(replay="global", replay_shards=2, actors=2, learners=1, learning_starts=500)
     summary = train(RunConfig(algo="dqn", runtime="ray", run_dir=tmp_path, call_timeout_s=60.0), dqn,

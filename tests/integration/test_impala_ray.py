@@ -11,6 +11,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 RL = RLConfig(env="CartPole-v1", total_steps=3000, stop_at_target=False, eval_episodes=2)
 
 
+@pytest.mark.heavy  # impala on Ray, sync and async; ppo below stays in make test
 @pytest.mark.parametrize("mode, learners", [("sync", 1), ("async", 2)])
 def test_impala_trains_on_ray(ray_local, tmp_path, train, mode, learners):
     run = RunConfig(algo="impala", mode=mode, runtime="ray", run_dir=tmp_path)

@@ -14,7 +14,7 @@ SEMI = dict(aggregate=2, count_within=1, accept_within=2)
 
 
 @pytest.mark.parametrize("algo, cfg", [("dqn", DQNConfig(actors=2, learning_starts=100)), ("a3c", A3CConfig())])
-@pytest.mark.parametrize("mode", ["sync", "semi-async"])
+@pytest.mark.parametrize("mode", ["sync", pytest.param("semi-async", marks=pytest.mark.heavy)])
 def test_rl_algorithms_train_on_ray(ray_local, tmp_path, train, algo, cfg, mode):
     run = RunConfig(algo=algo, mode=mode, runtime="ray", run_dir=tmp_path, **(SEMI if mode == "semi-async" else {}))
     summary = train(run, cfg, RL)
