@@ -46,6 +46,7 @@ from gorila.learners.replay_learner import ReplayLearner
 from gorila.learners.target import TargetUpdate
 from gorila.nets import FlatParams
 from gorila.replay import RemoteReplay, ShardedReplaySpec
+from gorila.trajectory import RemoteQueue
 
 #: The inference service's name in a plan (``services[INFERENCE]`` in its ``groups``).
 INFERENCE = "inference"
@@ -186,3 +187,24 @@ class ReplayTopology:
         return [WorkerSpec("actor", actors, self.actors, nice=self.actor_nice,
                            node_of=self.routing.shard_of if self.by_node else None),
                 WorkerSpec("learner", learners, self.learners)]
+
+
+#: The service group of the trajectory queues (IMPALA, PPO): one queue per learner.
+QUEUES = "trajectories"
+
+
+def trajectory_groups(actor: Callable[..., Any], learner: Callable[..., Any], actors: int, learners: int,
+                      central: bool) -> Callable[[dict[str, list[ServiceEndpoint]]], list[WorkerSpec]]:
+    """A plan's ``groups`` for actors → trajectory queues → learners (IMPALA, PPO)::
+
+        groups = trajectory_groups(actor, learner, cfg.actors, cfg.learners, central)
+        services = (ServiceSpec(QUEUES, queue, cfg.learners), *inference)
+
+    Every actor is given every queue (``queues=``) and, with central inference, the run's
+    inference server (``inference=``); learner j is given the queues and takes from queue j."""
+    def groups(services: dict[str, list[ServiceEndpoint]]) -> list[WorkerSpec]:
+        queues = [RemoteQueue(endpoint) for endpoint in services[QUEUES]]
+        inference = services[INFERENCE][0] if central else None
+        return [WorkerSpec("actor", functools.partial(actor, queues=queues, inference=inference), actors),
+                WorkerSpec("learner", functools.partial(learner, queues=queues), learners)]
+    return groups

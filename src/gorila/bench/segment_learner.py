@@ -121,6 +121,7 @@ def run(args: argparse.Namespace, names: list[str]) -> int:
     from gorila.algos.rl_config import RLConfig
 
     from gorila.algos.impala import builder as impala
+    from gorila.algos.kit import QUEUES
     from gorila.algos.impala.config import ImpalaConfig
     from gorila.algos.ppo import builder as ppo
     from gorila.algos.ppo.config import PPOConfig
@@ -133,7 +134,7 @@ def run(args: argparse.Namespace, names: list[str]) -> int:
     else:
         cfg = PPOConfig(actors=1, batch_size=args.batch_size or 1)
         plan, pushes_per_batch = ppo.make_plan(run_config, cfg, rl), cfg.epochs * cfg.minibatches
-    actor_spec, learner_spec = plan.groups({impala.QUEUES: []})  # each worker binds its own in-process queue
+    actor_spec, learner_spec = plan.groups({QUEUES: []})  # each worker binds its own in-process queue
     factory = functools.partial(SegmentLearnerWorker, actor=actor_spec.factory, learner=learner_spec.factory,
                                 batch_size=args.batch_size or 1, pushes_per_batch=pushes_per_batch,
                                 optimizer=cfg.optimizer, lr=cfg.lr)

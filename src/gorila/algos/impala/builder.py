@@ -16,19 +16,18 @@ from dataclasses import asdict
 from gorila.actors.segment_actor import SegmentActor
 from gorila.algos.a3c.networks import greedy_policy, make_network
 from gorila.algos.impala.config import ImpalaConfig
-from gorila.algos.kit import INFERENCE, rl_plan, sampled_inference
+from gorila.algos.kit import QUEUES, rl_plan, sampled_inference, trajectory_groups
 from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
-from gorila.driver.plan import Plan, ServiceSpec, WorkerSpec
+from gorila.driver.plan import Plan, ServiceSpec
 from gorila.envs.spec import EnvSpec
 from gorila.errors import ConfigError
 from gorila.learners.impala import ImpalaLearner
 from gorila.losses.impala import ImpalaLoss
-from gorila.trajectory import RemoteQueue, TrajectoryQueue
+from gorila.trajectory import TrajectoryQueue
 
 EVAL_EPSILON = 0.0  # a policy-gradient method is judged by its greedy policy
 STEPS_PER_CHUNK = 4
-QUEUES = "trajectories"
 METRICS = ("trajectories.size", "trajectories.dropped_stale", "trajectories.refused", "learner.policy_lag_mean",
            "learner.rho_mean", "learner.wait_fraction")
 
@@ -52,17 +51,13 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
     inference = (sampled_inference(network_fn, rl, cfg.actors * cfg.envs_per_actor,
                                    2 * cfg.unroll_length * cfg.actor_refresh, run.seed),) if central else ()
 
-    def groups(services: dict) -> list[WorkerSpec]:
-        queues = [RemoteQueue(endpoint) for endpoint in services[QUEUES]]
-        inference = services[INFERENCE][0] if central else None
-        return [WorkerSpec("actor", functools.partial(actor, queues=queues, inference=inference), cfg.actors),
-                WorkerSpec("learner", functools.partial(learner, queues=queues), cfg.learners)]
 
     return rl_plan(
         run, rl, algo="impala", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=EVAL_EPSILON,
         central=central, config=asdict(cfg),
         spec=run.server_spec(rule, cfg.optimizer, cfg.lr),
-        groups=groups, services=(ServiceSpec(QUEUES, queue, cfg.learners), *inference),
+        groups=trajectory_groups(actor, learner, cfg.actors, cfg.learners, central),
+        services=(ServiceSpec(QUEUES, queue, cfg.learners), *inference),
         processes=cfg.actors + 2 * cfg.learners + len(inference), chunk_steps=lambda updates: STEPS_PER_CHUNK,
         metrics=METRICS, histograms=("learner.policy_lag",))
 

@@ -21,22 +21,21 @@ from dataclasses import asdict
 from gorila.actors.segment_actor import SegmentActor
 from gorila.algos.a3c.networks import greedy_policy, make_network
 from gorila.algos.impala.builder import check_sync_learners
-from gorila.algos.kit import INFERENCE, rl_plan, sampled_inference
+from gorila.algos.kit import QUEUES, rl_plan, sampled_inference, trajectory_groups
 from gorila.algos.ppo.config import PPOConfig
 from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
-from gorila.driver.plan import Plan, ServiceSpec, WorkerSpec
+from gorila.driver.plan import Plan, ServiceSpec
 from gorila.envs.spec import EnvSpec
 from gorila.errors import ConfigError
 from gorila.learners.ppo import PPOLearner
 from gorila.losses.ppo_targets import PPOLoss
 from gorila.params import UpdateRule
 from gorila.params.optim import LinearDecay
-from gorila.trajectory import RemoteQueue, TrajectoryQueue
+from gorila.trajectory import TrajectoryQueue
 
 EVAL_EPSILON = 0.0
 STEPS_PER_CHUNK = 2
-QUEUES = "trajectories"
 METRICS = ("trajectories.size", "trajectories.dropped_stale", "learner.policy_lag_mean", "learner.wait_fraction")
 
 
@@ -63,16 +62,12 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
     inference = (sampled_inference(network_fn, rl, cfg.actors * cfg.envs_per_actor, 2 * cfg.unroll_length,
                                    run.seed),) if central else ()
 
-    def groups(services: dict) -> list[WorkerSpec]:
-        queues = [RemoteQueue(endpoint) for endpoint in services[QUEUES]]
-        inference = services[INFERENCE][0] if central else None
-        return [WorkerSpec("actor", functools.partial(actor, queues=queues, inference=inference), cfg.actors),
-                WorkerSpec("learner", functools.partial(learner, queues=queues), cfg.learners)]
 
     return rl_plan(
         run, rl, algo="ppo", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=EVAL_EPSILON,
         central=central, config=asdict(cfg), spec=run.server_spec(rule, cfg.optimizer, learning_rate(cfg, rl, rule)),
-        groups=groups, services=(ServiceSpec(QUEUES, queue, cfg.learners), *inference),
+        groups=trajectory_groups(actor, learner, cfg.actors, cfg.learners, central),
+        services=(ServiceSpec(QUEUES, queue, cfg.learners), *inference),
         processes=cfg.actors + 2 * cfg.learners + len(inference), chunk_steps=lambda updates: STEPS_PER_CHUNK,
         metrics=METRICS, histograms=("learner.policy_lag",))
 
