@@ -1,8 +1,6 @@
 """Issue 32, item 9: every Ray process of a run is titled by its role and index in ``ps``, not
 all alike as ``ray::WorkerProcess``."""
 
-import time
-
 import psutil
 import pytest
 
@@ -28,12 +26,11 @@ def test_service_processes_are_titled_by_role_and_index(ray_local):
     runtime = RayRuntime(call_timeout_s=60)
     runtime.plan(2)
     try:
-        runtime.start_services(int, 2, name="replay")  # int(k): the smallest object a process can host
+        services = runtime.start_services(int, 2, name="replay")  # int(k): the smallest object a process can host
         runtime.wait_started()
-        deadline = time.monotonic() + 30
-        while not {"ray::replay-0", "ray::replay-1"} <= titles():
-            assert time.monotonic() < deadline, f"titles seen: {sorted(titles())}"
-            time.sleep(0.1)
+        for endpoint in services.endpoints():  # a call each has answered: each process is up and titled
+            endpoint.call("bit_length").result(timeout_s=30)
+        assert {"ray::replay-0", "ray::replay-1"} <= titles(), f"titles seen: {sorted(titles())}"
         assert "ray::ServiceProcess" not in titles()
     finally:
         runtime.shutdown()
