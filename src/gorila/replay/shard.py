@@ -11,7 +11,7 @@ reach it through a typed :class:`~gorila.replay.client.RemoteReplay`::
 from __future__ import annotations
 
 import os
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -128,7 +128,8 @@ class ReplayShard:
             self.sampler.update(written[kept], np.maximum(priorities, PRIORITY_FLOOR))
             self.sampler.update(lost, np.zeros(len(lost)))
         self.added += len(transitions)
-        self.bytes_added += sum(a.nbytes for a in astuple(transitions) if isinstance(a, np.ndarray))
+        # vars(), not dataclasses.astuple: astuple deep-copies every array of the batch
+        self.bytes_added += sum(a.nbytes for a in vars(transitions).values() if isinstance(a, np.ndarray))
         return len(transitions)
 
     def sample(self, batch_size: int) -> Batch | None:
