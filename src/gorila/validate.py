@@ -32,6 +32,20 @@ def choice(field: str, value: object, allowed: Collection[str]) -> None:
         raise ConfigError(field, f"must be one of {', '.join(map(str, allowed))}; got {value!r}")
 
 
+def boolean(field: str, value: object) -> None:
+    """Require ``True`` or ``False`` (not a truthy string or number)."""
+    if not isinstance(value, bool):
+        raise ConfigError(field, f"must be True or False, got {value!r}")
+
+
+def widths(field: str, value: object) -> None:
+    """Require a tuple of layer widths, integers >= 1 (``hidden``)."""
+    if not isinstance(value, tuple):
+        raise ConfigError(field, f"must be a tuple of integers >= 1, got {value!r}")
+    for width in value:
+        integer(field, width, low=1)
+
+
 def directory(field: str, value: object) -> None:
     """Require a non-empty path that is a directory or does not exist yet (it will be made)."""
     if not str(value).strip():

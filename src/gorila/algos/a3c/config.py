@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gorila import validate
-from gorila.errors import ConfigError
 from gorila.params import OPTIMIZERS
 
 
@@ -53,12 +52,8 @@ class A3CConfig:
         validate.number("lr_policy", self.lr_policy, low=0.0, low_open=True)
         validate.number("lr_value", self.lr_value, low=0.0, low_open=True)
         validate.number("target_tau", self.target_tau, low=0.0, high=1.0, low_open=True)
-        if not isinstance(self.hidden, tuple):
-            raise ConfigError("hidden", f"must be a tuple of integers >= 1, got {self.hidden!r}")
-        for width in self.hidden:
-            validate.integer("hidden", width, low=1)
-        if not isinstance(self.shared_torso, bool):
-            raise ConfigError("shared_torso", f"must be True or False, got {self.shared_torso!r}")
+        validate.widths("hidden", self.hidden)
+        validate.boolean("shared_torso", self.shared_torso)
         if self.max_grad_norm is not None:
             validate.number("max_grad_norm", self.max_grad_norm, low=0.0, low_open=True)
         validate.number("straggler", self.straggler, low=1.0)

@@ -66,11 +66,7 @@ class ImpalaConfig:
             raise ConfigError("c_bar", f"must be <= rho_bar ({self.rho_bar}), got {self.c_bar}")
         validate.choice("optimizer", self.optimizer, OPTIMIZERS)
         validate.number("lr", self.lr, low=0.0, low_open=True)
-        if not isinstance(self.hidden, tuple):
-            raise ConfigError("hidden", f"must be a tuple of integers >= 1, got {self.hidden!r}")
-        for width in self.hidden:
-            validate.integer("hidden", width, low=1)
-        if not isinstance(self.shared_torso, bool):
-            raise ConfigError("shared_torso", f"must be True or False, got {self.shared_torso!r}")
+        validate.widths("hidden", self.hidden)
+        validate.boolean("shared_torso", self.shared_torso)
         if self.max_grad_norm is not None:
             validate.number("max_grad_norm", self.max_grad_norm, low=0.0, low_open=True)

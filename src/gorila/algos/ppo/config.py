@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gorila import validate
-from gorila.errors import ConfigError
 from gorila.params import OPTIMIZERS
 
 LR_DECAYS = ("none", "linear")
@@ -64,17 +63,12 @@ class PPOConfig:
             validate.number("value_clip", self.value_clip, low=0.0, low_open=True)
         validate.number("value_coef", self.value_coef, low=0.0, low_open=True)
         validate.number("entropy_coef", self.entropy_coef, low=0.0)
-        if not isinstance(self.normalize_advantages, bool):
-            raise ConfigError("normalize_advantages", f"must be True or False, got {self.normalize_advantages!r}")
+        validate.boolean("normalize_advantages", self.normalize_advantages)
         validate.number("rho_bar", self.rho_bar, low=0.0, low_open=True)
         validate.choice("optimizer", self.optimizer, OPTIMIZERS)
         validate.number("lr", self.lr, low=0.0, low_open=True)
         validate.choice("lr_decay", self.lr_decay, LR_DECAYS)
-        if not isinstance(self.hidden, tuple):
-            raise ConfigError("hidden", f"must be a tuple of integers >= 1, got {self.hidden!r}")
-        for width in self.hidden:
-            validate.integer("hidden", width, low=1)
-        if not isinstance(self.shared_torso, bool):
-            raise ConfigError("shared_torso", f"must be True or False, got {self.shared_torso!r}")
+        validate.widths("hidden", self.hidden)
+        validate.boolean("shared_torso", self.shared_torso)
         if self.max_grad_norm is not None:
             validate.number("max_grad_norm", self.max_grad_norm, low=0.0, low_open=True)
