@@ -14,7 +14,7 @@ from torch import nn
 from gorila import validate
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.bench.sampling import (add_common_flags, bench_run_config, bundle_factory, check_common_flags,
-                                   measure_interleaved, placed_workers)
+                                   learner_table)
 from gorila.cliargs import HelpFormatter
 from gorila.core import WorkerFactory
 from gorila.learners.bundle import Bundle
@@ -111,14 +111,7 @@ def main(argv: list[str]) -> int:
           f"(adagrad, asynchronous; the reply, with the new parameters, is collected at the next push)")
     print("  limit:    the same network, batch size and loss; zero_grad, backward, clip, torch Adagrad step in "
           "the learner's process, minibatches already in memory")
-    print(f"{'runtime':>8} {'pipeline updates/s':>19} {'limit updates/s':>16} {'ratio':>6}")
     out = bench_dir(args.out, "learner")
-    rows = []
-    for name in names:
-        with placed_workers(name, args.address, plan, factory, 1, "learner") as group:
-            pipeline, limit = measure_interleaved(group, args.seconds, args.rounds)
-        print(f"{name:>8} {pipeline:>19,.1f} {limit:>16,.1f} {pipeline / limit:>6.2f}")
-        rows.append({"runtime": name, "updates_per_s": pipeline, "limit_updates_per_s": limit,
-                     "ratio": pipeline / limit})
+    rows = learner_table(names, args.address, plan, factory, args.seconds, args.rounds, "updates")
     write_bench_json(out, "learner", vars(args), rows, parameters=size)
     return 0

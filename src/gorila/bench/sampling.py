@@ -123,6 +123,22 @@ def bench_run_config(runtime: str, address: str | None, seed: int) -> RunConfig:
     return RunConfig(algo="dqn", mode="async", runtime=runtime, address=address, seed=seed)
 
 
+def learner_table(names: list[str], address: str | None, plan: Plan, factory: WorkerFactory, seconds: float,
+                  rounds: int, unit: str, **columns: Any) -> list[dict[str, Any]]:
+    """``gorila bench learner``'s table: one learner worker placed on each runtime of ``names``, its
+    pipeline rate beside its limit (:func:`measure_interleaved`), printed a row each and returned as
+    bench.json rows (``{unit}_per_s``, ``limit_{unit}_per_s``, ``ratio`` and ``columns``)."""
+    print(f"{'runtime':>8} {f'pipeline {unit}/s':>19} {f'limit {unit}/s':>16} {'ratio':>6}")
+    rows = []
+    for name in names:
+        with placed_workers(name, address, plan, factory, 1, "learner") as group:
+            pipeline, limit = measure_interleaved(group, seconds, rounds)
+        print(f"{name:>8} {pipeline:>19,.1f} {limit:>16,.1f} {pipeline / limit:>6.2f}")
+        rows.append({"runtime": name, **columns, f"{unit}_per_s": pipeline, f"limit_{unit}_per_s": limit,
+                     "ratio": pipeline / limit})
+    return rows
+
+
 def measure_interleaved(group: WorkerGroup, seconds: float, rounds: int,
                         limits: tuple[str, ...] = ("limit_rate",)) -> tuple[float, ...]:
     """Median over ``rounds`` of the group's summed ``pipeline_rate`` and of each of its summed

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from gorila.bench.report import bench_dir, write_bench_json
-from gorila.bench.sampling import bench_run_config, measure_interleaved, placed_workers
+from gorila.bench.sampling import bench_run_config, learner_table
 from gorila.core import WorkerFactory
 from gorila.learners.impala import ImpalaLearner
 from gorila.learners.ppo import PPOLearner
@@ -147,14 +147,7 @@ def run(args: argparse.Namespace, names: list[str]) -> int:
           f"pushed to 1 parameter-server shard ({cfg.optimizer}, asynchronous)")
     print(f"  limit:    the same network, loss and batches; backward and a torch {cfg.optimizer} step in the "
           "learner's process")
-    print(f"{'runtime':>8} {'pipeline samples/s':>19} {'limit samples/s':>16} {'ratio':>6}")
     out = bench_dir(args.out, "learner")
-    rows = []
-    for name in names:
-        with placed_workers(name, args.address, plan, factory, 1, "learner") as group:
-            pipeline, limit = measure_interleaved(group, args.seconds, args.rounds)
-        print(f"{name:>8} {pipeline:>19,.1f} {limit:>16,.1f} {pipeline / limit:>6.2f}")
-        rows.append({"runtime": name, "algo": args.algo, "samples_per_s": pipeline, "limit_samples_per_s": limit,
-                     "ratio": pipeline / limit})
+    rows = learner_table(names, args.address, plan, factory, args.seconds, args.rounds, "samples", algo=args.algo)
     write_bench_json(out, "learner", vars(args), rows, parameters=size)
     return 0
