@@ -220,7 +220,7 @@ def test_config_defaults_are_valid():
 
 
 @pytest.mark.parametrize("field, value", [
-    ("rollout_steps", -1), ("entropy_coef", -0.1), ("envs_per_worker", 0), ("gamma", 0.0),
+    ("rollout_steps", -1), ("entropy_coef", -0.1), ("envs_per_actor", 0), ("gamma", 0.0),
     ("gamma", 1.5), ("lr_policy", 0.0), ("lr_value", -1e-3), ("target_tau", 0.0),
     ("hidden", (64, 0)), ("hidden", [64]), ("shared_torso", "yes"), ("max_grad_norm", 0.0),
     ("gae_lambda", 1.5), ("gae_lambda", -0.1),

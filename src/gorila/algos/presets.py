@@ -173,7 +173,7 @@ _PRESETS = (
         "a3c-atari", "a3c",
         "Mnih et al. 2016, Asynchronous Methods for Deep Reinforcement Learning (A3C), §5.1 and Supplementary §8",
         "A3C: 16 actor-learners, t_max 5, shared RMSProp, γ 0.99, entropy 0.01",
-        {"env": "ALE/Breakout-v5", "mode": "async", "envs_per_worker": 1, "rollout_steps": 5, "gamma": 0.99,
+        {"env": "ALE/Breakout-v5", "mode": "async", "envs_per_actor": 1, "rollout_steps": 5, "gamma": 0.99,
          "entropy_coef": 0.01, "optimizer": "rmsprop", "lr_policy": 7e-4, "lr_value": 7e-4, "gae_lambda": 1.0,
          "target_tau": 1.0, **_ATARI_EVAL},
         "atari",

@@ -34,7 +34,7 @@ class RLConfig:
     stop_at_target: bool = field(default=True, metadata={"help": "stop once the target is reached"})
     eval_episodes: int = field(default=10, metadata={"help": "episodes per evaluation"})
     eval_epsilon: float | None = field(default=None, metadata={
-        "help": "exploration rate during evaluation (default: 0.05 for dqn, as in the DQN papers; 0 for a3c)"})
+        "help": "exploration rate during evaluation (the DQN papers evaluate with 0.05; policy-gradient methods greedily)"})
     eval_noop_max: int = field(default=30, metadata={"help": "evaluation episodes start after 0..N no-op actions"})
     eval_every_s: float = field(default=1.0, metadata={"help": "at most one evaluation per this many seconds"})
     eval_every_steps: int | None = field(default=None, metadata={

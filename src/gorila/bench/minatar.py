@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from gorila import validate
+from gorila.cliargs import command_parser
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.errors import ConfigError
 from gorila.metrics.curves import TIME_COLUMN, read_series
@@ -101,8 +102,7 @@ def _names(text: str, known: tuple[str, ...], flag: str) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila bench minatar", description=__doc__.split("::")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = command_parser("gorila bench minatar", __doc__.split("::")[0])
     parser.add_argument("--games", default="Breakout,SpaceInvaders", help=f"comma-separated, of {', '.join(GAMES)}")
     parser.add_argument("--algo", default="dqn,a3c", help=f"comma-separated, of {', '.join(ALGORITHMS)}")
     parser.add_argument("--minutes", type=float, default=20.0, help="training time of each run")

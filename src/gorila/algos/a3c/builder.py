@@ -21,7 +21,6 @@ from gorila.inference.policies import SampledPolicy
 from gorila.learners.a3c import A3CWorker
 from gorila.losses.a3c import A3CLoss
 
-EVAL_EPSILON = 0.0  # a policy-gradient method is judged by its greedy policy
 STEPS_PER_CHUNK = 20
 # Central inference: batches between the server's pulls. A worker pulls before every rollout, so
 # the server refreshes about as often: once per rollout step of every worker's two groups.
@@ -32,7 +31,7 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
     """``--workers`` A3C workers; under ``sync`` they are A2C, under ``semi-async`` seed 002's variant."""
     network_fn, policy_fn = evaluation_policy(run, cfg, rl)
     net = network_fn()  # an unsupported env is refused here, before anything starts
-    envs = EnvSpec(rl.env, cfg.envs_per_worker)
+    envs = EnvSpec(rl.env, cfg.envs_per_actor)
     with EnvSpec(rl.env).runner(run.seed) as runner:
         central = rl.central_inference(runner.observation_space)
     worker = functools.partial(
@@ -43,14 +42,14 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
     inference = ()
     if central:  # the server samples a ~ pi(.|s) with the parameters it last pulled
         policy = functools.partial(SampledPolicy, network_fn, device=rl.server_device(), seed=run.seed)
-        inference = (inference_service(policy, rl.batching_rule(cfg.workers * cfg.envs_per_worker), REFRESH_EVERY),)
+        inference = (inference_service(policy, rl.batching_rule(cfg.workers * cfg.envs_per_actor), REFRESH_EVERY),)
 
     def groups(services: dict) -> list[WorkerSpec]:
         endpoint = services[INFERENCE][0] if central else None
         return [WorkerSpec("worker", functools.partial(worker, inference=endpoint), cfg.workers)]
 
     return rl_plan(
-        run, rl, algo="a3c", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=EVAL_EPSILON,
+        run, rl, algo="a3c", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=cfg.EVAL_EPSILON,
         central=central, config=asdict(cfg),
         # policy and value parameters keep their own learning rates
         spec=run.server_spec(run.rule(num_workers=cfg.workers), cfg.optimizer,

@@ -27,8 +27,6 @@ from gorila.learners.bundle import Bundle
 from gorila.nets.q import greedy_policy
 from gorila.replay import ShardedReplaySpec, check_replay_memory
 
-OPTIMIZER_DEFAULT = "adagrad"  # Gorila's server optimizer
-EVAL_EPSILON = 0.05  # the DQN papers evaluate ε-greedily with 0.05
 # Driver steps per chunk: an actor's or learner's step takes a few milliseconds, so a chunk lasts
 # a few tenths of a second and the driver's bookkeeping stays out of the way.
 BUNDLE_STEPS_PER_CHUNK = 100
@@ -64,9 +62,9 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
                        inference=services[INFERENCE][0] if central else None, timeout_s=run.call_timeout_s)
 
     learner = q_learner(network_fn, cfg, rl, outlier_k=cfg.outlier_k)
-    common = dict(net=net, network_fn=network_fn, policy_fn=greedy_policy, eval_epsilon=EVAL_EPSILON,
+    common = dict(net=net, network_fn=network_fn, policy_fn=greedy_policy, eval_epsilon=cfg.EVAL_EPSILON,
                   central=central, config={**asdict(cfg), "target_update": str(cfg.target_update)},
-                  spec=run.server_spec(rule, OPTIMIZER_DEFAULT, cfg.lr))
+                  spec=run.server_spec(rule, cfg.optimizer, cfg.lr))
     if cfg.replay == "local":
         def bundles(services: dict) -> list[WorkerSpec]:
             bundle = functools.partial(Bundle, actor=actor(services), learner=learner,
