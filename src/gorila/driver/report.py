@@ -45,14 +45,15 @@ _PS_COLUMNS = ("updates", "pushes_rejected", "pushes_rejected_nonfinite", "bytes
 #: Counts of faults, shown beside the progress and warned about on the terminal once they rise above zero.
 #: (Stale rejections are not among them: under a semi-asynchronous rule they are routine.)
 _FLAGGED = ("env_failures", "pushes_rejected_nonfinite", "eval_env_failures")
+#: Shown beside the progress after them, the headline first (the steps are in the line already).
+_SHOWN = ("train_return", "updates")
 #: How long a row waits for a service's stats: a live service answers at once, one being restarted
 #: is left out of the row rather than holding the run up.
 SERVICE_PATIENCE_S = 2.0
 
 
 def _columns(plan: Plan) -> tuple[str, ...]:
-    """metrics.csv's columns: progress first, then the evaluation's headline (the first four are
-    shown beside the progress bar)."""
+    """metrics.csv's columns: progress first, then the evaluation's headline."""
     rl = plan.budget.unit == "env_steps"
     head = ("env_steps", "updates") if rl else ("updates",)
     headline, *other = plan.evaluation.columns
@@ -97,6 +98,7 @@ def open_log(plan: Plan, run_config: RunConfig, run_dir: Path, config: dict[str,
     return RunLogger(run_dir, config, columns, tags=tags, step_axis=_STEP_AXIS[plan.budget.unit],
                      hparams=_hparams(config), hparam_metrics=[tags[plan.evaluation.columns[0]]],
                      display=display, resume=run_config.resume is not None, flagged=_FLAGGED,
+                     shown=(plan.evaluation.columns[0], *_SHOWN),
                      resume_at=resumed.get(plan.budget.unit) if run_config.resume is not None else None)
 
 
