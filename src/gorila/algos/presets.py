@@ -181,7 +181,7 @@ _PRESETS = (
         "later reproductions (OpenAI Baselines) settled on. Workers: one per CPU, at most the paper's 16",
         _a3c_scaled),
     Preset(
-        "lunarlander-a2c", "a3c", "measured here (README: the best LunarLander-v3 A2C setting found on 2 cores)",
+        "lunarlander-a2c", "a3c", "measured here (docs/benchmarks.md: the best LunarLander-v3 A2C setting found on 2 cores)",
         "A2C on LunarLander-v3: 2 workers, 16-step rollouts, λ 0.95, soft target 0.1",
         {"env": "LunarLander-v3", "mode": "sync", "workers": 2, "rollout_steps": 16, "gae_lambda": 0.95,
          "target_tau": 0.1, "entropy_coef": 0.01, "lr_policy": 7e-4, "lr_value": 7e-4, "max_grad_norm": 0.5,
