@@ -2,6 +2,7 @@
 line (a hidden flag that says so on stderr), a config file or ``gorila.train`` (a FutureWarning),
 and a resumed run's ``config.json`` (quietly: gorila wrote it)."""
 
+import argparse
 import json
 
 import pytest
@@ -13,6 +14,7 @@ from gorila.launch import configs_from_values, file_values, saved_values
 @pytest.mark.parametrize("algo, old, new, field", [
     ("a3c", "--envs-per-worker", "--envs-per-actor", "envs_per_actor"),
     ("dqn", "--apex-alpha", "--eps-alpha", "eps_alpha"),
+    ("a3c", "--rollout-steps", "--unroll-length", "unroll_length"),
 ])
 def test_an_old_flag_sets_the_new_setting_and_says_so(capsys, algo, old, new, field):
     _, configs, _ = _configs(["--algo", algo, old, "3", "--runtime", "local"])
@@ -26,17 +28,22 @@ def test_an_old_flag_sets_the_new_setting_and_says_so(capsys, algo, old, new, fi
 
 def test_old_flags_are_hidden_from_help():
     text = _train_parser("a3c").format_help() + _train_parser("dqn").format_help()
-    assert "--envs-per-actor" in text and "--eps-alpha" in text
-    assert "--envs-per-worker" not in text and "--apex-alpha" not in text
+    assert "--envs-per-actor" in text and "--eps-alpha" in text and "--unroll-length" in text
+    assert "--envs-per-worker" not in text and "--apex-alpha" not in text and "--rollout-steps" not in text
 
 
-def test_the_flag_names_shared_across_algorithms():
-    for algo in ("dqn", "apex", "a3c", "impala", "ppo"):
-        flags = {o for a in _train_parser(algo)._actions for o in a.option_strings if a.help != "==SUPPRESS=="}
-        assert "--envs-per-actor" in flags and "--envs-per-worker" not in flags, algo
-    for algo in ("dqn", "apex"):
-        flags = {o for a in _train_parser(algo)._actions for o in a.option_strings if a.help != "==SUPPRESS=="}
-        assert "--eps-alpha" in flags and "--apex-alpha" not in flags, algo
+def _shown_flags(algo: str) -> set[str]:
+    return {o for a in _train_parser(algo)._actions if a.help is not argparse.SUPPRESS for o in a.option_strings}
+
+
+@pytest.mark.parametrize("algos, name, old", [
+    (("dqn", "apex", "a3c", "impala", "ppo"), "--envs-per-actor", "--envs-per-worker"),
+    (("dqn", "apex"), "--eps-alpha", "--apex-alpha"),
+    (("a3c", "impala", "ppo"), "--unroll-length", "--rollout-steps"),
+])
+def test_one_name_per_idea_across_algorithms(algos, name, old):
+    for algo in algos:
+        assert name in _shown_flags(algo) and old not in _shown_flags(algo), algo
 
 
 def test_the_python_api_and_config_files_take_old_names_with_a_warning(tmp_path):

@@ -37,7 +37,7 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
     worker = functools.partial(
         A3CWorker, envs=envs, network_fn=network_fn,
         loss=A3CLoss(cfg.gamma, cfg.entropy_coef, cfg.gae_lambda, cfg.max_grad_norm),
-        rollout_steps=cfg.rollout_steps, target_tau=cfg.target_tau, seed=run.seed, timeout_s=run.call_timeout_s,
+        rollout_steps=cfg.unroll_length, target_tau=cfg.target_tau, seed=run.seed, timeout_s=run.call_timeout_s,
         straggler=cfg.straggler)
     inference = ()
     if central:  # the server samples a ~ pi(.|s) with the parameters it last pulled
@@ -57,7 +57,7 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
         groups=groups, services=inference, processes=cfg.workers + len(inference),
         # A rollout to the episodes' ends may take minutes (Atari): the first chunk is one rollout, and
         # the driver's pacing grows it toward its chunk time from there.
-        chunk_steps=lambda updates: STEPS_PER_CHUNK if cfg.rollout_steps else 1,
+        chunk_steps=lambda updates: STEPS_PER_CHUNK if cfg.unroll_length else 1,
         metrics=("worker.policy_lag_mean",), histograms=("worker.policy_lag",))
 
 
