@@ -140,6 +140,7 @@ def test_one_help_style_everywhere(capsys, argv):
     options = _options(text)
     assert options, argv
     for name, help_text in options.items():
+        assert help_text, f"{name} has no help"
         assert help_text.count("default") <= 1, (name, help_text)
         assert "(default: None)" not in help_text and not re.search(r"\(default: [(\[]", help_text), (name, help_text)
     assert "``" not in text and "::\n" not in text

@@ -107,10 +107,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--algo", default="dqn,a3c", help=f"comma-separated, of {', '.join(ALGORITHMS)}")
     parser.add_argument("--minutes", type=float, default=20.0, help="training time of each run")
     parser.add_argument("--max-frames", type=int, default=5_000_000, help="a run also stops after this many frames")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--runtime", default="ray", choices=("ray", "local"))
+    parser.add_argument("--seed", type=int, default=0, help="random seed of every run")
+    parser.add_argument("--runtime", default="ray", choices=("ray", "local"), help="where each run's workers run")
     parser.add_argument("--verbose", action="store_true", help="show each run's progress")
-    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="directory for curves.csv, the PNGs and bench.json (default: bench-out/minatar-<time>)")
     args = parser.parse_args(argv)
     try:
         games = _names(args.games, GAMES, "games")

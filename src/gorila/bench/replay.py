@@ -192,7 +192,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--runtime", default="both", choices=("local", "ray", "both"),
                         help="local: the in-process limit and the sum-trees only")
     parser.add_argument("--address", default=None, help="Ray cluster to join (default: embedded)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="random seed")
     parser.add_argument("--out", type=Path, default=None, help="directory for bench.json (default: bench-out/replay-<time>)")
     args = parser.parse_args(argv)
     validate.number("seconds", args.seconds, low=0.0, low_open=True)
