@@ -30,6 +30,7 @@ from typing import Any
 from gorila.checkpoint import CheckpointTimer, load_checkpoint
 from gorila.config import RunConfig
 from gorila.driver.chunks import Chunks, Patience
+from gorila.driver.exact import WorkerState, restore_workers
 from gorila.driver.plan import Placed, Plan, WorkerSpec
 from gorila.driver.progress import Progress, resumable
 from gorila.driver.report import Outputs, Report, open_log, plot
@@ -94,6 +95,7 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
             # Every process starts side by side: each waits for no other to be up first.
             shards = runtime.start_shards(plan.spec, initial, wait=False, checkpoints=run_dir / "checkpoints")
             meta: dict[str, Any] = {}
+            counters = None  # the driver's counts of an exact resume (driver/exact.py)
             if run_config.resume is not None:
                 skipped: list[str] = []
                 arrays, meta = load_checkpoint(run_dir / "checkpoints", skipped,
@@ -104,6 +106,7 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
                 check_optimizer_state(arrays, plan.spec.optimizer, f"the checkpoint in {run_dir}")
                 shards.load_state_dict(arrays)
                 plan.evaluation.load_state_dict(meta.get("evaluation", {}))
+                counters = restore_workers(runtime, plan, arrays)
             services = {s.name: runtime.start_services(s.bound(shards.server), s.count, name=s.name, wait=False,
                                                        node_of=s.node_of)
                         for s in plan.services}
@@ -130,9 +133,9 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
             display = terminal.progress(limits, description=f"{plan.algo} {plan.label} {run_config.mode}")
             with open_log(plan, run_config, run_dir, config, display, meta) as logger:
                 placed = Placed(shards, services, groups)
-                progress = Progress.resumed(plan.budget.unit, meta)
+                progress = Progress.resumed(plan.budget.unit, meta, counters)
                 report = Report(run_config, plan, placed, progress, Outputs(run_dir, logger, terminal, startup),
-                                resumed=meta)
+                                resumed=meta, workers=WorkerState(runtime, plan, progress, logger.message))
                 chunks = Chunks(groups, runtime, plan, progress,
                                 Patience(run_config.call_timeout_s, run_config.actor_timeout_s), logger.message)
                 train_s, stop_reason = train(plan, chunks, report, Stops(

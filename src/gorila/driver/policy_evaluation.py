@@ -253,7 +253,18 @@ class PolicyEvaluation:
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        return {"best_eval_return": self.best}
+        """The best score and the cadence (``--eval-every-steps``: where the next evaluation is due)."""
+        return {"best_eval_return": self.best, "next_steps": self.next_steps}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.best = state.get("best_eval_return")
+        self.next_steps = int(state.get("next_steps", 0))
+
+    def in_flight(self) -> dict[str, Any]:
+        """The evaluation under way between chunks (one played in slices on the local runtime), for
+        a snapshot that saves the evaluator with it (:mod:`gorila.driver.exact`)."""
+        return {"playing": self.playing, "now": self.now}
+
+    def resume_in_flight(self, state: dict[str, Any]) -> None:
+        """Go on with the evaluation :meth:`in_flight` saved (its evaluator was restored with it)."""
+        self.playing, self.now = bool(state["playing"]), state["now"]
