@@ -4,7 +4,11 @@ evaluations on the same parameters."""
 
 import csv
 
+import pytest
+import safetensors.numpy
+
 import gorila
+from gorila.errors import CheckpointError
 
 DQN = dict(runtime="local", seed=3, total_steps=2_000, stop_at_target=False, actors=2, learning_starts=300,
            batch_size=32, replay_capacity=2_000, n_step=3, eval_episodes=2, eval_every_steps=400,
@@ -72,3 +76,21 @@ def test_an_a3c_run_interrupted_and_resumed_logs_the_uninterrupted_runs_rows(tmp
     assert len(_training(whole)) > 5
     assert _training(resumed) == _training(whole)
     assert _evaluations(resumed) == _evaluations(whole)
+
+
+def _last_checkpoint_arrays(run_dir):
+    newest = sorted((run_dir / "checkpoints").glob("ckpt-*[0-9].safetensors"))[-1]
+    return safetensors.numpy.load_file(newest)
+
+
+def test_without_checkpoint_replay_a_dqn_checkpoint_holds_no_workers(tmp_path):
+    gorila.train("dqn", run_dir=tmp_path / "run", **{**DQN, "total_steps": 400, "checkpoint_replay": False})
+    assert "workers.snapshot" not in _last_checkpoint_arrays(tmp_path / "run")
+    assert "shard0.params" in _last_checkpoint_arrays(tmp_path / "run")
+
+
+def test_an_exact_resume_with_another_number_of_workers_is_refused(tmp_path):
+    gorila.train("a3c", run_dir=tmp_path / "run", **{**A3C, "total_steps": 400})
+    assert "workers.snapshot" in _last_checkpoint_arrays(tmp_path / "run")
+    with pytest.raises(CheckpointError, match="holds 2 in the worker group 'worker', this run asks for 3"):
+        gorila.train(resume=tmp_path / "run", workers=3, total_steps=800)

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from gorila.core import ServiceFactory, Worker, WorkerFactory
 from gorila.reply import Done
-from gorila.errors import GorilaError
+from gorila.errors import CheckpointError, GorilaError
 from gorila.metrics.cputime import process_cpu_seconds
 from gorila.params import (LocalEndpoint, ParameterServer, ServerSpec, ShardStats, shard_state,
                            split_shard_state)
@@ -161,6 +161,15 @@ class LocalRuntime:
         self._restored = {"workers": dict(state["workers"]), "services": dict(state["services"])}
         return state["extra"]
 
+    def _take_restored(self, kind: str, name: str, count: int) -> list[Any] | None:
+        """The restored snapshot's group ``name``, once; refused unless it has ``count`` members."""
+        restored = self._restored[kind].pop(name, None)
+        if restored is not None and len(restored) != count:
+            raise CheckpointError(f"the checkpoint holds {len(restored)} in the {kind[:-1]} group {name!r}, this run asks "
+                                  f"for {count}: "
+                                  "resume with the settings it was saved with")
+        return restored
+
     def _shared(self) -> dict[str, Any]:
         """What a snapshot refers to rather than saves: the server, its shards and their endpoints."""
         if self._shards is None:
@@ -189,7 +198,7 @@ class LocalRuntime:
                        node_of: Callable[[int], int] | None = None) -> LocalServices:
         """Built at once, in this process (one node: ``node_of`` means nothing here), or those of
         that name a restored snapshot holds."""
-        restored = self._restored["services"].pop(name, None)
+        restored = self._take_restored("services", name, count)
         group = LocalServices(restored if restored is not None else [factory(k) for k in range(count)])
         self._services[name] = group
         self._owned += group.services  # closed at shutdown too (an inference server's thread)
@@ -202,7 +211,7 @@ class LocalRuntime:
         those of that name a restored snapshot holds."""
         if "torch" in sys.modules:  # checked, not imported: lstsq workers never load torch
             sys.modules["torch"].set_num_threads(1)
-        restored = self._restored["workers"].pop(name, None)
+        restored = self._take_restored("workers", name, count)
         group = LocalWorkers(restored if restored is not None else [factory(k, server) for k in range(count)],
                              self._caches)
         self._groups[name] = group
