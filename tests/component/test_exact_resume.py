@@ -72,7 +72,8 @@ def test_a_dqn_run_interrupted_and_resumed_logs_the_uninterrupted_runs_rows(tmp_
 
 
 def test_an_a3c_run_interrupted_and_resumed_logs_the_uninterrupted_runs_rows(tmp_path):
-    whole, resumed = _interrupted_and_resumed("a3c", A3C, tmp_path, rows=3)
+    # a checkpoint after every row: taking one changes nothing of the run
+    whole, resumed = _interrupted_and_resumed("a3c", {**A3C, "checkpoint_every_s": 1e-3}, tmp_path, rows=3)
     assert len(_training(whole)) > 5
     assert _training(resumed) == _training(whole)
     assert _evaluations(resumed) == _evaluations(whole)
@@ -94,3 +95,14 @@ def test_an_exact_resume_with_another_number_of_workers_is_refused(tmp_path):
     assert "workers.snapshot" in _last_checkpoint_arrays(tmp_path / "run")
     with pytest.raises(CheckpointError, match="holds 2 in the worker group 'worker', this run asks for 3"):
         gorila.train(resume=tmp_path / "run", workers=3, total_steps=800)
+
+
+def test_dqn_global_replay_shards_save_themselves_with_checkpoint_replay(tmp_path):
+    """As Ape-X's do: what a restarted (Ray) or resumed replay shard comes back from."""
+    settings = {**DQN, "replay": "global", "total_steps": 600, "learning_starts": 200}
+    gorila.train("dqn", run_dir=tmp_path / "run", **settings)
+    saved = safetensors.numpy.load_file(sorted((tmp_path / "run" / "checkpoints" / "replay-shard0")
+                                               .glob("ckpt-*.safetensors"))[-1])
+    assert sum(len(v) for k, v in saved.items() if "obs" in k) > 0
+    gorila.train("dqn", run_dir=tmp_path / "without", **{**settings, "checkpoint_replay": False})
+    assert not (tmp_path / "without" / "checkpoints" / "replay-shard0").exists()
