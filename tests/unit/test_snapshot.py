@@ -62,6 +62,16 @@ def test_a_snapshot_that_names_other_code_is_refused():
         snapshot.loads(data, {})
 
 
+def test_a_snapshot_may_not_reach_other_code_through_a_trusted_module():
+    # GLOBAL opcodes by hand: a dotted name walks attributes (gorila.runtime.snapshot imports
+    # pickle), and a name imported into a trusted module is not defined there
+    for module, name in ((b"gorila.runtime.snapshot", b"pickle.loads"), (b"gorila.runtime.snapshot", b"pickle"),
+                         (b"gorila.envs.vector", b"functools")):
+        with pytest.raises(CheckpointError, match="may not name"):
+            snapshot.loads(b"c" + module + b"\n" + name + b"\n.", {})
+    assert snapshot.loads(b"cgorila.nets.flat\nFlatParams\n.", {}) is FlatParams  # defined there: read
+
+
 def test_a_snapshot_that_refers_to_what_the_run_lacks_is_refused():
     shard = object()
     data = snapshot.dumps({"shard": shard}, {"shard3": shard})
