@@ -1,6 +1,6 @@
 """Exact resume (local runtime): a run stopped after a few rows and resumed to its budget logs the
-rows the uninterrupted run logs, on every column that does not measure time, and plays the same
-evaluations on the same parameters."""
+rows the uninterrupted run logs, evaluations included (``--eval-every-steps``), on every column
+that does not measure time."""
 
 import csv
 
@@ -16,12 +16,8 @@ DQN = dict(runtime="local", seed=3, total_steps=2_000, stop_at_target=False, act
 A3C = dict(runtime="local", seed=3, total_steps=3_000, stop_at_target=False, workers=2, envs_per_worker=2,
            rollout_steps=5, eval_episodes=2, eval_every_steps=600, checkpoint_every_s=1000.0)
 
-#: What a row holds that the run's own work decides (not the clock): progress, the server's
-#: counters, the training returns and losses, and the plan's own columns.
-TIMED = ("time_s", "env_steps_per_s", "updates_per_s")
-#: Where an evaluation lands among the rows follows the clock (it is played in slices of the wall
-#: time between chunks); what it played, and on which parameters, does not.
-EVAL = ("eval_return", "eval_version", "eval_min", "eval_max", "eval_env_steps", "eval_env_failures")
+#: The columns that measure time: the rest is decided by the run's own work.
+TIMED = ("time_s", "env_steps_per_s", "updates_per_s", "eval_train_time_s")
 
 
 def _rows(run_dir):
@@ -29,20 +25,13 @@ def _rows(run_dir):
         return list(csv.DictReader(f))
 
 
-def _training(rows):
-    """Each row's columns that the work decides, evaluations left out; the rows that only carry an
-    evaluation's result (a final row at the step of the one before) left out."""
-    out = []
-    for row in rows:
-        kept = {k: v for k, v in row.items() if k not in TIMED and k not in EVAL and k != "eval_train_time_s"}
-        if out and kept == out[-1]:
-            continue
-        out.append(kept)
-    return out
+def _work(rows):
+    """Each row without the columns that measure time."""
+    return [{k: v for k, v in row.items() if k not in TIMED} for row in rows]
 
 
 def _evaluations(rows):
-    return [{k: row[k] for k in EVAL} for row in rows if row["eval_return"]]
+    return [row["eval_return"] for row in rows if row["eval_return"]]
 
 
 def _stop_after(rows: int):
@@ -65,18 +54,16 @@ def _interrupted_and_resumed(algo, settings, tmp_path, rows):
 
 def test_a_dqn_run_interrupted_and_resumed_logs_the_uninterrupted_runs_rows(tmp_path):
     whole, resumed = _interrupted_and_resumed("dqn", DQN, tmp_path, rows=5)
-    assert len(_training(whole)) > 7 and any(r["loss"] for r in whole[:5])  # it learnt before the stop
-    assert _training(resumed) == _training(whole)
+    assert len(whole) > 7 and any(r["loss"] for r in whole[:5])  # it learnt before the stop
     assert len(_evaluations(whole)) >= 4
-    assert _evaluations(resumed) == _evaluations(whole)
+    assert _work(resumed) == _work(whole)
 
 
 def test_an_a3c_run_interrupted_and_resumed_logs_the_uninterrupted_runs_rows(tmp_path):
     # a checkpoint after every row: taking one changes nothing of the run
     whole, resumed = _interrupted_and_resumed("a3c", {**A3C, "checkpoint_every_s": 1e-3}, tmp_path, rows=3)
-    assert len(_training(whole)) > 5
-    assert _training(resumed) == _training(whole)
-    assert _evaluations(resumed) == _evaluations(whole)
+    assert len(whole) > 5 and len(_evaluations(whole)) >= 4
+    assert _work(resumed) == _work(whole)
 
 
 def _last_checkpoint_arrays(run_dir):
@@ -106,3 +93,28 @@ def test_dqn_global_replay_shards_save_themselves_with_checkpoint_replay(tmp_pat
     assert sum(len(v) for k, v in saved.items() if "obs" in k) > 0
     gorila.train("dqn", run_dir=tmp_path / "without", **{**settings, "checkpoint_replay": False})
     assert not (tmp_path / "without" / "checkpoints" / "replay-shard0").exists()
+
+
+class Crash(Exception):
+    pass
+
+
+def test_an_a3c_run_that_crashed_resumes_from_its_last_checkpoint_as_if_never_stopped(tmp_path):
+    """A run ended by an error (here its callback's) goes on from the checkpoint taken after its
+    last full row."""
+    settings = {**A3C, "checkpoint_every_s": 1e-3, "eval_every_steps": 400}
+    gorila.train("a3c", run_dir=tmp_path / "whole", **settings)
+    rows = []
+
+    def crash(row):
+        rows.append(row)
+        if len(rows) == 4:
+            raise Crash
+    try:
+        gorila.train("a3c", run_dir=tmp_path / "crashed", callback=crash, **settings)
+    except Crash:
+        pass
+    gorila.train(resume=tmp_path / "crashed")
+    whole, resumed = _rows(tmp_path / "whole"), _rows(tmp_path / "crashed")
+    assert len(_evaluations(whole)) >= 4
+    assert _work(resumed) == _work(whole)
