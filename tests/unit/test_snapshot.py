@@ -77,3 +77,9 @@ def test_a_snapshot_that_refers_to_what_the_run_lacks_is_refused():
     data = snapshot.dumps({"shard": shard}, {"shard3": shard})
     with pytest.raises(CheckpointError, match="shard3"):
         snapshot.loads(data, {})
+
+
+def test_a_thread_is_not_saved():
+    thread = threading.Thread(target=lambda: None, name="gorila-prefetch")
+    with pytest.raises(pickle.PicklingError, match="gorila-prefetch"):
+        snapshot.dumps({"worker": thread}, {})

@@ -107,6 +107,8 @@ class _Pickler(pickle.Pickler):
         return self.shared.get(id(obj))
 
     def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, threading.Thread):  # it would come back as a thread object that never runs
+            raise pickle.PicklingError(f"a thread ({obj.name}) cannot be saved")
         # A view (a client's per-shard slices of its flat copy) stays a view of the same array:
         # pickle would copy each view on its own, and writes through one would no longer show in the other.
         if type(obj) is not np.ndarray or not isinstance(obj.base, np.ndarray):
