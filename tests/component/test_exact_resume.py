@@ -44,26 +44,32 @@ def _stop_after(rows: int):
 
 
 def _interrupted_and_resumed(algo, settings, tmp_path, rows):
+    """The rows of a run never stopped, and of the same run stopped after each of ``rows`` rows
+    and resumed to its budget."""
     whole = gorila.train(algo, run_dir=tmp_path / "whole", **settings)
-    first = gorila.train(algo, run_dir=tmp_path / "resumed", callback=_stop_after(rows), **settings)
-    assert first["stop_reason"] == "callback" and first["env_steps"] < whole["env_steps"]
-    resumed = gorila.train(resume=tmp_path / "resumed")
-    assert resumed["env_steps"] == whole["env_steps"]
-    return _rows(tmp_path / "whole"), _rows(tmp_path / "resumed")
+    resumed = []
+    for n in rows:
+        first = gorila.train(algo, run_dir=tmp_path / f"at{n}", callback=_stop_after(n), **settings)
+        assert first["stop_reason"] == "callback" and first["env_steps"] < whole["env_steps"]
+        assert gorila.train(resume=tmp_path / f"at{n}")["env_steps"] == whole["env_steps"]
+        resumed.append(_rows(tmp_path / f"at{n}"))
+    return _rows(tmp_path / "whole"), resumed
 
 
 def test_a_dqn_run_interrupted_and_resumed_logs_the_uninterrupted_runs_rows(tmp_path):
-    whole, resumed = _interrupted_and_resumed("dqn", DQN, tmp_path, rows=5)
+    whole, (resumed,) = _interrupted_and_resumed("dqn", DQN, tmp_path, rows=[5])
     assert len(whole) > 7 and any(r["loss"] for r in whole[:5])  # it learnt before the stop
     assert len(_evaluations(whole)) >= 4
     assert _work(resumed) == _work(whole)
 
 
 def test_an_a3c_run_interrupted_and_resumed_logs_the_uninterrupted_runs_rows(tmp_path):
-    # a checkpoint after every row: taking one changes nothing of the run
-    whole, resumed = _interrupted_and_resumed("a3c", {**A3C, "checkpoint_every_s": 1e-3}, tmp_path, rows=3)
-    assert len(whole) > 5 and len(_evaluations(whole)) >= 4
-    assert _work(resumed) == _work(whole)
+    # a checkpoint after every row: taking one changes nothing of the run; stopped before its last
+    # row, the resumed run cuts its one chunk to the budget as the whole run did
+    whole, resumed = _interrupted_and_resumed("a3c", {**A3C, "checkpoint_every_s": 1e-3}, tmp_path, rows=[3, 7])
+    assert len(whole) == 8 and [int(r["step"]) for r in whole[-2:]] == [2800, 3000]
+    assert len(_evaluations(whole)) >= 4
+    assert _work(resumed[0]) == _work(whole) and _work(resumed[1]) == _work(whole)
 
 
 def _last_checkpoint_arrays(run_dir):

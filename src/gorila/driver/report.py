@@ -171,12 +171,13 @@ class Outputs:
 class Report:
     """One run's record between the chunks (see the module doc). ``resumed`` is the meta of the
     checkpoint the run resumed from (``{}`` for a new run): a target reached before stays reached.
-    ``workers`` adds the local runtime's snapshot to every checkpoint (:mod:`gorila.driver.exact`)."""
+    Its ``workers``, once set, add the local runtime's snapshot to every checkpoint
+    (:mod:`gorila.driver.exact`)."""
 
     def __init__(self, run_config: RunConfig, plan: Plan, placed: Placed, progress: Progress, out: Outputs,
-                 resumed: dict[str, Any], workers: WorkerState | None = None):
+                 resumed: dict[str, Any]):
         self.run_config, self.plan, self.placed, self.progress, self.out = run_config, plan, placed, progress, out
-        self.workers = workers  # what a checkpoint adds for an exact resume (local runtime)
+        self.workers: WorkerState | None = None  # what a checkpoint adds for an exact resume (the loop sets it)
         self.services = ServiceWatch(placed.services, out.logger.message)
         self.time_to_target: float | None = resumed.get("time_to_target_s")
         self.train_time_to_target: float | None = resumed.get("train_time_to_target_s")
