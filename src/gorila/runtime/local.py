@@ -120,7 +120,9 @@ class LocalRuntime:
     """One process; ``cpu_seconds`` is this process's CPU time. PyTorch is held to one thread,
     as each Ray worker is: the local runtime is the one-core reference. ``shutdown`` closes the
     workers and services that have a ``close`` (a bundle's prefetch thread, an inference server's
-    serving thread would otherwise keep them, and their envs, alive until the interpreter exits)."""
+    serving thread would otherwise keep them, and their envs, alive until the interpreter exits).
+    ``snapshot()`` saves every worker and service placed, between chunks, and ``restore(data)``
+    has the next start of each group use them (an exact resume, :mod:`gorila.driver.exact`)."""
 
     name = "local"
 
@@ -138,7 +140,7 @@ class LocalRuntime:
         (Python's, numpy's, torch's), as bytes (:mod:`gorila.runtime.snapshot`); taken between
         chunks, when no worker is stepping. The shards are referred to, not saved: a checkpoint
         holds them. Raises ``TypeError`` or ``pickle.PicklingError`` for what cannot be saved (a
-        parameter cache in shared memory, an inference server's thread)."""
+        parameter cache in shared memory, an inference server's sockets and thread)."""
         if self._caches:
             raise TypeError("a parameter cache lives in shared memory and cannot be saved")
         state = {"workers": {name: group.workers for name, group in self._groups.items()},
@@ -165,9 +167,8 @@ class LocalRuntime:
         """The restored snapshot's group ``name``, once; refused unless it has ``count`` members."""
         restored = self._restored[kind].pop(name, None)
         if restored is not None and len(restored) != count:
-            raise CheckpointError(f"the checkpoint holds {len(restored)} in the {kind[:-1]} group {name!r}, this run asks "
-                                  f"for {count}: "
-                                  "resume with the settings it was saved with")
+            raise CheckpointError(f"the checkpoint holds {len(restored)} in the {kind[:-1]} group {name!r}, "
+                                  f"this run asks for {count}: resume with the settings it was saved with")
         return restored
 
     def _shared(self) -> dict[str, Any]:
