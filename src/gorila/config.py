@@ -54,7 +54,10 @@ class RunConfig:
         "metavar": "DIR"})
     resume: Path | None = field(default=None, metadata={
         "help": "continue the run in this directory from its newest good checkpoint, with its settings unless "
-                "given again (--total-steps stays the run's total; --time-limit-s is more training)",
+                "given again (--total-steps stays the run's total; --time-limit-s is more training). Exact on "
+                "--runtime local (replay algorithms with --checkpoint-replay): the run goes on as if never stopped, "
+                "the same metrics.csv rows but the times; on Ray, the parameters, optimizer state, counters and "
+                "evaluation cadence come back, the workers start afresh",
         "metavar": "RUN_DIR"})
     optimizer: str | None = field(default=None, metadata={
         "help": "server-side optimizer", "choices": OPTIMIZERS})

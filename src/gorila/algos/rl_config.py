@@ -39,7 +39,9 @@ class RLConfig:
     eval_every_s: float = field(default=1.0, metadata={"help": "at most one evaluation per this many seconds"})
     eval_every_steps: int | None = field(default=None, metadata={
         "help": "evaluate every this many env steps instead of by the clock, so that where a run is judged does not "
-                "depend on the machine's speed (default: by --eval-every-s)", "metavar": "STEPS"})
+                "depend on the machine's speed; on --runtime local each evaluation is then played whole where it "
+                "falls due, rather than in slices of the time between chunks, so that a seed's rows are the same in "
+                "every run (default: by --eval-every-s)", "metavar": "STEPS"})
     device: str = field(default="auto", metadata={"help": "learner device", "choices": DEVICES})
     inference: str = field(default="auto", metadata={
         "help": "local: every actor acts with its own network copy; central: actors only step envs and the "

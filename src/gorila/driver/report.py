@@ -29,6 +29,7 @@ from gorila.checkpoint import save_checkpoint
 from gorila.config import RunConfig
 from gorila.core import Runtime, ServiceGroup
 from gorila.driver.counters import Counters
+from gorila.driver.exact import WorkerState
 from gorila.driver.plan import Placed, Plan, Score
 from gorila.driver.progress import Progress
 from gorila.driver.saved import checkpoint_dir
@@ -171,11 +172,14 @@ class Outputs:
 
 class Report:
     """One run's record between the chunks (see the module doc). ``resumed`` is the meta of the
-    checkpoint the run resumed from (``{}`` for a new run): a target reached before stays reached."""
+    checkpoint the run resumed from (``{}`` for a new run): a target reached before stays reached.
+    Its ``workers``, once set, add the local runtime's snapshot to every checkpoint
+    (:mod:`gorila.driver.exact`)."""
 
     def __init__(self, run_config: RunConfig, plan: Plan, placed: Placed, progress: Progress, out: Outputs,
                  resumed: dict[str, Any]):
         self.run_config, self.plan, self.placed, self.progress, self.out = run_config, plan, placed, progress, out
+        self.workers: WorkerState | None = None  # what a checkpoint adds for an exact resume (the loop sets it)
         self.services = ServiceWatch(placed.services, out.logger.message)
         self.time_to_target: float | None = resumed.get("time_to_target_s")
         self.train_time_to_target: float | None = resumed.get("train_time_to_target_s")
@@ -305,7 +309,9 @@ class Report:
         for name in self.plan.checkpoint_services:
             self.placed.services[name].save()
         arrays = self.placed.shards.state_dict()
-        path = save_checkpoint(checkpoint_dir(self.out.run_dir, "last"), arrays, meta, exports=self._exports(arrays))
+        path = save_checkpoint(checkpoint_dir(self.out.run_dir, "last"),
+                               {**arrays, **(self.workers.arrays() if self.workers is not None else {})}, meta,
+                               exports=self._exports(arrays))
         steps = f"{meta['env_steps']:,} env steps, " if self.plan.budget.unit == "env_steps" else ""
         self.out.logger.message(f"checkpoint {path.name}: {steps}{meta['updates']:,} updates")
 

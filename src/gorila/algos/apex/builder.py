@@ -85,7 +85,7 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
         services=(topology.service(), *inference), param_cache=cache,
         processes=topology.processes + len(inference), chunk_steps=lambda updates: STEPS_PER_CHUNK,
         metrics=METRICS + (CACHE_METRICS if cache else ()), histograms=("learner.policy_lag",),
-        checkpoint_services=("replay",) if cfg.checkpoint_replay else ())
+        checkpoint_services=("replay",) if cfg.checkpoint_replay else (), snapshot=cfg.checkpoint_replay)
 
 
 def _limiter(cfg: ApexConfig) -> RateLimiter:

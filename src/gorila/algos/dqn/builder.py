@@ -70,17 +70,20 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
             bundle = functools.partial(Bundle, actor=actor(services), learner=learner,
                                        replay_capacity=cfg.replay_capacity, batch_size=cfg.batch_size,
                                        learning_starts=cfg.learning_starts, train_every=cfg.train_every,
-                                       actor_refresh=cfg.actor_refresh)
+                                       actor_refresh=cfg.actor_refresh, prefetch=run.runtime != "local")
             return [WorkerSpec("bundle", bundle, cfg.actors)]
 
         return rl_plan(run, rl, algo="dqn", **common, groups=bundles, services=inference,
                        processes=cfg.actors + len(inference), chunk_steps=lambda updates: BUNDLE_STEPS_PER_CHUNK,
+                       snapshot=cfg.checkpoint_replay,
                        metrics=("bundle.policy_lag_mean",), histograms=("bundle.policy_lag",))
 
     check_replay_memory(cfg.replay_capacity, space.shape, space.dtype,
                         available_bytes=psutil.virtual_memory().available // cfg.replay_shards)
     routing = ShardedReplaySpec(cfg.replay_shards, cfg.actors, cfg.envs_per_actor, cfg.replay_capacity,
-                                tuple(space.shape), space.dtype, seed=run.seed)
+                                tuple(space.shape), space.dtype, seed=run.seed,
+                                checkpoints=run.resolved_run_dir(rl.env) / "checkpoints" if cfg.checkpoint_replay
+                                else None)
     topology = ReplayTopology(routing, cfg.actors, cfg.num_learners, steps_per_add=cfg.actor_refresh,
                               refresh_every=None if central else cfg.actor_refresh, batch_size=cfg.batch_size,
                               learning_starts=cfg.learning_starts, by_node=cfg.replay_placement == "node")
@@ -88,7 +91,8 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
                    groups=lambda services: topology.groups(actor, learner, services),
                    services=(topology.service(), *inference), param_cache=cfg.param_cache == "node",
                    processes=topology.processes + len(inference),
-                   chunk_steps=lambda updates: GLOBAL_STEPS_PER_CHUNK,
+                   chunk_steps=lambda updates: GLOBAL_STEPS_PER_CHUNK, snapshot=cfg.checkpoint_replay,
+                   checkpoint_services=("replay",) if cfg.checkpoint_replay else (),
                    metrics=("learner.policy_lag_mean", *REPLAY_TRAFFIC), histograms=("learner.policy_lag",))
 
 

@@ -73,6 +73,11 @@ class DQNConfig:
     hidden: tuple[int, ...] = field(default=(64, 64), metadata={"help": "MLP hidden sizes (vector observations)"})
     max_grad_norm: float | None = field(default=10.0, metadata={"help": "clip each pushed gradient to this norm"})
     terminal_on_life_loss: bool = field(default=False, metadata={"help": "Atari: a lost life ends the episode"})
+    checkpoint_replay: bool = field(default=False, metadata={
+        "help": "the replay is saved with every checkpoint and comes back from it: global replay shards save "
+                "themselves (on --resume, or when a crashed shard is restarted); on --runtime local every "
+                "checkpoint also holds the workers (bundles' replays, envs mid-episode, RNGs), so that "
+                "--resume goes on exactly as the run would have"})
 
     def __post_init__(self) -> None:
         validate.integer("actors", self.actors, low=1)

@@ -90,4 +90,7 @@ def make_plan(run: RunConfig, cfg: LstsqConfig) -> Plan:
                 spec=run.server_spec(rule, cfg.optimizer, cfg.step_size),
                 groups=lambda services: [WorkerSpec("worker", worker, cfg.workers)],
                 evaluation=LossEvaluation(moments, cfg.tol), budget=Budget(cfg.iterations, "updates"),
-                processes=cfg.workers, chunk_steps=chunk_steps, config={**asdict(cfg), "lr": cfg.step_size})
+                processes=cfg.workers, chunk_steps=chunk_steps, config={**asdict(cfg), "lr": cfg.step_size},
+                # a worker holds its rows, made again from the seed, and a step count: the shards' state
+                # resumes the run, and checkpoints stay the size of the parameters, not of the data
+                snapshot=False)
