@@ -5,14 +5,13 @@ import functools
 import json
 from pathlib import Path
 
-import gymnasium as gym
 import numpy as np
 
-import gorila.envs  # noqa: F401  (registers gorila/Hang-v0)
 from gorila.algos.dqn.networks import build_q_network
 from gorila.checkpoint import load_checkpoint
 from gorila.driver.plan import Budget, Plan, WorkerSpec
 from gorila.driver.policy_evaluation import PolicyEvaluation
+from gorila.envs.fake import HangingEnv
 from gorila.nets import FlatParams
 from gorila.nets.q import greedy_policy
 from gorila.params import ServerSpec, UpdateRule
@@ -37,10 +36,10 @@ class Pushes:
 
 
 class HangingActor:
-    """An actor that steps a ``gorila/Hang-v0`` env: its process's 20th env step never returns."""
+    """An actor that steps a :class:`HangingEnv`: its process's 20th env step never returns."""
 
     def __init__(self, worker_id, server):
-        self.env = gym.make(HANG)
+        self.env = HangingEnv()  # built directly: in a Ray process this module's imports are not run
         self.env.reset(seed=worker_id)
         self.steps = 0
 
