@@ -176,7 +176,7 @@ class StepReply:
             self.stepper.wait(timeout_s)  # the watchdog runs while the driver waits
         if not self.chunk.done.is_set():
             raise WorkerTimeoutError(f"{self.chunk.group.name} {self.index} did not finish its chunk within "
-                                     f"{timeout_s:.0f} s")
+                                     f"{timeout_s:g} s")
         if self.chunk.error is not None:
             raise self.chunk.error
         assert self.chunk.reports is not None
