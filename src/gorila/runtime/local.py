@@ -222,6 +222,7 @@ class LocalRuntime:
         return process_cpu_seconds()
 
     def shutdown(self) -> None:
+        self.stepper.close()
         for worker in self._owned:
             if hasattr(worker, "close"):
                 worker.close()

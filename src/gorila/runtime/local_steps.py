@@ -21,6 +21,7 @@ worker's last gradient); nothing after it runs: the abandoned thread stops there
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections import deque
@@ -69,6 +70,7 @@ class Stepper:
     def __init__(self, stall_s: float | None = None):
         self.stall_s = stall_s
         self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)  # a chunk submitted, or the thread given up
         self._queue: deque[_Chunk] = deque()
         self._idle = threading.Event()
         self._idle.set()
@@ -81,24 +83,29 @@ class Stepper:
         with self._lock:
             self._queue.append(chunk)
             self._idle.clear()
-            if not self._running:
+            if self._running:
+                self._work.notify()
+            else:
                 self._start()
         return [StepReply(self, chunk, k) for k in range(len(group.workers))]
 
     def _start(self) -> None:
-        """A new thread for the chunks in the queue (the lock is held)."""
+        """A new thread for the chunks submitted from now on (the lock is held); it lives until
+        it is given up or :meth:`close`."""
         self._running = True
         threading.Thread(target=self._run, args=(self._life,), name=f"local-steps-{self._life}",
                          daemon=True).start()  # a daemon: one left stuck in a hung env never holds up the exit
 
     def _run(self, life: int) -> None:
+        torch = sys.modules.get("torch")
+        if torch is not None:  # a new thread starts with the default thread count: one core, as the runtime's
+            torch.set_num_threads(1)
         while True:
-            with self._lock:
-                if life != self._life:
-                    return
-                if not self._queue:
-                    self._running = False
+            with self._work:
+                while life == self._life and not self._queue:
                     self._idle.set()
+                    self._work.wait()
+                if life != self._life:
                     return
                 chunk = self._queue[0]
             reports, error = None, None
@@ -154,11 +161,16 @@ class Stepper:
         chunk.group.rebuild(k, f"{chunk.group.name} {k} made no progress for {stall_s:g} s: rebuilt it")
         chunk.finish(chunk.group.reports(), None)
         with self._lock:
-            if self._queue:
-                self._start()
-            else:
-                self._running = False
+            self._start()
+            if not self._queue:
                 self._idle.set()
+
+    def close(self) -> None:
+        """End the thread (one stuck in a hung step ends once the step returns)."""
+        with self._work:
+            self._life += 1
+            self._running = False
+            self._work.notify_all()
 
 
 class StepReply:
