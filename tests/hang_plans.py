@@ -113,3 +113,13 @@ def saved(run_dir: Path):
     """The run's summary and the meta of its newest checkpoint."""
     _, meta = load_checkpoint(run_dir / "checkpoints")
     return json.loads((run_dir / "summary.json").read_text()), meta
+
+
+class DiesForGood(Pushes):
+    """A learner whose process cannot be restarted: built again (``marker`` exists), it raises."""
+
+    def __init__(self, worker_id, server, *, marker):
+        if Path(marker).exists():
+            raise RuntimeError("the learner cannot start again")
+        Path(marker).touch()
+        super().__init__(worker_id, server)
