@@ -225,8 +225,10 @@ class PolicyEvaluation:
 
     def _restart_if_stalled(self) -> Score | None:
         """Restart an evaluator whose slice has gone ``stall_s`` without an answer (once per
-        slice: a process Ray is still starting, killed again, would end for good); its message."""
-        if self.stall_s is None or self.killed or time.perf_counter() - self.pending_since < self.stall_s:
+        slice: a process Ray is still starting, killed again, would end for good; and not before
+        its first answer, whose wait includes the process's start-up); its message."""
+        if (self.stall_s is None or self.killed or self.pid is None
+                or time.perf_counter() - self.pending_since < self.stall_s):
             return None
         self.group.kill(0)
         self.killed = True
