@@ -15,6 +15,7 @@ from hang_plans import HangingActor, Pushes, hang_evaluation, plan, saved
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy, pytest.mark.timeout(300)]
 CHUNK_S = 0.2  # the plans' chunk seconds
+SAVING_S = 2.0  # past the end, what the run judges and saves last (the best checkpoint), on a loaded machine
 
 
 @pytest.fixture
@@ -27,7 +28,8 @@ def by_value(ray_local):
     ray.cloudpickle.unregister_pickle_by_value(sys.modules["hang_plans"])
 
 
-def test_an_evaluator_that_hangs_is_restarted_counted_and_the_time_limit_kept(by_value, tmp_path):
+def test_an_evaluator_that_hangs_is_restarted_counted_and_the_time_limit_kept(by_value, tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "TIME_LIMIT_GRACE_S", 5.0)  # the stated grace, shortened for the test
     run_config = RunConfig(algo="hang", runtime="ray", run_dir=tmp_path, time_limit_s=20.0, actor_timeout_s=2.0)
     summary = run(run_config, plan([("learner", Pushes, 1)], evaluation=hang_evaluation(), chunk_seconds=CHUNK_S))
     # Each evaluator process plays one evaluation (10 steps) and hangs in its next, at its 20th step.
@@ -35,7 +37,7 @@ def test_an_evaluator_that_hangs_is_restarted_counted_and_the_time_limit_kept(by
     assert summary["worker_restarts"] >= 1  # a restarted evaluator that reported
     returns = [e["eval_return"] for e in summary["evaluations"] if "eval_return" in e]
     assert len(returns) >= 2 and len({e["pid"] for e in summary["evaluations"] if "pid" in e}) >= 2
-    assert summary["train_time_s"] <= run_config.time_limit_end(CHUNK_S)
+    assert summary["train_time_s"] <= run_config.time_limit_end(CHUNK_S) + SAVING_S
     assert saved(tmp_path)[1]["updates"] == summary["updates"] > 0
 
 
