@@ -139,7 +139,7 @@ class Raises:
 
 
 @pytest.mark.timeout(10)
-def test_an_error_in_a_step_reaches_the_reply_and_nothing_queued_behind_it_is_stepped():
+def test_an_error_in_a_step_reaches_the_reply_and_nothing_submitted_after_it_is_stepped():
     from gorila.runtime.local_steps import Stepper
 
     log, stepper = [], Stepper()

@@ -16,7 +16,8 @@ chunks still to come::
     replies[0].result(timeout_s=60.0)        # worker 0's report
 
 A step that hangs and later returns may still finish what it was doing (a push of the old
-worker's last gradient); nothing after it runs: the abandoned thread stops there.
+worker's last gradient); nothing after it runs: the abandoned thread stops there. A step that
+raises fails its chunk, and every chunk submitted after it, with its error: the run is failing.
 """
 
 from __future__ import annotations
@@ -77,10 +78,14 @@ class Stepper:
         self._life = 0  # the running thread's number; an abandoned thread's is smaller
         self._running = False
         self._stepping: _Stepping | None = None
+        self._failed: Exception | None = None  # what a step raised: the run fails, nothing more is stepped
 
     def submit(self, group: SteppedGroup, steps: int) -> list[StepReply]:
         chunk = _Chunk(group, steps)
         with self._lock:
+            if self._failed is not None:
+                chunk.finish(None, self._failed)
+                return [StepReply(self, chunk, k) for k in range(len(group.workers))]
             self._queue.append(chunk)
             self._idle.clear()
             if self._running:
@@ -120,6 +125,7 @@ class Stepper:
                 self._queue.popleft()
                 chunk.finish(reports, error)
                 if error is not None:  # the run fails: nothing more is stepped
+                    self._failed = error
                     while self._queue:
                         self._queue.popleft().finish(None, error)
 
