@@ -38,7 +38,8 @@ test: setup
 test-heavy: setup
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m heavy
 
-# The long chaos run: kills a process every 10 s while DQN learns CartPole, beside a run without (prints figures).
+# The long chaos run: kills a process every 10 s while DQN learns CartPole, beside a run without (prints figures);
+# then the evaluator killed again and again while its env raises in evaluation.
 chaos: setup
 	$(BIN)/python -m pytest -m slow -s tests/integration/test_chaos.py
 

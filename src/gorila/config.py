@@ -22,6 +22,13 @@ from gorila.runtime import RUNTIMES
 #: The largest ``--seed``: derived seeds (seed + 1000·worker + env, the evaluator's seed + 10 000 + n)
 #: must stay within PyTorch's 64-bit seeds.
 SEED_MAX = 2**63 - 1
+#: --call-timeout-s unless given: this many of the plan's chunk seconds, and never less than the floor
+#: (a first chunk includes a worker's start-up; a slow machine takes seconds to start a process).
+CALL_TIMEOUT_CHUNKS = 120
+CALL_TIMEOUT_FLOOR_S = 60.0
+#: How far past --time-limit-s a run may go: one chunk (the plan's chunk seconds) and this grace, in
+#: which the chunks under way and the last evaluation come in; what is not in by then is given up.
+TIME_LIMIT_GRACE_S = 30.0
 # The semi-async preset, whose numbers the help shows (they live in params/rule.py only).
 _SEMI_ASYNC = UpdateRule.semi_async()
 
@@ -71,13 +78,20 @@ class RunConfig:
         "help": "async: reject pushes staler than this (default: no bound)"})
     time_limit_s: float | None = field(default=None, metadata={
         "help": "stop after this many seconds of training, counted from the first training step: "
-                "start-up (Ray, workers, evaluator) is not counted; with --resume, this many more seconds "
-                "(default: no limit)", "metavar": "SECONDS"})
+                "start-up (Ray, workers, evaluator) is not counted; with --resume, this many more seconds. "
+                f"Training ends by the limit + one chunk + {TIME_LIMIT_GRACE_S:g} s: the chunks and the evaluation "
+                "under way get that long, what is not in by then is given up (chunks that never come back fail "
+                "the run, everything saved) (default: no limit)", "metavar": "SECONDS"})
     checkpoint_every_s: float = field(default=60.0, metadata={"help": "seconds between checkpoints"})
-    call_timeout_s: float = field(default=600.0, metadata={"help": "longest wait for any worker call"})
+    call_timeout_s: float | None = field(default=None, metadata={
+        "help": f"longest wait for any worker call (default: {CALL_TIMEOUT_CHUNKS} times the plan's chunk "
+                f"seconds, at least {CALL_TIMEOUT_FLOOR_S:g} s)",
+        "metavar": "SECONDS"})
     actor_timeout_s: float | None = field(default=None, metadata={
         "help": "restart a worker whose chunk of steps has not finished after this many seconds (a stalled "
-                "environment; Ray runtime); the other groups go on meanwhile (default: wait up to --call-timeout-s)",
+                "environment): on Ray its process is restarted and the other groups go on meanwhile; on the local "
+                "runtime a worker (the evaluator too) whose step has not returned is rebuilt; counted in "
+                "worker_restarts (default: wait up to --call-timeout-s, then fail the run, everything saved)",
         "metavar": "SECONDS"})
     preset: str | None = field(default=None, metadata={
         "help": "fill the flags not given with a published setting (gorila presets lists them, with their "
@@ -100,7 +114,8 @@ class RunConfig:
         if self.time_limit_s is not None:
             validate.number("time_limit_s", self.time_limit_s, low=0.0, low_open=True)
         validate.number("checkpoint_every_s", self.checkpoint_every_s, low=0.0, low_open=True)
-        validate.number("call_timeout_s", self.call_timeout_s, low=0.0, low_open=True)
+        if self.call_timeout_s is not None:
+            validate.number("call_timeout_s", self.call_timeout_s, low=0.0, low_open=True)
         if self.actor_timeout_s is not None:
             validate.number("actor_timeout_s", self.actor_timeout_s, low=0.0, low_open=True)
         rule = self.rule(num_workers=1)  # e.g. --count-within 5 --accept-within 3 is refused here, before anything starts
@@ -115,6 +130,19 @@ class RunConfig:
         return UpdateRule.for_mode(self.mode, num_workers, aggregate=self.aggregate,
                                    count_within=self.count_within, accept_within=self.accept_within,
                                    max_staleness=self.max_staleness)
+
+    def call_timeout(self, chunk_seconds: float | None) -> float:
+        """``--call-timeout-s``, else scaled to a plan whose chunks last ``chunk_seconds`` (None:
+        chunks of steps, the floor)."""
+        if self.call_timeout_s is not None:
+            return self.call_timeout_s
+        return max(CALL_TIMEOUT_FLOOR_S, CALL_TIMEOUT_CHUNKS * (chunk_seconds or 0.0))
+
+    def time_limit_end(self, chunk_seconds: float | None) -> float | None:
+        """The training seconds by which a run with ``--time-limit-s`` ends (see its help), or None."""
+        if self.time_limit_s is None:
+            return None
+        return self.time_limit_s + (chunk_seconds or 0.0) + TIME_LIMIT_GRACE_S
 
     def server_spec(self, rule: UpdateRule, default_optimizer: str, lr) -> ServerSpec:
         """The parameter server this run asks for: ``--shards``, ``--server`` and ``--optimizer``

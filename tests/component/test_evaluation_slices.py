@@ -33,7 +33,8 @@ def test_an_evaluation_spans_several_chunks_and_scores_once_complete():
     score = None
     while score is None and chunks < 20:
         evaluation.before_chunk({"env_steps": 0, "train_time_s": 0.0})
-        chunks += 1  # a training chunk would run here
+        chunks += 1
+        evaluation.runtime.wait([], 10.0)  # a training chunk would run here: the driver waits on the runtime
         score = evaluation.after_chunk()
     assert chunks == 5  # one chunk after each of the 5 steps
     assert evaluation.group.workers[0].share == IN_PROCESS_SHARE
@@ -44,6 +45,7 @@ def test_an_evaluation_spans_several_chunks_and_scores_once_complete():
 def test_finish_plays_the_evaluation_under_way_to_its_end():
     evaluation = _evaluation(every_s=0.0)
     evaluation.before_chunk({"env_steps": 0, "train_time_s": 0.0})
+    evaluation.runtime.wait([], 10.0)
     assert evaluation.after_chunk() is None  # one step of five played
     score = evaluation.finish()
     assert score.value == 5.0 and evaluation.summary()["final_eval_return"] == 5.0

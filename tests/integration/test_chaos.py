@@ -3,11 +3,16 @@ kills an actor, a learner, a replay shard or the parameter shard again and again
 reaches its target; the summary counts every restart and every replay row lost.
 
 The short version runs with the other tests (each kind killed once); ``make chaos`` runs the long
-one (a random kind every 10 s, beside the same run without chaos), which prints its figures.
+one (a random kind every 10 s, beside the same run without chaos), which prints its figures, and
+the evaluator's: its process killed again and again while its env raises in evaluation.
 """
 
+import functools
 import json
+import os
 import random
+import signal
+import sys
 import time
 
 import pytest
@@ -15,6 +20,10 @@ import pytest
 from gorila.algos.dqn.config import DQNConfig
 from gorila.config import RunConfig
 from gorila.algos.rl_config import RLConfig
+from gorila.driver.loop import run
+from gorila.driver.policy_evaluation import PolicyEvaluation
+from gorila.nets.q import greedy_policy
+from hang_plans import Pushes, plan
 
 pytestmark = pytest.mark.integration
 
@@ -176,3 +185,53 @@ def test_chaos_long_a_random_kill_every_10_s_beside_a_run_without(ray_local, tmp
 def env_steps_to(target, evaluations):
     """The env steps of the first evaluation that reached ``target`` (None: none did)."""
     return next((e["env_steps"] for e in evaluations if e["eval_return"] >= target), None)
+
+
+class EvaluatorKills:
+    """Kills the evaluator's process (the ``pid`` of the latest evaluation) each time an evaluation
+    from a process not yet killed has come in, ``kills`` times; then stops the run at the first
+    evaluation from after the last kill."""
+
+    def __init__(self, kills):
+        self.left, self.killed = kills, []
+
+    def on_chunk(self, placed):
+        played = [e for e in placed.evaluations if "pid" in e]
+        if not played or played[-1]["pid"] in self.killed:  # none yet from the restarted process
+            return None
+        if not self.left:
+            return False
+        os.kill(played[-1]["pid"], signal.SIGKILL)
+        self.killed.append(played[-1]["pid"])
+        self.left -= 1
+        return None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_chaos_the_evaluator_killed_again_and_again_while_its_env_raises(ray_local, tmp_path):
+    """The evaluator (``make chaos``): its process SIGKILLed 5 times, each time once the restarted
+    one has reported an evaluation, while its env raises at every 7th step of the process
+    (``gorila/Flaky-v0``). Ray restarts it each time and the run counts every restart in
+    ``worker_restarts``; every evaluation completes, its failed episodes dropped and played again
+    whole (each returns 5), the env failures counted across the restarts, none failed."""
+    import ray.cloudpickle
+
+    from gorila.algos.dqn.networks import build_q_network
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules["hang_plans"])  # the learner is the tests'
+    env = "gorila/Flaky-v0"
+    network_fn = functools.partial(build_q_network, env, (8,), 0)
+    evaluation = PolicyEvaluation(env, network_fn, greedy_policy, episodes=3, epsilon=0.0, seed=0, noop_max=0,
+                                  every_s=0.5, target=None)
+    kills = EvaluatorKills(5)
+    summary = run(RunConfig(algo="chaos", runtime="ray", run_dir=tmp_path, time_limit_s=600.0),
+                  plan([("learner", Pushes, 1)], evaluation=(evaluation, network_fn)), on_chunk=kills.on_chunk)
+    returns = [e["eval_return"] for e in summary["evaluations"] if "eval_return" in e]
+    print(json.dumps({"kills": len(kills.killed), "worker_restarts": summary["worker_restarts"],
+                      "evaluations": len(returns), "eval_env_failures": summary["eval_env_failures"],
+                      "train_time_s": summary["train_time_s"]}, indent=2))
+    assert summary["stop_reason"] == "on_chunk" and len(kills.killed) == 5
+    assert summary["worker_restarts"] == 5
+    assert returns and set(returns) == {5.0} and summary["evaluations_failed"] == 0
+    assert summary["eval_env_failures"] >= len(returns)  # 15 steps an evaluation: two 7th steps at least

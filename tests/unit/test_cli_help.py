@@ -47,8 +47,12 @@ def test_train_help_says_how_to_see_another_algorithms_flags(capsys):
     assert "gorila train --algo NAME --help lists another algorithm's flags (a3c, apex, impala, lstsq, ppo)" in out
     assert "--algo {a3c,apex,dqn,impala,lstsq,ppo} algorithm (default: dqn)" in out
     assert "(default: runs/<algo>-<env>-<YYYYmmdd-HHMMSS> in the current directory)" in out
-    assert ("start-up (Ray, workers, evaluator) is not counted; with --resume, this many more seconds "
-            "(default: no limit)") in out
+    assert ("start-up (Ray, workers, evaluator) is not counted; with --resume, this many more seconds. "
+            "Training ends by the limit + one chunk + 30 s: the chunks and the evaluation under way get that "
+            "long") in out
+    assert "fail the run, everything saved) (default: no limit)" in out
+    assert "--call-timeout-s SECONDS longest wait for any worker call (default: 120 times the plan's chunk " \
+           "seconds, at least 60 s)" in out
     assert "(default: None)" not in out
 
 

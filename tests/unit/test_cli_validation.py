@@ -117,3 +117,19 @@ def test_a_misspelt_flag_gets_the_closest_flag(capsys):
 def test_a_list_flag_says_what_it_expects(capsys):
     assert "expects comma-separated int values such as 64,64, got '64x64'" in refused(
         capsys, ["train", "--hidden", "64x64"])
+
+
+def test_the_call_timeout_is_scaled_to_the_chunk_with_a_floor_unless_given():
+    from gorila.config import CALL_TIMEOUT_FLOOR_S, RunConfig
+
+    assert RunConfig().call_timeout(0.5) == CALL_TIMEOUT_FLOOR_S == 60.0  # 120 chunks of 0.5 s
+    assert RunConfig().call_timeout(2.0) == 240.0
+    assert RunConfig().call_timeout(None) == 60.0  # chunks of steps: the floor
+    assert RunConfig(call_timeout_s=7.0).call_timeout(2.0) == 7.0
+
+
+def test_a_time_limit_ends_by_the_limit_one_chunk_and_the_grace():
+    from gorila.config import TIME_LIMIT_GRACE_S, RunConfig
+
+    assert RunConfig(time_limit_s=100.0).time_limit_end(0.5) == 100.5 + TIME_LIMIT_GRACE_S
+    assert RunConfig().time_limit_end(0.5) is None

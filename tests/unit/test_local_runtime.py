@@ -50,3 +50,103 @@ def test_a_chunk_ends_as_soon_as_every_worker_is_blocked():
 
     workers = [AlwaysBlocked(), AlwaysBlocked()]
     assert LocalWorkers(workers).run_steps(10**9) == [{"steps": 1}, {"steps": 1}]
+
+
+class Logged:
+    """A worker that notes each of its steps in a shared log; ``hang_at`` (its step number) waits on
+    ``release`` first, as a hung environment would until the test lets it go."""
+
+    def __init__(self, name, log, hang_at=None, release=None):
+        self.name, self.log, self.hang_at, self.release, self.steps = name, log, hang_at, release, 0
+
+    def step(self):
+        self.steps += 1
+        if self.steps == self.hang_at:
+            self.release.wait()
+        self.log.append(self.name)
+
+    def report(self):
+        return {"steps": self.steps}
+
+
+def _group(name, workers, stepper, factory=None):
+    from gorila.runtime.local import LocalWorkers
+
+    return LocalWorkers(workers, name=name, factory=factory, stepper=stepper)
+
+
+@pytest.mark.timeout(10)
+def test_chunks_are_stepped_one_after_another_in_the_order_they_were_started():
+    from gorila.runtime.local_steps import Stepper
+
+    log, stepper = [], Stepper()
+    a = _group("a", [Logged("a0", log), Logged("a1", log)], stepper)
+    b = _group("b", [Logged("b0", log)], stepper)
+    replies = a.start_steps(2) + b.start_steps(3)
+    assert stepper.wait(5.0)
+    assert log == ["a0", "a1", "a0", "a1", "b0", "b0", "b0"]  # rounds within a group, groups in turn
+    assert [r.result(0.0) for r in replies] == [{"steps": 2}, {"steps": 2}, {"steps": 3}]
+
+
+@pytest.mark.timeout(10)
+def test_a_step_that_outlasts_the_stall_limit_is_given_up_and_its_worker_rebuilt():
+    import threading
+
+    from gorila.runtime.local_steps import Stepper
+
+    log, release, stepper = [], threading.Event(), Stepper(stall_s=0.2)
+    hung = Logged("a1", log, hang_at=2, release=release)
+    a = _group("actor", [Logged("a0", log), hung], stepper, factory=lambda k: Logged(f"new{k}", log))
+    b = _group("learner", [Logged("b0", log)], stepper)
+    replies = a.start_steps(5) + b.start_steps(2)
+    try:
+        assert stepper.wait(5.0)  # the hung step was given up: everything submitted is done
+        first, rebuilt, learner = (r.result(0.0) for r in replies)
+        assert first == {"steps": 2}  # the chunk ended at the stall
+        assert rebuilt["steps"] == 0 and rebuilt["restarted"] is True and rebuilt["pid"].endswith(".1")
+        assert rebuilt["restart_reason"] == "actor 1 made no progress for 0.2 s: rebuilt it"
+        assert learner == {"steps": 2} and log[-2:] == ["b0", "b0"]  # the chunk queued behind it still ran
+        assert a.workers[1] is not hung and "restart_reason" not in a.reports()[1]  # told once
+    finally:
+        release.set()
+    assert log.count("a1") <= 2  # the abandoned thread stops once the step returns: nothing after it
+
+
+@pytest.mark.timeout(10)
+def test_without_a_stall_limit_a_hung_step_times_the_wait_out_and_the_reply_says_so():
+    import threading
+
+    from gorila.errors import WorkerTimeoutError
+    from gorila.runtime.local_steps import Stepper
+
+    release, stepper = threading.Event(), Stepper()
+    reply = _group("actor", [Logged("a0", [], hang_at=1, release=release)], stepper).start_steps(3)[0]
+    try:
+        assert not stepper.wait(0.2) and not reply.ready()
+        with pytest.raises(WorkerTimeoutError, match="actor 0 did not finish its chunk within 0.1 s"):
+            reply.result(0.1)
+    finally:
+        release.set()
+    assert reply.result(5.0) == {"steps": 3}  # once the env comes back, the chunk completes
+
+
+class Raises:
+    def step(self):
+        raise RuntimeError("emulator lost")
+
+    def report(self):
+        return {}
+
+
+@pytest.mark.timeout(10)
+def test_an_error_in_a_step_reaches_the_reply_and_nothing_submitted_after_it_is_stepped():
+    from gorila.runtime.local_steps import Stepper
+
+    log, stepper = [], Stepper()
+    failing = _group("actor", [Raises()], stepper).start_steps(1)[0]
+    behind = _group("learner", [Logged("b0", log)], stepper).start_steps(1)[0]
+    assert stepper.wait(5.0)
+    for reply in (failing, behind):
+        with pytest.raises(RuntimeError, match="emulator lost"):
+            reply.result(0.0)
+    assert log == []

@@ -5,7 +5,8 @@ collected, and the restart of workers whose chunk stalls. The chunk loop
     chunks = Chunks(groups, runtime, plan, progress, Patience(call_s=600, stall_s=60), logger.message)
     chunks.start_idle()        # a chunk for every group that has none under way
     done = chunks.collect()    # waits until some group's chunk is in; its reports are counted
-    chunks.drain()             # at the end: every chunk under way finishes
+    chunks.drain(until)        # at the end: every chunk under way finishes (by until, else a
+                               # WorkerTimeoutError naming the groups not back)
 
 A group gets its next chunk as soon as its reports are in, so groups of different speeds (actors
 and a learner) never wait for each other at the driver.
@@ -30,7 +31,8 @@ from gorila.errors import WorkerTimeoutError
 class Patience:
     """How long the driver waits on workers: ``call_s`` for some group to finish its chunk (then a
     :class:`~gorila.errors.WorkerTimeoutError`), ``stall_s`` before it restarts the workers of a
-    chunk that has not finished (``--actor-timeout-s``; None: never)."""
+    chunk that has not finished (``--actor-timeout-s`` on Ray; None: never, or the runtime watches
+    its workers itself, as the local one does)."""
 
     call_s: float
     stall_s: float | None = None
@@ -68,14 +70,19 @@ class Chunks:
                 pace.asked = self._chunk_steps(name)
                 self.running[name] = group.start_steps(pace.asked)
 
-    def drain(self) -> None:
-        """Wait for every chunk under way, so that every worker's counts are in."""
+    def drain(self, until: float | None = None) -> None:
+        """Wait for every chunk under way, so that every worker's counts are in; by ``until`` (a
+        ``time.perf_counter()``), else a :class:`~gorila.errors.WorkerTimeoutError` naming the
+        groups that are not back."""
         while self.running:
-            self.collect()
+            if not self.collect(until) and until is not None and time.perf_counter() >= until:
+                raise WorkerTimeoutError(f"the chunks of {', '.join(self.running)} did not come back within the "
+                                         "time limit and its overshoot")
 
-    def collect(self) -> set[str]:
+    def collect(self, until: float | None = None) -> set[str]:
         """Wait until at least one group's chunk is complete; take in its reports. Returns the
-        groups whose chunks completed (and are no longer running)."""
+        groups whose chunks completed (and are no longer running): none once ``until`` (a
+        ``time.perf_counter()``, the time limit's end) has passed with none complete."""
         timeout_s, stall_s = self.patience.call_s, self.patience.stall_s
         deadline = time.perf_counter() + timeout_s
         while True:
@@ -86,9 +93,14 @@ class Chunks:
             done = {name for name, flags in ready.items() if all(flags)}
             if done:
                 break
+            if until is not None and time.perf_counter() >= until:
+                return set()
             waiting = [p for name, pending in self.running.items() for p, flag in zip(pending, ready[name])
                        if not flag]
-            if self.runtime.wait(waiting, timeout_s if stall_s is None else min(timeout_s, stall_s / 4)):
+            wait_s = timeout_s if stall_s is None else min(timeout_s, stall_s / 4)
+            if until is not None:
+                wait_s = max(0.0, min(wait_s, until - time.perf_counter()))
+            if self.runtime.wait(waiting, wait_s):
                 continue
             if time.perf_counter() >= deadline:
                 raise WorkerTimeoutError(f"no worker group ({', '.join(self.running)}) finished its chunk within "
@@ -97,6 +109,9 @@ class Chunks:
             self.restarted_in_chunk = {(g, k) for g, k in self.restarted_in_chunk if g != name}
             pace, before = self.pace[name], self.progress.used()
             reports = [p.result(timeout_s) for p in self.running.pop(name)]
+            for report in reports:  # the local runtime rebuilt a stalled worker
+                if "restart_reason" in report:
+                    self.message(report.pop("restart_reason"))
             self.progress.counters.update(name, reports)
             pace.took = time.perf_counter() - pace.started
             pace.per_step = (self.progress.used() - before) / max(pace.asked * len(reports), 1)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -35,6 +36,8 @@ from gorila.driver.plan import Placed, Plan, WorkerSpec
 from gorila.driver.progress import Progress, resumable
 from gorila.driver.report import Outputs, Report, open_log, plot
 from gorila.driver.stop import Interrupted, StopSignals
+from gorila.core import Runtime
+from gorila.errors import EnvFailedError, NonFiniteError, WorkerTimeoutError
 from gorila.metrics.progress import Limits
 from gorila.metrics.terminal import Terminal
 from gorila.params import merge_stats
@@ -53,13 +56,15 @@ class Stops:
     """When the chunk loop stops, besides at the target and the budget, and when it checkpoints:
     after ``time_limit_s`` of training (None: no limit), at a signal ``signals`` caught, or when
     ``on_chunk()`` (called after every row) or ``on_row(row)`` returns False; a checkpoint every
-    ``checkpoint_every_s``."""
+    ``checkpoint_every_s``. Past ``end_s`` of training nothing is waited for: the chunks and the
+    evaluation not in by then are given up."""
 
     time_limit_s: float | None
     checkpoint_every_s: float
     signals: StopSignals | None = None
     on_chunk: Callable[[], bool | None] | None = None
     on_row: OnRow | None = None
+    end_s: float | None = None  # with a time limit: the training seconds by which the run ends (its overshoot)
 
 
 def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
@@ -75,7 +80,11 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
     With ``--resume`` the shards start from the newest good checkpoint and counting continues.
     SIGINT or SIGTERM stops the run after the chunks under way: everything is saved as at any
     other stop (``stop_reason: "interrupted"``) and :class:`~gorila.driver.stop.Interrupted` is
-    raised with the summary.
+    raised with the summary. A run that fails while it trains (a worker that cannot be restarted or
+    does not answer in time, environments or gradients failing past their limits) saves what it
+    can first: a final checkpoint of the shards' parameters and the full summary, ``status:
+    "failed"`` with the ``stop_reason`` and the ``error``; then the error is raised. A resumed
+    run that fails before its first chunk is in leaves the run's earlier ``summary.json`` as it was.
     """
     terminal = terminal or Terminal()
     startup = {"plan_s": terminal.elapsed()}  # the command's imports and the builder are done
@@ -85,8 +94,11 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
     # processes: a run stopped by Ctrl-C ends seconds sooner.
     with StopSignals() as signals, ThreadPoolExecutor(max_workers=1, thread_name_prefix="learning-curve") as plotter:
         with terminal.stage(_runtime_stage(run_config)):
-            runtime = make_runtime(run_config.runtime, run_config.address, call_timeout_s=run_config.call_timeout_s,
-                                   verbose=terminal.verbose)
+            runtime = make_runtime(run_config.runtime, run_config.address,
+                                   call_timeout_s=run_config.call_timeout(plan.chunk_seconds),
+                                   verbose=terminal.verbose, stall_s=run_config.actor_timeout_s)
+        # The local runtime watches its workers' steps itself; on Ray the driver restarts a stalled process.
+        stall_s = None if runtime.name == "local" else run_config.actor_timeout_s
         signals.install()  # again: starting Ray installs a SIGTERM handler of its own
         startup["runtime_s"] = terminal.elapsed()
         try:
@@ -117,7 +129,7 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
             with terminal.stage(f"starting {_processes(plan, specs)}"):
                 groups = {w.name: runtime.start_workers(w.factory, w.count, server, name=w.name,
                                                         nice=w.nice, wait=False, node_of=w.node_of) for w in specs}
-                plan.evaluation.start(runtime, shards, groups)
+                plan.evaluation.start(runtime, shards, groups, stall_s)
                 runtime.wait_started()
             startup["processes_s"] = terminal.elapsed()
             unit = plan.budget.unit.replace("_", " ")
@@ -137,12 +149,20 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
                 report = Report(run_config, plan, placed, progress, Outputs(run_dir, logger, terminal, startup),
                                 resumed=meta)
                 chunks = Chunks(groups, runtime, plan, progress,
-                                Patience(run_config.call_timeout_s, run_config.actor_timeout_s), logger.message)
+                                Patience(run_config.call_timeout(plan.chunk_seconds), stall_s), logger.message)
                 chunks.pace.update(restored.pace)
                 report.workers = WorkerState(runtime, plan, progress, chunks, logger.message)
-                train_s, stop_reason = train(plan, chunks, report, Stops(
-                    run_config.time_limit_s, run_config.checkpoint_every_s, signals,
-                    None if on_chunk is None else functools.partial(on_chunk, placed), on_row))
+                try:
+                    train_s, stop_reason = train(plan, chunks, report, Stops(
+                        run_config.time_limit_s, run_config.checkpoint_every_s, signals,
+                        None if on_chunk is None else functools.partial(on_chunk, placed), on_row,
+                        end_s=run_config.time_limit_end(plan.chunk_seconds)))
+                except Exception as error:
+                    if run_config.resume is not None and not progress.counters.last:
+                        logger.discard()  # nothing trained: the run's earlier summary stays
+                    else:
+                        logger.close(save_after_failure(report, runtime, error))
+                    raise
                 summary = report.summary(runtime, train_s, stop_reason, _signal_name(signals))
                 logger.close(summary)
             plotted = plotter.submit(plot, run_dir, plan, run_config)
@@ -163,6 +183,7 @@ def train(plan: Plan, chunks: Chunks, report: Report, stops: Stops) -> tuple[flo
     The time limit counts this run's training, not a resumed run's earlier lives'."""
     evaluation, progress = plan.evaluation, report.progress
     progress.start_training()
+    until = None if stops.end_s is None else time.perf_counter() + stops.end_s  # the time limit's overshoot
     done = _nothing_to_do(plan, report)
     if done is not None:
         report.out.logger.message(done[1])
@@ -174,7 +195,7 @@ def train(plan: Plan, chunks: Chunks, report: Report, stops: Stops) -> tuple[flo
     while True:
         evaluation.before_chunk(progress.now())
         chunks.start_idle()
-        finished |= chunks.collect()
+        finished |= chunks.collect(until)
         report.began_stepping()
         report.judged(evaluation.after_chunk())
         train_s = progress.train_s()
@@ -203,13 +224,42 @@ def train(plan: Plan, chunks: Chunks, report: Report, stops: Stops) -> tuple[flo
         if stops.time_limit_s is not None and train_s - progress.train_before_s >= stops.time_limit_s:
             stop_reason = "time_limit"
             break
-    chunks.drain()  # every worker's counts are in
+    chunks.drain(until)  # every worker's counts are in
     if stop_reason not in ("target", "interrupted"):  # an interrupt does not wait for an evaluation
-        report.judged(evaluation.finish())
+        report.judged(evaluation.finish(None if until is None else max(0.0, until - time.perf_counter())))
     train_s = progress.train_s()
     report.row(train_s, final=True)
     report.checkpoint(train_s)
     return train_s, stop_reason
+
+
+#: ``stop_reason`` of a run that failed, by the error that ended it.
+FAILURE_REASONS = ((WorkerTimeoutError, "timeout"), (EnvFailedError, "env_failures"),
+                   (NonFiniteError, "nonfinite_gradients"))
+
+
+def save_after_failure(report: Report, runtime: Runtime, error: Exception) -> dict[str, Any]:
+    """What a failed run keeps: a final row, a final checkpoint of the shards' parameters (the last
+    good ones: a shard never applies a non-finite update) and the full summary, ``status: "failed"``, its
+    ``stop_reason`` (the kind of failure) and ``error``; each part as far as it can be had (a part
+    that fails says why in the summary instead)."""
+    reason = next((name for kind, name in FAILURE_REASONS if isinstance(error, kind)), "error")
+    failed: dict[str, Any] = {"status": "failed", "stop_reason": reason, "error": f"{type(error).__name__}: {error}"}
+    train_s = report.progress.train_s()
+    report.out.logger.message(f"the run failed ({failed['error']}): saving a final checkpoint and the summary")
+    try:
+        report.row(train_s, final=True)  # the servers' counters as they are now, for the checkpoint too
+    except Exception as err:
+        failed["final_row_error"] = f"{type(err).__name__}: {err}"
+    report.workers = None  # a worker may have failed part-way through a step: its state is not saved
+    try:
+        report.checkpoint(train_s)
+    except Exception as err:  # a dead shard: the checkpoints before stay the last
+        failed["final_checkpoint_error"] = f"{type(err).__name__}: {err}"
+    try:
+        return {**report.summary(runtime, train_s, reason), **failed}
+    except Exception as err:
+        return {**failed, "summary_error": f"{type(err).__name__}: {err}"}
 
 
 def _nothing_to_do(plan: Plan, report: Report) -> tuple[str, str] | None:

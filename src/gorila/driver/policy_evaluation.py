@@ -17,7 +17,7 @@ from gorila.driver.plan import Score
 from gorila.envs.evaluation import NORMALIZATION_SOURCE, EvaluationEpisodes, dqn_normalized, human_normalized
 from gorila.envs.faults import EnvFailures
 from gorila.envs.make import is_atari
-from gorila.errors import EnvFailedError
+from gorila.errors import EnvFailedError, WorkerTimeoutError
 from gorila.nets import FlatParams
 from gorila.params import ParameterServer
 
@@ -25,6 +25,10 @@ from gorila.params import ParameterServer
 #: this share of the wall time, so that a long evaluation (Atari) never stalls training.
 IN_PROCESS_SHARE = 1 / 3
 MIN_SLICE_S = 0.02
+#: In a process of its own, with ``--actor-timeout-s``, the evaluator plays in slices of at most this
+#: long (and at most half that timeout), so that a slice that outlasts the timeout is a hang, not a
+#: long evaluation.
+SLICE_S = 5.0
 
 
 class Evaluator:
@@ -39,6 +43,7 @@ class Evaluator:
     With ``share`` (the evaluator shares a process with training) a step plays only a slice, as
     long as ``share / (1 - share)`` times the time since the previous slice ended, and the next
     step goes on with the same parameters; ``report()["playing"]`` says an evaluation is under way.
+    With ``slice_s`` (and no ``share``) every slice is that long.
 
     An env that fails is rebuilt and its episode dropped and played again; too many failures
     within a window (:class:`~gorila.envs.faults.EnvFailures`) fail that evaluation, not the
@@ -51,10 +56,10 @@ class Evaluator:
     def __init__(self, worker_id: int, server: ParameterServer, *, env_id: str,
                  network_fn: Callable[[], nn.Module], policy_fn: Callable[[nn.Module], Callable],
                  episodes: int, epsilon: float, seed: int, noop_max: int = 30, share: float | None = None,
-                 clock: Callable[[], float] = time.perf_counter):
+                 slice_s: float | None = None, clock: Callable[[], float] = time.perf_counter):
         self.env_id, self.episodes, self.epsilon, self.noop_max = env_id, episodes, epsilon, noop_max
         self.seed = seed + 10_000
-        self.share, self.clock = share, clock
+        self.share, self.slice_s, self.clock = share, slice_s, clock
         self.net = network_fn().eval()
         self.flat = FlatParams(self.net)
         self.policy = policy_fn(self.net)
@@ -94,7 +99,7 @@ class Evaluator:
             self.version, self.played_s = self.client.version, 0.0
             self.playing = EvaluationEpisodes(self.env_id, self.episodes, self.epsilon, seed=self.seed + self.evaluations,
                                               noop_max=self.noop_max, failures=self.failures)
-        seconds = None
+        seconds = self.slice_s
         if self.share is not None:
             since = started - self.slice_ended if self.slice_ended is not None else 0.0
             seconds = max(MIN_SLICE_S, since * self.share / (1 - self.share))
@@ -133,6 +138,13 @@ class PolicyEvaluation:
     An evaluation whose envs fail too often is a failed evaluation, not a failed run: it is said,
     kept in ``summary.json``'s ``evaluations`` with its reason, and counted (``evaluations_failed``);
     the env failures of every evaluation go into the column ``eval_env_failures`` and the summary.
+
+    A hang is bounded too: with ``stall_s`` (``--actor-timeout-s``) an evaluator in a process of its
+    own plays in slices shorter than it, and one whose slice has not come back after ``stall_s`` is
+    restarted (once per slice; Ray plays the slice again in the new process, counted among
+    ``worker_restarts``); in one process the runtime's watchdog rebuilds it. ``finish(within_s)``
+    gives the last evaluation that long: one not in by then is dropped, said and counted
+    (``evaluations_dropped``), so that the run ends within its time limit's overshoot.
     """
 
     #: the headline, then where the evaluated parameters were taken (metrics.csv's step and time
@@ -163,12 +175,20 @@ class PolicyEvaluation:
         self.pid: int | None = None  # the evaluator's, as its last report said
         self.before_restarts = (0, 0)  # env failures and failed evaluations its earlier processes counted
         self.now: dict[str, float] | None = None  # where the evaluation under way took its parameters
+        self.latest: dict[str, float] = {}  # where the run was at the last chunk
+        self.stall_s: float | None = None
+        self.pending_since = 0.0  # when the slice under way was asked for
+        self.killed = False  # whether the evaluator of the slice under way was restarted
+        self.dropped = 0  # evaluations not in by the run's end
 
-    def start(self, runtime: Runtime, shards: ShardGroup, groups: dict[str, WorkerGroup]) -> None:
+    def start(self, runtime: Runtime, shards: ShardGroup, groups: dict[str, WorkerGroup],
+              stall_s: float | None = None) -> None:
         """Remember where to place the evaluator; it starts with the first chunk, so its start-up
-        does not delay training's (an untrained policy is not worth judging anyway)."""
+        does not delay training's (an untrained policy is not worth judging anyway). ``stall_s``:
+        how long a slice may go without an answer before the evaluator is restarted (None: the
+        runtime watches, or nothing does)."""
         self.timeout_s = shards.server.timeout_s
-        self.runtime, self.server = runtime, shards.server
+        self.runtime, self.server, self.stall_s = runtime, shards.server, stall_s
 
     def before_chunk(self, now: dict[str, float]) -> None:
         """Go on with the evaluation under way, or start one if it is time; ``now`` (the budget used
@@ -177,14 +197,18 @@ class PolicyEvaluation:
             # In one process an evaluation is played in slices of the wall time, unless it falls due
             # by steps: it is then played whole where it falls due, so that where every evaluation
             # starts and which row it lands in are the same in every run of a seed, resumed or not.
-            share = IN_PROCESS_SHARE if self.runtime.name == "local" and self.every_steps is None else None
-            self.group = self.runtime.start_workers(functools.partial(self.factory, share=share), 1, self.server,
-                                                    name="evaluator", wait=False)
+            local = self.runtime.name == "local"
+            share = IN_PROCESS_SHARE if local and self.every_steps is None else None
+            slice_s = None if local or self.stall_s is None else min(SLICE_S, self.stall_s / 2)
+            self.group = self.runtime.start_workers(functools.partial(self.factory, share=share, slice_s=slice_s), 1,
+                                                    self.server, name="evaluator", wait=False)
         clock = time.perf_counter()
+        self.latest = dict(now)
         if self.pending is None and self.playing:
-            self.pending = self.group.start_steps(1)[0]
+            self.pending, self.pending_since, self.killed = self.group.start_steps(1)[0], clock, False
         elif self.pending is None and self._due(clock, now):
             self.pending, self.last_started, self.now = self.group.start_steps(1)[0], clock, dict(now)
+            self.pending_since, self.killed = clock, False
 
     def _due(self, clock: float, now: dict[str, float]) -> bool:
         """Time for a new evaluation: ``every_steps`` env steps since the last one started (the next
@@ -198,26 +222,52 @@ class PolicyEvaluation:
         return True
 
     def after_chunk(self) -> Score | None:
-        if self.pending is None or not self.pending.ready():
+        if self.pending is None:
             return None
-        return self._collect()
+        if not self.pending.ready():
+            return self._restart_if_stalled()
+        return self._collect(self.timeout_s)
 
-    def finish(self) -> Score | None:
-        score = None if self.pending is None else self._collect()
-        while self.playing:  # an evaluation played in slices is played to its end
-            self.pending = self.group.start_steps(1)[0]
-            score = self._collect()
-        return score
+    def _restart_if_stalled(self) -> Score | None:
+        """Restart an evaluator whose slice has gone ``stall_s`` without an answer (once per
+        slice: a process Ray is still starting, killed again, would end for good; and not before
+        its first answer, whose wait includes the process's start-up); its message."""
+        if (self.stall_s is None or self.killed or self.pid is None
+                or time.perf_counter() - self.pending_since < self.stall_s):
+            return None
+        self.group.kill(0)
+        self.killed = True
+        self.now = dict(self.latest)  # the new process plays the parameters of now
+        return Score(float("nan"), False, message=f"evaluator made no progress for {self.stall_s:g} s: restarting it")
 
-    def _collect(self) -> Score | None:
+    def finish(self, within_s: float | None = None) -> Score | None:
+        """The evaluation under way, played to its end within ``within_s`` (default: the call
+        timeout); one not in by then is dropped, and the score says so."""
+        deadline = time.perf_counter() + (self.timeout_s if within_s is None else within_s)
+        try:
+            score = None if self.pending is None else self._collect(max(0.0, deadline - time.perf_counter()))
+            while self.playing and time.perf_counter() < deadline:  # one played in slices goes on to its end
+                self.pending = self.group.start_steps(1)[0]
+                score = self._collect(max(0.0, deadline - time.perf_counter()))
+        except WorkerTimeoutError:
+            self.playing = True  # not in: dropped below
+        if not self.playing:
+            return score
+        self.playing, self.dropped = False, self.dropped + 1
+        message = ("the last evaluation did not finish within the "
+                   f"{self.timeout_s if within_s is None else within_s:.0f} s it had left: dropped")
+        return Score(float("nan"), False, record={"eval_failed": message}, message=message)
+
+    def _collect(self, timeout_s: float) -> Score | None:
         pending, self.pending = self.pending, None
-        report = pending.result(self.timeout_s)
+        report = pending.result(timeout_s)
         self.playing = report.pop("playing", False)
         self._note_restart(report)
+        reason = report.pop("restart_reason", None)  # the local runtime rebuilt a stalled evaluator
         self.env_failures = self.before_restarts[0] + report.pop("env_failures", 0)
         self.evaluations_failed = self.before_restarts[1] + report.pop("evaluations_failed", 0)
         if self.playing or "eval_version" not in report:
-            return None
+            return None if reason is None else Score(float("nan"), False, message=reason)
         if "eval_failed" in report:
             return Score(float("nan"), False, row={"eval_env_failures": self.env_failures}, record=report,
                          message=report["eval_failed"])
@@ -247,7 +297,8 @@ class PolicyEvaluation:
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {"final_eval_return": self.final, "best_eval_return": self.best,
                                "target_return": self.target, "eval_epsilon": self.epsilon,
-                               "eval_env_failures": self.env_failures, "evaluations_failed": self.evaluations_failed}
+                               "eval_env_failures": self.env_failures, "evaluations_failed": self.evaluations_failed,
+                               "evaluations_dropped": self.dropped}
         if is_atari(self.env_id) and self.final is not None:
             out["final_human_normalized"] = human_normalized(self.env_id, self.final)
             out["final_dqn_normalized"] = dqn_normalized(self.env_id, self.final)

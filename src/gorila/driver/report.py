@@ -348,7 +348,7 @@ class Report:
             "algo": plan.algo, "label": plan.label, "mode": run_config.mode,
             **({"preset": run_config.preset, "preset_source": run_config.preset_source} if run_config.preset else {}),
             "runtime": run_config.runtime, "run_dir": str(self.out.run_dir),
-            "workers": {name: len(g.reports()) for name, g in self.placed.groups.items()},
+            "workers": {name: self._workers(name, g) for name, g in self.placed.groups.items()},
             "shards": run_config.shards, "wall_time_from_start_s": self.out.terminal.elapsed(),
             "train_time_s": train_s,
             "cpu_time_s": sum(cpu_by_kind.values()), "cpu_s_by_process_kind": cpu_by_kind,
@@ -367,6 +367,7 @@ class Report:
             "startup": dict(self.out.startup),
             **({"final_train_return": self.train_return, "best_train_return": self.best_train_return}
                if plan.budget.unit == "env_steps" else {}),
+            "status": "finished" if signal is None else "interrupted",
             "stop_reason": stop_reason, "worker_restarts": counters.restarts + plan.evaluation.restarts,
             **({"signal": signal} if signal is not None else {}),
             "service_restarts": self.services.restarts, "items_lost": self.services.items_lost,
@@ -378,6 +379,14 @@ class Report:
             "evaluations": self.placed.evaluations, "staleness_histogram": stats.as_dict()["staleness"],
             **self._histograms(),
         }
+
+    def _workers(self, name: str, group: Any) -> int:
+        """How many workers ``group`` has: as many as answer, or (one that cannot be restarted
+        does not) as many as ever reported."""
+        try:
+            return len(group.reports())
+        except Exception:  # a failed run's summary is written all the same
+            return sum(1 for g, _ in self.progress.counters.last if g == name)
 
     def _histograms(self) -> dict[str, dict[int, int]]:
         """The plan's ``group.key`` histograms (``{value: count}`` in worker reports), summed."""

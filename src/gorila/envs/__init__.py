@@ -1,7 +1,8 @@
 """Environments: building them by id, stepping several at once, evaluation, and a test fake.
 
 Importing this package registers ``gorila/Counting-v0`` (:class:`CountingEnv`, 5 steps per
-episode) and ``gorila/Flaky-v0`` (:class:`~gorila.envs.fake.FlakyEnv`, one that fails now and then)
+episode), ``gorila/Flaky-v0`` (:class:`~gorila.envs.fake.FlakyEnv`, one that fails now and then)
+and ``gorila/Hang-v0`` (:class:`~gorila.envs.fake.HangingEnv`, one whose process's 20th step never returns)
 so that code which takes an id can be exercised without a real game.
 """
 
@@ -16,6 +17,8 @@ if "gorila/Counting-v0" not in gym.registry:
     gym.register("gorila/Counting-v0", entry_point="gorila.envs.fake:CountingEnv")
 if "gorila/Flaky-v0" not in gym.registry:
     gym.register("gorila/Flaky-v0", entry_point="gorila.envs.fake:FlakyEnv")
+if "gorila/Hang-v0" not in gym.registry:
+    gym.register("gorila/Hang-v0", entry_point="gorila.envs.fake:HangingEnv")
 
 __all__ = ["CountingEnv", "EnvRunner", "Episode", "Transitions", "dqn_normalized", "env_spaces", "evaluate",
            "human_normalized", "is_atari", "is_minatar", "make_env", "make_env_runner"]

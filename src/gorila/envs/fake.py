@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import gymnasium as gym
@@ -87,3 +88,27 @@ class FlakyEnv(CountingEnv):
             else:
                 reward = float("nan")
         return obs, reward, terminated, truncated, info
+
+
+class HangingEnv(CountingEnv):
+    """A :class:`CountingEnv` whose process's ``hang_at``-th step (counted over every HangingEnv
+    of the process, as :class:`FlakyEnv` counts) never returns, the way a hung emulator stalls::
+
+        env = HangingEnv(hang_at=20)     # the process's 20th step blocks for good
+
+    Once per process: a copy rebuilt in the same process goes on, a new process hangs again at its
+    own ``hang_at``-th step. Registered as ``gorila/Hang-v0``, so that anything that builds envs by
+    id (an evaluator included) can be given one.
+    """
+
+    steps_in_process = 0
+
+    def __init__(self, episode_length: int = 5, hang_at: int = 20):
+        super().__init__(episode_length=episode_length)
+        self.hang_at = hang_at
+
+    def step(self, action):
+        HangingEnv.steps_in_process += 1
+        if HangingEnv.steps_in_process == self.hang_at:
+            threading.Event().wait()  # never set: only a watchdog gets past this
+        return super().step(action)

@@ -49,7 +49,7 @@ class RunLogger:
       ``flagged`` columns (counts of faults) once they are non-zero, with a warning line each time
       one of them rises, then the ``shown`` ones (default: the first ``SHOWN_COLUMNS``), in the
       order the display keeps them when its line is short of room.
-    * ``summary.json`` on :meth:`close`.
+    * ``summary.json`` on :meth:`close` (none after :meth:`discard`).
 
     ``resume=True`` appends to an existing ``metrics.csv`` (its header must match); without it
     an existing ``metrics.csv`` is refused rather than overwritten. ``resume_at`` is the step of the
@@ -152,6 +152,17 @@ class RunLogger:
                 self._tb.close()
             self._progress.close()
         return self.summary_path
+
+    def discard(self) -> None:
+        """Close everything without writing ``summary.json`` (a resumed run that failed before
+        training keeps the summary its earlier life wrote); later calls of :meth:`close` write nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        self._file.close()
+        if self._tb is not None:
+            self._tb.close()
+        self._progress.close()
 
     def __enter__(self) -> RunLogger:
         return self

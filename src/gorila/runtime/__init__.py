@@ -13,11 +13,13 @@ RUNTIMES = ("local", "ray")
 
 
 def make_runtime(name: str, address: str | None = None, *, call_timeout_s: float = 600.0,
-                 verbose: bool = False) -> Runtime:
+                 verbose: bool = False, stall_s: float | None = None) -> Runtime:
     """``make_runtime("local")`` or ``make_runtime("ray", address=None)`` (embedded Ray);
-    ``verbose`` lets Ray's own logs through to the console."""
+    ``verbose`` lets Ray's own logs through to the console; ``stall_s`` (``--actor-timeout-s``) is
+    how long the local runtime lets a worker's step run before it rebuilds the worker (on Ray the
+    driver restarts a stalled worker's process itself)."""
     if name == "local":
-        return LocalRuntime(call_timeout_s=call_timeout_s)
+        return LocalRuntime(call_timeout_s=call_timeout_s, stall_s=stall_s)
     from gorila.runtime.ray_runtime import RayRuntime
 
     return RayRuntime(address=address, call_timeout_s=call_timeout_s, verbose=verbose)

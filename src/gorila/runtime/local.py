@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import random
 import sys
 import uuid
@@ -15,6 +17,7 @@ from dataclasses import replace
 
 from gorila.core import ServiceFactory, Worker, WorkerFactory
 from gorila.reply import Done
+from gorila.runtime.local_steps import Stepper, StepReply
 from gorila.errors import CheckpointError, GorilaError
 from gorila.metrics.cputime import process_cpu_seconds
 from gorila.params import (LocalEndpoint, ParameterServer, ServerSpec, ShardStats, shard_state,
@@ -54,36 +57,76 @@ class LocalShards:
 
 class LocalWorkers:
     """Workers stepped in turn, one step each per round, so a synchronous round completes
-    before anyone computes on the next version (the barrier of the Ray runtime, without threads).
+    before anyone computes on the next version (the barrier of the Ray runtime, on one thread).
     A worker whose step says it is blocked sits out the rest of the chunk: what it waits for can
     only happen once the other groups have run. Parameter caches refresh before every round, on
-    this thread: the shards are plain objects, never read while a push changes them."""
+    the stepping thread: the shards are plain objects, never read while a push changes them.
 
-    def __init__(self, workers: list[Worker], caches: list[ParamCache] | None = None):
-        self.workers = workers
+    ``start_steps`` hands the chunk to the runtime's :class:`~gorila.runtime.local_steps.Stepper`
+    (its watchdog); ``rebuild(k)`` replaces worker ``k`` from ``factory`` (a stalled one), and its
+    reports then say ``restarted`` with a ``pid`` of its own (``"<process>.<life>"``), as a
+    restarted Ray worker's do, so that the driver counts it among ``worker_restarts``."""
+
+    def __init__(self, workers: list[Worker], caches: list[ParamCache] | None = None, *, name: str = "worker",
+                 factory: Callable[[int], Worker] | None = None, stepper: Stepper | None = None):
+        self.workers, self.name, self.factory = workers, name, factory
         self.caches = caches if caches is not None else []
+        self.stepper = stepper or Stepper()
+        self.lives = [0] * len(workers)
+        self._reasons: dict[int, str] = {}  # why a worker was rebuilt, told in its next report
 
     def run_steps(self, steps: int) -> list[dict[str, Any]]:
-        active = list(self.workers)
+        reports = self.step_chunk(steps)
+        assert reports is not None
+        return reports
+
+    def step_chunk(self, steps: int, before_step: Callable[[int], bool] | None = None) -> list[dict[str, Any]] | None:
+        """``steps`` rounds (fewer once every worker is blocked); ``before_step(k)`` is asked before
+        worker ``k`` steps, and False ends the chunk there (None returned: its thread was given up)."""
+        active = list(range(len(self.workers)))
         for _ in range(steps):
             if not active:  # every worker waits on another group: the rest of the chunk would be idle rounds
                 break
             for cache in self.caches:
                 cache.refresh()
-            active = [worker for worker in active if worker.step() is not False]
+            still = []
+            for k in active:
+                if before_step is not None and not before_step(k):
+                    return None
+                if self.workers[k].step() is not False:
+                    still.append(k)
+            active = still
         return self.reports()
 
     def reports(self) -> list[dict[str, Any]]:
-        return [w.report() for w in self.workers]
+        return [self._report(k) for k in range(len(self.workers))]
 
-    def start_steps(self, steps: int) -> list[Done[dict[str, Any]]]:
-        return [Done(r) for r in self.run_steps(steps)]
+    def _report(self, k: int) -> dict[str, Any]:
+        report = self.workers[k].report()
+        if self.lives[k]:
+            report = {**report, "restarted": True, "pid": f"{os.getpid()}.{self.lives[k]}"}
+            if k in self._reasons:
+                report["restart_reason"] = self._reasons.pop(k)
+        return report
+
+    def start_steps(self, steps: int) -> list[StepReply]:
+        return self.stepper.submit(self, steps)
 
     def call(self, method: str, *args: Any) -> list[Any]:
         return [getattr(w, method)(*args) for w in self.workers]
 
+    def rebuild(self, index: int, reason: str) -> None:
+        """Replace worker ``index`` by a new one from the factory (the old one is left as it is:
+        its step may still be stuck in an environment)."""
+        if self.factory is None:
+            raise GorilaError(f"{self.name} {index}: {reason}, and this group has no factory to rebuild it from")
+        self.workers[index] = self.factory(index)
+        self.lives[index] += 1
+        self._reasons[index] = reason
+
     def kill(self, index: int) -> None:
-        raise GorilaError("the local runtime runs every worker in the driver's process: it cannot restart one")
+        """A crash, as the Ray runtime's ``kill``: the worker is rebuilt (none may be stepping)."""
+        self.rebuild(index, f"{self.name} {index} was killed")
 
 
 class LocalService:
@@ -117,7 +160,10 @@ class LocalServices:
 
 
 class LocalRuntime:
-    """One process; ``cpu_seconds`` is this process's CPU time. PyTorch is held to one thread,
+    """One process; ``cpu_seconds`` is this process's CPU time. The workers' chunks are stepped
+    on a thread the driver waits on with its timeouts, and a worker whose step has not returned
+    after ``stall_s`` (``--actor-timeout-s``) is rebuilt (:mod:`gorila.runtime.local_steps`).
+    PyTorch is held to one thread,
     as each Ray worker is: the local runtime is the one-core reference. ``shutdown`` closes the
     workers and services that have a ``close`` (a bundle's prefetch thread, an inference server's
     serving thread would otherwise keep them, and their envs, alive until the interpreter exits).
@@ -126,8 +172,9 @@ class LocalRuntime:
 
     name = "local"
 
-    def __init__(self, call_timeout_s: float = 600.0):
+    def __init__(self, call_timeout_s: float = 600.0, stall_s: float | None = None):
         self.call_timeout_s = call_timeout_s
+        self.stepper = Stepper(stall_s)  # every group's chunks, one after another, watched
         self._owned: list[Any] = []
         self._caches: list[ParamCache] = []
         self._shards: LocalShards | None = None
@@ -214,7 +261,8 @@ class LocalRuntime:
             sys.modules["torch"].set_num_threads(1)
         restored = self._take_restored("workers", name, count)
         group = LocalWorkers(restored if restored is not None else [factory(k, server) for k in range(count)],
-                             self._caches)
+                             self._caches, name=name, factory=functools.partial(_rebuilt, factory, server, self._owned),
+                             stepper=self.stepper)
         self._groups[name] = group
         self._owned += group.workers
         return group
@@ -222,14 +270,18 @@ class LocalRuntime:
     def wait_started(self) -> None:
         """Everything was built when it was started."""
 
-    def wait(self, pending: list[Done[Any]], timeout_s: float) -> list[int]:
-        """In-process replies are ready as soon as they exist."""
-        return list(range(len(pending)))
+    def wait(self, pending: list[Any], timeout_s: float) -> list[int]:
+        """Wait for every chunk under way (their thread is idle when this returns all of
+        ``pending``: the driver never reads the shards while a worker changes them); the indices
+        of the replies that are in."""
+        self.stepper.wait(timeout_s)
+        return [k for k, reply in enumerate(pending) if reply.ready()]
 
     def cpu_seconds(self) -> float:
         return process_cpu_seconds()
 
     def shutdown(self) -> None:
+        self.stepper.close()
         for worker in self._owned:
             if hasattr(worker, "close"):
                 worker.close()
@@ -237,3 +289,10 @@ class LocalRuntime:
         for cache in self._caches:
             cache.close()
         self._caches.clear()
+
+
+def _rebuilt(factory: WorkerFactory, server: ParameterServer, owned: list[Any], index: int) -> Worker:
+    """Worker ``index`` built again (closed at shutdown with the others)."""
+    worker = factory(index, server)
+    owned.append(worker)
+    return worker

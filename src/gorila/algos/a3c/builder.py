@@ -12,7 +12,7 @@ from dataclasses import asdict
 
 from gorila.algos.a3c.config import A3CConfig
 from gorila.algos.a3c.networks import greedy_policy, learning_rates, make_network
-from gorila.algos.kit import INFERENCE, inference_service, rl_plan
+from gorila.algos.kit import CHUNK_SECONDS, INFERENCE, inference_service, rl_plan
 from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, WorkerSpec
@@ -37,8 +37,8 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
     worker = functools.partial(
         A3CWorker, envs=envs, network_fn=network_fn,
         loss=A3CLoss(cfg.gamma, cfg.entropy_coef, cfg.gae_lambda, cfg.max_grad_norm),
-        rollout_steps=cfg.unroll_length, target_tau=cfg.target_tau, seed=run.seed, timeout_s=run.call_timeout_s,
-        straggler=cfg.straggler)
+        rollout_steps=cfg.unroll_length, target_tau=cfg.target_tau, seed=run.seed,
+        timeout_s=run.call_timeout(CHUNK_SECONDS), straggler=cfg.straggler)
     inference = ()
     if central:  # the server samples a ~ pi(.|s) with the parameters it last pulled
         policy = functools.partial(SampledPolicy, network_fn, device=rl.server_device(), seed=run.seed)

@@ -24,8 +24,8 @@ from gorila.actors import ExplorationSchedule
 from gorila.actors.nstep import NStepReturns
 from gorila.algos.apex.config import ApexConfig
 from gorila.algos.dqn.networks import build_q_network
-from gorila.algos.kit import (INFERENCE, REPLAY_TRAFFIC, ReplayTopology, greedy_q_inference, q_actor, q_learner,
-                              rl_plan)
+from gorila.algos.kit import (CHUNK_SECONDS, INFERENCE, REPLAY_TRAFFIC, ReplayTopology, greedy_q_inference, q_actor,
+                              q_learner, rl_plan)
 from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan
@@ -68,7 +68,7 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
         """Each actor's network copy (which also gives its rows their initial priorities), or
         (``--inference central``) the run's inference server."""
         return q_actor(envs, network_fn, exploration, returns, seed=run.seed,
-                       inference=services[INFERENCE][0] if central else None, timeout_s=run.call_timeout_s)
+                       inference=services[INFERENCE][0] if central else None, timeout_s=run.call_timeout(CHUNK_SECONDS))
 
     # The actors yield the CPU to the learner: they only make data it would not keep up with.
     topology = ReplayTopology(routing, cfg.actors, cfg.learners, steps_per_add=cfg.add_every,

@@ -16,8 +16,8 @@ from torch import nn
 from gorila.actors.nstep import NStepReturns
 from gorila.algos.dqn.config import DQNConfig
 from gorila.algos.dqn.networks import build_q_network
-from gorila.algos.kit import (INFERENCE, REPLAY_TRAFFIC, ReplayTopology, greedy_q_inference, q_actor, q_learner,
-                              rl_plan)
+from gorila.algos.kit import (CHUNK_SECONDS, INFERENCE, REPLAY_TRAFFIC, ReplayTopology, greedy_q_inference, q_actor,
+                              q_learner, rl_plan)
 from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, WorkerSpec
@@ -59,7 +59,7 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
     def actor(services: dict):
         """Each actor's network copy, or (``--inference central``) the run's inference server."""
         return q_actor(envs, network_fn, cfg.exploration(), returns, seed=run.seed,
-                       inference=services[INFERENCE][0] if central else None, timeout_s=run.call_timeout_s)
+                       inference=services[INFERENCE][0] if central else None, timeout_s=run.call_timeout(CHUNK_SECONDS))
 
     learner = q_learner(network_fn, cfg, rl, outlier_k=cfg.outlier_k)
     common = dict(net=net, network_fn=network_fn, policy_fn=greedy_policy, eval_epsilon=cfg.EVAL_EPSILON,

@@ -41,7 +41,8 @@ class LossEvaluation:
         self.shards: ShardGroup | None = None
         self.last: dict[str, float] = {}
 
-    def start(self, runtime: Runtime, shards: ShardGroup, groups: dict[str, WorkerGroup]) -> None:
+    def start(self, runtime: Runtime, shards: ShardGroup, groups: dict[str, WorkerGroup],
+              stall_s: float | None = None) -> None:
         self.shards = shards
 
     def before_chunk(self, now: dict[str, float]) -> None:
@@ -54,7 +55,7 @@ class LossEvaluation:
                      "distance": float(np.linalg.norm(w - self.w_star)), "version": min(versions)}
         return Score(loss - self.best, loss - self.best <= self.target, row=dict(self.last))
 
-    def finish(self) -> None:
+    def finish(self, within_s: float | None = None) -> None:
         """The latest chunk was judged already."""
 
     def summary(self) -> dict[str, Any]:
