@@ -1,5 +1,8 @@
 """Server-side optimizers against their textbook formulas, computed here in float64."""
 
+import copy
+import pickle
+
 import numpy as np
 import pytest
 
@@ -60,3 +63,19 @@ def test_per_parameter_learning_rates():
 def test_unknown_optimizer_names_the_field():
     with pytest.raises(ConfigError, match="optimizer: must be one of sgd, momentum, adagrad, rmsprop, adam"):
         make_optimizer("lbfgs", 3, 0.1)
+
+
+@pytest.mark.parametrize("name", ["momentum", "adagrad", "rmsprop", "adam"])
+@pytest.mark.parametrize("copy_of", [lambda o: pickle.loads(pickle.dumps(o)), copy.deepcopy], ids=["pickle", "deepcopy"])
+def test_a_copied_optimizer_steps_the_state_it_saves(name, copy_of):
+    # A shard reaches its process pickled, and is deep-copied there: its state_dict (checkpoints)
+    # and the finite check must still read the state the step moves.
+    opt = make_optimizer(name, 3, 0.1)
+    opt.step(np.ones(3, np.float32), G[0])
+    twin = copy_of(opt)
+    w, w_twin = np.ones(3, np.float32), np.ones(3, np.float32)
+    opt.step(w, G[1])
+    twin.step(w_twin, G[1])
+    np.testing.assert_array_equal(w_twin, w)
+    for key, value in opt.state_dict().items():
+        np.testing.assert_array_equal(twin.state_dict()[key], value, err_msg=key)

@@ -77,6 +77,27 @@ def test_the_learner_pushes_epochs_times_minibatches_gradients_per_batch():
     assert not learner.step() and learner.pushes == 6  # nothing left: blocked
 
 
+def test_a_batch_added_after_the_learners_request_came_back_empty_is_learnt_from_in_the_next_step():
+    # The local runtime's turns: the request sent while a batch is learnt from finds the queue
+    # empty; the actors then add the next batch, acted on the newest parameters.
+    params = FlatParams(network_fn()).get()
+    spec = ServerSpec(rule=UpdateRule.asynchronous(), optimizer="sgd", lr=0.01)
+    shards = spec.build(params)
+    server = ParameterServer(tuple(LocalEndpoint(s) for s in shards), spec.layout(params.size), spec.rule)
+    queue = TrajectoryQueue(0, capacity=4)
+    learner = PPOLearner(0, server, network_fn=network_fn, loss=PPOLoss(), queues=[RemoteQueue(LocalService(queue))],
+                         batch_size=2, epochs=1, minibatches=2, seed=0)
+    for seq in range(2):
+        queue.add(_segment(network_fn(), seed=seq), "a", seq)
+    assert learner.step() and learner.pushes == 2
+    for seq in range(2, 4):
+        segment = _segment(network_fn(), seed=seq)
+        segment.policy_version[:] = 2  # acted on the parameters the first batch produced
+        queue.add(segment, "a", seq)
+    assert learner.step() and learner.pushes == 4
+    assert learner.report()["policy_lag"] == {0: 44}  # both batches learnt at the version they were acted on
+
+
 def test_more_learners_than_actors_is_refused():
     from gorila.algos.ppo.builder import make_plan
     from gorila.algos.rl_config import RLConfig

@@ -78,6 +78,15 @@ def test_a_flag_given_wins_over_the_named_preset():
     assert with_preset("a3c", {"preset": "a3c-atari", "workers": 3}, BIG)["workers"] == 3
 
 
+def test_lunarlander_ppo_is_rl_zoo_s_setting_on_gorila_s_flags():
+    run, (ppo, rl) = configs_from_values("ppo", {"preset": "lunarlander-ppo"})
+    envs = ppo.actors * ppo.envs_per_actor
+    batch_steps = (ppo.batch_size or ppo.actors) * ppo.envs_per_actor * ppo.unroll_length
+    assert (envs, batch_steps, batch_steps // ppo.minibatches) == (16, 16 * 1024, 64)  # n_envs, n_steps, batch_size
+    assert (ppo.epochs, ppo.gamma, ppo.gae_lambda, ppo.entropy_coef, ppo.lr) == (4, 0.999, 0.98, 0.01, 3e-4)
+    assert (run.mode, rl.env, rl.total_steps) == ("sync", "LunarLander-v3", 1_000_000)
+
+
 @pytest.mark.parametrize("algo, values, words", [
     ("dqn", {"preset": "no-such"}, "unknown preset"),
     ("a3c", {"preset": "nature-dqn"}, "--algo dqn, not a3c"),

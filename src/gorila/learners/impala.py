@@ -60,10 +60,15 @@ class ImpalaLearner:
     def step(self) -> bool:
         """One gradient when a whole batch is held; False while the queue is empty."""
         began = time.perf_counter()
+        sent_earlier = self.request is not None
         if self.request is None:
             self.request = self.queue.take(self.batch_size - len(self.held), self.client.version)
         taken = self.request.result(self.timeout_s)
         self.request = None
+        if taken is None and sent_earlier:
+            # The request sent while the last batch was learnt from found the queue empty then
+            # (an in-process queue answers at once, before the actors' turn); ask again now.
+            taken = self.queue.take(self.batch_size - len(self.held), self.client.version).result(self.timeout_s)
         self.wait_s += time.perf_counter() - began
         if taken is None:
             now = time.monotonic()

@@ -103,18 +103,28 @@ class _Base:
         _load_torch()
         self.decay = lr if isinstance(lr, LinearDecay) else None
         self.lr = _check_lr(lr.lr if isinstance(lr, LinearDecay) else lr, size)
-        self._lr_vector = torch.from_numpy(self.lr) if isinstance(self.lr, np.ndarray) else None
         self._tmp = torch.empty(size, dtype=torch.float32)  # scratch, so a step allocates nothing
         for slot in self._slots:  # the caller's arrays (e.g. shared memory), or fresh zeros
             setattr(self, slot, np.zeros(size, np.float32) if state is None else state[slot])
-        # Tensors sharing the state arrays' memory: load_state_dict copies into the arrays.
-        self._state = {slot: torch.from_numpy(getattr(self, slot)) for slot in self._slots}
         self.steps = 0
         self._saved: dict[str, np.ndarray] = {}  # step_finite's copies, allocated by its first call
+        self._view_arrays()
+
+    def _view_arrays(self) -> None:
+        # Tensors sharing the arrays' memory: the step writes the state arrays, which state_dict,
+        # load_state_dict and step_finite's check and undo read and write.
+        self._lr_vector = torch.from_numpy(self.lr) if isinstance(self.lr, np.ndarray) else None
+        self._state = {slot: torch.from_numpy(getattr(self, slot)) for slot in self._slots}
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickled (or deep-copied) tensors would come back with memory of their own, no longer the
+        # arrays': the step would move tensors that state_dict and the finite check never read.
+        return {k: v for k, v in self.__dict__.items() if k not in ("_lr_vector", "_state")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         _load_torch()  # an optimizer unpickled in another process (a shard's) steps with torch there
         self.__dict__.update(state)
+        self._view_arrays()
 
     def step(self, params: np.ndarray, grad: np.ndarray) -> None:
         step = self.steps

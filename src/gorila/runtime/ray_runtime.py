@@ -56,6 +56,12 @@ def start_embedded_ray(num_cpus: int | None = None, verbose: bool = False) -> No
     # Nothing reads task events without a dashboard; recorded, they fill the GCS (up to 100,000
     # tasks' worth) over a long run.
     os.environ.setdefault("RAY_task_events_report_interval_ms", "0")
+    # Ray starts its workers at nice 15, behind its own raylet and GCS. Here the workers are the
+    # run: at 15 every learner, shard and actor yields to any process of ordinary priority (the
+    # driver, the raylet, whatever else the machine runs), and each push waits for the shard it
+    # wakes to get a core. At 0 they compete as the local runtime's one process does, and a
+    # group's own nice (Ape-X's actors) lowers it below the learners' as meant.
+    os.environ.setdefault("RAY_worker_niceness", "0")
     ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
              logging_level=logging.INFO if verbose else logging.ERROR, log_to_driver=verbose)
     _embedded["node_id"] = ray.get_runtime_context().get_node_id()

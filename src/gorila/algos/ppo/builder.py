@@ -21,7 +21,7 @@ from dataclasses import asdict
 from gorila.actors.segment_actor import SegmentActor
 from gorila.algos.a3c.networks import greedy_policy, make_network
 from gorila.algos.impala.builder import check_sync_learners
-from gorila.algos.kit import QUEUES, rl_plan, sampled_inference, trajectory_groups
+from gorila.algos.kit import CHUNK_SECONDS, QUEUES, rl_plan, sampled_inference, trajectory_groups
 from gorila.algos.ppo.config import PPOConfig
 from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
@@ -60,15 +60,19 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
     # alternating), as the actors of local inference do.
     inference = (sampled_inference(network_fn, rl, cfg.actors * cfg.envs_per_actor, 2 * cfg.unroll_length,
                                    run.seed),) if central else ()
-
-
+    # On the local runtime the groups take turns in one process, so an actor's chunk of k segments
+    # acts all k on the same parameters: every batch after a learner chunk's first would be whole
+    # batches (epochs x minibatches versions) old, its ratios mostly clipped away. One segment per
+    # chunk, never scaled up toward chunk_seconds, keeps each batch acted on the newest parameters.
+    in_turns = run.runtime == "local"
     return rl_plan(
         run, rl, algo="ppo", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=cfg.EVAL_EPSILON,
         central=central, config=asdict(cfg), spec=run.server_spec(rule, cfg.optimizer, learning_rate(cfg, rl, rule)),
         groups=trajectory_groups(actor, learner, cfg.actors, cfg.learners, central),
         services=(ServiceSpec(QUEUES, queue, cfg.learners), *inference),
-        processes=cfg.actors + 2 * cfg.learners + len(inference), chunk_steps=lambda updates: STEPS_PER_CHUNK,
-        metrics=METRICS, histograms=("learner.policy_lag",))
+        processes=cfg.actors + 2 * cfg.learners + len(inference),
+        chunk_steps=lambda updates: 1 if in_turns else STEPS_PER_CHUNK,
+        chunk_seconds=None if in_turns else CHUNK_SECONDS, metrics=METRICS, histograms=("learner.policy_lag",))
 
 
 def learning_rate(cfg: PPOConfig, rl: RLConfig, rule: UpdateRule) -> float | LinearDecay:
