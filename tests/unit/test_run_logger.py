@@ -43,6 +43,18 @@ def test_csv_header_rows_and_blank_cells(tmp_path):
     assert 0 <= times[0] <= times[1]
 
 
+def test_a_row_at_the_last_rows_step_completes_it_instead_of_repeating_the_step(tmp_path):
+    logger = _logger(tmp_path / "run")
+    logger.log(100, {"loss": 0.5})
+    logger.log(200, {"loss": 0.25, "lag": 2})
+    logger.log(200, {"return": 7.0, "lag": 3})  # e.g. an evaluation in after the last chunk
+    logger.log(300, {"loss": 0.125})
+    logger.close({})
+    rows = _rows(tmp_path / "run" / "metrics.csv")
+    assert [r[:1] + r[2:] for r in rows[1:]] == [["100", "", "0.5", ""], ["200", "7.0", "0.25", "3"],
+                                                 ["300", "", "0.125", ""]]
+
+
 def test_unknown_keys_are_refused_by_name(tmp_path):
     logger = _logger(tmp_path)
     with pytest.raises(ValueError, match="'reward', 'x'.*return, loss, lag"):

@@ -96,6 +96,9 @@ class RunLogger:
                 _write_hparams(self._tb, hparams, hparam_metrics)
         self._progress = display or NoProgress()
         self._latest: dict[str, float] = {}
+        self._last_step: int | None = None  # the step, place in the file and values of the last row
+        self._last_offset = 0
+        self._last_values: dict[str, float] = {}
         self._start = time.monotonic() - (elapsed_before or 0.0)
         self._closed = False
 
@@ -112,6 +115,14 @@ class RunLogger:
             raise ValueError(f"unknown metric column(s) {', '.join(map(repr, unknown))}; this run logs "
                              f"{', '.join(self.columns)}")
         values = {name: _number(name, row[name]) for name in self.columns if row.get(name) is not None}
+        if step == self._last_step:
+            # A row at the last row's step (the final row, or an evaluation that came in after the
+            # last chunk) completes that row instead of repeating its step: metrics.csv's steps
+            # stay strictly increasing.
+            values = {**self._last_values, **values}
+            self._file.truncate(self._last_offset)
+            self._file.seek(self._last_offset)
+        self._last_step, self._last_offset, self._last_values = step, self._file.tell(), values
         self._write([step, f"{self.elapsed_s() if train_s is None else train_s:.3f}",
                      *(_cell(values[name]) if name in values else "" for name in self.columns)])
         if self._tb is not None:
