@@ -11,6 +11,7 @@ from torch import nn
 
 from gorila.errors import ConfigError
 from gorila.nets.cnn import DuelingHead, NatureCNN
+from gorila.nets.inputs import observation_tensor
 from gorila.nets.minatar import MinAtarQNetwork, is_grid
 from gorila.nets.mlp import mlp
 
@@ -66,5 +67,5 @@ def greedy_policy(net: nn.Module) -> Callable[[np.ndarray], np.ndarray]:
         # inference_mode skips the version counters and view tracking no_grad still keeps: this
         # runs once per actor step, where that overhead is a visible share of a small network's forward.
         with torch.inference_mode():
-            return net(torch.as_tensor(obs, device=device)).argmax(1).cpu().numpy()
+            return net(observation_tensor(obs, device)).argmax(1).cpu().numpy()
     return act
