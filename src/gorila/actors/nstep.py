@@ -58,7 +58,8 @@ class NStep:
         self._powers = np.array([gamma ** k for k in range(n + 1)], np.float64)
         self._count = np.zeros(0, np.int64)  # pending steps of each env
         self._head = np.zeros(0, np.int64)   # the ring slot of each env's oldest pending step
-        self._ring: dict[str, np.ndarray] = {}
+        self._steps = np.arange(n)           # a window's steps, oldest first
+        self._ring: dict[str, np.ndarray] = {}  # env e's slots are rows e·n .. e·n + n − 1
 
     def add(self, t: Transitions, policy_version: int | None = None) -> Transitions | None:
         """The rows ``t`` completes. Every step of ``t`` was acted on by ``policy_version``, or by
@@ -76,35 +77,44 @@ class NStep:
                                discount=np.where(t.terminated, 0.0, self._powers[1]).astype(np.float32),
                                steps=np.ones(len(env), np.int64))
         self._fit(t, int(env[-1]) + 1)
-        head, count = self._head[env], self._count[env]
-        slot = (head + count) % self.n
+        n, ring = self.n, self._ring
+        head, count = self._head[env], self._count[env] + 1  # pending steps, this one included
+        at = env * n + (head + count - 1) % n  # each step's place: env e's ring is rows e·n .. e·n + n − 1
         for name, values in (("obs", t.obs), ("action", t.action), ("reward", t.reward), ("version", versions)):
-            self._ring[name][env, slot] = values
-        count = count + 1
+            ring[name][at] = values
         ended = t.terminated | t.truncated
-        full = ~ended & (count == self.n)
-        leaving = np.where(ended, count, full)  # an end flushes the window, a full one lets its oldest go
+        if not ended.any():  # most steps: each full window lets its oldest step go as a whole n-step row
+            full = count == n
+            self._count[env] = count - full
+            self._head[env] = (head + full) % n
+            step = np.flatnonzero(full)
+            if len(step) == 0:
+                return None
+            rows = len(step)
+            window = (env[step] * n)[:, None] + (head[step, None] + self._steps) % n
+            # The discounted rewards added in time order (cumsum is sequential), as a scalar loop would.
+            ret = np.cumsum(self._powers[:n] * ring["reward"][window], axis=1)[:, -1]
+            return self._rows(t, step, window[:, 0], ret, np.full(rows, n), np.zeros(rows, bool))
+        # An end flushes its window: every pending step leaves, the oldest first.
+        full = ~ended & (count == n)
+        leaving = np.where(ended, count, full)
         self._count[env] = np.where(ended, 0, count - full)
-        self._head[env] = np.where(ended, 0, (head + full) % self.n)
-        total = int(leaving.sum())
-        if total == 0:
-            return None
+        self._head[env] = np.where(ended, 0, (head + full) % n)
         step = np.repeat(np.arange(len(env)), leaving)  # the step of t that completes each row
-        offset = np.arange(total) - np.repeat(np.cumsum(leaving) - leaving, leaving)  # its place in the window
-        row_env, first = env[step], head[step] + offset
+        offset = np.arange(len(step)) - np.repeat(np.cumsum(leaving) - leaving, leaving)  # its place in the window
         span = count[step] - offset
-        ret = np.zeros(total, np.float64)
-        for k in range(self.n):  # the window's rewards in time order, as a scalar sum would add them
-            reward = self._ring["reward"][row_env, (first + k) % self.n]
-            ret += np.where(k < span, self._powers[k] * reward, 0.0)
-        first %= self.n
-        terminated = t.terminated[step]
-        return Transitions(self._ring["obs"][row_env, first], self._ring["action"][row_env, first],
-                           ret.astype(np.float32), t.next_obs[step], terminated, t.truncated[step],
-                           row_env.astype(np.int64, copy=False),
-                           policy_version=self._ring["version"][row_env, first],
-                           discount=np.where(terminated, 0.0, self._powers[span]).astype(np.float32),
-                           steps=span)
+        window = (env[step] * n)[:, None] + (head[step, None] + offset[:, None] + self._steps) % n
+        terms = np.where(self._steps < span[:, None], self._powers[:n] * ring["reward"][window], 0.0)
+        return self._rows(t, step, window[:, 0], np.cumsum(terms, axis=1)[:, -1], span, t.terminated[step])
+
+    def _rows(self, t: Transitions, step: np.ndarray, first: np.ndarray, ret: np.ndarray, span: np.ndarray,
+              terminated: np.ndarray) -> Transitions:
+        """The rows completed by the steps ``step`` of ``t``, starting at ring rows ``first``."""
+        ring = self._ring
+        return Transitions(ring["obs"][first], ring["action"][first], ret.astype(np.float32), t.next_obs[step],
+                           terminated, t.truncated[step], t.env_index[step].astype(np.int64, copy=False),
+                           policy_version=ring["version"][first],
+                           discount=np.where(terminated, 0.0, self._powers[span]).astype(np.float32), steps=span)
 
     def drop(self, env: int) -> None:
         """Forget environment ``env``'s pending steps (its episode was cut short by a failure)."""
@@ -120,5 +130,5 @@ class NStep:
         self._head = np.concatenate([self._head, np.zeros(grow, np.int64)])
         like = {"obs": t.obs, "action": t.action, "reward": np.zeros(0, np.float64), "version": np.zeros(0, np.int64)}
         for name, values in like.items():
-            added = np.zeros((grow, self.n, *values.shape[1:]), values.dtype)
+            added = np.zeros((grow * self.n, *values.shape[1:]), values.dtype)
             self._ring[name] = added if name not in self._ring else np.concatenate([self._ring[name], added])
