@@ -70,9 +70,10 @@ class NStep:
         if len(env) > 1 and bool((env[1:] <= env[:-1]).any()):
             raise ValueError("NStep.add takes at most one step per environment, in increasing env_index")
         versions = (np.full(len(env), policy_version, np.int64) if policy_version is not None
-                    else np.full(len(env), -1, np.int64) if t.policy_version is None else t.policy_version)
-        if self.n == 1:  # every step is a whole window: its row leaves at once
-            return Transitions(t.obs, t.action, t.reward, t.next_obs, t.terminated, t.truncated,
+                    else np.full(len(env), -1, np.int64) if t.policy_version is None
+                    else np.asarray(t.policy_version, np.int64))
+        if self.n == 1:  # every step is a whole window: its row leaves at once, sharing t's arrays
+            return Transitions(t.obs, t.action, t.reward.astype(np.float32, copy=False), t.next_obs, t.terminated, t.truncated,
                                env.astype(np.int64, copy=False), policy_version=versions,
                                discount=np.where(t.terminated, 0.0, self._powers[1]).astype(np.float32),
                                steps=np.ones(len(env), np.int64))
