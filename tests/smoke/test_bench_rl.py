@@ -31,7 +31,7 @@ def test_bench_sampling_writes_each_inference_mode_beside_the_combined_limit(ray
                    "--seconds", "0.4", "--rounds", "2")
     assert_rows(report, "steps_per_s", ["ray", "ray"])
     assert [(row["inference"], row["actors"], row["batch"]) for row in report["rows"]] == [
-        ("local", 2, 4), ("central", 2, 4)]  # the server's batch: one group (half the envs) of each actor
+        ("local", 2, 8), ("central", 2, 4)]  # an actor's own envs; the server's batch: one group (half the envs) of each actor
     for row in report["rows"]:  # env steps and forward passes share the cores
         assert row["limit_steps_per_s"] == pytest.approx(
             1 / (1 / row["env_steps_per_s"] + 1 / row["inference_obs_per_s"]))

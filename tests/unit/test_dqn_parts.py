@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from gorila.actors import ExplorationSchedule
+from gorila.actors.exploration import epsilon_greedy
 from gorila.errors import ConfigError
 from gorila.learners.q_learner import OutlierFilter, QLearner
 from gorila.learners.target import TargetUpdate
@@ -54,6 +55,18 @@ def test_apex_gives_each_actor_its_own_fixed_epsilon():
 def test_a_bad_schedule_names_its_flag():
     with pytest.raises(ConfigError, match="eps_start"):
         ExplorationSchedule.annealed(start=1.5, end=0.1, over_updates=10)
+
+
+def test_epsilon_greedy_replaces_a_fraction_epsilon_of_actions_by_uniform_ones():
+    rng, n_actions, rows = np.random.default_rng(0), 3, 60_000
+    greedy = np.full(rows, n_actions, np.int64)  # no real action: every replaced row shows
+    assert epsilon_greedy(greedy.copy(), 0.0, n_actions, rng).tolist() == greedy.tolist()
+    acted = epsilon_greedy(greedy.copy(), 0.25, n_actions, rng)
+    explored = acted[acted != n_actions]
+    assert len(explored) / rows == pytest.approx(0.25, abs=0.01)
+    assert np.bincount(explored, minlength=n_actions) / len(explored) == pytest.approx([1 / 3] * 3, abs=0.01)
+    every = epsilon_greedy(greedy.copy(), 1.0, n_actions, rng)
+    assert every.min() == 0 and every.max() == n_actions - 1
 
 
 # --- target network ------------------------------------------------------------------------------

@@ -5,7 +5,8 @@ import torch
 
 from gorila.errors import ConfigError
 from gorila.nets.cnn import NatureCNN
-from gorila.nets.q import VectorQNetwork, make_q_network
+from gorila.nets.inputs import observation_tensor
+from gorila.nets.q import VectorQNetwork, greedy_policy, make_q_network
 
 
 def test_nature_cnn_has_the_paper_shape_and_parameter_count():
@@ -38,3 +39,20 @@ def test_make_q_network_rejects_other_observation_spaces(space):
     with pytest.raises(ConfigError) as e:
         make_q_network(space, 2)
     assert e.value.field == "env"
+
+
+@pytest.mark.parametrize("dtype", [bool, np.uint8, np.float64])
+def test_observations_reach_a_cpu_network_as_float32_of_the_same_values(dtype):
+    obs = (np.arange(2 * 4 * 10 * 10).reshape(2, 4, 10, 10) % 3 == 0).astype(dtype)
+    x = observation_tensor(obs, torch.device("cpu"))
+    assert x.dtype == torch.float32 and np.array_equal(x.numpy(), obs.astype(np.float32))
+
+
+def test_greedy_policy_on_boolean_grids_is_the_argmax_of_the_network():
+    space = gym.spaces.Box(0, 1, (4, 10, 10), dtype=bool)
+    torch.manual_seed(0)
+    net = make_q_network(space, 3).eval()
+    obs = np.stack([space.sample() for _ in range(16)])
+    with torch.no_grad():
+        expected = net(torch.as_tensor(obs)).argmax(1).numpy()
+    assert greedy_policy(net)(obs).tolist() == expected.tolist()

@@ -59,3 +59,54 @@ def test_environments_keep_their_own_windows_and_a_new_episode_starts_clean():
 def test_one_step_rows_leave_at_once():
     rows = NStep(1, 0.9).add(step(0, 0, 1.0, terminated=True))
     assert rows.discount.tolist() == [0.0] and rows.steps.tolist() == [1] and rows.reward.tolist() == [1.0]
+
+
+def test_one_row_per_env_in_increasing_order_or_a_value_error():
+    t = Transitions(np.zeros((2, 1), np.float32), np.zeros(2, np.int64), np.zeros(2, np.float32),
+                    np.zeros((2, 1), np.float32), np.zeros(2, bool), np.zeros(2, bool), np.array([1, 1]))
+    with pytest.raises(ValueError, match="one step per environment"):
+        NStep(3, GAMMA).add(t)
+
+
+def test_a_version_given_to_add_tags_every_row():
+    nstep = NStep(2, GAMMA)
+    nstep.add(step(0, 0, 1.0, version=3), policy_version=7)
+    rows = nstep.add(step(0, 1, 1.0, version=3), policy_version=8)
+    assert rows.policy_version.tolist() == [7]
+
+
+def test_rows_equal_their_definition_over_random_episodes_of_several_envs():
+    """Each env's window kept as a Python list, rows built by the formulas above, in NStep's order."""
+    rng = np.random.default_rng(1)
+    for n in (1, 2, 4):
+        nstep, expected, got = NStep(n, 0.9), [], []
+        windows: dict[int, list] = {}
+        for s in range(400):
+            envs = np.flatnonzero(rng.random(5) < 0.8)  # some envs skip a step (EnvPool's reset steps)
+            k = len(envs)
+            obs = rng.random((k, 1)).astype(np.float32)
+            t = Transitions(obs, rng.integers(3, size=k), rng.standard_normal(k).astype(np.float32), obs + 1,
+                            rng.random(k) < 0.1, rng.random(k) < 0.05, envs,
+                            policy_version=np.full(k, s, np.int64))
+            dropped = [int(e) for e in envs if rng.random() < 0.02]
+            for env in dropped:
+                nstep.drop(env)
+                windows.pop(env, None)
+            for i, env in enumerate(envs.tolist()):
+                window = windows.setdefault(env, [])
+                window.append((t.obs[i, 0], t.action[i], float(t.reward[i]), s))
+                ended = bool(t.terminated[i] or t.truncated[i])
+                while window and (ended or len(window) == n):
+                    m = len(window)
+                    ret = sum(0.9 ** j * r for j, (_, _, r, _) in enumerate(window))
+                    discount = 0.0 if t.terminated[i] else 0.9 ** m
+                    o, a, _, v = window.pop(0)
+                    expected.append((o, a, np.float32(ret), t.next_obs[i, 0], m, np.float32(discount), env, v))
+                    if not ended:
+                        break
+            rows = nstep.add(t)
+            if rows is not None:
+                got += list(zip(rows.obs[:, 0], rows.action, rows.reward, rows.next_obs[:, 0], rows.steps,
+                                rows.discount, rows.env_index, rows.policy_version))
+        assert len(got) == len(expected) > 300
+        assert [tuple(map(float, r)) for r in got] == [tuple(map(float, r)) for r in expected]

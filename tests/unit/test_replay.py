@@ -92,6 +92,15 @@ def test_vector_storage_batch_equals_row_by_row_adds_and_state_round_trips():
         TransitionStorage(9, (1,)).load_state_dict(many.state_dict())
 
 
+def test_a_batch_that_wraps_the_ring_lands_in_the_slots_it_names():
+    storage = TransitionStorage(8, (1,))
+    assert storage.add(vector_rows(0, 5))[0].tolist() == [0, 1, 2, 3, 4]
+    written, _ = storage.add(vector_rows(5, 5))
+    assert written.tolist() == [5, 6, 7, 0, 1]
+    assert storage.gather(written).obs[:, 0].tolist() == [5, 6, 7, 8, 9]
+    assert storage.gather(np.array([2, 3, 4])).obs[:, 0].tolist() == [2, 3, 4]  # older rows untouched
+
+
 def test_rows_without_discount_are_refused():
     runner = EnvRunner(GymnasiumBackend([lambda: CountingEnv(3)]))
     with pytest.raises(ValueError, match="NStep"):

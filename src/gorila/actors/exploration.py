@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from gorila import validate
 
 
@@ -52,3 +54,19 @@ class ExplorationSchedule:
             return self.base ** (1 + self.alpha * actor / (self.num_actors - 1))
         frac = min(1.0, max(global_updates, 0) / self.over_updates)
         return self.start + frac * (self.end - self.start)
+
+
+def epsilon_greedy(greedy: np.ndarray, epsilon: float, n_actions: int, rng: np.random.Generator) -> np.ndarray:
+    """``greedy`` with each action replaced, with probability ``epsilon``, by one drawn uniformly
+    from ``n_actions``; in place, and returned::
+
+        actions = epsilon_greedy(policy(obs), schedule.epsilon(k, version), env.action_space.n, rng)
+
+    One draw of two uniforms per row decides both whether it explores and which action it takes
+    (``floor(u · n_actions)``, below ``n_actions`` as ``u < 1``): it runs once per actor step, where
+    ``Generator.integers`` alone cost more than the rest of the exploration on a few envs.
+    """
+    n = len(greedy)
+    u = rng.random(2 * n)
+    np.copyto(greedy, (u[n:] * n_actions).astype(greedy.dtype), where=u[:n] < epsilon)
+    return greedy

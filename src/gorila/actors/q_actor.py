@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -11,7 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from gorila.actors.exploration import ExplorationSchedule
+from gorila.actors.exploration import ExplorationSchedule, epsilon_greedy
 from gorila.actors.nstep import NStepReturns
 from gorila.actors.tally import ExperienceTally
 from gorila.envs.spec import EnvSpec
@@ -65,15 +64,12 @@ class QActor:
         self.version = version
 
     def act(self) -> Transitions | None:
-        actions = self.policy(self.runner.observations)
-        explore = self.rng.random(len(actions)) < self.epsilon
-        actions[explore] = self.rng.integers(self.n_actions, size=int(explore.sum()))
+        actions = epsilon_greedy(self.policy(self.runner.observations), self.epsilon, self.n_actions, self.rng)
         transitions = self.runner.step(actions)
         for env in self.runner.dropped:  # an env that failed: its episode's pending rows go with it
             self.nstep.drop(env)
-        transitions = dataclasses.replace(transitions, policy_version=np.full(len(transitions), self.version))
         self.tally.add(len(transitions), self.runner.pop_episodes())
-        return self.nstep.add(transitions)
+        return self.nstep.add(transitions, policy_version=self.version)
 
     def priorities(self, rows: Transitions) -> np.ndarray:
         """``|R + discount · max_a Q(next_obs, a) − Q(obs, action)|`` of each row, by this actor's

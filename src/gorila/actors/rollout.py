@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 
-from gorila.actors.exploration import ExplorationSchedule
+from gorila.actors.exploration import ExplorationSchedule, epsilon_greedy
 from gorila.actors.nstep import NStepReturns
 from gorila.actors.tally import ExperienceTally
 from gorila.reply import ServiceEndpoint
@@ -83,8 +83,7 @@ class RolloutWorker:
         self.next_group = (group + 1) % len(self.runners)
         actions, log_probs, self.version = self.client.sampled(group)
         if self.exploration is not None:
-            explore = self.rng.random(len(actions)) < self.epsilon
-            actions[explore] = self.rng.integers(self.n_actions, size=int(explore.sum()))
+            actions = epsilon_greedy(actions, self.epsilon, self.n_actions, self.rng)
         runner = self.runners[group]
         t = runner.step(actions)
         self.dropped = [int(self.offsets[group]) + i for i in runner.dropped]

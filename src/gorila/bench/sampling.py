@@ -215,9 +215,12 @@ def main(argv: list[str]) -> int:
             rl = RLConfig(env=args.env, inference=mode, inference_batch=args.inference_batch,
                           inference_wait_ms=args.inference_wait_ms)
             plan = make_plan(bench_run_config("local", None, args.seed), cfg, rl)
-            batch = rl.batching_rule(count * cfg.envs_per_actor).max_batch
+            # The limit's network runs the batches the pipeline's network runs: an actor's own envs
+            # with local inference, the server's batches with central inference.
+            server_batch = rl.batching_rule(count * cfg.envs_per_actor).max_batch
+            batch = cfg.envs_per_actor if mode == "local" else server_batch
             if not header:
-                _describe(args, cfg, batch)
+                _describe(args, cfg, server_batch)
                 header = True
             def factory_for(endpoints: dict, plan: Plan = plan, batch: int = batch,
                             num_envs: int = cfg.envs_per_actor) -> WorkerFactory:
@@ -247,8 +250,8 @@ def _describe(args: argparse.Namespace, cfg, batch: int) -> None:
           f"(central: two groups of envs per actor, batches of up to {batch} observations); each transition added "
           "to its replay")
     print(f"  limit:    1 / (1/env + 1/infer): env = {k} copies of the same env per actor stepped with random "
-          f"actions in a plain loop, infer = the same network alone on batches of {batch}; both in the same "
-          "processes, side by side")
+          f"actions in a plain loop, infer = the same network alone on the pipeline's batches ({k} local, "
+          f"{batch} central); both in the same processes, side by side")
     print("  counted:  env steps that yield a transition (the pipeline's reset-only steps are not counted)")
     print(f"{'runtime':>8} {'inference':>9} {'actors':>6} {'pipeline steps/s':>17} {'env steps/s':>14} "
           f"{'infer obs/s':>14} {'limit steps/s':>14} {'ratio':>6}")

@@ -197,10 +197,10 @@ class GymnasiumBackend:
                if any(infos) else reward)
         terminated, truncated = np.array(terminated, bool), np.array(truncated, bool)
         current = obs
-        ended = np.flatnonzero(terminated | truncated)
-        if len(ended):
+        ended = terminated | truncated
+        if ended.any():
             current = obs.copy()
-            for i in ended:
+            for i in np.flatnonzero(ended):
                 current[i] = self._reset(i)  # a failure here costs no row: the episode had ended
         return obs, reward, raw, terminated, truncated, current
 
@@ -333,10 +333,11 @@ class EnvRunner:
             rows = np.flatnonzero(live)
             transitions = Transitions(obs[rows], actions[rows], reward[rows], next_obs[rows], terminated[rows],
                                       truncated[rows], rows.astype(np.int64))
-        for i in np.flatnonzero(done):
-            self._finished.append(Episode(float(self._scores[i]), int(self._lengths[i]), int(i)))
-        self._scores[done] = 0.0
-        self._lengths[done] = 0
+        if done.any():  # most steps end no episode: skip the bookkeeping
+            for i in np.flatnonzero(done):
+                self._finished.append(Episode(float(self._scores[i]), int(self._lengths[i]), int(i)))
+            self._scores[done] = 0.0
+            self._lengths[done] = 0
         if not self.backend.same_step_reset:
             self._resetting = done
         return transitions

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from gorila.nets import FlatParams
+from gorila.nets.inputs import observation_tensor
 
 
 class _NetworkPolicy:
@@ -31,7 +32,7 @@ class _NetworkPolicy:
 
     def _forward(self, obs: np.ndarray):
         with torch.inference_mode():
-            return self.net(torch.as_tensor(obs).to(self.device, non_blocking=True))
+            return self.net(observation_tensor(obs, self.device))
 
 
 class GreedyQPolicy(_NetworkPolicy):

@@ -11,6 +11,7 @@ from torch import nn
 
 from gorila.errors import ConfigError
 from gorila.nets.cnn import DuelingHead, NatureCNN
+from gorila.nets.inputs import observation_tensor
 from gorila.nets.minatar import MinAtarQNetwork, is_grid
 from gorila.nets.mlp import mlp
 
@@ -75,4 +76,4 @@ class GreedyQ:
         # inference_mode skips the version counters and view tracking no_grad still keeps: this
         # runs once per actor step, where that overhead is a visible share of a small network's forward.
         with torch.inference_mode():
-            return self.net(torch.as_tensor(obs, device=self.device)).argmax(1).cpu().numpy()
+            return self.net(observation_tensor(obs, self.device)).argmax(1).cpu().numpy()

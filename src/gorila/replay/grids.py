@@ -7,8 +7,6 @@ and unpacks only the rows of a sampled batch, which the network then casts to fl
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 from numpy.typing import DTypeLike
 
@@ -41,7 +39,7 @@ class PackedGridStorage(TransitionStorage):
         return capacity * (2 * packed_bytes(obs_shape) + SCALAR_BYTES)
 
     def add(self, t: Transitions) -> tuple[np.ndarray, np.ndarray]:
-        return super().add(dataclasses.replace(t, obs=self._pack(t.obs), next_obs=self._pack(t.next_obs)))
+        return self._store(t, self._pack(t.obs), self._pack(t.next_obs))
 
     def gather(self, indices: np.ndarray, weights: np.ndarray | None = None) -> Batch:
         batch = super().gather(indices, weights)

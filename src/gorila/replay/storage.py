@@ -92,20 +92,27 @@ class TransitionStorage:
         """Store the rows. Returns the slot of each row (-1 for a row the same batch overwrote: a
         batch over capacity keeps its newest rows) and the slots of rows lost otherwise (none here:
         an evicted row's slot is the new row's)."""
+        return self._store(t, t.obs, t.next_obs)
+
+    def _store(self, t: Transitions, obs: np.ndarray, next_obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`add` with ``obs`` and ``next_obs`` already in the stored layout (packed, in a subclass)."""
         discount, _ = check_rows(t)
         n = len(t)
         skip = max(n - self.capacity, 0)
-        keep = slice(skip, n)
-        rows = (self._cursor + np.arange(skip, n)) % self.capacity
-        self._obs[rows] = t.obs[keep]
-        self._next_obs[rows] = t.next_obs[keep]
-        self._action[rows] = t.action[keep]
-        self._reward[rows] = t.reward[keep]
-        self._discount[rows] = discount[keep]
-        self._version[rows] = -1 if t.policy_version is None else t.policy_version[keep]
+        start, kept = (self._cursor + skip) % self.capacity, n - skip
+        slots = (start + np.arange(kept)) % self.capacity
+        # Every actor step adds a few rows: a slice writes them in place, cheaper than a fancy index.
+        rows: slice | np.ndarray = slice(start, start + kept) if start + kept <= self.capacity else slots
+        self._obs[rows] = obs[skip:]
+        self._next_obs[rows] = next_obs[skip:]
+        self._action[rows] = t.action[skip:]
+        self._reward[rows] = t.reward[skip:]
+        self._discount[rows] = discount[skip:]
+        self._version[rows] = -1 if t.policy_version is None else t.policy_version[skip:]
         self._cursor = int((self._cursor + n) % self.capacity)
         self._size = min(self._size + n, self.capacity)
-        return np.concatenate([np.full(skip, -1), rows]).astype(np.int64), np.zeros(0, np.int64)
+        written = np.concatenate([np.full(skip, -1, np.int64), slots]) if skip else slots
+        return written, np.zeros(0, np.int64)
 
     def sample_indices(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
         if self._size == 0:
