@@ -40,8 +40,8 @@ def test_peaks_are_of_the_sum_and_of_each_roles_processes_together():
 
 def test_a_process_tree_is_read_until_its_root_exits():
     code = ("import subprocess, sys\n"
-            "subprocess.run([sys.executable, '-c', 'import time; b = bytearray(64 << 20); time.sleep(1.5)'])")
+            "subprocess.run([sys.executable, '-c', 'import time; b = b\"x\" * (64 << 20); time.sleep(1.5)'])")
     peaks = sample_tree(subprocess.Popen([sys.executable, "-c", code]), every_s=0.1, timeout_s=60)
-    assert peaks.roles.keys() == {"driver", "python"}
+    assert {"driver", "python"} <= peaks.roles.keys()
     assert peaks.roles["python"][1] > 64 << 20 > peaks.roles["driver"][1]  # the child's touched 64 MiB
     assert peaks.processes == 2 and peaks.total_pss > 64 << 20
