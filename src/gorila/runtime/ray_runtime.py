@@ -10,6 +10,7 @@ Ray's processes down should this process be killed; otherwise it joins that clus
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 
 from gorila.core import ServiceFactory, WorkerFactory
 from gorila.errors import ClusterUnreachableError, ConfigError, SchedulingError
@@ -59,6 +61,21 @@ def start_embedded_ray(num_cpus: int | None = None, verbose: bool = False) -> No
     ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
              logging_level=logging.INFO if verbose else logging.ERROR, log_to_driver=verbose)
     _embedded["node_id"] = ray.get_runtime_context().get_node_id()
+
+
+#: A part of the command line of the embedded Ray's autoscaler monitor (see :func:`kill_autoscaler_monitor`).
+AUTOSCALER_MONITOR = "autoscaler/_private/monitor.py"
+
+
+def kill_autoscaler_monitor() -> None:
+    """Kill the autoscaler monitor this process's embedded Ray started. On one machine it has
+    nothing to scale; on SIGTERM it sleeps out its update interval, and ``ray.shutdown`` waits a
+    second for it before killing it anyway: killed first, the shutdown skips it."""
+    for child in psutil.Process().children():
+        with contextlib.suppress(psutil.Error):
+            if any(AUTOSCALER_MONITOR in part for part in child.cmdline()):
+                child.kill()
+                child.wait(timeout=5)
 
 
 def embedded_ray_is_up() -> bool:
@@ -296,6 +313,8 @@ class RayRuntime:
             for actor in self._handles:
                 ray.kill(actor.handle, no_restart=True)
             self._handles.clear()
+            if self._reaper is not None:  # the embedded Ray this runtime started
+                kill_autoscaler_monitor()
             if self._owns:
                 ray.shutdown()
             if self._reaper is not None:
