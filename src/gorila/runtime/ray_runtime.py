@@ -61,19 +61,23 @@ def start_embedded_ray(num_cpus: int | None = None, verbose: bool = False) -> No
     ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
              logging_level=logging.INFO if verbose else logging.ERROR, log_to_driver=verbose)
     _embedded["node_id"] = ray.get_runtime_context().get_node_id()
+    kill_children(AUTOSCALER_MONITOR, *(() if verbose else (LOG_MONITOR,)))
 
 
-#: A part of the command line of the embedded Ray's autoscaler monitor (see :func:`kill_autoscaler_monitor`).
+#: Helper processes of an embedded Ray that a gorila run never uses, by a part of their command
+#: line; each holds ~50 MiB. The autoscaler monitor has nothing to scale on one machine (as with
+#: ``ray start --no-monitor``), and on SIGTERM it sleeps out its update interval, which
+#: ``ray.shutdown`` waited a second for. The log monitor forwards the workers' output to drivers
+#: that asked for it (``log_to_driver``: gorila's ``--verbose`` only).
 AUTOSCALER_MONITOR = "autoscaler/_private/monitor.py"
+LOG_MONITOR = "_private/log_monitor.py"
 
 
-def kill_autoscaler_monitor() -> None:
-    """Kill the autoscaler monitor this process's embedded Ray started. On one machine it has
-    nothing to scale; on SIGTERM it sleeps out its update interval, and ``ray.shutdown`` waits a
-    second for it before killing it anyway: killed first, the shutdown skips it."""
+def kill_children(*parts: str) -> None:
+    """Kill this process's children whose command line holds one of ``parts``; wait for them."""
     for child in psutil.Process().children():
         with contextlib.suppress(psutil.Error):
-            if any(AUTOSCALER_MONITOR in part for part in child.cmdline()):
+            if any(part in arg for arg in child.cmdline() for part in parts):
                 child.kill()
                 child.wait(timeout=5)
 
@@ -313,8 +317,6 @@ class RayRuntime:
             for actor in self._handles:
                 ray.kill(actor.handle, no_restart=True)
             self._handles.clear()
-            if self._reaper is not None:  # the embedded Ray this runtime started
-                kill_autoscaler_monitor()
             if self._owns:
                 ray.shutdown()
             if self._reaper is not None:
