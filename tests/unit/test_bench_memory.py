@@ -19,7 +19,7 @@ RAY = "/venv/lib/python3.11/site-packages/ray"
     (["ray::DashboardAgent"], "ray:dashboard_agent"),
     ([f"{RAY}/core/src/ray/raylet/raylet", "--raylet_socket_name=x"], "ray:raylet"),
     (["/venv/bin/python", "-u", f"{RAY}/_private/log_monitor.py", "--x"], "ray:log_monitor"),
-    (["/venv/bin/python", "-m", "gorila.runtime.reaper", "12"], "reaper"),
+    (["/venv/bin/python", "/src/gorila/runtime/reaper.py", "12"], "reaper"),
     (["/usr/bin/sleep", "1"], "sleep"),
 ])
 def test_a_process_is_named_by_its_role(cmdline, role):

@@ -36,7 +36,7 @@ RAY_HELPERS = (("gcs_server", "ray:gcs_server"), ("raylet/raylet", "ray:raylet")
                ("dashboard/dashboard.py", "ray:dashboard"), ("ray::DashboardAgent", "ray:dashboard_agent"),
                ("ray::RuntimeEnvAgent", "ray:runtime_env_agent"), ("autoscaler/_private/monitor.py", "ray:monitor"),
                ("log_monitor.py", "ray:log_monitor"), ("default_worker.py", "ray:worker_starting"),
-               ("ray::IDLE", "ray:idle_worker"), ("gorila.runtime.reaper", "reaper"))
+               ("ray::IDLE", "ray:idle_worker"), ("gorila/runtime/reaper.py", "reaper"))
 
 
 def role_of(cmdline: list[str], is_root: bool) -> str:
