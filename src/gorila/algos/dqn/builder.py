@@ -24,7 +24,7 @@ from gorila.driver.plan import Plan, WorkerSpec
 from gorila.envs.spec import EnvSpec
 from gorila.errors import ConfigError
 from gorila.learners.bundle import Bundle
-from gorila.nets.q import greedy_policy
+from gorila.nets.q import greedy_policy, mlp_widths
 from gorila.replay import ShardedReplaySpec, check_replay_memory
 
 OPTIMIZER_DEFAULT = "adagrad"  # Gorila's server optimizer
@@ -64,7 +64,8 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
                        inference=services[INFERENCE][0] if central else None, timeout_s=run.call_timeout_s)
 
     learner = q_learner(network_fn, cfg, rl, outlier_k=cfg.outlier_k)
-    common = dict(net=net, network_fn=network_fn, policy_fn=greedy_policy, eval_epsilon=EVAL_EPSILON,
+    common = dict(net=net, network_fn=network_fn, policy_fn=greedy_policy, eval_mlp=mlp_widths(net),
+                  eval_epsilon=EVAL_EPSILON,
                   central=central, config={**asdict(cfg), "target_update": str(cfg.target_update)},
                   spec=run.server_spec(rule, OPTIMIZER_DEFAULT, cfg.lr))
     if cfg.replay == "local":
