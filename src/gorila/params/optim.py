@@ -119,6 +119,7 @@ class _Base:
             self._state = {slot: torch.from_numpy(getattr(self, slot)) for slot in self._slots}
         else:
             self._tmp_np = np.empty(size, np.float32)  # scratch, so a step allocates nothing
+            self._arrays: dict[str, np.ndarray] = {slot: getattr(self, slot) for slot in self._slots}
         self.steps = 0
         self._saved: dict[str, np.ndarray] = {}  # step_finite's copies, allocated by its first call
 
@@ -205,9 +206,10 @@ class Momentum(_Base):
         return self._state["velocity"].mul_(self.momentum).add_(g)
 
     def _direction_np(self, g: np.ndarray) -> np.ndarray:
-        velocity = self.velocity
+        velocity = self._arrays["velocity"]
         np.multiply(velocity, np.float32(self.momentum), out=velocity)
-        return np.add(velocity, g, out=velocity)
+        np.add(velocity, g, out=velocity)
+        return velocity
 
 
 class AdaGrad(_Base):
@@ -224,10 +226,11 @@ class AdaGrad(_Base):
         return torch.div(g, torch.sqrt(sum_sq, out=self._tmp).add_(self.eps), out=self._tmp)
 
     def _direction_np(self, g: np.ndarray) -> np.ndarray:
-        tmp = self._tmp_np
-        np.add(self.sum_sq, np.multiply(g, g, out=tmp), out=self.sum_sq)
-        np.add(np.sqrt(self.sum_sq, out=tmp), np.float32(self.eps), out=tmp)
-        return np.divide(g, tmp, out=tmp)
+        tmp, sum_sq = self._tmp_np, self._arrays["sum_sq"]
+        np.add(sum_sq, np.multiply(g, g, out=tmp), out=sum_sq)
+        np.add(np.sqrt(sum_sq, out=tmp), np.float32(self.eps), out=tmp)
+        np.divide(g, tmp, out=tmp)
+        return tmp
 
 
 class RMSProp(_Base):
@@ -245,12 +248,13 @@ class RMSProp(_Base):
         return torch.div(g, torch.sqrt(mean_sq, out=self._tmp).add_(self.eps), out=self._tmp)
 
     def _direction_np(self, g: np.ndarray) -> np.ndarray:
-        tmp, mean_sq = self._tmp_np, self.mean_sq
+        tmp, mean_sq = self._tmp_np, self._arrays["mean_sq"]
         np.multiply(mean_sq, np.float32(self.rho), out=mean_sq)
         np.multiply(np.multiply(g, g, out=tmp), np.float32(1 - self.rho), out=tmp)
         np.add(mean_sq, tmp, out=mean_sq)
         np.add(np.sqrt(mean_sq, out=tmp), np.float32(self.eps), out=tmp)
-        return np.divide(g, tmp, out=tmp)
+        np.divide(g, tmp, out=tmp)
+        return tmp
 
 
 class Adam(_Base):
@@ -273,7 +277,7 @@ class Adam(_Base):
         return torch.div(m, denom, out=self._tmp).div_(bias1)
 
     def _direction_np(self, g: np.ndarray) -> np.ndarray:
-        tmp, m, v = self._tmp_np, self.m, self.v
+        tmp, m, v = self._tmp_np, self._arrays["m"], self._arrays["v"]
         np.multiply(m, np.float32(self.beta1), out=m)
         np.add(m, np.multiply(g, np.float32(1 - self.beta1), out=tmp), out=m)
         np.multiply(v, np.float32(self.beta2), out=v)
@@ -283,7 +287,8 @@ class Adam(_Base):
         bias2 = 1 - self.beta2 ** self.steps
         np.divide(np.sqrt(v, out=tmp), np.float32(bias2 ** 0.5), out=tmp)
         np.add(tmp, np.float32(self.eps), out=tmp)
-        return np.divide(np.divide(m, tmp, out=tmp), np.float32(bias1), out=tmp)
+        np.divide(np.divide(m, tmp, out=tmp), np.float32(bias1), out=tmp)
+        return tmp
 
 
 _CLASSES: dict[str, type[_Base]] = {"sgd": SGD, "momentum": Momentum, "adagrad": AdaGrad, "rmsprop": RMSProp, "adam": Adam}
