@@ -17,6 +17,8 @@ RAY = "/venv/lib/python3.11/site-packages/ray"
     (["ray::shard-0", ""], "shard-0"),
     (["ray::IDLE"], "ray:idle_worker"),
     (["ray::DashboardAgent"], "ray:dashboard_agent"),
+    (["/venv/bin/python", "-u", f"{RAY}/dashboard/agent.py", "--node-id=f8"], "ray:dashboard_agent"),
+    (["/venv/bin/python", "-u", f"{RAY}/_private/runtime_env/agent/main.py"], "ray:runtime_env_agent"),
     ([f"{RAY}/core/src/ray/raylet/raylet", "--raylet_socket_name=x"], "ray:raylet"),
     (["/venv/bin/python", "-u", f"{RAY}/_private/log_monitor.py", "--x"], "ray:log_monitor"),
     (["/venv/bin/python", "/src/gorila/runtime/reaper.py", "12"], "reaper"),

@@ -31,10 +31,11 @@ from gorila import validate
 from gorila.bench.report import bench_dir, write_bench_json
 
 MIB = 2 ** 20
-#: Ray's own helper processes, by a part of their command line.
+#: Ray's own helper processes, by a part of their command line (the agents' before they retitle themselves too).
 RAY_HELPERS = (("gcs_server", "ray:gcs_server"), ("raylet/raylet", "ray:raylet"),
                ("dashboard/dashboard.py", "ray:dashboard"), ("ray::DashboardAgent", "ray:dashboard_agent"),
-               ("ray::RuntimeEnvAgent", "ray:runtime_env_agent"), ("autoscaler/_private/monitor.py", "ray:monitor"),
+               ("dashboard/agent.py", "ray:dashboard_agent"), ("ray::RuntimeEnvAgent", "ray:runtime_env_agent"),
+               ("runtime_env/agent/main.py", "ray:runtime_env_agent"), ("autoscaler/_private/monitor.py", "ray:monitor"),
                ("log_monitor.py", "ray:log_monitor"), ("default_worker.py", "ray:worker_starting"),
                ("ray::IDLE", "ray:idle_worker"), ("gorila/runtime/reaper.py", "reaper"))
 
