@@ -12,7 +12,10 @@ checksum, was cut short or damaged and is skipped in favour of the one before. T
 carries a checksum of its own record too (``record_sha256``, which every sidecar must have), so
 one edited by hand is skipped as well, and every field of its record is checked for its type and
 range. A reader refuses what it cannot use in the same way: the fields of ``meta`` it relies on
-(:class:`Field`), or arrays no component reaches (``check``)::
+(:class:`Field`), or arrays no component reaches (``check``). Nothing here unpickles; the local
+runtime's snapshot of its workers (an exact resume) rides among the arrays as bytes, under the
+same checksum, and only ``--resume`` reads it, through :mod:`gorila.runtime.snapshot`'s restricted
+unpickler::
 
     save_checkpoint(run_dir / "ckpt", {"params": flat, "replay_obs": obs}, {"step": 10_000})
     arrays, meta = load_checkpoint(run_dir / "ckpt")      # newest good one

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from gorila import __version__
 from gorila.algos.registry import ALGORITHMS
-from gorila.cliargs import HelpFormatter, add_flags
+from gorila.cliargs import add_flags, command_parser
 from gorila.config import RunConfig
 from gorila.errors import ClusterUnreachableError, ConfigError, GorilaError
 
@@ -42,15 +42,16 @@ _GROUP_TITLES = {"RLConfig": "environment, budget and evaluation"}
 
 def _train_parser(algo: str) -> argparse.ArgumentParser:
     others = ", ".join(sorted(a for a in ALGORITHMS if a != algo))
-    parser = argparse.ArgumentParser(allow_abbrev=False, 
-        prog="gorila train", formatter_class=HelpFormatter,
+    parser = command_parser(
+        "gorila train",
         description=f"Train an algorithm on the parameter server.\n\nThe run's flags come first, then those "
                     f"of --algo {algo}. gorila train --algo NAME --help\nlists another algorithm's flags "
                     f"({others}).")
     run_group = parser.add_argument_group("run (every algorithm)")
     run_group.add_argument("--algo", default=RunConfig.algo, choices=sorted(ALGORITHMS),
                            help=f"algorithm (default: {RunConfig.algo})")
-    add_flags(run_group, RunConfig, skip=("algo",))
+    defaults = ALGORITHMS[algo].flag_defaults()
+    add_flags(run_group, RunConfig, skip=("algo",), defaults=defaults)
     run_group.add_argument("--config", type=Path, default=None, metavar="FILE",
                            help="settings from a YAML or JSON file (a run's own config.json too); "
                                 "flags given beside it override it")
@@ -60,7 +61,7 @@ def _train_parser(algo: str) -> argparse.ArgumentParser:
     terminal.add_argument("-v", "--verbose", action="store_true", help="also show Ray's own logs")
     for cls in ALGORITHMS[algo].config_classes():
         title = _GROUP_TITLES.get(cls.__name__, algo)
-        add_flags(parser.add_argument_group(f"{title} (--algo {algo})"), cls)
+        add_flags(parser.add_argument_group(f"{title} (--algo {algo})"), cls, defaults=defaults)
     return parser
 
 
@@ -115,7 +116,9 @@ def _configs(argv: list[str]) -> tuple[RunConfig, list, int]:
 
 
 def _flags(parser: argparse.ArgumentParser) -> list[str]:
-    return [option for action in parser._actions for option in action.option_strings if option.startswith("--")]
+    """The flags a misspelt one may be close to: the shown ones, not the hidden old names."""
+    return [option for action in parser._actions for option in action.option_strings
+            if option.startswith("--") and action.help is not argparse.SUPPRESS]
 
 
 def _has_flag(algo: str, flag: str) -> bool:
@@ -169,8 +172,8 @@ def _print_summary(summary: dict) -> None:
 
 
 def cmd_eval(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(allow_abbrev=False, 
-        prog="gorila eval", formatter_class=HelpFormatter,
+    parser = command_parser(
+        "gorila eval",
         description="Play a saved run's best (or last) checkpoint with no-op starts; print the scores as JSON.")
     parser.add_argument("run_dir", metavar="RUN_DIR", type=Path, help="run directory (or its checkpoints/ directory)")
     parser.add_argument("--checkpoint", choices=("best", "last"), default="best",
@@ -199,8 +202,8 @@ def cmd_eval(argv: list[str]) -> int:
 
 
 def cmd_plot(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(allow_abbrev=False, 
-        prog="gorila plot", formatter_class=HelpFormatter,
+    parser = command_parser(
+        "gorila plot",
         description="Overlay runs (e.g. sync, async and semi-async on one env) in one PNG: their headline "
                     "metric\n(the evaluation return, or lstsq's suboptimality) by steps and by seconds of "
                     "training, each\nevaluation where its parameters were taken, in a band from its worst to "
@@ -229,8 +232,8 @@ def cmd_plot(argv: list[str]) -> int:
 def cmd_presets(argv: list[str]) -> int:
     from gorila.algos.presets import table
 
-    parser = argparse.ArgumentParser(allow_abbrev=False, 
-        prog="gorila presets", formatter_class=HelpFormatter,
+    parser = command_parser(
+        "gorila presets",
         description="The published settings gorila train --preset NAME fills the flags with (a flag given still "
                     "wins),\neach with its algorithm, what it sets and its source.")
     parser.parse_args(argv)
@@ -243,7 +246,7 @@ def cmd_info(argv: list[str]) -> int:
     import platform
     from importlib import metadata
 
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila info", description="Versions and hardware.")
+    parser = command_parser("gorila info", "Versions and hardware.")
     parser.parse_args(argv)
     lines = {"gorila": __version__, "python": platform.python_version()}
     for module in ("numpy", "torch", "ray", "gymnasium", "ale_py", "envpool"):
@@ -268,8 +271,8 @@ def cmd_info(argv: list[str]) -> int:
 def cmd_bench(argv: list[str]) -> int:
     from gorila.bench import BENCHMARKS
 
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila bench", description="Measure a figure next to its limit.",
-                                     epilog="gorila bench NAME --help shows a benchmark's flags and defaults.")
+    parser = command_parser("gorila bench", "Measure a figure next to its limit.",
+                            epilog="gorila bench NAME --help shows a benchmark's flags and defaults.")
     parser.add_argument("name", choices=sorted(BENCHMARKS), help="which benchmark")
     if argv and argv[0] in BENCHMARKS:  # the benchmark parses the rest, --help included
         return BENCHMARKS[argv[0]](argv[1:])
@@ -288,8 +291,8 @@ COMMANDS = {"train": cmd_train, "eval": cmd_eval, "plot": cmd_plot, "bench": cmd
 
 
 def _command_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(allow_abbrev=False, 
-        prog="gorila", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=COMMANDS_HELP,
+    parser = command_parser(
+        "gorila", epilog=COMMANDS_HELP,
         description="Parallel and distributed deep reinforcement learning: actors, learners and a sharded "
                     "parameter server\nwith sync, async and semi-async update rules, on Ray and PyTorch.")
     parser.add_argument("--version", action="version", version=f"gorila {__version__}")

@@ -9,18 +9,23 @@ A field declares its help in metadata; ``--flag`` is the field name with dashes:
     add_flags(parser.add_argument_group("lstsq"), LstsqConfig)
     cfg = from_flags(LstsqConfig, parser.parse_args())   # only flags the user gave override defaults
 
-Every help shows a flag's default once: ``add_flags`` writes it into the help (argparse's own
-default stays None, so that only flags the user gave count), and :class:`HelpFormatter` adds it
-for hand-written parsers (``gorila bench``).
+Every help shows a flag's default once, with its real value: ``add_flags`` writes it into the
+help (argparse's own default stays None, so that only flags the user gave count; a default that
+depends on the algorithm is passed in ``defaults``; a ``None`` default is explained in its help as
+``(default: ...)``), and :class:`HelpFormatter`, which every parser of :func:`command_parser` uses,
+adds it for hand-written flags (``gorila bench``, ``gorila simulate``). A renamed field keeps its
+old names as hidden flags (``metadata={"was": ("envs_per_worker",)}``) that still work and say so.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
+import sys
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -77,42 +82,101 @@ def _reported(parse):
     return run
 
 
+def command_parser(prog: str, description: str | None = None, **kwargs: Any) -> argparse.ArgumentParser:
+    """The parser of a gorila command: abbreviated flags refused, :class:`HelpFormatter`'s help::
+
+        parser = command_parser("gorila bench ps", __doc__)
+        parser.add_argument("--rounds", type=int, default=50, help="measured round trips")
+    """
+    return argparse.ArgumentParser(prog=prog, description=description, formatter_class=HelpFormatter,
+                                   allow_abbrev=False, **kwargs)
+
+
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Appends ``(default: X)`` to a flag's help unless the help already speaks of its default or
-    there is none to show (``None``, a switch). Descriptions keep their own line breaks."""
+    """gorila's one help style: ``(default: X)`` once after a flag's help unless the help explains
+    its default itself or there is none to show (``None``, a switch); a tuple or list default as
+    the comma-separated text the flag takes; descriptions keep their own line breaks and lose the
+    reST markup of the docstrings they come from (````gorila simulate````, ``::``)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         if (not action.option_strings or "default" in text or action.default is None
                 or action.default is argparse.SUPPRESS or isinstance(action.default, bool)):
             return text
-        return f"{text} (default: %(default)s)".strip()
+        return f"{text} (default: {shown_default(action.default).replace('%', '%%')})".strip()
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return super()._fill_text(_plain(text), width, indent)
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return super()._split_lines(_plain(text), width)
 
 
-def add_flags(group: argparse._ActionsContainer, cls: type, *, skip: tuple[str, ...] = ()) -> None:
-    """One ``--flag`` per field of ``cls`` that has a ``help`` in its metadata; the help ends with
-    the field's default unless it explains it itself (a ``None`` default must be explained there)."""
+def _plain(text: str) -> str:
+    """Docstring text as a terminal shows it: ````x```` and ```x``` as x, a literal block's ``::`` as ``:``."""
+    return re.sub(r"::$", ":", re.sub(r"`{1,2}([^`]+)`{1,2}", r"\1", text), flags=re.MULTILINE)
+
+
+def shown_default(value: Any) -> str:
+    """A default as a user would type it: ``(64, 64)`` as ``64,64``, ``True`` as ``true``."""
+    if isinstance(value, (tuple, list)):
+        return ",".join(map(str, value))
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def add_flags(group: argparse._ActionsContainer, cls: type, *, skip: tuple[str, ...] = (),
+              defaults: Mapping[str, Any] | None = None) -> None:
+    """One ``--flag`` per field of ``cls`` that has a ``help`` in its metadata, and a hidden one per
+    old name in ``metadata["was"]``. The help ends with ``(default: X)``: the field's default, or
+    the one ``defaults`` gives where the algorithm decides it (the server's optimizer); a ``None``
+    default (nothing set) is explained by the help's own ``(default: ...)`` words or not at all, and
+    a help that speaks of its default while there is a value to show is refused."""
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         if f.name in skip or "help" not in f.metadata:
             continue
         flag = "--" + f.name.replace("_", "-")
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+        default = (defaults or {}).get(f.name, default)
         help_text = f.metadata["help"]
-        if "default" not in help_text and default is not None:  # a help that explains its default says it
-            help_text += f" (default: {shown})"
+        if default is not None:
+            if "default" in help_text:  # it would hide the real value behind words
+                raise ValueError(f"{cls.__name__}.{f.name}: its help speaks of a default; it is {default!r}")
+            help_text += f" (default: {shown_default(default)})"
         base, _ = _base_type(hints[f.name])
         if base is bool:
             group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
                                help=help_text)
             continue
-        kwargs: dict[str, Any] = dict(dest=f.name, default=None, type=_parser_for(hints[f.name]), help=help_text)
+        kwargs: dict[str, Any] = dict(dest=f.name, default=None, type=_parser_for(hints[f.name]))
         if "choices" in f.metadata:
             kwargs["choices"] = f.metadata["choices"]
         if "metavar" in f.metadata:
             kwargs["metavar"] = f.metadata["metavar"]
-        group.add_argument(flag, **kwargs)
+        group.add_argument(flag, help=help_text, **kwargs)
+        for old in f.metadata.get("was", ()):
+            group.add_argument("--" + old.replace("_", "-"), action=_Renamed, new=flag, help=argparse.SUPPRESS,
+                               **kwargs)
+
+
+class _Renamed(argparse.Action):
+    """An old flag name: stores its value under the new one's field, and says so on stderr."""
+
+    def __init__(self, *args: Any, new: str, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"{parser.prog}: note: {option_string} is now {self.new}; the old name will go in a later release",
+              file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def renamed(classes: list[type]) -> dict[str, str]:
+    """Old setting names of ``classes``' fields -> their current names (``metadata["was"]``)."""
+    return {old: f.name for cls in classes for f in dataclasses.fields(cls) for old in f.metadata.get("was", ())}
 
 
 def from_flags(cls: type[T], namespace: argparse.Namespace, **overrides: Any) -> T:

@@ -54,16 +54,19 @@ class RunConfig:
         "metavar": "DIR"})
     resume: Path | None = field(default=None, metadata={
         "help": "continue the run in this directory from its newest good checkpoint, with its settings unless "
-                "given again (--total-steps stays the run's total; --time-limit-s is more training)",
+                "given again (--total-steps stays the run's total; --time-limit-s is more training). Exact on "
+                "--runtime local (replay algorithms with --checkpoint-replay): the run goes on as if never stopped, "
+                "the same metrics.csv rows but the times; on Ray, the parameters, optimizer state, counters and "
+                "evaluation cadence come back, the workers start afresh",
         "metavar": "RUN_DIR"})
     optimizer: str | None = field(default=None, metadata={
-        "help": "server-side optimizer (default: the algorithm's)", "choices": OPTIMIZERS})
+        "help": "server-side optimizer", "choices": OPTIMIZERS})
     aggregate: int | None = field(default=None, metadata={
-        "help": f"semi-async: counted pushes per update (default {_SEMI_ASYNC.aggregate})"})
+        "help": f"semi-async: counted pushes per update (default: {_SEMI_ASYNC.aggregate})"})
     count_within: int | None = field(default=None, metadata={
-        "help": f"semi-async: staleness up to which a push counts (default {_SEMI_ASYNC.count_within})"})
+        "help": f"semi-async: staleness up to which a push counts (default: {_SEMI_ASYNC.count_within})"})
     accept_within: int | None = field(default=None, metadata={
-        "help": f"semi-async: staleness up to which a push joins the update (default {_SEMI_ASYNC.accept_within})"})
+        "help": f"semi-async: staleness up to which a push joins the update (default: {_SEMI_ASYNC.accept_within})"})
     max_staleness: int | None = field(default=None, metadata={
         "help": "async: reject pushes staler than this (default: no bound)"})
     time_limit_s: float | None = field(default=None, metadata={

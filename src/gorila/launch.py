@@ -16,13 +16,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from gorila.algos.presets import source, with_preset
 from gorila.algos.registry import ALGORITHMS
-from gorila.cliargs import from_flags, parse_value
+from gorila.cliargs import from_flags, parse_value, renamed
 from gorila.config import RunConfig, values_from_json
 from gorila.driver.stop import StopSignals
 from gorila.errors import ConfigError
@@ -41,6 +42,7 @@ def configs_from_values(algo: str, values: dict[str, Any]) -> tuple[RunConfig, l
     or keep their defaults), each validated on construction."""
     if algo not in ALGORITHMS:
         raise ConfigError("algo", f"unknown algorithm {algo!r}; choose from {', '.join(sorted(ALGORITHMS))}")
+    values = current_names(algo, values)
     unknown = sorted(set(values) - settings(algo))
     if unknown:
         name = unknown[0]
@@ -51,6 +53,21 @@ def configs_from_values(algo: str, values: dict[str, Any]) -> tuple[RunConfig, l
     namespace = argparse.Namespace(**values_from_json(with_preset(algo, values)))
     run = from_flags(RunConfig, namespace, algo=algo, preset_source=source(values.get("preset")))
     return run, [from_flags(cls, namespace) for cls in ALGORITHMS[algo].config_classes()]
+
+
+def current_names(algo: str, values: dict[str, Any], *, where: str = "", warn: bool = True) -> dict[str, Any]:
+    """``values`` with a renamed setting under its current name (``envs_per_worker`` is now
+    ``envs_per_actor``), which wins where both are given; each old name is said as a
+    ``FutureWarning`` naming ``where`` it came from, unless ``warn`` is False (a run's own
+    ``config.json``, written by an earlier gorila: nothing for the user to change)."""
+    old_names = renamed([RunConfig, *ALGORITHMS[algo].config_classes()])
+    out = {k: v for k, v in values.items() if k not in old_names}
+    for old in values.keys() & old_names.keys():
+        if warn:
+            warnings.warn(f"{where}{old} is now {old_names[old]}; the old name will go in a later release",
+                          FutureWarning, stacklevel=3)
+        out.setdefault(old_names[old], values[old])
+    return out
 
 
 def saved_values(run_dir: Path) -> tuple[str, dict[str, Any]]:
@@ -74,7 +91,8 @@ def _recorded_values(field: str, path: Path, saved: Any) -> tuple[str, dict[str,
     if algo not in ALGORITHMS or not isinstance(saved.get("run"), dict) or not isinstance(saved.get(algo, {}), dict):
         raise ConfigError(field, f"{path} does not describe a gorila training run")
     names = settings(algo)
-    values = {k: v for k, v in {**saved["run"], **saved.get(algo, {})}.items() if k in names}
+    recorded = current_names(algo, {**saved["run"], **saved.get(algo, {})}, warn=False)
+    values = {k: v for k, v in recorded.items() if k in names}
     return algo, values_from_json(values)
 
 
@@ -105,6 +123,7 @@ def file_values(path: Path, algo: str | None = None) -> tuple[str, dict[str, Any
             raise ConfigError("config", f"{path}: unknown algorithm {saved_algo!r}; choose from "
                                         f"{', '.join(sorted(ALGORITHMS))}")
     algo = algo or saved_algo
+    values = current_names(algo, values, where=f"{path}: ")
     unknown = sorted(set(values) - settings(algo))
     if unknown:
         raise ConfigError("config", f"{path}: {unknown[0]!r} is not a setting of {algo}")

@@ -75,7 +75,7 @@ def test_a3c_reports_its_policy_lag_in_either_mode(tmp_path, inference):
     from gorila.algos.a3c.builder import make_plan as a3c_plan
     from gorila.algos.a3c.config import A3CConfig
 
-    cfg = A3CConfig(workers=2, envs_per_worker=4, rollout_steps=5, hidden=(8,))
+    cfg = A3CConfig(workers=2, envs_per_actor=4, unroll_length=5, hidden=(8,))
     run_config = RunConfig(algo="a3c", runtime="local", run_dir=tmp_path)
     summary = run(run_config, a3c_plan(run_config, cfg, rl(2000, inference)))
     lag = {int(k): v for k, v in summary["worker_policy_lag_histogram"].items()}
@@ -90,7 +90,7 @@ def test_a3c_rollouts_to_the_episode_s_end_in_either_mode(tmp_path, inference):
     from gorila.algos.a3c.builder import make_plan as a3c_plan
     from gorila.algos.a3c.config import A3CConfig
 
-    cfg = A3CConfig(workers=1, envs_per_worker=4, rollout_steps=0, hidden=(8,))
+    cfg = A3CConfig(workers=1, envs_per_actor=4, unroll_length=0, hidden=(8,))
     run_config = RunConfig(algo="a3c", runtime="local", run_dir=tmp_path)
     summary = run(run_config, a3c_plan(run_config, cfg, rl(400, inference)))
     pushes = summary["pushes_counted"] + summary["pushes_accepted"] + summary["pushes_rejected"]

@@ -88,11 +88,11 @@ def test_tensorboard_scalars_are_grouped_with_the_step_axis_and_hparams(tmp_path
 
 def test_a_run_stops_within_one_step_per_worker_of_its_budget(tmp_path):
     """Chunks grow toward half a second, but never past what the budget has left."""
-    cfg = A3CConfig(workers=2, envs_per_worker=4, rollout_steps=5)
+    cfg = A3CConfig(workers=2, envs_per_actor=4, unroll_length=5)
     run_config = RunConfig(algo="a3c", runtime="local", run_dir=tmp_path / "run", checkpoint_every_s=3600)
     rl = RLConfig(stop_at_target=False, total_steps=20_000, eval_episodes=1, eval_every_s=60)
     summary = run(run_config, make_plan(run_config, cfg, rl), terminal=Terminal(QUIET))
-    one_step_each = cfg.workers * cfg.envs_per_worker * cfg.rollout_steps
+    one_step_each = cfg.workers * cfg.envs_per_actor * cfg.unroll_length
     assert 20_000 <= summary["env_steps"] <= 20_000 + one_step_each
 
 

@@ -14,5 +14,5 @@ def test_a_preset_run_names_its_preset_and_source_and_keeps_the_flags_given(tmp_
     assert summary["preset"] == "lunarlander-a2c" and summary["preset_source"] == PRESETS["lunarlander-a2c"].source
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["run"]["preset"] == "lunarlander-a2c" and config["run"]["mode"] == "sync"
-    assert config["a3c"]["rollout_steps"] == 16 and config["a3c"]["workers"] == 1  # preset's, and the one given
+    assert config["a3c"]["unroll_length"] == 16 and config["a3c"]["workers"] == 1  # preset's, and the one given
     assert config["a3c"]["env"] == "LunarLander-v3"

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.smoke
 @pytest.mark.parametrize("inference", ["local", "central"])
 def test_a3c_on_pong_runs_end_to_end_with_either_inference(tmp_path, inference):
     assert main(["train", "--algo", "a3c", "--env", "ALE/Pong-v5", "--runtime", "local", "--workers", "2",
-                 "--envs-per-worker", "2", "--rollout-steps", "5", "--total-steps", "200", "--lr-policy", "7e-4",
+                 "--envs-per-actor", "2", "--unroll-length", "5", "--total-steps", "200", "--lr-policy", "7e-4",
                  "--lr-value", "7e-4", "--inference", inference, "--eval-episodes", "1", "--eval-every-s", "1000",
                  "--eval-noop-max", "5", "--run-dir", str(tmp_path)]) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())

@@ -17,7 +17,7 @@ pytest.importorskip("minatar")
 COMMON = ["--env", "MinAtar/Breakout-v1", "--runtime", "local", "--eval-episodes", "1", "--eval-every-s", "1000"]
 OWN = {"dqn": ["--learning-starts", "100", "--total-steps", "400"],
        "apex": ["--learning-starts", "100", "--envs-per-actor", "4", "--total-steps", "400"],
-       "a3c": ["--workers", "2", "--envs-per-worker", "4", "--rollout-steps", "5", "--total-steps", "400"]}
+       "a3c": ["--workers", "2", "--envs-per-actor", "4", "--unroll-length", "5", "--total-steps", "400"]}
 NETWORK = {"dqn": "MinAtarQNetwork", "apex": "MinAtarQNetwork", "a3c": "MinAtarActorCritic"}
 
 

@@ -216,11 +216,11 @@ def test_forward_shapes():
 
 def test_config_defaults_are_valid():
     cfg = A3CConfig()
-    assert cfg.rollout_steps >= 1 and 0 < cfg.gamma <= 1 and cfg.target_tau == 1.0
+    assert cfg.unroll_length >= 1 and 0 < cfg.gamma <= 1 and cfg.target_tau == 1.0
 
 
 @pytest.mark.parametrize("field, value", [
-    ("rollout_steps", -1), ("entropy_coef", -0.1), ("envs_per_worker", 0), ("gamma", 0.0),
+    ("unroll_length", -1), ("entropy_coef", -0.1), ("envs_per_actor", 0), ("gamma", 0.0),
     ("gamma", 1.5), ("lr_policy", 0.0), ("lr_value", -1e-3), ("target_tau", 0.0),
     ("hidden", (64, 0)), ("hidden", [64]), ("shared_torso", "yes"), ("max_grad_norm", 0.0),
     ("gae_lambda", 1.5), ("gae_lambda", -0.1),

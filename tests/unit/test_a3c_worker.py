@@ -43,7 +43,7 @@ IMAGE = "gorila-test/CountingImage-v0"
 if IMAGE not in gym.registry:
     gym.register(IMAGE, entry_point=CountingImageEnv)
 
-CFG = A3CConfig(envs_per_worker=2, rollout_steps=7, gamma=0.5, hidden=(8,), max_grad_norm=None)
+CFG = A3CConfig(envs_per_actor=2, unroll_length=7, gamma=0.5, hidden=(8,), max_grad_norm=None)
 
 
 class RecordingEndpoint(LocalEndpoint):
@@ -88,7 +88,7 @@ def test_one_step_pushes_one_gradient_and_counts_every_env_step():
     assert [s.version for s in shards] == [1, 1]
     report = worker.report()
     # Per env: steps 0-4 finish an episode (resetting within step 4), steps 5-6 start the next.
-    assert report["env_steps"] == 2 * 7 == CFG.rollout_steps * CFG.envs_per_worker
+    assert report["env_steps"] == 2 * 7 == CFG.unroll_length * CFG.envs_per_actor
     assert report["episodes"] == 2 and report["recent_returns"] == [5.0, 5.0]
     assert report["updates_pushed"] == 1
     worker.client.complete()  # asynchronous rule: the push's reply is collected with the next push
@@ -141,8 +141,8 @@ def test_returns_never_mix_two_episodes(env_id):
     assert targets[5] == pytest.approx(1.0 + CFG.gamma * targets[6], abs=1e-6)
 
 
-def test_rollout_steps_zero_rolls_out_to_the_episode_s_end():
-    cfg = A3CConfig(envs_per_worker=1, rollout_steps=0, gamma=0.5, hidden=(8,))
+def test_unroll_length_zero_rolls_out_to_the_episode_s_end():
+    cfg = A3CConfig(envs_per_actor=1, unroll_length=0, gamma=0.5, hidden=(8,))
     _, server, endpoints = _server(COUNTING, cfg)
     worker = _worker(server, cfg=cfg)
     worker.step()
@@ -154,8 +154,8 @@ def test_rollout_steps_zero_rolls_out_to_the_episode_s_end():
 
 
 @pytest.mark.parametrize("env_id, length", [(COUNTING, 5), (LONG, 100)])
-def test_rollout_steps_zero_waits_for_every_env_s_episode(env_id, length):
-    cfg = A3CConfig(envs_per_worker=2, rollout_steps=0, gamma=0.5, hidden=(8,))
+def test_unroll_length_zero_waits_for_every_env_s_episode(env_id, length):
+    cfg = A3CConfig(envs_per_actor=2, unroll_length=0, gamma=0.5, hidden=(8,))
     _, server, _ = _server(env_id, cfg)
     worker = _worker(server, env_id=env_id, cfg=cfg)
     worker.refresh()
@@ -170,12 +170,12 @@ def test_rollout_steps_zero_waits_for_every_env_s_episode(env_id, length):
 
 def test_a_run_to_the_episodes_ends_starts_with_a_chunk_of_one_rollout():
     # An Atari episode can take minutes: twenty of them would be a first chunk past any timeout.
-    assert _plan(COUNTING, A3CConfig(rollout_steps=0)).chunk_steps(0) == 1
-    assert _plan(COUNTING, A3CConfig(rollout_steps=5)).chunk_steps(0) == 20
+    assert _plan(COUNTING, A3CConfig(unroll_length=0)).chunk_steps(0) == 1
+    assert _plan(COUNTING, A3CConfig(unroll_length=5)).chunk_steps(0) == 20
 
 
 def test_target_value_network_moves_by_tau_once_per_new_version():
-    cfg = A3CConfig(envs_per_worker=1, rollout_steps=2, hidden=(4,), target_tau=0.25)
+    cfg = A3CConfig(envs_per_actor=1, unroll_length=2, hidden=(4,), target_tau=0.25)
     shards, server, _ = _server(COUNTING, cfg)
     worker = _worker(server, cfg=cfg)
     worker.step()                       # target starts at version 0's parameters

@@ -8,8 +8,13 @@ import pytest
 
 from gorila import __version__
 from gorila.algos.registry import ALGORITHMS
-from gorila.cli import _train_parser, main
-from gorila.cliargs import HelpFormatter
+import dataclasses
+import re
+
+from gorila.bench import BENCHMARKS
+from gorila.cli import COMMANDS, _train_parser, main
+from gorila.cliargs import HelpFormatter, shown_default
+from gorila.config import RunConfig
 
 
 def _exit(argv: list[str]) -> int:
@@ -100,3 +105,72 @@ def test_help_formatter_leaves_explained_and_empty_defaults_alone():
     text = " ".join(parser.format_help().split())
     assert "three (default: 3)" in text and "none " in text and "(default: the second)" in text
     assert text.count("default") == 2
+
+
+def _help(capsys, argv: list[str]) -> str:
+    assert _exit([*argv, "--help"]) == 0, argv
+    return capsys.readouterr().out
+
+
+def _options(text: str) -> dict[str, str]:
+    """A help text's options, each with its help unwrapped: ``{"--lr LR": "server learning rate ..."}``."""
+    options: dict[str, str] = {}
+    name = None
+    for line in text.splitlines():
+        head = re.match(r"^  (-\S.*?)(?:\s{2,}(.*))?$", line)
+        if head:
+            name = head.group(1)
+            options[name] = head.group(2) or ""
+        elif name is not None and line.startswith("    "):
+            options[name] += " " + line.strip()
+        else:
+            name = None
+    return {k: v.strip() for k, v in options.items()}
+
+
+HELPS = ([["train", "--algo", algo] for algo in sorted(ALGORITHMS)] + [["bench", name] for name in sorted(BENCHMARKS)]
+         + [[command] for command in COMMANDS if command != "bench"])
+
+
+@pytest.mark.parametrize("argv", HELPS, ids=" ".join)
+def test_one_help_style_everywhere(capsys, argv):
+    """Every command's help: a default shown at most once, as the flag takes it (no Python tuple),
+    no reST markup from the docstrings it comes from."""
+    text = _help(capsys, argv)
+    options = _options(text)
+    assert options, argv
+    for name, help_text in options.items():
+        assert help_text, f"{name} has no help"
+        assert help_text.count("default") <= 1, (name, help_text)
+        assert "(default: None)" not in help_text and not re.search(r"\(default: [(\[]", help_text), (name, help_text)
+    assert "``" not in text and "::\n" not in text
+
+
+@pytest.mark.parametrize("algo", sorted(ALGORITHMS))
+def test_every_train_flag_with_a_value_shows_its_real_default(capsys, algo):
+    """A field's default, or the algorithm's where it decides (the optimizer, the evaluation's ε)."""
+    options = {name.split()[0].rstrip(","): text for name, text in _options(_help(capsys, ["train", "--algo", algo])).items()}
+    decided = ALGORITHMS[algo].flag_defaults()
+    for cls in [RunConfig, *ALGORITHMS[algo].config_classes()]:
+        for f in dataclasses.fields(cls):
+            if "help" not in f.metadata or f.name == "algo":
+                continue
+            default = decided.get(f.name, f.default if f.default is not dataclasses.MISSING else None)
+            if default is not None:
+                assert options["--" + f.name.replace("_", "-")].endswith(f"(default: {shown_default(default)})"), f.name
+
+
+def test_the_defaults_the_issue_found_hidden_are_shown(capsys):
+    dqn = _options(_help(capsys, ["train", "--algo", "dqn"]))
+    apex = _options(_help(capsys, ["train", "--algo", "apex"]))
+    a3c = _options(_help(capsys, ["train", "--algo", "a3c"]))
+    assert dqn["--lr LR"].endswith("(default: 0.03)")
+    assert dqn["--optimizer {sgd,momentum,adagrad,rmsprop,adam}"].endswith("(default: adagrad)")
+    assert apex["--lr LR"].endswith("(default: 0.001)")
+    assert apex["--optimizer {sgd,momentum,adagrad,rmsprop,adam}"].endswith("(default: adam)")
+    assert apex["--eval-epsilon EVAL_EPSILON"].endswith("(default: 0.05)")
+    assert a3c["--optimizer {sgd,momentum,adagrad,rmsprop,adam}"].endswith("(default: rmsprop)")
+    assert a3c["--eval-epsilon EVAL_EPSILON"].endswith("(default: 0.0)")
+    simulate = _options(_help(capsys, ["simulate"]))
+    assert simulate["--mode MODE"].endswith("(default: sync,async,semi-async)")
+    assert _options(_help(capsys, ["bench", "apex"]))["--address ADDRESS"] == "Ray cluster to join (default: embedded)"

@@ -31,7 +31,7 @@ def refused(capsys, argv: list[str]) -> str:
     (["--algo", "lstsq", "--time-limit-s", "-1"], "--time-limit-s"),
     (["--algo", "lstsq", "--server", "workers"], "--server"),                       # needs --mode sync
     (["--algo", "lstsq", "--server", "workers", "--mode", "sync", "--runtime", "local"], "--server"),
-    (["--algo", "a3c", "--rollout-steps", "-1"], "--rollout-steps"),
+    (["--algo", "a3c", "--unroll-length", "-1"], "--unroll-length"),
     (["--algo", "a3c", "--entropy-coef", "-0.1"], "--entropy-coef"),
     (["--algo", "a3c", "--gae-lambda", "1.5"], "--gae-lambda"),
     (["--algo", "a3c", "--eval-epsilon", "2"], "--eval-epsilon"),

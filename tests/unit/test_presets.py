@@ -98,6 +98,6 @@ def test_gorila_presets_lists_them_and_train_takes_the_preset_s_algorithm(capsys
     assert all(name in out for name in ("gorila-atari", "nature-dqn", "apex-atari", "a3c-atari"))
     assert "Nair et al. 2015" in out and "Extended Data Table 1" in out
     run, configs, _ = _configs(["--preset", "a3c-atari", "--runtime", "local"])
-    assert run.algo == "a3c" and configs[0].rollout_steps == 5
+    assert run.algo == "a3c" and configs[0].unroll_length == 5
     run, _, _ = _configs(["--preset", "apex-atari", "--algo", "apex"])
     assert run.algo == "apex"

@@ -1,12 +1,13 @@
 """What a run shows: the limit that ends it first, progress lines and bar, start-up stages."""
 
 import io
+import re
 import time
 
 import pytest
 from rich.console import Console
 
-from gorila.metrics.progress import LINE_INTERVAL_S, Limits, LineProgress, LiveProgress, NoProgress
+from gorila.metrics.progress import LINE_INTERVAL_S, LINE_WIDTH, Limits, LineProgress, LiveProgress, NoProgress
 from gorila.metrics.terminal import NORMAL, QUIET, Terminal
 
 
@@ -54,8 +55,9 @@ def test_lines_say_which_limit_the_percentage_is_of():
     display.update(5_000, {}, train_s=1.0 + LINE_INTERVAL_S)
     display.close()
     assert out.getvalue().splitlines() == [
-        "a3c 10% of the 10 s time limit · 1,000 env steps · 0:00:09 left | eval_return 9.5",
-        "a3c 30% of the 10 s time limit · 5,000 env steps · 0:00:07 left",
+        "a3c",
+        "10% of 10 s, 1,000 env steps 0:09 left | eval 9.5",
+        "30% of 10 s, 5,000 env steps 0:07 left",
     ]
 
 
@@ -82,7 +84,7 @@ def test_live_progress_on_a_terminal():
     text = out.getvalue()
     assert "\x1b[" in text  # drawn with terminal control codes, not plain lines
     assert "eval return 500.0" in text
-    assert "50%" in text and "of 1,000 steps · 500 done" in text and "loss 0.125  return 42" in text
+    assert "50% 500/1,000 steps | loss 0.125  return 42" in text
 
 
 def test_stages_are_stamped_with_the_time_since_the_start():
@@ -117,3 +119,57 @@ def test_a_resumed_runs_time_limit_counts_its_own_training():
     status = limits.status(step=4_000, train_s=102.5, rate=2_000.0)
     assert status.by == "time limit" and status.fraction == pytest.approx(0.25) and status.eta_s == pytest.approx(7.5)
     assert "10 s more of training" in limits.describe()
+
+
+#: A long run near its worst for the status line: hundreds of millions of steps, hours left, large
+#: scores and counts, and two kinds of faults counted, in the order the driver's report gives them.
+WORST = {"env_failures": 12, "pushes_rejected_nonfinite": 3, "eval_return": 12345.6, "train_return": -20987.25,
+         "updates": 4_567_890, "env_steps": 123_456_789}
+
+
+def _rows(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("limits", [Limits(200_000_000, "env steps"),
+                                    Limits(200_000_000, "env steps", time_limit_s=86_400)],
+                         ids=["budget", "time limit"])
+def test_the_status_line_fits_80_columns_at_its_worst(limits):
+    console, out = _plain()
+    now = [0.0]
+    display = LineProgress(console, limits, description="apex ALE/SpaceInvaders-v5 semi-async",
+                           clock=lambda: now[0])
+    display.update(1_000, WORST, train_s=1.0)
+    now[0] = 3_600.0
+    display.update(123_456_789, WORST, train_s=3_600.0)
+    display.close()
+    lines = out.getvalue().splitlines()
+    last = lines[-1]
+    assert all(len(line) <= LINE_WIDTH for line in lines), lines
+    assert "123.5M" in last and "env steps" in last and last.count("env steps") == 1 and "123,456,789" not in last
+    assert "env failures 12" in last and "NaN pushes 3" in last
+    if limits.time_limit_s is None:  # the headline fits beside them too
+        assert "eval 12.3k" in last
+
+
+def test_the_live_bar_fits_80_columns_at_its_worst():
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=200, color_system=None)  # a wide terminal too
+    display = LiveProgress(console, Limits(200_000_000, "env steps"), description="apex ALE/SpaceInvaders-v5 semi-async")
+    display.update(1_000, WORST, train_s=1.0)
+    display.update(123_456_789, WORST, train_s=3_600.0)
+    display.close()
+    drawn = [re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", part) for part in re.split(r"[\r\n]", out.getvalue())]
+    rows = _rows("\n".join(drawn))
+    assert all(len(row.rstrip()) <= LINE_WIDTH for row in rows), rows
+    assert any("env failures 12" in row and row.count("env steps") == 1 for row in rows), rows
+
+
+def test_a_value_that_does_not_fit_is_left_out_and_the_steps_are_shown_once():
+    console, out = _plain()
+    display = LineProgress(console, Limits(1000, "env steps"), description="")
+    display.update(500, {"eval_return": 500.0, "train_return": 480.5, "updates": 250, "a_long_metric_name": 1.0,
+                         "env_steps": 500, "loss": 0.01234})
+    display.close()
+    assert out.getvalue().splitlines() == [
+        "50% 500/1,000 env steps | eval 500  train 480.5  updates 250  loss 0.01234"]

@@ -199,9 +199,10 @@ def test_progress_goes_to_the_display_it_is_given(tmp_path):
     logger.log(200, {"loss": 0.25})  # within the line interval: held back until close
     logger.close({})
     assert out.getvalue().splitlines() == [
-        "dqn 10% of 1,000 steps · 100 done | return 21  loss 0.5",
+        "dqn",
+        "10% 100/1,000 steps | return 21  loss 0.5",
         "eval return 500.0",
-        "dqn 20% of 1,000 steps · 200 done · 0:00:08 left | return 21  loss 0.25",  # 100 steps/s, 800 to go
+        "20% 200/1,000 steps 0:08 left | return 21  loss 0.25",  # 100 steps/s, 800 to go
     ]
 
 
@@ -220,10 +221,11 @@ def test_flagged_counts_are_shown_once_non_zero_and_warned_about_as_they_rise(tm
     logger.log(300, {"return": 23, "env_failures": 3})
     logger.close({})
     assert out.getvalue().splitlines() == [
-        "dqn 10% of 1,000 steps · 100 done | return 21",
+        "dqn",
+        "10% 100/1,000 steps | return 21",
         "warning: env_failures rose to 3 (+3 since the last row)",
-        "dqn 20% of 1,000 steps · 200 done · 0:01:20 left | return 22  env_failures 3",
-        "dqn 30% of 1,000 steps · 300 done · 0:01:10 left | return 23  env_failures 3",
+        "20% 200/1,000 steps 1:20 left | env failures 3  return 22",  # faults first: kept when room is short
+        "30% 300/1,000 steps 1:10 left | env failures 3  return 23",
     ]
     assert _rows(tmp_path / "metrics.csv")[2][-1] == "3"
 

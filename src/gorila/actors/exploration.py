@@ -33,7 +33,7 @@ class ExplorationSchedule:
         validate.number("eps_end", self.end, low=0.0, high=1.0)
         validate.integer("eps_decay_updates", self.over_updates, low=1)
         if self.alpha is not None:
-            validate.number("apex_alpha", self.alpha, low=0.0)
+            validate.number("eps_alpha", self.alpha, low=0.0)
         validate.number("base", self.base, low=0.0, high=1.0)
         validate.integer("actors", self.num_actors, low=1)
 

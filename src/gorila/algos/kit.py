@@ -102,7 +102,9 @@ def rl_plan(run: RunConfig, rl: RLConfig, *, algo: str, net: nn.Module, network_
                                   every_steps=rl.eval_every_steps, mlp_widths=eval_mlp,
                                   target=rl.target() if rl.target_on == "eval" else None)
     record = {**config, **asdict(rl), "eval_epsilon": epsilon, "inference": "central" if central else "local"}
-    plan.setdefault("chunk_seconds", CHUNK_SECONDS)
+    # The local runtime's chunks keep their size: rows then fall at the same steps in every run of a
+    # seed, resumed or not (chunks timed to CHUNK_SECONDS would follow the machine's load).
+    plan.setdefault("chunk_seconds", None if run.runtime == "local" else CHUNK_SECONDS)
     return Plan(algo=algo, label=rl.env, initial_params=lambda: FlatParams(net).get(), evaluation=evaluation,
                 budget=Budget(rl.total_steps, "env_steps"), stop_at_target=rl.stop_at_target,
                 train_target=rl.target() if rl.target_on == "train100" else None,

@@ -43,7 +43,7 @@ MINATAR: dict[str, dict[str, Any]] = {
             "actor_refresh": 4},
     "apex": {**_MINATAR_RL, "lr": 5e-4, "batch_size": 32, "dueling": True, "target_update": "hard:1000",
              "learning_starts": 2_000},
-    "a3c": {**_MINATAR_RL, "lr_policy": 1e-3, "lr_value": 1e-3, "gae_lambda": 0.8, "rollout_steps": 16},
+    "a3c": {**_MINATAR_RL, "lr_policy": 1e-3, "lr_value": 1e-3, "gae_lambda": 0.8, "unroll_length": 16},
 }
 
 ATARI_FRAMES = (4, 84, 84)  # a replay row's stacked frames (DQN's preprocessing), uint8
@@ -173,7 +173,7 @@ _PRESETS = (
         "a3c-atari", "a3c",
         "Mnih et al. 2016, Asynchronous Methods for Deep Reinforcement Learning (A3C), §5.1 and Supplementary §8",
         "A3C: 16 actor-learners, t_max 5, shared RMSProp, γ 0.99, entropy 0.01",
-        {"env": "ALE/Breakout-v5", "mode": "async", "envs_per_worker": 1, "rollout_steps": 5, "gamma": 0.99,
+        {"env": "ALE/Breakout-v5", "mode": "async", "envs_per_actor": 1, "unroll_length": 5, "gamma": 0.99,
          "entropy_coef": 0.01, "optimizer": "rmsprop", "lr_policy": 7e-4, "lr_value": 7e-4, "gae_lambda": 1.0,
          "target_tau": 1.0, **_ATARI_EVAL},
         "atari",
@@ -181,9 +181,9 @@ _PRESETS = (
         "later reproductions (OpenAI Baselines) settled on. Workers: one per CPU, at most the paper's 16",
         _a3c_scaled),
     Preset(
-        "lunarlander-a2c", "a3c", "measured here (README: the best LunarLander-v3 A2C setting found on 2 cores)",
+        "lunarlander-a2c", "a3c", "measured here (docs/benchmarks.md: the best LunarLander-v3 A2C setting found on 2 cores)",
         "A2C on LunarLander-v3: 2 workers, 16-step rollouts, λ 0.95, soft target 0.1",
-        {"env": "LunarLander-v3", "mode": "sync", "workers": 2, "rollout_steps": 16, "gae_lambda": 0.95,
+        {"env": "LunarLander-v3", "mode": "sync", "workers": 2, "unroll_length": 16, "gae_lambda": 0.95,
          "target_tau": 0.1, "entropy_coef": 0.01, "lr_policy": 7e-4, "lr_value": 7e-4, "max_grad_norm": 0.5,
          "eval_every_s": 5.0},
         "LunarLander-v3", "seed 0 reached an evaluation >= 200 after 0.6 M steps; seeds 1 and 2 peaked near 186"),

@@ -31,6 +31,15 @@ class Algorithm:
     def config_classes(self) -> list[type]:
         return [_load(path) for path in self.configs]
 
+    def flag_defaults(self) -> dict:
+        """The run's settings whose default the algorithm decides, as its help shows them: the
+        server's optimizer and (RL) the evaluation's ε, class attributes of its first config."""
+        main = self.config_classes()[0]
+        defaults = {"optimizer": main.optimizer}
+        if self.is_rl:
+            defaults["eval_epsilon"] = main.EVAL_EPSILON
+        return defaults
+
     def plan_fn(self):
         return _load(f"{self.builder}:make_plan")
 

@@ -34,12 +34,14 @@ class RLConfig:
     stop_at_target: bool = field(default=True, metadata={"help": "stop once the target is reached"})
     eval_episodes: int = field(default=10, metadata={"help": "episodes per evaluation"})
     eval_epsilon: float | None = field(default=None, metadata={
-        "help": "exploration rate during evaluation (default: 0.05 for dqn, as in the DQN papers; 0 for a3c)"})
+        "help": "exploration rate during evaluation (the DQN papers evaluate with 0.05; policy-gradient methods greedily)"})
     eval_noop_max: int = field(default=30, metadata={"help": "evaluation episodes start after 0..N no-op actions"})
     eval_every_s: float = field(default=1.0, metadata={"help": "at most one evaluation per this many seconds"})
     eval_every_steps: int | None = field(default=None, metadata={
         "help": "evaluate every this many env steps instead of by the clock, so that where a run is judged does not "
-                "depend on the machine's speed (default: by --eval-every-s)", "metavar": "STEPS"})
+                "depend on the machine's speed; on --runtime local each evaluation is then played whole where it "
+                "falls due, rather than in slices of the time between chunks, so that a seed's rows are the same in "
+                "every run (default: by --eval-every-s)", "metavar": "STEPS"})
     device: str = field(default="auto", metadata={"help": "learner device", "choices": DEVICES})
     inference: str = field(default="auto", metadata={
         "help": "local: every actor acts with its own network copy; central: actors only step envs and the "

@@ -4,7 +4,6 @@ learner's own process, measured in alternation."""
 
 from __future__ import annotations
 
-import argparse
 import copy
 import time
 from pathlib import Path
@@ -14,6 +13,7 @@ import torch
 from torch import nn
 
 from gorila import validate
+from gorila.cliargs import command_parser
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.core import WorkerFactory
 from gorila.learners.replay_learner import ReplayLearner
@@ -68,8 +68,7 @@ def main(argv: list[str]) -> int:
     from gorila.algos.rl_config import RLConfig
     from gorila.runtime import make_runtime
 
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila bench apex", description=__doc__,
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = command_parser("gorila bench apex", __doc__)
     parser.add_argument("--env", default="CartPole-v1", help="Gymnasium id (ALE/Pong-v5: the Nature CNN)")
     parser.add_argument("--actors", type=int, default=2, help="actors")
     parser.add_argument("--batch-size", type=int, default=64, help="minibatch size")

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import argparse
 import copy
 import functools
 import time
@@ -15,7 +14,7 @@ from gorila import validate
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.bench.sampling import (add_common_flags, bench_run_config, bundle_factory, check_common_flags,
                                    learner_table)
-from gorila.cliargs import HelpFormatter
+from gorila.cliargs import command_parser
 from gorila.core import WorkerFactory
 from gorila.learners.bundle import Bundle
 from gorila.losses.dqn import dqn_loss
@@ -79,13 +78,13 @@ def main(argv: list[str]) -> int:
     from gorila.algos.dqn.config import DQNConfig
     from gorila.algos.rl_config import RLConfig
 
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila bench learner", description=__doc__, formatter_class=HelpFormatter)
+    parser = command_parser("gorila bench learner", __doc__)
     parser.add_argument("--algo", default="dqn", choices=("dqn", "impala", "ppo"),
                         help="whose learner: dqn (updates/s) or impala / ppo (env steps learnt from per second)")
     parser.add_argument("--env", default="CartPole-v1", help="Gymnasium id (ALE/Pong-v5: the Nature CNN)")
     parser.add_argument("--batch-size", type=int, default=None,
-                        help=f"minibatch size (dqn, default {DQNConfig.batch_size}); segments per batch (impala, "
-                             "ppo; default 1)")
+                        help=f"minibatch size (dqn) or segments per batch (impala, ppo) "
+                             f"(default: {DQNConfig.batch_size} for dqn, 1 for impala and ppo)")
     parser.add_argument("--fill", type=int, default=5_000, help="dqn: transitions of random play in the replay")
     add_common_flags(parser, seconds=10.0)
     args = parser.parse_args(argv)

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from gorila import validate
+from gorila.cliargs import command_parser
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.errors import ConfigError
 from gorila.metrics.curves import TIME_COLUMN, read_series
@@ -101,16 +102,16 @@ def _names(text: str, known: tuple[str, ...], flag: str) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila bench minatar", description=__doc__.split("::")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = command_parser("gorila bench minatar", __doc__.split("::")[0])
     parser.add_argument("--games", default="Breakout,SpaceInvaders", help=f"comma-separated, of {', '.join(GAMES)}")
     parser.add_argument("--algo", default="dqn,a3c", help=f"comma-separated, of {', '.join(ALGORITHMS)}")
     parser.add_argument("--minutes", type=float, default=20.0, help="training time of each run")
     parser.add_argument("--max-frames", type=int, default=5_000_000, help="a run also stops after this many frames")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--runtime", default="ray", choices=("ray", "local"))
+    parser.add_argument("--seed", type=int, default=0, help="random seed of every run")
+    parser.add_argument("--runtime", default="ray", choices=("ray", "local"), help="where each run's workers run")
     parser.add_argument("--verbose", action="store_true", help="show each run's progress")
-    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="directory for curves.csv, the PNGs and bench.json (default: bench-out/minatar-<time>)")
     args = parser.parse_args(argv)
     try:
         games = _names(args.games, GAMES, "games")

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
 import numpy as np
 
 from gorila.bench.report import bench_dir, write_bench_json
-from gorila.cliargs import HelpFormatter
+from gorila.cliargs import command_parser
 from gorila.params import ParameterClient, ServerSpec, UpdateRule
 
 NATURE_CNN_PARAMS = 1_687_206  # the Nature CNN with 6 actions (Pong)
@@ -47,7 +46,7 @@ def round_trips(client: ParameterClient, grad: np.ndarray, rounds: int) -> tuple
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila bench ps", description=__doc__, formatter_class=HelpFormatter)
+    parser = command_parser("gorila bench ps", __doc__)
     parser.add_argument("--params", type=int, default=NATURE_CNN_PARAMS, help="parameters in the vector")
     parser.add_argument("--shards", type=int, default=1, help="parameter-server shards")
     parser.add_argument("--rounds", type=int, default=50, help="measured round trips")

@@ -4,7 +4,6 @@ prioritized sampling, numpy against TorchRL's C++ segment trees where those load
 
 from __future__ import annotations
 
-import argparse
 import threading
 import time
 from collections.abc import Callable
@@ -13,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from gorila import validate
+from gorila.cliargs import command_parser
 from gorila.core import ReplayClient
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.envs.vector import Transitions
@@ -181,8 +181,7 @@ def through_runtime(args, writers: int, make_shard, rows: Transitions) -> dict[s
 def main(argv: list[str]) -> int:
     import functools
 
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila bench replay", description=__doc__,
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = command_parser("gorila bench replay", __doc__)
     parser.add_argument("--obs", default="4", help="observation shape: 4 (CartPole) or 4,84,84 (Atari frames)")
     parser.add_argument("--capacity", type=int, default=100_000, help="rows per shard")
     parser.add_argument("--rows-per-add", type=int, default=64, help="rows in each add")
@@ -193,7 +192,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--runtime", default="both", choices=("local", "ray", "both"),
                         help="local: the in-process limit and the sum-trees only")
     parser.add_argument("--address", default=None, help="Ray cluster to join (default: embedded)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="random seed")
     parser.add_argument("--out", type=Path, default=None, help="directory for bench.json (default: bench-out/replay-<time>)")
     args = parser.parse_args(argv)
     validate.number("seconds", args.seconds, low=0.0, low_open=True)

@@ -16,7 +16,7 @@ import numpy as np
 
 from gorila import validate
 from gorila.bench.report import bench_dir, write_bench_json
-from gorila.cliargs import HelpFormatter
+from gorila.cliargs import command_parser
 from gorila.config import RunConfig
 from gorila.core import WorkerFactory, WorkerGroup
 from gorila.driver.plan import Plan
@@ -184,7 +184,7 @@ def main(argv: list[str]) -> int:
     from gorila.algos.dqn.config import DQNConfig
     from gorila.algos.rl_config import RLConfig
 
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila bench sampling", description=__doc__, formatter_class=HelpFormatter)
+    parser = command_parser("gorila bench sampling", __doc__)
     parser.add_argument("--env", default="CartPole-v1", help="Gymnasium id (ALE/Pong-v5: the Nature CNN)")
     parser.add_argument("--inference", default="both", choices=[*INFERENCE_MODES, "both"],
                         help="who runs the network: each actor (local), the inference server (central), or both "

@@ -18,7 +18,7 @@ from gorila.algos.lstsq.builder import make_plan
 from gorila.algos.lstsq.config import LstsqConfig
 from gorila.bench.machine_limit import map_limits
 from gorila.bench.report import bench_dir, write_bench_json
-from gorila.cliargs import HelpFormatter, count_list
+from gorila.cliargs import command_parser, count_list
 from gorila.config import RunConfig
 from gorila.driver.loop import run as run_plan
 from gorila.metrics import plot_speedup
@@ -33,8 +33,7 @@ FIELDS = ("workers", "repeats", "time_to_target_s", "time_to_target_min_s", "tim
 
 
 def _arguments(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila bench speedup", description=__doc__,
-                                     formatter_class=HelpFormatter)
+    parser = command_parser("gorila bench speedup", __doc__)
     parser.add_argument("--algo", default="lstsq", choices=["lstsq"], help="workload")
     parser.add_argument("--workers", type=count_list, default="1,2,4,8", help="comma-separated worker counts")
     parser.add_argument("--mode", default="sync", choices=MODES, help="update rule")

@@ -4,7 +4,6 @@ Ray process importing torch."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
@@ -13,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from gorila import validate
+from gorila.cliargs import command_parser
 from gorila.bench.report import bench_dir, write_bench_json
 
 STAGES = ("plan_s", "runtime_s", "processes_s", "first_step_s", "first_update_s")
@@ -37,8 +37,7 @@ def time_limit() -> float:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila bench startup", description=__doc__,
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = command_parser("gorila bench startup", __doc__)
     parser.add_argument("--algo", default="dqn", help="the algorithm whose `gorila train` is timed")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each, interleaved; figures are medians")
     parser.add_argument("--out", type=Path, default=None, help="directory for bench.json (default: bench-out/startup-<time>)")

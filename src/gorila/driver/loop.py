@@ -30,6 +30,7 @@ from typing import Any
 from gorila.checkpoint import CheckpointTimer, load_checkpoint
 from gorila.config import RunConfig
 from gorila.driver.chunks import Chunks, Patience
+from gorila.driver.exact import Restored, WorkerState, restore_workers
 from gorila.driver.plan import Placed, Plan, WorkerSpec
 from gorila.driver.progress import Progress, resumable
 from gorila.driver.report import Outputs, Report, open_log, plot
@@ -108,6 +109,7 @@ def run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChun
             # Every process starts side by side: each waits for no other to be up first.
             shards = runtime.start_shards(plan.spec, initial, wait=False, checkpoints=run_dir / "checkpoints")
             meta: dict[str, Any] = {}
+            restored = Restored()  # what an exact resume gives back (driver/exact.py)
             if run_config.resume is not None:
                 skipped: list[str] = []
                 arrays, meta = load_checkpoint(run_dir / "checkpoints", skipped,
@@ -118,6 +120,7 @@ def run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChun
                 check_optimizer_state(arrays, plan.spec.optimizer, f"the checkpoint in {run_dir}")
                 shards.load_state_dict(arrays)
                 plan.evaluation.load_state_dict(meta.get("evaluation", {}))
+                restored = restore_workers(runtime, plan, arrays)
             services = {s.name: runtime.start_services(s.bound(shards.server), s.count, name=s.name, wait=False,
                                                        node_of=s.node_of)
                         for s in plan.services}
@@ -144,11 +147,13 @@ def run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChun
             display = terminal.progress(limits, description=f"{plan.algo} {plan.label} {run_config.mode}")
             with open_log(plan, run_config, run_dir, config, display, meta) as logger:
                 placed = Placed(shards, services, groups)
-                progress = Progress.resumed(plan.budget.unit, meta)
+                progress = Progress.resumed(plan.budget.unit, meta, restored.counters)
                 report = Report(run_config, plan, placed, progress, Outputs(run_dir, logger, terminal, startup),
                                 resumed=meta)
                 chunks = Chunks(groups, runtime, plan, progress,
                                 Patience(run_config.call_timeout_s, run_config.actor_timeout_s), logger.message)
+                chunks.pace.update(restored.pace)
+                report.workers = WorkerState(runtime, plan, progress, chunks, logger.message)
                 train_s, stop_reason = train(plan, chunks, report, Stops(
                     run_config.time_limit_s, run_config.checkpoint_every_s, signals,
                     None if on_chunk is None else functools.partial(on_chunk, placed), on_row))

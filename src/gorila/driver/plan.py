@@ -145,6 +145,9 @@ class Plan:
     instead of by the evaluation: the mean return of the run's latest 100 episodes, once 100 have
     been played. ``config`` is written to ``config.json``. ``network_fn`` (RL) builds the network whose parameters the server holds: checkpoints then also export its
     named ``state_dict``, which plain PyTorch can load.
+    With ``snapshot`` a checkpoint of the local runtime also holds its workers and services as they
+    are (:mod:`gorila.driver.exact`), so that ``--resume`` goes on exactly as the run would have;
+    replay plans set it only with ``--checkpoint-replay`` (their replay is most of that state).
     """
 
     algo: str
@@ -166,6 +169,7 @@ class Plan:
     config: dict = field(default_factory=dict)
     network_fn: Callable[[], Any] | None = None
     param_cache: bool = False
+    snapshot: bool = True
 
 
 @dataclass(frozen=True)

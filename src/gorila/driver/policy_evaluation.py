@@ -146,7 +146,8 @@ def _torch_policy(network_fn: Callable[[], nn.Module], policy_fn: Callable[[nn.M
 class PolicyEvaluation:
     """The :class:`~gorila.driver.plan.Evaluation` of RL plans: at most one evaluation every
     ``every_s`` seconds (or every ``every_steps`` env steps), played by an :class:`Evaluator` worker in parallel with training (in
-    slices between the chunks, on a runtime that runs everything in one process); the run
+    slices between the chunks, on a runtime that runs everything in one process, or there whole
+    between two chunks with ``every_steps``); the run
     reaches its target when an evaluation's mean return reaches ``target``::
 
         evaluation = PolicyEvaluation("CartPole-v1", network_fn, greedy_policy, episodes=10,
@@ -201,7 +202,10 @@ class PolicyEvaluation:
         """Go on with the evaluation under way, or start one if it is time; ``now`` (the budget used
         and the training time) is where a new one takes its parameters."""
         if self.group is None:
-            share = IN_PROCESS_SHARE if self.runtime.name == "local" else None
+            # In one process an evaluation is played in slices of the wall time, unless it falls due
+            # by steps: it is then played whole where it falls due, so that where every evaluation
+            # starts and which row it lands in are the same in every run of a seed, resumed or not.
+            share = IN_PROCESS_SHARE if self.runtime.name == "local" and self.every_steps is None else None
             self.group = self.runtime.start_workers(functools.partial(self.factory, share=share), 1, self.server,
                                                     name="evaluator", wait=False)
         clock = time.perf_counter()
@@ -281,7 +285,18 @@ class PolicyEvaluation:
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        return {"best_eval_return": self.best}
+        """The best score and the cadence (``--eval-every-steps``: where the next evaluation is due)."""
+        return {"best_eval_return": self.best, "next_steps": self.next_steps}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.best = state.get("best_eval_return")
+        self.next_steps = int(state.get("next_steps", 0))
+
+    def in_flight(self) -> dict[str, Any]:
+        """The evaluation under way between chunks (one played in slices on the local runtime), for
+        a snapshot that saves the evaluator with it (:mod:`gorila.driver.exact`)."""
+        return {"playing": self.playing, "now": self.now}
+
+    def resume_in_flight(self, state: dict[str, Any]) -> None:
+        """Go on with the evaluation :meth:`in_flight` saved (its evaluator was restored with it)."""
+        self.playing, self.now = bool(state["playing"]), state["now"]

@@ -30,7 +30,8 @@ RUN_META = {"env_steps": Field("count"), "updates": Field("count"), "train_time_
             "time_to_target_s": Field("seconds", nullable=True),
             "train_time_to_target_s": Field("seconds", nullable=True),
             "best_train_return": Field("number", nullable=True),
-            "evaluation": Field("mapping", nullable=True, fields={"best_eval_return": Field("number", nullable=True)})}
+            "evaluation": Field("mapping", nullable=True, fields={"best_eval_return": Field("number", nullable=True),
+                                                                   "next_steps": Field("count")})}
 
 
 def check_run_meta(arrays: dict[str, Any], meta: dict[str, Any]) -> None:
@@ -64,10 +65,14 @@ class Progress:
     started: float = field(default_factory=time.perf_counter)
 
     @classmethod
-    def resumed(cls, unit: Literal["env_steps", "updates"], meta: dict[str, Any]) -> Progress:
-        """Counting on from a checkpoint's ``meta`` (env steps, training time); from zero with ``{}``."""
-        return cls(unit, Counters(SUMMED, base={"env_steps": int(meta.get("env_steps", 0))}),
-                   float(meta.get("train_time_s", 0.0)))
+    def resumed(cls, unit: Literal["env_steps", "updates"], meta: dict[str, Any],
+                counters: Counters | None = None) -> Progress:
+        """Counting on from a checkpoint's ``meta`` (env steps, training time); from zero with ``{}``.
+        ``counters`` are the ones an exact resume restored with its workers, whose reports go on
+        from where they were (else the workers start from zero, on top of the meta's env steps)."""
+        if counters is None:
+            counters = Counters(SUMMED, base={"env_steps": int(meta.get("env_steps", 0))})
+        return cls(unit, counters, float(meta.get("train_time_s", 0.0)))
 
     def used(self) -> int:
         """How far the budget is used: env steps, or server updates."""

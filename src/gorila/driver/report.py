@@ -29,6 +29,7 @@ from gorila.checkpoint import save_checkpoint
 from gorila.config import RunConfig
 from gorila.core import Runtime, ServiceGroup
 from gorila.driver.counters import Counters
+from gorila.driver.exact import WorkerState
 from gorila.driver.plan import Placed, Plan, Score
 from gorila.driver.progress import Progress
 from gorila.driver.saved import checkpoint_dir
@@ -45,14 +46,15 @@ _PS_COLUMNS = ("updates", "pushes_rejected", "pushes_rejected_nonfinite", "bytes
 #: Counts of faults, shown beside the progress and warned about on the terminal once they rise above zero.
 #: (Stale rejections are not among them: under a semi-asynchronous rule they are routine.)
 _FLAGGED = ("env_failures", "pushes_rejected_nonfinite", "eval_env_failures")
+#: Shown beside the progress after them, the headline first (the steps are in the line already).
+_SHOWN = ("train_return", "updates")
 #: How long a row waits for a service's stats: a live service answers at once, one being restarted
 #: is left out of the row rather than holding the run up.
 SERVICE_PATIENCE_S = 2.0
 
 
 def _columns(plan: Plan) -> tuple[str, ...]:
-    """metrics.csv's columns: progress first, then the evaluation's headline (the first four are
-    shown beside the progress bar)."""
+    """metrics.csv's columns: progress first, then the evaluation's headline."""
     rl = plan.budget.unit == "env_steps"
     head = ("env_steps", "updates") if rl else ("updates",)
     headline, *other = plan.evaluation.columns
@@ -97,6 +99,7 @@ def open_log(plan: Plan, run_config: RunConfig, run_dir: Path, config: dict[str,
     return RunLogger(run_dir, config, columns, tags=tags, step_axis=_STEP_AXIS[plan.budget.unit],
                      hparams=_hparams(config), hparam_metrics=[tags[plan.evaluation.columns[0]]],
                      display=display, resume=run_config.resume is not None, flagged=_FLAGGED,
+                     shown=(plan.evaluation.columns[0], *_SHOWN),
                      resume_at=resumed.get(plan.budget.unit) if run_config.resume is not None else None)
 
 
@@ -169,11 +172,14 @@ class Outputs:
 
 class Report:
     """One run's record between the chunks (see the module doc). ``resumed`` is the meta of the
-    checkpoint the run resumed from (``{}`` for a new run): a target reached before stays reached."""
+    checkpoint the run resumed from (``{}`` for a new run): a target reached before stays reached.
+    Its ``workers``, once set, add the local runtime's snapshot to every checkpoint
+    (:mod:`gorila.driver.exact`)."""
 
     def __init__(self, run_config: RunConfig, plan: Plan, placed: Placed, progress: Progress, out: Outputs,
                  resumed: dict[str, Any]):
         self.run_config, self.plan, self.placed, self.progress, self.out = run_config, plan, placed, progress, out
+        self.workers: WorkerState | None = None  # what a checkpoint adds for an exact resume (the loop sets it)
         self.services = ServiceWatch(placed.services, out.logger.message)
         self.time_to_target: float | None = resumed.get("time_to_target_s")
         self.train_time_to_target: float | None = resumed.get("train_time_to_target_s")
@@ -303,7 +309,9 @@ class Report:
         for name in self.plan.checkpoint_services:
             self.placed.services[name].save()
         arrays = self.placed.shards.state_dict()
-        path = save_checkpoint(checkpoint_dir(self.out.run_dir, "last"), arrays, meta, exports=self._exports(arrays))
+        path = save_checkpoint(checkpoint_dir(self.out.run_dir, "last"),
+                               {**arrays, **(self.workers.arrays() if self.workers is not None else {})}, meta,
+                               exports=self._exports(arrays))
         steps = f"{meta['env_steps']:,} env steps, " if self.plan.budget.unit == "env_steps" else ""
         self.out.logger.message(f"checkpoint {path.name}: {steps}{meta['updates']:,} updates")
 

@@ -99,7 +99,7 @@ class A3CWorker:
         space = self.runner.observation_space if self.rollout is None else self.rollout.observation_space
         N = self.runner.num_envs if self.rollout is None else self.rollout.num_envs
         slots = _Slots(self.rollout_steps or _FIRST_CAPACITY, N, space.shape, space.dtype)
-        ended = np.zeros(N, bool)  # envs whose episode ended in this rollout (--rollout-steps 0 waits for all)
+        ended = np.zeros(N, bool)  # envs whose episode ended in this rollout (--unroll-length 0 waits for all)
         steps = 0
         for t, step, dropped in self._steps(ended):
             slots.valid[:, dropped] = False  # an env that failed: its steps in this rollout go
@@ -177,7 +177,7 @@ _FIRST_CAPACITY = 64  # steps first allotted to a rollout that runs to the episo
 
 class _Slots:
     """A rollout's arrays, ``(T, N, ...)``, with room for more steps when ``T`` is not known ahead
-    (``--rollout-steps 0``); observations keep the space's dtype (frames stay bytes)."""
+    (``--unroll-length 0``); observations keep the space's dtype (frames stay bytes)."""
 
     def __init__(self, capacity: int, num_envs: int, shape: tuple[int, ...], dtype: Any):
         T, N = capacity, num_envs

@@ -28,14 +28,16 @@ class Bundle:
     Bundles talk to each other only through the parameter server. The actor reloads the parameters
     every ``actor_refresh`` steps (an actor of ``--inference central`` asks the run's inference
     server instead, which refreshes its own); the learner's next minibatch is sampled on a background thread
-    while the current gradient is computed. ``policy_lag`` counts the sampled rows by how many
+    while the current gradient is computed (unless ``prefetch`` is False: the local runtime
+    samples in turn, so that which rows a minibatch can hold never depends on a thread's timing,
+    and a run of a seed is reproduced exactly, resumed or not). ``policy_lag`` counts the sampled rows by how many
     versions the server had moved on since their action was chosen (see
     :func:`~gorila.learners.replay_learner.lag_bins`).
     """
 
     def __init__(self, worker_id: int, server: ParameterServer, *, actor: ActorSpec,
                  learner: Callable[[], Learner], replay_capacity: int, batch_size: int, learning_starts: int,
-                 train_every: int, actor_refresh: int):
+                 train_every: int, actor_refresh: int, prefetch: bool = True):
         self.actor = actor.build(worker_id)
         self.learner = learner()
         self.envs_per_actor = actor.envs.num_envs
@@ -46,6 +48,7 @@ class Bundle:
         self.rng = np.random.default_rng(actor.seed + 7 * worker_id)
         self.batch_size, self.train_every, self.actor_refresh = batch_size, train_every, actor_refresh
         self.prefetch: Prefetcher | None = None
+        self.prefetches = prefetch
         self.client = server.client(worker_id)
         self.actor.load(self.client.params(), self.client.version)  # a (re)started bundle acts on fresh parameters
         self.actor_steps = 0
@@ -82,9 +85,12 @@ class Bundle:
     def learn(self) -> None:
         """One gradient on a prefetched minibatch, pushed without waiting (asynchronous rules) or
         through the barrier (synchronous)."""
-        if self.prefetch is None:
-            self.prefetch = Prefetcher(self.sample_batch, depth=2)
-        batch = self.prefetch.next(timeout_s=60.0)
+        if not self.prefetches:
+            batch = self.sample_batch()
+        else:
+            if self.prefetch is None:
+                self.prefetch = Prefetcher(self.sample_batch, depth=2)
+            batch = self.prefetch.next(timeout_s=60.0)
         params, version = self.client.params(), self.client.version
         grad, self.last_info = self.learner.gradient(params, version, batch)
         lag = np.maximum(version - batch.policy_version, 0)

@@ -4,10 +4,15 @@ The percentage and the time left follow whichever limit ends the run first, the 
 the time limit on training::
 
     limits = Limits(total=100_000, unit="env steps", time_limit_s=60)
-    display = open_progress(console, limits, description="dqn CartPole-v1 async")
-    display.update(2_000, {"return": 21.0, "loss": 0.013}, train_s=4.0)
+    display = open_progress(console, limits, description="dqn CartPole-v1 async")  # said once
+    display.update(2_000, {"eval_return": 21.0, "loss": 0.013}, train_s=4.0)
+    # ━━━━━━━━ 2% 2,000/100k env steps 0:06 left | eval 21  loss 0.013
     display.message("eval return 500.0")     # printed above the bar
     display.close()
+
+A status line fits :data:`LINE_WIDTH` columns, bar included: the steps are shown once, counts
+compactly (``123.5M``), and the values it is given that do not fit are left out, the last first
+(so a caller lists the ones that matter most first).
 """
 
 from __future__ import annotations
@@ -18,10 +23,17 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
+from rich.progress import BarColumn, Progress, TextColumn
 
 #: Plain lines are written at most this often, so a log file stays readable at any step rate.
 LINE_INTERVAL_S = 2.0
+#: A status line's width at most, the live bar included: a terminal's default width.
+LINE_WIDTH = 80
+BAR_WIDTH = 8
+#: Shorter names of the values a run shows most often.
+LABELS = {"eval_return": "eval", "train_return": "train", "env_failures": "env failures",
+          "pushes_rejected_nonfinite": "NaN pushes", "eval_env_failures": "eval env failures",
+          "env_steps_per_s": "steps/s"}
 
 
 @dataclass(frozen=True)
@@ -115,50 +127,86 @@ class _Rate:
         return steps / seconds if seconds > 0 and steps > 0 else None
 
 
+def status_line(step: int, values: Mapping[str, float], limits: Limits, status: Status, width: int) -> str:
+    """Where the run is and the values that fit in ``width`` columns, in the order given::
+
+        42% 123.5M/200M env steps 1:23:45 left | eval 487.3  train 450.2
+        42% of 3600 s, 1.2M env steps 34:48 left | env failures 3
+
+    The value that counts the steps themselves (``env_steps`` beside env steps) is not repeated."""
+    line = _where(step, limits, status)
+    shown = ""
+    for name, value in values.items():
+        if name == limits.unit.replace(" ", "_"):
+            continue
+        item = f"{LABELS.get(name, name)} {_number(value)}"
+        candidate = f"{shown}  {item}" if shown else f" | {item}"
+        if len(line) + len(candidate) <= width:
+            shown = candidate
+    return line + shown
+
+
 def _where(step: int, limits: Limits, status: Status) -> str:
     """What the percentage is of, the steps taken and the time left:
-    ``"of the 10 s time limit · 30,720 env steps · 0:00:06 left"``."""
+    ``"25% of 10 s, 30.7k env steps 0:06 left"``."""
     if status.by is None:
-        return f"{step:,} {limits.unit}"
+        return f"{_count(step)} {limits.unit}"
+    percent = f"{100 * (status.fraction or 0.0):.0f}%"
     if status.by == limits.unit:
-        text = f"of {limits.total:,.0f} {limits.unit} · {step:,} done"
+        text = f"{percent} {_count(step)}/{_count(limits.total)} {limits.unit}"
     else:
-        text = f"of the {limits.time_limit_s:g} s {status.by} · {step:,} {limits.unit}"
+        text = f"{percent} of {limits.time_limit_s:g} s, {_count(step)} {limits.unit}"
     if status.eta_s is not None:
-        text += f" · {_clock_time(status.eta_s)} left"
+        text += f" {_clock_time(status.eta_s)} left"
     return text
 
 
+def _count(value: float | None) -> str:
+    """A count in at most six characters: ``9,999``, ``45.7k``, ``123.5M``, ``2.1G``."""
+    value = float(value or 0)
+    for threshold, scale, suffix in ((1e9, 1e9, "G"), (1e6, 1e6, "M"), (1e4, 1e3, "k")):
+        if abs(value) >= threshold:
+            return f"{value / scale:.1f}".removesuffix(".0") + suffix
+    return f"{value:,.0f}"
+
+
+def _number(value: float) -> str:
+    """A value as the line shows it: counts compactly, the rest with four significant digits."""
+    if float(value).is_integer() or abs(value) >= 1e4:
+        return _count(value)
+    return f"{value:.4g}"
+
+
 def _clock_time(seconds: float) -> str:
+    """``"1:02:03"``, or ``"2:03"`` under an hour."""
     seconds = int(round(seconds))
+    if seconds < 3600:
+        return f"{seconds // 60}:{seconds % 60:02d}"
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
 class LiveProgress:
-    """A ``rich`` progress bar with the latest values beside it; redrawn in place."""
+    """A ``rich`` progress bar with the status line beside it, redrawn in place; the description
+    is said once, above it."""
 
     def __init__(self, console: Console, limits: Limits, *, description: str,
                  clock: Callable[[], float] = time.monotonic):
         self._limits = limits
         self._rate = _Rate(clock)
-        self._progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            TaskProgressColumn(),
-            TextColumn("{task.fields[where]}"),
-            TextColumn("{task.fields[values]}"),
-            console=console,
-        )
+        # the bar and the one space rich puts between columns come out of the line's width
+        self._width = min(console.width, LINE_WIDTH) - BAR_WIDTH - 1
+        self._progress = Progress(BarColumn(bar_width=BAR_WIDTH), TextColumn("{task.fields[line]}"), console=console)
         # The bar runs from 0 to 1 of whichever limit ends the run first.
-        self._task = self._progress.add_task(description, total=1.0 if limits.total or limits.time_limit_s else None,
-                                             where="", values="")
+        self._task = self._progress.add_task("", total=1.0 if limits.total or limits.time_limit_s else None, line="")
+        if description:
+            console.print(description, markup=False, highlight=False)
         self._progress.start()
 
     def update(self, step: int, values: Mapping[str, float], train_s: float | None = None) -> None:
         """Move the bar to ``step`` (``train_s`` seconds into training) and show ``values``."""
         status = self._limits.status(step, train_s, self._rate(step))
         self._progress.update(self._task, completed=status.fraction or 0.0,
-                              where=_where(step, self._limits, status), values=format_values(values))
+                              line=status_line(step, values, self._limits, status, self._width))
 
     def message(self, text: str) -> None:
         """Print ``text`` above the bar."""
@@ -170,7 +218,8 @@ class LiveProgress:
 
 
 class LineProgress:
-    """One plain line per update, at most one every :data:`LINE_INTERVAL_S` seconds.
+    """One plain status line per update, at most one every :data:`LINE_INTERVAL_S` seconds; the
+    description is said once, on the first.
 
     The last update is always shown by :meth:`close`, so the final values reach the log
     even when they arrived inside the interval.
@@ -180,7 +229,7 @@ class LineProgress:
                  clock: Callable[[], float] = time.monotonic):
         self._console = console
         self._limits = limits
-        self._prefix = f"{description} " if description else ""
+        self._description = description
         self._clock = clock
         self._rate = _Rate(clock)
         self._last_print: float | None = None
@@ -188,11 +237,14 @@ class LineProgress:
 
     def update(self, step: int, values: Mapping[str, float], train_s: float | None = None) -> None:
         """Print the line for ``step`` unless one was printed within the interval."""
-        line = self._line(step, values, train_s)
+        status = self._limits.status(step, train_s, self._rate(step))
+        line = status_line(step, values, self._limits, status, LINE_WIDTH)
         now = self._clock()
         if self._last_print is not None and now - self._last_print < LINE_INTERVAL_S:
             self._pending = line
             return
+        if self._last_print is None and self._description:
+            self._print(self._description)
         self._last_print = now
         self._pending = None
         self._print(line)
@@ -206,14 +258,6 @@ class LineProgress:
         if self._pending is not None:
             self._print(self._pending)
             self._pending = None
-
-    def _line(self, step: int, values: Mapping[str, float], train_s: float | None) -> str:
-        status = self._limits.status(step, train_s, self._rate(step))
-        where = _where(step, self._limits, status)
-        if status.fraction is not None:
-            where = f"{100 * status.fraction:.0f}% {where}"
-        shown = format_values(values)
-        return f"{self._prefix}{where}" + (f" | {shown}" if shown else "")
 
     def _print(self, text: str) -> None:
         self._console.print(text, markup=False, highlight=False, soft_wrap=True)
@@ -230,8 +274,3 @@ class NoProgress:
 
     def close(self) -> None:
         """Nothing to close."""
-
-
-def format_values(values: Mapping[str, float]) -> str:
-    """``{"loss": 0.01234, "return": 500.0}`` -> ``"loss 0.01234  return 500"``."""
-    return "  ".join(f"{name} {value:.4g}" for name, value in values.items())

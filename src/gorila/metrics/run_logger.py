@@ -28,7 +28,7 @@ from types import TracebackType
 from gorila.atomic import jsonable, write_json
 from gorila.metrics.progress import Display, NoProgress
 
-#: The first this-many columns are shown beside the progress display: list the ones to watch first.
+#: Unless ``shown`` says which, the first this-many columns are shown beside the progress display.
 SHOWN_COLUMNS = 4
 _RESERVED = ("step", "time_s")
 
@@ -46,8 +46,9 @@ class RunLogger:
       (flat name -> number, string or bool) go to TensorBoard's HParams dashboard with
       ``hparam_metrics``, tags of scalars to show beside them.
     * Progress on ``display`` (see :mod:`gorila.metrics.progress`; nothing when ``None``): the
-      first ``SHOWN_COLUMNS`` columns, and the ``flagged`` ones (counts of faults) once they are
-      non-zero, with a warning line each time one of them rises.
+      ``flagged`` columns (counts of faults) once they are non-zero, with a warning line each time
+      one of them rises, then the ``shown`` ones (default: the first ``SHOWN_COLUMNS``), in the
+      order the display keeps them when its line is short of room.
     * ``summary.json`` on :meth:`close`.
 
     ``resume=True`` appends to an existing ``metrics.csv`` (its header must match); without it
@@ -60,9 +61,11 @@ class RunLogger:
                  display: Display | None = None, tensorboard: bool = True, tags: Mapping[str, str] | None = None,
                  step_axis: str = "step", hparams: Mapping[str, object] | None = None,
                  hparam_metrics: Sequence[str] = (), resume: bool = False, resume_at: float | None = None,
-                 flagged: Sequence[str] = ()):
+                 flagged: Sequence[str] = (), shown: Sequence[str] | None = None):
         self.columns = tuple(columns)
         self.flagged = tuple(name for name in flagged if name in self.columns)
+        self.shown = tuple(name for name in (self.columns[:SHOWN_COLUMNS] if shown is None else shown)
+                           if name in self.columns)
         _check_columns(self.columns)
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -119,8 +122,8 @@ class RunLogger:
             if now > before:
                 self.message(f"warning: {name} rose to {now:,.0f} (+{now - before:,.0f} since the last row)")
         self._latest.update(values)
-        shown = {name: self._latest[name] for name in self.columns[:SHOWN_COLUMNS] if name in self._latest}
-        shown.update({name: self._latest[name] for name in self.flagged if self._latest.get(name)})
+        shown = {name: self._latest[name] for name in self.flagged if self._latest.get(name)}
+        shown.update({name: self._latest[name] for name in self.shown if name in self._latest and name not in shown})
         self._progress.update(step, shown, train_s)
 
     def message(self, text: str) -> None:

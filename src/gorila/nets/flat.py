@@ -50,6 +50,14 @@ class FlatParams:
         # numpy views for the CPU case: grad() then hands out the buffer itself.
         self._grad_np = self._flat_grad.numpy() if device.type == "cpu" else None
 
+    def __getstate__(self) -> dict:
+        # the numpy view of the gradient buffer is made again on load: pickled, it would be a copy
+        return {k: v for k, v in self.__dict__.items() if k != "_grad_np"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._grad_np = self._flat_grad.numpy() if self._flat_grad.device.type == "cpu" else None
+
     def get(self) -> np.ndarray:
         return self._flat.detach().cpu().numpy().astype(np.float32, copy=True)
 

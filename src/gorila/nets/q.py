@@ -73,11 +73,19 @@ def mlp_widths(net: nn.Module) -> tuple[int, ...] | None:
 
 def greedy_policy(net: nn.Module) -> Callable[[np.ndarray], np.ndarray]:
     """Batch of observations -> argmax-Q actions (for acting and for evaluation)."""
-    device = next(net.parameters()).device
+    return GreedyQ(net)
 
-    def act(obs: np.ndarray) -> np.ndarray:
+
+class GreedyQ:
+    """The argmax-Q policy of ``net``: ``GreedyQ(net)(obs_batch)`` -> actions. An object rather
+    than a closure, so that an evaluator holding it can be saved (the local runtime's snapshot)."""
+
+    def __init__(self, net: nn.Module):
+        self.net = net
+        self.device = next(net.parameters()).device
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
         # inference_mode skips the version counters and view tracking no_grad still keeps: this
         # runs once per actor step, where that overhead is a visible share of a small network's forward.
         with torch.inference_mode():
-            return net(torch.as_tensor(obs, device=device)).argmax(1).cpu().numpy()
-    return act
+            return self.net(torch.as_tensor(obs, device=self.device)).argmax(1).cpu().numpy()

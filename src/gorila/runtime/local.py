@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import sys
 import uuid
 from pathlib import Path
@@ -14,11 +15,12 @@ from dataclasses import replace
 
 from gorila.core import ServiceFactory, Worker, WorkerFactory
 from gorila.reply import Done
-from gorila.errors import GorilaError
+from gorila.errors import CheckpointError, GorilaError
 from gorila.metrics.cputime import process_cpu_seconds
 from gorila.params import (LocalEndpoint, ParameterServer, ServerSpec, ShardStats, shard_state,
                            split_shard_state)
 from gorila.params.cache import CacheSpec, ParamCache
+from gorila.runtime import snapshot
 
 
 class LocalShards:
@@ -118,7 +120,9 @@ class LocalRuntime:
     """One process; ``cpu_seconds`` is this process's CPU time. PyTorch is held to one thread,
     as each Ray worker is: the local runtime is the one-core reference. ``shutdown`` closes the
     workers and services that have a ``close`` (a bundle's prefetch thread, an inference server's
-    serving thread would otherwise keep them, and their envs, alive until the interpreter exits)."""
+    serving thread would otherwise keep them, and their envs, alive until the interpreter exits).
+    ``snapshot()`` saves every worker and service placed, between chunks, and ``restore(data)``
+    has the next start of each group use them (an exact resume, :mod:`gorila.driver.exact`)."""
 
     name = "local"
 
@@ -126,13 +130,62 @@ class LocalRuntime:
         self.call_timeout_s = call_timeout_s
         self._owned: list[Any] = []
         self._caches: list[ParamCache] = []
+        self._shards: LocalShards | None = None
+        self._groups: dict[str, LocalWorkers] = {}
+        self._services: dict[str, LocalServices] = {}
+        self._restored: dict[str, Any] = {"workers": {}, "services": {}}
+
+    def snapshot(self, extra: dict[str, Any]) -> bytes:
+        """Every worker and service placed so far, with ``extra`` and this process's global RNGs
+        (Python's, numpy's, torch's), as bytes (:mod:`gorila.runtime.snapshot`); taken between
+        chunks, when no worker is stepping. The shards are referred to, not saved: a checkpoint
+        holds them. Raises ``TypeError`` or ``pickle.PicklingError`` for what cannot be saved (a
+        parameter cache in shared memory, an inference server's sockets and thread)."""
+        if self._caches:
+            raise TypeError("a parameter cache lives in shared memory and cannot be saved")
+        state = {"workers": {name: group.workers for name, group in self._groups.items()},
+                 "services": {name: group.services for name, group in self._services.items()},
+                 "rng": {"python": random.getstate(), "numpy": np.random.get_state(),
+                         "torch": sys.modules["torch"].get_rng_state() if "torch" in sys.modules else None},
+                 "extra": extra}
+        return snapshot.dumps(state, self._shared())
+
+    def restore(self, data: bytes) -> dict[str, Any]:
+        """Read a :meth:`snapshot` back once the shards are started (and restored): the global RNGs
+        are set at once; the workers and services are used, instead of being built, by the next
+        ``start_workers`` / ``start_services`` of their name. Returns the snapshot's ``extra``."""
+        state = snapshot.loads(data, self._shared())
+        rng = state["rng"]
+        random.setstate(rng["python"])
+        np.random.set_state(rng["numpy"])
+        if rng["torch"] is not None:
+            sys.modules["torch"].set_rng_state(rng["torch"])
+        self._restored = {"workers": dict(state["workers"]), "services": dict(state["services"])}
+        return state["extra"]
+
+    def _take_restored(self, kind: str, name: str, count: int) -> list[Any] | None:
+        """The restored snapshot's group ``name``, once; refused unless it has ``count`` members."""
+        restored = self._restored[kind].pop(name, None)
+        if restored is not None and len(restored) != count:
+            raise CheckpointError(f"the checkpoint holds {len(restored)} in the {kind[:-1]} group {name!r}, "
+                                  f"this run asks for {count}: resume with the settings it was saved with")
+        return restored
+
+    def _shared(self) -> dict[str, Any]:
+        """What a snapshot refers to rather than saves: the server, its shards and their endpoints."""
+        if self._shards is None:
+            raise GorilaError("the shards are started before a snapshot is taken or read")
+        return {"server": self._shards.server,
+                **{f"shard{j}": s for j, s in enumerate(self._shards.shards)},
+                **{f"endpoint{j}": e for j, e in enumerate(self._shards.server.endpoints)}}
 
     def plan(self, processes: int) -> None:
         """Nothing to share: everything runs in this process."""
 
     def start_shards(self, spec: ServerSpec, params: np.ndarray, *, wait: bool = True,
                      checkpoints: Path | None = None) -> LocalShards:
-        return LocalShards(spec, params, self.call_timeout_s)
+        self._shards = LocalShards(spec, params, self.call_timeout_s)
+        return self._shards
 
     def start_param_caches(self, server: ParameterServer, poll_s: float = 0.005) -> tuple[ParameterServer,
                                                                                           LocalServices]:
@@ -144,18 +197,25 @@ class LocalRuntime:
 
     def start_services(self, factory: ServiceFactory, count: int, *, name: str, wait: bool = True,
                        node_of: Callable[[int], int] | None = None) -> LocalServices:
-        """Built at once, in this process (one node: ``node_of`` means nothing here)."""
-        group = LocalServices([factory(k) for k in range(count)])
+        """Built at once, in this process (one node: ``node_of`` means nothing here), or those of
+        that name a restored snapshot holds."""
+        restored = self._take_restored("services", name, count)
+        group = LocalServices(restored if restored is not None else [factory(k) for k in range(count)])
+        self._services[name] = group
         self._owned += group.services  # closed at shutdown too (an inference server's thread)
         return group
 
     def start_workers(self, factory: WorkerFactory, count: int, server: ParameterServer, *,
                       name: str, nice: int = 0, wait: bool = True,
                       node_of: Callable[[int], int] | None = None) -> LocalWorkers:
-        """Built at once, in this process (``nice``, ``wait`` and ``node_of`` mean nothing here)."""
+        """Built at once, in this process (``nice``, ``wait`` and ``node_of`` mean nothing here), or
+        those of that name a restored snapshot holds."""
         if "torch" in sys.modules:  # checked, not imported: lstsq workers never load torch
             sys.modules["torch"].set_num_threads(1)
-        group = LocalWorkers([factory(k, server) for k in range(count)], self._caches)
+        restored = self._take_restored("workers", name, count)
+        group = LocalWorkers(restored if restored is not None else [factory(k, server) for k in range(count)],
+                             self._caches)
+        self._groups[name] = group
         self._owned += group.workers
         return group
 

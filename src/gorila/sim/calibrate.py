@@ -109,7 +109,7 @@ def compute_samples(algo: str, concurrent: int, seconds: float) -> list[float]:
 
 def workload(algo: str, cpus: int, seconds: float) -> Workload:
     _, plan = _worker(algo, 1, 0)
-    steps = LSTSQ["n"] if algo == "lstsq" else plan.config["envs_per_worker"] * plan.config["rollout_steps"]
+    steps = LSTSQ["n"] if algo == "lstsq" else plan.config["envs_per_actor"] * plan.config["unroll_length"]
     compute = {k: tuple(compute_samples(algo, k, seconds)) for k in sorted({1, cpus})}
     return Workload(algo=algo, params=int(plan.initial_params().size), optimizer=plan.spec.optimizer,
                     env_steps_per_gradient=float(steps), divides_data=algo == "lstsq", pipelined=algo != "lstsq",

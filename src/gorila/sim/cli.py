@@ -15,7 +15,7 @@ from pathlib import Path
 
 from gorila import validate
 from gorila.algos.registry import ALGORITHMS
-from gorila.cliargs import HelpFormatter
+from gorila.cliargs import command_parser
 from gorila.errors import ConfigError
 from gorila.params.rule import MODE_KNOBS, MODES
 from gorila.sim.model import Stragglers
@@ -60,7 +60,7 @@ def _stragglers(text: str) -> Stragglers:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila simulate", description=__doc__, formatter_class=HelpFormatter)
+    parser = command_parser("gorila simulate", __doc__)
     parser.add_argument("--calibrate", action="store_true",
                         help="measure this machine's costs (compute, shard apply, transport) and write them to --out")
     parser.add_argument("--calibration", type=Path, default=None, metavar="FILE",
@@ -103,8 +103,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="seed of the simulated compute times")
     parser.add_argument("--seconds", type=float, default=3.0, help="--calibrate: seconds per compute measurement")
     parser.add_argument("--out", type=Path, default=None,
-                        help="directory of the outputs (default: sim-out); with --calibrate the file to write "
-                             "(default: calibration.json)")
+                        help="directory of the outputs, or with --calibrate the file to write "
+                             "(default: sim-out, or calibration.json)")
     return parser
 
 

@@ -21,7 +21,6 @@ from gorila.inference.policies import SampledPolicy
 from gorila.learners.a3c import A3CWorker
 from gorila.losses.a3c import A3CLoss
 
-EVAL_EPSILON = 0.0  # a policy-gradient method is judged by its greedy policy
 STEPS_PER_CHUNK = 20
 # Central inference: batches between the server's pulls. A worker pulls before every rollout, so
 # the server refreshes about as often: once per rollout step of every worker's two groups.
@@ -32,25 +31,25 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
     """``--workers`` A3C workers; under ``sync`` they are A2C, under ``semi-async`` seed 002's variant."""
     network_fn, policy_fn = evaluation_policy(run, cfg, rl)
     net = network_fn()  # an unsupported env is refused here, before anything starts
-    envs = EnvSpec(rl.env, cfg.envs_per_worker)
+    envs = EnvSpec(rl.env, cfg.envs_per_actor)
     with EnvSpec(rl.env).runner(run.seed) as runner:
         central = rl.central_inference(runner.observation_space)
     worker = functools.partial(
         A3CWorker, envs=envs, network_fn=network_fn,
         loss=A3CLoss(cfg.gamma, cfg.entropy_coef, cfg.gae_lambda, cfg.max_grad_norm),
-        rollout_steps=cfg.rollout_steps, target_tau=cfg.target_tau, seed=run.seed, timeout_s=run.call_timeout_s,
+        rollout_steps=cfg.unroll_length, target_tau=cfg.target_tau, seed=run.seed, timeout_s=run.call_timeout_s,
         straggler=cfg.straggler)
     inference = ()
     if central:  # the server samples a ~ pi(.|s) with the parameters it last pulled
         policy = functools.partial(SampledPolicy, network_fn, device=rl.server_device(), seed=run.seed)
-        inference = (inference_service(policy, rl.batching_rule(cfg.workers * cfg.envs_per_worker), REFRESH_EVERY),)
+        inference = (inference_service(policy, rl.batching_rule(cfg.workers * cfg.envs_per_actor), REFRESH_EVERY),)
 
     def groups(services: dict) -> list[WorkerSpec]:
         endpoint = services[INFERENCE][0] if central else None
         return [WorkerSpec("worker", functools.partial(worker, inference=endpoint), cfg.workers)]
 
     return rl_plan(
-        run, rl, algo="a3c", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=EVAL_EPSILON,
+        run, rl, algo="a3c", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=cfg.EVAL_EPSILON,
         central=central, config=asdict(cfg),
         # policy and value parameters keep their own learning rates
         spec=run.server_spec(run.rule(num_workers=cfg.workers), cfg.optimizer,
@@ -58,7 +57,7 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
         groups=groups, services=inference, processes=cfg.workers + len(inference),
         # A rollout to the episodes' ends may take minutes (Atari): the first chunk is one rollout, and
         # the driver's pacing grows it toward its chunk time from there.
-        chunk_steps=lambda updates: STEPS_PER_CHUNK if cfg.rollout_steps else 1,
+        chunk_steps=lambda updates: STEPS_PER_CHUNK if cfg.unroll_length else 1,
         metrics=("worker.policy_lag_mean",), histograms=("worker.policy_lag",))
 
 

@@ -33,8 +33,6 @@ from gorila.envs.spec import EnvSpec
 from gorila.nets.q import greedy_policy, mlp_widths
 from gorila.replay import Prioritization, RateLimiter, ShardedReplaySpec, check_replay_memory
 
-OPTIMIZER_DEFAULT = "adam"
-EVAL_EPSILON = 0.05  # DQN-family agents are evaluated ε-greedily with 0.05
 STEPS_PER_CHUNK = 20
 ACTOR_NICE = 5
 METRICS = ("replay.size", "replay.added", "replay.sampled", "replay.refused_samples", "replay.priority_max",
@@ -81,14 +79,14 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
     cache = cfg.param_cache == "node"
     return rl_plan(
         run, rl, algo="apex", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_mlp=mlp_widths(net),
-        eval_epsilon=EVAL_EPSILON,
+        eval_epsilon=cfg.EVAL_EPSILON,
         central=central, config={**asdict(cfg), "target_update": str(cfg.target_update)},
-        spec=run.server_spec(run.rule(num_workers=cfg.learners), OPTIMIZER_DEFAULT, cfg.lr),
+        spec=run.server_spec(run.rule(num_workers=cfg.learners), cfg.optimizer, cfg.lr),
         groups=lambda services: topology.groups(actor, learner, services),
         services=(topology.service(), *inference), param_cache=cache,
         processes=topology.processes + len(inference), chunk_steps=lambda updates: STEPS_PER_CHUNK,
         metrics=METRICS + (CACHE_METRICS if cache else ()), histograms=("learner.policy_lag",),
-        checkpoint_services=("replay",) if cfg.checkpoint_replay else ())
+        checkpoint_services=("replay",) if cfg.checkpoint_replay else (), snapshot=cfg.checkpoint_replay)
 
 
 def _limiter(cfg: ApexConfig) -> RateLimiter:

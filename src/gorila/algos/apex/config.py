@@ -7,6 +7,7 @@ Read once, by the builder, which turns it into value objects (``ExplorationSched
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from gorila import validate
 from gorila.errors import ConfigError
@@ -22,6 +23,9 @@ class ApexConfig:
     vector envs, n-step rows with initial priorities) → prioritized replay shards with a rate
     limiter → learners that prefetch from every shard, weight by importance and send priorities
     back, pushing gradients to the parameter server under any update rule."""
+
+    optimizer: ClassVar[str] = "adam"  # --optimizer overrides it
+    EVAL_EPSILON: ClassVar[float] = 0.05  # DQN-family agents are evaluated ε-greedily with 0.05
 
     actors: int = field(default=2, metadata={"help": "actors, each with its own fixed exploration rate"})
     envs_per_actor: int = field(default=8, metadata={"help": "vectorised envs per actor (one forward pass per step)"})
@@ -54,7 +58,7 @@ class ApexConfig:
     dueling: bool = field(default=False, metadata={"help": "dueling network head (value and advantage streams)"})
     loss: str = field(default="huber", metadata={"help": "TD loss", "choices": LOSS_KINDS})
     lr: float = field(default=1e-3, metadata={
-        "help": "server learning rate (adam by default; Atari wants ~1e-4 to 2.5e-4)"})
+        "help": "server learning rate (Atari wants ~1e-4 to 2.5e-4)"})
     max_grad_norm: float | None = field(default=40.0, metadata={"help": "clip each pushed gradient to this norm"})
     hidden: tuple[int, ...] = field(default=(64, 64), metadata={"help": "MLP hidden sizes (vector observations)"})
     param_cache: str = field(default="none", metadata={

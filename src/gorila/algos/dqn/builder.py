@@ -27,8 +27,6 @@ from gorila.learners.bundle import Bundle
 from gorila.nets.q import greedy_policy, mlp_widths
 from gorila.replay import ShardedReplaySpec, check_replay_memory
 
-OPTIMIZER_DEFAULT = "adagrad"  # Gorila's server optimizer
-EVAL_EPSILON = 0.05  # the DQN papers evaluate ε-greedily with 0.05
 # Driver steps per chunk: an actor's or learner's step takes a few milliseconds, so a chunk lasts
 # a few tenths of a second and the driver's bookkeeping stays out of the way.
 BUNDLE_STEPS_PER_CHUNK = 100
@@ -65,25 +63,28 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
 
     learner = q_learner(network_fn, cfg, rl, outlier_k=cfg.outlier_k)
     common = dict(net=net, network_fn=network_fn, policy_fn=greedy_policy, eval_mlp=mlp_widths(net),
-                  eval_epsilon=EVAL_EPSILON,
+                  eval_epsilon=cfg.EVAL_EPSILON,
                   central=central, config={**asdict(cfg), "target_update": str(cfg.target_update)},
-                  spec=run.server_spec(rule, OPTIMIZER_DEFAULT, cfg.lr))
+                  spec=run.server_spec(rule, cfg.optimizer, cfg.lr))
     if cfg.replay == "local":
         def bundles(services: dict) -> list[WorkerSpec]:
             bundle = functools.partial(Bundle, actor=actor(services), learner=learner,
                                        replay_capacity=cfg.replay_capacity, batch_size=cfg.batch_size,
                                        learning_starts=cfg.learning_starts, train_every=cfg.train_every,
-                                       actor_refresh=cfg.actor_refresh)
+                                       actor_refresh=cfg.actor_refresh, prefetch=run.runtime != "local")
             return [WorkerSpec("bundle", bundle, cfg.actors)]
 
         return rl_plan(run, rl, algo="dqn", **common, groups=bundles, services=inference,
                        processes=cfg.actors + len(inference), chunk_steps=lambda updates: BUNDLE_STEPS_PER_CHUNK,
+                       snapshot=cfg.checkpoint_replay,
                        metrics=("bundle.policy_lag_mean",), histograms=("bundle.policy_lag",))
 
     check_replay_memory(cfg.replay_capacity, space.shape, space.dtype,
                         available_bytes=psutil.virtual_memory().available // cfg.replay_shards)
     routing = ShardedReplaySpec(cfg.replay_shards, cfg.actors, cfg.envs_per_actor, cfg.replay_capacity,
-                                tuple(space.shape), space.dtype, seed=run.seed)
+                                tuple(space.shape), space.dtype, seed=run.seed,
+                                checkpoints=run.resolved_run_dir(rl.env) / "checkpoints" if cfg.checkpoint_replay
+                                else None)
     topology = ReplayTopology(routing, cfg.actors, cfg.num_learners, steps_per_add=cfg.actor_refresh,
                               refresh_every=None if central else cfg.actor_refresh, batch_size=cfg.batch_size,
                               learning_starts=cfg.learning_starts, by_node=cfg.replay_placement == "node")
@@ -91,7 +92,8 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
                    groups=lambda services: topology.groups(actor, learner, services),
                    services=(topology.service(), *inference), param_cache=cfg.param_cache == "node",
                    processes=topology.processes + len(inference),
-                   chunk_steps=lambda updates: GLOBAL_STEPS_PER_CHUNK,
+                   chunk_steps=lambda updates: GLOBAL_STEPS_PER_CHUNK, snapshot=cfg.checkpoint_replay,
+                   checkpoint_services=("replay",) if cfg.checkpoint_replay else (),
                    metrics=("learner.policy_lag_mean", *REPLAY_TRAFFIC), histograms=("learner.policy_lag",))
 
 

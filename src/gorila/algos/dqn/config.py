@@ -8,6 +8,7 @@ no component receives it whole.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from gorila import validate
 from gorila.actors.exploration import ExplorationSchedule
@@ -25,6 +26,9 @@ class DQNConfig:
     """Gorila DQN. Bundled mode (``replay=local``): each bundle is an Actor, its own replay and a
     Learner in one worker, talking to others only through the parameter server. Global mode
     (``replay=global``): Actors write to ``replay_shards`` replay shards that every Learner samples."""
+
+    optimizer: ClassVar[str] = "adagrad"  # Gorila's server optimizer; --optimizer overrides it
+    EVAL_EPSILON: ClassVar[float] = 0.05  # the DQN papers evaluate ε-greedily with 0.05; --eval-epsilon overrides it
 
     actors: int = field(default=2, metadata={"help": "actors (bundles in local-replay mode)"})
     learners: int | None = field(default=None, metadata={
@@ -56,19 +60,24 @@ class DQNConfig:
     eps_start: float = field(default=1.0, metadata={"help": "initial exploration rate"})
     eps_end: float = field(default=0.05, metadata={"help": "final exploration rate"})
     eps_decay_updates: int = field(default=2_000, metadata={"help": "global updates to anneal epsilon over"})
-    apex_alpha: float | None = field(default=None, metadata={
+    eps_alpha: float | None = field(default=None, metadata={
         "help": "per-actor epsilon as in Ape-X: eps_i = 0.4^(1 + alpha*i/(N-1)), e.g. 7 "
-                "(default: off, epsilon annealed by global updates)"})
+                "(default: off, epsilon annealed by global updates)", "was": ("apex_alpha",)})
     actor_refresh: int | None = field(default=None, metadata={
-        "help": "actor steps between parameter refreshes (default 10 with local replay; 2 with global replay, "
+        "help": "actor steps between parameter refreshes (default: 10 with local replay; 2 with global replay, "
                 "where each refresh also sends one batch to replay, so it sets env steps per learner gradient)"})
     outlier_k: float | None = field(default=None, metadata={
         "help": "skip pushes whose loss exceeds the running mean + k*std of recent losses (default: off)"})
     lr: float = field(default=3e-2, metadata={
-        "help": "server learning rate (the default suits AdaGrad on small MLPs; Atari wants ~1e-4 with adam)"})
+        "help": "server learning rate (suits AdaGrad on small MLPs; Atari wants ~1e-4 with adam)"})
     hidden: tuple[int, ...] = field(default=(64, 64), metadata={"help": "MLP hidden sizes (vector observations)"})
     max_grad_norm: float | None = field(default=10.0, metadata={"help": "clip each pushed gradient to this norm"})
     terminal_on_life_loss: bool = field(default=False, metadata={"help": "Atari: a lost life ends the episode"})
+    checkpoint_replay: bool = field(default=False, metadata={
+        "help": "the replay is saved with every checkpoint and comes back from it: global replay shards save "
+                "themselves (on --resume, or when a crashed shard is restarted); on --runtime local every "
+                "checkpoint also holds the workers (bundles' replays, envs mid-episode, RNGs), so that "
+                "--resume goes on exactly as the run would have"})
 
     def __post_init__(self) -> None:
         validate.integer("actors", self.actors, low=1)
@@ -103,7 +112,7 @@ class DQNConfig:
             object.__setattr__(self, "target_update", TargetUpdate.parse(self.target_update))
         if not isinstance(self.target_update, TargetUpdate):
             raise ConfigError("target_update", f"must be hard:N or soft:TAU, got {self.target_update!r}")
-        self.exploration()  # eps_start, eps_end, eps_decay_updates and apex_alpha are checked here
+        self.exploration()  # eps_start, eps_end, eps_decay_updates and eps_alpha are checked here
         if self.actor_refresh is None:
             # Resolved here so every consumer and config.json see the number. With global replay the
             # driver steps actors and learners alike, so this fixes env steps per gradient:
@@ -123,10 +132,8 @@ class DQNConfig:
         return self.learners if self.learners is not None else (self.actors if self.replay == "local" else 1)
 
     def exploration(self) -> ExplorationSchedule:
-        """Ape-X's per-actor ε with ``apex_alpha``, else ε annealed by global updates."""
-        if self.apex_alpha is not None:
-            return ExplorationSchedule.per_actor(self.actors, alpha=self.apex_alpha)
+        """Ape-X's per-actor ε with ``eps_alpha``, else ε annealed by global updates."""
+        if self.eps_alpha is not None:
+            return ExplorationSchedule.per_actor(self.actors, alpha=self.eps_alpha)
         return ExplorationSchedule.annealed(self.eps_start, self.eps_end, self.eps_decay_updates)
 
-
-OPTIMIZER_DEFAULT = "adagrad"  # Gorila's server optimizer

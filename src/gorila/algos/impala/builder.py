@@ -26,7 +26,6 @@ from gorila.learners.impala import ImpalaLearner
 from gorila.losses.impala import ImpalaLoss
 from gorila.trajectory import TrajectoryQueue
 
-EVAL_EPSILON = 0.0  # a policy-gradient method is judged by its greedy policy
 STEPS_PER_CHUNK = 4
 METRICS = ("trajectories.size", "trajectories.dropped_stale", "trajectories.refused", "learner.policy_lag_mean",
            "learner.rho_mean", "learner.wait_fraction")
@@ -53,7 +52,7 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
 
 
     return rl_plan(
-        run, rl, algo="impala", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=EVAL_EPSILON,
+        run, rl, algo="impala", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=cfg.EVAL_EPSILON,
         central=central, config=asdict(cfg),
         spec=run.server_spec(rule, cfg.optimizer, cfg.lr),
         groups=trajectory_groups(actor, learner, cfg.actors, cfg.learners, central),

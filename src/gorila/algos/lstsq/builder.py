@@ -74,7 +74,7 @@ def make_plan(run: RunConfig, cfg: LstsqConfig) -> Plan:
     problem.check_size()  # rows that cannot fit, or a set-up of hours, are refused before anything starts
     problem.partition(cfg.workers)  # too many workers for the rows is refused before anything starts
     rule = run.rule(num_workers=cfg.workers)
-    optimizer = run.optimizer or "sgd"
+    optimizer = run.optimizer or cfg.optimizer
     moments = problem.moments()
     exact_stop = (moments.iterations_to(cfg.tol, cfg.step_size, cfg.iterations)
                   if rule.barrier and optimizer == "sgd" else None)
@@ -87,7 +87,10 @@ def make_plan(run: RunConfig, cfg: LstsqConfig) -> Plan:
 
     worker = functools.partial(LstsqWorker, problem=problem, num_workers=cfg.workers, straggler=cfg.straggler)
     return Plan(algo="lstsq", label="synthetic", initial_params=lambda: np.zeros(cfg.d, np.float32),
-                spec=run.server_spec(rule, "sgd", cfg.step_size),
+                spec=run.server_spec(rule, cfg.optimizer, cfg.step_size),
                 groups=lambda services: [WorkerSpec("worker", worker, cfg.workers)],
                 evaluation=LossEvaluation(moments, cfg.tol), budget=Budget(cfg.iterations, "updates"),
-                processes=cfg.workers, chunk_steps=chunk_steps, config={**asdict(cfg), "lr": cfg.step_size})
+                processes=cfg.workers, chunk_steps=chunk_steps, config={**asdict(cfg), "lr": cfg.step_size},
+                # a worker holds its rows, made again from the seed, and a step count: the shards' state
+                # resumes the run, and checkpoints stay the size of the parameters, not of the data
+                snapshot=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from gorila import validate
 
@@ -18,6 +19,8 @@ class LstsqConfig:
     The run stops when the suboptimality ``L(w) - L*`` has shrunk by ``tol`` relative to the
     start, or after ``iterations`` server updates.
     """
+
+    optimizer: ClassVar[str] = "sgd"  # --optimizer overrides it
 
     workers: int = field(default=2, metadata={"help": "map-reduce workers, each with its share of the rows"})
     n: int = field(default=100_000, metadata={"help": "rows of synthetic data"})

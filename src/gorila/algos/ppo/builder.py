@@ -34,7 +34,6 @@ from gorila.params import UpdateRule
 from gorila.params.optim import LinearDecay
 from gorila.trajectory import TrajectoryQueue
 
-EVAL_EPSILON = 0.0
 STEPS_PER_CHUNK = 2
 METRICS = ("trajectories.size", "trajectories.dropped_stale", "learner.policy_lag_mean", "learner.wait_fraction")
 
@@ -64,7 +63,7 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
 
 
     return rl_plan(
-        run, rl, algo="ppo", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=EVAL_EPSILON,
+        run, rl, algo="ppo", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=cfg.EVAL_EPSILON,
         central=central, config=asdict(cfg), spec=run.server_spec(rule, cfg.optimizer, learning_rate(cfg, rl, rule)),
         groups=trajectory_groups(actor, learner, cfg.actors, cfg.learners, central),
         services=(ServiceSpec(QUEUES, queue, cfg.learners), *inference),

@@ -23,7 +23,7 @@ import numpy as np
 from gorila.bench.menger.nodes import ReaderNode, WriterNode, bench_cache
 from gorila.bench.ps import NATURE_CNN_PARAMS, memcpy_seconds
 from gorila.bench.report import bench_dir, write_bench_json
-from gorila.cliargs import HelpFormatter, count_list
+from gorila.cliargs import command_parser, count_list
 from gorila.params import ServerSpec, UpdateRule
 from gorila.params.cache import CacheSpec
 from gorila.replay import ReplayShard
@@ -52,7 +52,7 @@ def _positive(kind):
 
 
 def _arguments(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila bench menger", description=__doc__, formatter_class=HelpFormatter)
+    parser = command_parser("gorila bench menger", __doc__)
     parser.add_argument("--part", choices=("reads", "writes", "both"), default="both", help="which figure")
     parser.add_argument("--readers", type=count_list, default="1,4,16,64,256", help="reading actors per point")
     parser.add_argument("--writers", type=count_list, default="1,4,16,64,256", help="writing actors per point")
