@@ -61,11 +61,8 @@ class Evaluator:
         self.env_id, self.episodes, self.epsilon, self.noop_max = env_id, episodes, epsilon, noop_max
         self.seed = seed + 10_000
         self.share, self.clock = share, clock
-        if mlp_widths is not None:
-            net = NumpyMLP(mlp_widths)
-            self.load, self.policy = net.set, net.greedy
-        else:
-            self.load, self.policy = _torch_policy(network_fn, policy_fn)
+        # Objects, not closures or bound methods: an evaluator is saved in the local runtime's snapshot.
+        self.player = NumpyMLP(mlp_widths) if mlp_widths is not None else TorchPlayer(network_fn, policy_fn)
         self.client = server.client(worker_id)
         self.evaluations = 0
         self.last: dict[str, Any] = {}
@@ -98,7 +95,7 @@ class Evaluator:
         if self.playing is None:
             # a copy: the report hands these parameters back, to be saved if they score best
             self.params = np.array(self.client.pull(), dtype=np.float32, copy=True)
-            self.load(self.params)
+            self.player.set(self.params)
             self.version, self.played_s = self.client.version, 0.0
             self.playing = EvaluationEpisodes(self.env_id, self.episodes, self.epsilon, seed=self.seed + self.evaluations,
                                               noop_max=self.noop_max, failures=self.failures)
@@ -106,7 +103,7 @@ class Evaluator:
         if self.share is not None:
             since = started - self.slice_ended if self.slice_ended is not None else 0.0
             seconds = max(MIN_SLICE_S, since * self.share / (1 - self.share))
-        done = self.playing.play(self.policy, seconds, self.clock)
+        done = self.playing.play(self.player.greedy, seconds, self.clock)
         self.slice_ended = self.clock()
         self.played_s += self.slice_ended - started
         return done
@@ -127,20 +124,25 @@ class Evaluator:
                 "evaluations_failed": self.evaluations_failed}
 
 
-def _torch_policy(network_fn: Callable[[], nn.Module], policy_fn: Callable[[nn.Module], Callable]
-                  ) -> tuple[Callable[[np.ndarray], None], Callable[[np.ndarray], np.ndarray]]:
-    """The loader of a torch network's flat parameters, and its policy, played without gradients."""
-    import torch
+class TorchPlayer:
+    """A torch network played by an :class:`Evaluator`: ``set(flat)`` loads the server's vector,
+    ``greedy(obs)`` is ``policy_fn(net)`` without gradients (torch imported here, not at import)."""
 
-    from gorila.nets import FlatParams
+    def __init__(self, network_fn: Callable[[], nn.Module], policy_fn: Callable[[nn.Module], Callable]):
+        from gorila.nets import FlatParams
 
-    net = network_fn().eval()
-    policy = policy_fn(net)
+        self.net = network_fn().eval()
+        self.flat = FlatParams(self.net)
+        self.policy = policy_fn(self.net)
 
-    def act(obs: np.ndarray) -> np.ndarray:
+    def set(self, flat: np.ndarray) -> None:
+        self.flat.set(flat)
+
+    def greedy(self, obs: np.ndarray) -> np.ndarray:
+        import torch
+
         with torch.no_grad():
-            return policy(obs)
-    return FlatParams(net).set, act
+            return self.policy(obs)
 
 
 class PolicyEvaluation:
