@@ -15,7 +15,6 @@ summed RSS counts shared pages (torch's libraries) once per process::
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -29,6 +28,7 @@ import psutil
 
 from gorila import validate
 from gorila.bench.report import bench_dir, write_bench_json
+from gorila.cliargs import command_parser
 
 MIB = 2 ** 20
 #: Ray's own helper processes, by a part of their command line (the agents' before they retitle themselves too).
@@ -130,8 +130,7 @@ def _rows(which: str, peaks: Peaks) -> list[dict]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="gorila bench memory", description=__doc__,
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = command_parser("gorila bench memory", __doc__)
     parser.add_argument("--algo", default="dqn", help="the algorithm whose `gorila train` is measured")
     parser.add_argument("--time-limit-s", type=float, default=30.0, help="the run's --time-limit-s")
     parser.add_argument("--hold-s", type=float, default=5.0, help="how long the bare Ray limit stays up")
