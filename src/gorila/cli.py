@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
-import gc
 import json
+import logging
 import os
 import sys
 from collections.abc import Iterator
+from typing import NoReturn
 from pathlib import Path
 
 from gorila import __version__
@@ -320,15 +321,20 @@ def main(argv: list[str] | None = None) -> int:
         return getattr(stop, "exit_code", 130)
 
 
-def command() -> int:
-    """The ``gorila`` executable and ``python -m gorila``: :func:`main` in a process of its own."""
+def command() -> NoReturn:
+    """The ``gorila`` executable and ``python -m gorila``: :func:`main` in a process of its own,
+    which ends as soon as the command has returned."""
     code = main()
-    # Exiting, the interpreter would collect garbage through every object torch made, half a second
-    # on a small machine (a stopped run promises its exit within seconds); frozen, they are left
-    # for the process's end to reclaim.
-    gc.freeze()
-    return code
+    # Every command has written and closed its files by now, and a run has shut its Ray down. The
+    # interpreter's own exit would still collect garbage through every object torch made and run
+    # torch's and Ray's C++ destructors: from half a second to several on a busy small machine,
+    # after the run is over (a stopped run promises its exit within seconds). Only the buffered
+    # output and the log handlers need flushing; the process ends here.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(command())
+    command()

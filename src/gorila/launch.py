@@ -152,6 +152,11 @@ def launch(run: RunConfig, configs: list, terminal: Terminal,
     if run.resume is None:
         run = dataclasses.replace(run, run_dir=run_dir)
     what = " (PyTorch, the env, the network)" if algorithm.is_rl else " (the data)"
-    with StopSignals(), terminal.stage(f"building the {run.algo} plan{what}"):
-        plan = algorithm.plan_fn()(run, *configs)
-    return run_plan(run, plan, terminal=terminal, on_row=callback)
+    if run.runtime == "local":
+        with StopSignals(), terminal.stage(f"building the {run.algo} plan{what}"):
+            plan = algorithm.plan_fn()(run, *configs)
+        return run_plan(run, plan, terminal=terminal, on_row=callback)
+    # On Ray the plan is built beside Ray's start (see gorila.driver.loop.run): its stage has a
+    # line but no spinner of its own, the runtime's stage showing one meanwhile.
+    terminal.line(f"{terminal.elapsed():7.1f} s  building the {run.algo} plan{what}, while Ray starts")
+    return run_plan(run, lambda: algorithm.plan_fn()(run, *configs), terminal=terminal, on_row=callback)

@@ -67,9 +67,14 @@ class Stops:
     end_s: float | None = None  # with a time limit: the training seconds by which the run ends (its overshoot)
 
 
-def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
+def run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChunk | None = None, *,
         terminal: Terminal | None = None, on_row: OnRow | None = None) -> dict[str, Any]:
     """Train ``plan`` until its target, its budget or the time limit; returns ``summary.json``'s dict.
+
+    ``plan`` may be given as the function that builds it (``gorila train`` does): on Ray it is then
+    built on a thread while Ray starts on this one, since importing PyTorch and building the
+    network take seconds in which this process would otherwise only wait for Ray's processes. A
+    plan that cannot be built (a ConfigError) is raised once Ray is shut down again.
 
     ``on_chunk(placed)`` (tests, tools) is called after every logged row with what was placed
     (:class:`Placed`); when it returns False the run stops as at its budget, everything saved
@@ -87,21 +92,32 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
     run that fails before its first chunk is in leaves the run's earlier ``summary.json`` as it was.
     """
     terminal = terminal or Terminal()
-    startup = {"plan_s": terminal.elapsed()}  # the command's imports and the builder are done
-    run_dir = run_config.resolved_run_dir(plan.label)
-    initial = plan.initial_params()
+    startup: dict[str, float] = {}
+    beside = callable(plan) and not isinstance(plan, Plan) and run_config.runtime != "local"
+    if not beside:
+        plan = plan if isinstance(plan, Plan) else plan()
+        startup["plan_s"] = terminal.elapsed()  # the command's imports and the builder are done
     # The learning curve is drawn while the runtime shuts down, which mostly waits on Ray's
     # processes: a run stopped by Ctrl-C ends seconds sooner.
-    with StopSignals() as signals, ThreadPoolExecutor(max_workers=1, thread_name_prefix="learning-curve") as plotter:
+    with StopSignals() as signals, ThreadPoolExecutor(max_workers=1, thread_name_prefix="learning-curve") as plotter, \
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan") as builder:
+        planned = builder.submit(_built, plan, terminal) if beside else None
         with terminal.stage(_runtime_stage(run_config)):
             runtime = make_runtime(run_config.runtime, run_config.address,
-                                   call_timeout_s=run_config.call_timeout(plan.chunk_seconds),
+                                   call_timeout_s=run_config.call_timeout(plan.chunk_seconds if isinstance(plan, Plan)
+                                                                          else None),
                                    verbose=terminal.verbose, stall_s=run_config.actor_timeout_s)
         # The local runtime watches its workers' steps itself; on Ray the driver restarts a stalled process.
         stall_s = None if runtime.name == "local" else run_config.actor_timeout_s
         signals.install()  # again: starting Ray installs a SIGTERM handler of its own
         startup["runtime_s"] = terminal.elapsed()
         try:
+            if planned is not None:
+                plan, startup["plan_s"] = planned.result()
+            assert isinstance(plan, Plan)
+            runtime.call_timeout_s = run_config.call_timeout(plan.chunk_seconds)  # the plan's chunks now known
+            run_dir = run_config.resolved_run_dir(plan.label)
+            initial = plan.initial_params()
             shard_processes = plan.spec.num_shards if plan.spec.placement == "process" else 0
             runtime.plan(plan.processes + shard_processes + 1)  # + the shards and the evaluation
             # Every process starts side by side: each waits for no other to be up first.
@@ -260,6 +276,12 @@ def save_after_failure(report: Report, runtime: Runtime, error: Exception) -> di
         return {**report.summary(runtime, train_s, reason), **failed}
     except Exception as err:
         return {**failed, "summary_error": f"{type(err).__name__}: {err}"}
+
+
+def _built(build: Callable[[], Plan], terminal: Terminal) -> tuple[Plan, float]:
+    """The plan ``build`` returns, and when it was done (seconds since the command started)."""
+    plan = build()
+    return plan, terminal.elapsed()
 
 
 def _nothing_to_do(plan: Plan, report: Report) -> tuple[str, str] | None:

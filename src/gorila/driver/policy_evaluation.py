@@ -1,15 +1,16 @@
-"""Judging an RL run: an evaluator worker plays the newest parameters while training goes on."""
+"""Judging an RL run: an evaluator worker plays the newest parameters while training goes on.
+
+No torch at import: an evaluator of a plain MLP Q-network plays it in numpy
+(:class:`~gorila.nets.numpy_mlp.NumpyMLP`), and its process never loads torch."""
 
 from __future__ import annotations
 
 import functools
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from torch import nn
 
 from gorila.core import Runtime, ShardGroup, WorkerGroup
 from gorila.reply import Pending
@@ -18,8 +19,11 @@ from gorila.envs.evaluation import NORMALIZATION_SOURCE, EvaluationEpisodes, dqn
 from gorila.envs.faults import EnvFailures
 from gorila.envs.make import is_atari
 from gorila.errors import EnvFailedError, WorkerTimeoutError
-from gorila.nets import FlatParams
+from gorila.nets.numpy_mlp import NumpyMLP
 from gorila.params import ParameterServer
+
+if TYPE_CHECKING:
+    from torch import nn
 
 #: In one process the evaluator plays between the training chunks, in slices that take at most
 #: this share of the wall time, so that a long evaluation (Atari) never stalls training.
@@ -39,7 +43,9 @@ class Evaluator:
         ev.step(); ev.report()   # {"eval_return": 500.0, "eval_version": 812, "playing": False, ...}
 
     ``network_fn()`` builds the architecture; ``policy_fn(net)`` turns it into a function from a
-    batch of observations to greedy actions. Episodes start after up to ``noop_max`` no-ops.
+    batch of observations to greedy actions. With ``mlp_widths`` (a plain MLP Q-network's, see
+    :func:`gorila.nets.q.mlp_widths`) neither is used: the greedy actions come from a numpy copy of
+    the network, and the process never imports torch. Episodes start after up to ``noop_max`` no-ops.
     With ``share`` (the evaluator shares a process with training) a step plays only a slice, as
     long as ``share / (1 - share)`` times the time since the previous slice ended, and the next
     step goes on with the same parameters; ``report()["playing"]`` says an evaluation is under way.
@@ -54,15 +60,15 @@ class Evaluator:
     """
 
     def __init__(self, worker_id: int, server: ParameterServer, *, env_id: str,
-                 network_fn: Callable[[], nn.Module], policy_fn: Callable[[nn.Module], Callable],
+                 network_fn: Callable[[], nn.Module] | None, policy_fn: Callable[[nn.Module], Callable] | None,
                  episodes: int, epsilon: float, seed: int, noop_max: int = 30, share: float | None = None,
-                 slice_s: float | None = None, clock: Callable[[], float] = time.perf_counter):
+                 slice_s: float | None = None, clock: Callable[[], float] = time.perf_counter,
+                 mlp_widths: tuple[int, ...] | None = None):
         self.env_id, self.episodes, self.epsilon, self.noop_max = env_id, episodes, epsilon, noop_max
         self.seed = seed + 10_000
         self.share, self.slice_s, self.clock = share, slice_s, clock
-        self.net = network_fn().eval()
-        self.flat = FlatParams(self.net)
-        self.policy = policy_fn(self.net)
+        # Objects, not closures or bound methods: an evaluator is saved in the local runtime's snapshot.
+        self.player = NumpyMLP(mlp_widths) if mlp_widths is not None else TorchPlayer(network_fn, policy_fn)
         self.client = server.client(worker_id)
         self.evaluations = 0
         self.last: dict[str, Any] = {}
@@ -95,7 +101,7 @@ class Evaluator:
         if self.playing is None:
             # a copy: the report hands these parameters back, to be saved if they score best
             self.params = np.array(self.client.pull(), dtype=np.float32, copy=True)
-            self.flat.set(self.params)
+            self.player.set(self.params)
             self.version, self.played_s = self.client.version, 0.0
             self.playing = EvaluationEpisodes(self.env_id, self.episodes, self.epsilon, seed=self.seed + self.evaluations,
                                               noop_max=self.noop_max, failures=self.failures)
@@ -103,8 +109,7 @@ class Evaluator:
         if self.share is not None:
             since = started - self.slice_ended if self.slice_ended is not None else 0.0
             seconds = max(MIN_SLICE_S, since * self.share / (1 - self.share))
-        with torch.no_grad():
-            done = self.playing.play(self.policy, seconds, self.clock)
+        done = self.playing.play(self.player.greedy, seconds, self.clock)
         self.slice_ended = self.clock()
         self.played_s += self.slice_ended - started
         return done
@@ -125,6 +130,27 @@ class Evaluator:
                 "evaluations_failed": self.evaluations_failed}
 
 
+class TorchPlayer:
+    """A torch network played by an :class:`Evaluator`: ``set(flat)`` loads the server's vector,
+    ``greedy(obs)`` is ``policy_fn(net)`` without gradients (torch imported here, not at import)."""
+
+    def __init__(self, network_fn: Callable[[], nn.Module], policy_fn: Callable[[nn.Module], Callable]):
+        from gorila.nets import FlatParams
+
+        self.net = network_fn().eval()
+        self.flat = FlatParams(self.net)
+        self.policy = policy_fn(self.net)
+
+    def set(self, flat: np.ndarray) -> None:
+        self.flat.set(flat)
+
+    def greedy(self, obs: np.ndarray) -> np.ndarray:
+        import torch
+
+        with torch.no_grad():
+            return self.policy(obs)
+
+
 class PolicyEvaluation:
     """The :class:`~gorila.driver.plan.Evaluation` of RL plans: at most one evaluation every
     ``every_s`` seconds (or every ``every_steps`` env steps), played by an :class:`Evaluator` worker in parallel with training (in
@@ -134,6 +160,9 @@ class PolicyEvaluation:
 
         evaluation = PolicyEvaluation("CartPole-v1", network_fn, greedy_policy, episodes=10,
                                       epsilon=0.05, seed=0, noop_max=30, every_s=1.0, target=475.0)
+
+    With ``mlp_widths`` (a plain MLP Q-network's) the evaluator plays it in numpy, and its process
+    never imports torch (its factory then holds neither ``network_fn`` nor ``policy_fn``).
 
     An evaluation whose envs fail too often is a failed evaluation, not a failed run: it is said,
     kept in ``summary.json``'s ``evaluations`` with its reason, and counted (``evaluations_failed``);
@@ -154,12 +183,14 @@ class PolicyEvaluation:
 
     def __init__(self, env_id: str, network_fn: Callable[[], nn.Module], policy_fn: Callable, *,
                  episodes: int, epsilon: float, seed: int, noop_max: int, every_s: float, target: float | None,
-                 every_steps: int | None = None):
+                 every_steps: int | None = None, mlp_widths: tuple[int, ...] | None = None):
         self.env_id, self.epsilon, self.every_s, self.target = env_id, epsilon, every_s, target
         self.every_steps = every_steps
         self.next_steps = 0  # with every_steps: the env steps at which the next evaluation starts
         self.episodes, self.noop_max = episodes, noop_max
-        self.factory = functools.partial(Evaluator, env_id=env_id, network_fn=network_fn, policy_fn=policy_fn,
+        torch_free = mlp_widths is not None  # then nothing in the factory makes its process import torch
+        self.factory = functools.partial(Evaluator, env_id=env_id, network_fn=None if torch_free else network_fn,
+                                         policy_fn=None if torch_free else policy_fn, mlp_widths=mlp_widths,
                                          episodes=episodes, epsilon=epsilon, seed=seed, noop_max=noop_max)
         self.group: WorkerGroup | None = None
         self.runtime: Runtime | None = None

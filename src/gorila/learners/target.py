@@ -8,7 +8,6 @@ from typing import Literal
 import numpy as np
 
 from gorila.errors import ConfigError
-from gorila.nets import soft_update
 
 
 @dataclass(frozen=True)
@@ -62,4 +61,6 @@ class TargetUpdate:
             return None
         if self.kind == "hard":
             return (params.copy(), version) if version - target_version >= self.value else None
+        from gorila.nets.flat import soft_update  # here: the config that reads this module imports no torch
+
         return soft_update(target, params, self.value), version

@@ -12,10 +12,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from gorila.errors import ConfigError
+from gorila.losses.kinds import LOSS_KINDS, TARGET_KINDS
 from gorila.replay.storage import Batch
 
-LOSS_KINDS = ("huber", "mse")
-TARGET_KINDS = ("double", "max")
 
 
 def double_q_targets(reward: torch.Tensor, discount: torch.Tensor, next_q_online: torch.Tensor,

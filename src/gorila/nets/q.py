@@ -59,6 +59,19 @@ def make_q_network(obs_space: gym.Space, n_actions: int, hidden: Sequence[int] =
                              "expected (features,) or (channels, height, width)")
 
 
+def mlp_widths(net: nn.Module) -> tuple[int, ...] | None:
+    """The widths ``(observation, hidden..., actions)`` of a plain (not dueling) vector-observation
+    Q-network, which :class:`~gorila.nets.numpy_mlp.NumpyMLP` plays without torch; None for others."""
+    if not isinstance(net, VectorQNetwork) or not isinstance(net.body, nn.Sequential):
+        return None
+    layers = list(net.body)
+    linears = layers[0::2]
+    if not all(isinstance(layer, nn.Linear) for layer in linears) or not all(
+            type(layer) is nn.ReLU for layer in layers[1::2]) or len(layers) != 2 * len(linears) - 1:
+        return None
+    return (linears[0].in_features, *(layer.out_features for layer in linears))
+
+
 def greedy_policy(net: nn.Module) -> Callable[[np.ndarray], np.ndarray]:
     """Batch of observations -> argmax-Q actions (for acting and for evaluation)."""
     return GreedyQ(net)

@@ -10,10 +10,14 @@ its own state, which ``state_dict`` / ``load_state_dict`` save and restore exact
 parameter, e.g. separate rates for a policy and a value head), or a :class:`LinearDecay` (a
 scalar rate falling linearly to 0 over a number of steps: PPO's ``--lr-decay linear``).
 
-The arithmetic runs as torch's fused in-place operations on tensors that share memory with
-the numpy arrays: ``w.add_(g, alpha=-lr)`` reads and writes each element once, where numpy
-needs a temporary and several passes. On a Nature-CNN-sized vector this makes an SGD step
-about three times faster, and the step is most of a parameter-server round trip.
+A slice of :data:`TORCH_FROM` parameters or more steps with torch's fused in-place operations
+on tensors that share memory with the numpy arrays: ``w.add_(g, alpha=-lr)`` reads and writes
+each element once, where numpy needs a temporary and several passes. On a Nature-CNN-sized
+vector this makes an SGD step about three times faster, and the step is most of a
+parameter-server round trip. A smaller slice steps with numpy ufuncs writing into buffers
+allocated once: on a few thousand parameters a ufunc call costs less than a torch op, and a
+shard process that builds only such optimizers never imports torch (about 150 MiB of memory
+per process).
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ def _load_torch() -> None:
         torch = importlib.import_module("torch")
 
 OPTIMIZERS = ("sgd", "momentum", "adagrad", "rmsprop", "adam")
-
+#: Slices at least this long step with torch; shorter ones with numpy (see the module's docstring).
+TORCH_FROM = 1 << 15
 
 
 @dataclass(frozen=True)
@@ -94,41 +99,55 @@ class ServerOptimizer(Protocol):
 
 
 class _Base:
-    """Shared plumbing: subclasses list their state arrays in ``_slots`` and write
-    ``_direction``, the update before the learning rate, into tensors of their own."""
+    """Shared plumbing: subclasses list their state arrays in ``_slots`` and write the update
+    before the learning rate into buffers of their own: ``_direction`` on torch tensors (slices of
+    :data:`TORCH_FROM` or more), ``_direction_np`` on numpy arrays."""
 
     _slots: tuple[str, ...] = ()
 
     def __init__(self, size: int, lr: LearningRate, state: dict[str, np.ndarray] | None = None):
-        _load_torch()
+        self.uses_torch = size >= TORCH_FROM
         self.decay = lr if isinstance(lr, LinearDecay) else None
         self.lr = _check_lr(lr.lr if isinstance(lr, LinearDecay) else lr, size)
-        self._tmp = torch.empty(size, dtype=torch.float32)  # scratch, so a step allocates nothing
         for slot in self._slots:  # the caller's arrays (e.g. shared memory), or fresh zeros
             setattr(self, slot, np.zeros(size, np.float32) if state is None else state[slot])
+        if self.uses_torch:
+            _load_torch()
+            self._tmp = torch.empty(size, dtype=torch.float32)  # scratch, so a step allocates nothing
+        else:
+            self._tmp_np = np.empty(size, np.float32)  # scratch, so a step allocates nothing
         self.steps = 0
         self._saved: dict[str, np.ndarray] = {}  # step_finite's copies, allocated by its first call
         self._view_arrays()
 
     def _view_arrays(self) -> None:
-        # Tensors sharing the arrays' memory: the step writes the state arrays, which state_dict,
-        # load_state_dict and step_finite's check and undo read and write.
-        self._lr_vector = torch.from_numpy(self.lr) if isinstance(self.lr, np.ndarray) else None
-        self._state = {slot: torch.from_numpy(getattr(self, slot)) for slot in self._slots}
+        # The step writes the state arrays themselves (through tensors sharing their memory on the
+        # torch path), which state_dict, load_state_dict and step_finite's check and undo read and write.
+        self._arrays = {slot: getattr(self, slot) for slot in self._slots}
+        if self.uses_torch:
+            self._lr_vector = torch.from_numpy(self.lr) if isinstance(self.lr, np.ndarray) else None
+            self._state = {slot: torch.from_numpy(getattr(self, slot)) for slot in self._slots}
 
     def __getstate__(self) -> dict[str, Any]:
         # Pickled (or deep-copied) tensors would come back with memory of their own, no longer the
         # arrays': the step would move tensors that state_dict and the finite check never read.
-        return {k: v for k, v in self.__dict__.items() if k not in ("_lr_vector", "_state")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_lr_vector", "_state", "_arrays")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        _load_torch()  # an optimizer unpickled in another process (a shard's) steps with torch there
+        if state["uses_torch"]:
+            _load_torch()  # an optimizer unpickled in another process (a shard's) steps with torch there
         self.__dict__.update(state)
         self._view_arrays()
 
     def step(self, params: np.ndarray, grad: np.ndarray) -> None:
         step = self.steps
         self.steps += 1
+        if not self.uses_torch:
+            # The direction may be the gradient itself (read-only): the scaled step goes to scratch.
+            lr = self.lr if self.decay is None else np.float32(self.decay.at(step))
+            scaled = np.multiply(self._direction_np(grad), lr, out=self._tmp_np)
+            np.subtract(params, scaled, out=params)
+            return
         direction = self._direction(torch.from_numpy(grad))
         w = torch.from_numpy(params)
         if self._lr_vector is None:
@@ -160,6 +179,9 @@ class _Base:
     def _direction(self, g: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    def _direction_np(self, g: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
     def state_dict(self) -> dict[str, np.ndarray]:
         state = {slot: getattr(self, slot).copy() for slot in self._slots}
         state["steps"] = np.array([self.steps], np.int64)  # 1-d: checkpoint formats drop 0-d shapes
@@ -177,6 +199,9 @@ class SGD(_Base):
     def _direction(self, g: torch.Tensor) -> torch.Tensor:
         return g
 
+    def _direction_np(self, g: np.ndarray) -> np.ndarray:
+        return g
+
 
 class Momentum(_Base):
     """Heavy-ball momentum: ``v <- mu * v + g``; ``w <- w - lr * v``."""
@@ -190,6 +215,12 @@ class Momentum(_Base):
 
     def _direction(self, g: torch.Tensor) -> torch.Tensor:
         return self._state["velocity"].mul_(self.momentum).add_(g)
+
+    def _direction_np(self, g: np.ndarray) -> np.ndarray:
+        velocity = self._arrays["velocity"]
+        np.multiply(velocity, np.float32(self.momentum), out=velocity)
+        np.add(velocity, g, out=velocity)
+        return velocity
 
 
 class AdaGrad(_Base):
@@ -205,6 +236,13 @@ class AdaGrad(_Base):
         sum_sq = self._state["sum_sq"].addcmul_(g, g)
         return torch.div(g, torch.sqrt(sum_sq, out=self._tmp).add_(self.eps), out=self._tmp)
 
+    def _direction_np(self, g: np.ndarray) -> np.ndarray:
+        tmp, sum_sq = self._tmp_np, self._arrays["sum_sq"]
+        np.add(sum_sq, np.multiply(g, g, out=tmp), out=sum_sq)
+        np.add(np.sqrt(sum_sq, out=tmp), np.float32(self.eps), out=tmp)
+        np.divide(g, tmp, out=tmp)
+        return tmp
+
 
 class RMSProp(_Base):
     """RMSProp: ``S <- rho * S + (1 - rho) * g^2``; ``w <- w - lr * g / (sqrt(S) + eps)``."""
@@ -219,6 +257,15 @@ class RMSProp(_Base):
     def _direction(self, g: torch.Tensor) -> torch.Tensor:
         mean_sq = self._state["mean_sq"].mul_(self.rho).addcmul_(g, g, value=1 - self.rho)
         return torch.div(g, torch.sqrt(mean_sq, out=self._tmp).add_(self.eps), out=self._tmp)
+
+    def _direction_np(self, g: np.ndarray) -> np.ndarray:
+        tmp, mean_sq = self._tmp_np, self._arrays["mean_sq"]
+        np.multiply(mean_sq, np.float32(self.rho), out=mean_sq)
+        np.multiply(np.multiply(g, g, out=tmp), np.float32(1 - self.rho), out=tmp)
+        np.add(mean_sq, tmp, out=mean_sq)
+        np.add(np.sqrt(mean_sq, out=tmp), np.float32(self.eps), out=tmp)
+        np.divide(g, tmp, out=tmp)
+        return tmp
 
 
 class Adam(_Base):
@@ -239,6 +286,20 @@ class Adam(_Base):
         # m_hat / (sqrt(v_hat) + eps), with v_hat = v / bias2 and m_hat = m / bias1
         denom = torch.sqrt(v, out=self._tmp).div_(bias2 ** 0.5).add_(self.eps)
         return torch.div(m, denom, out=self._tmp).div_(bias1)
+
+    def _direction_np(self, g: np.ndarray) -> np.ndarray:
+        tmp, m, v = self._tmp_np, self._arrays["m"], self._arrays["v"]
+        np.multiply(m, np.float32(self.beta1), out=m)
+        np.add(m, np.multiply(g, np.float32(1 - self.beta1), out=tmp), out=m)
+        np.multiply(v, np.float32(self.beta2), out=v)
+        np.multiply(np.multiply(g, g, out=tmp), np.float32(1 - self.beta2), out=tmp)
+        np.add(v, tmp, out=v)
+        bias1 = 1 - self.beta1 ** self.steps
+        bias2 = 1 - self.beta2 ** self.steps
+        np.divide(np.sqrt(v, out=tmp), np.float32(bias2 ** 0.5), out=tmp)
+        np.add(tmp, np.float32(self.eps), out=tmp)
+        np.divide(np.divide(m, tmp, out=tmp), np.float32(bias1), out=tmp)
+        return tmp
 
 
 _CLASSES: dict[str, type[_Base]] = {"sgd": SGD, "momentum": Momentum, "adagrad": AdaGrad, "rmsprop": RMSProp, "adam": Adam}

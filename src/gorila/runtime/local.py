@@ -23,7 +23,6 @@ from gorila.metrics.cputime import process_cpu_seconds
 from gorila.params import (LocalEndpoint, ParameterServer, ServerSpec, ShardStats, shard_state,
                            split_shard_state)
 from gorila.params.cache import CacheSpec, ParamCache
-from gorila.runtime import snapshot
 
 
 class LocalShards:
@@ -195,13 +194,13 @@ class LocalRuntime:
                  "rng": {"python": random.getstate(), "numpy": np.random.get_state(),
                          "torch": sys.modules["torch"].get_rng_state() if "torch" in sys.modules else None},
                  "extra": extra}
-        return snapshot.dumps(state, self._shared())
+        return _snapshot().dumps(state, self._shared())
 
     def restore(self, data: bytes) -> dict[str, Any]:
         """Read a :meth:`snapshot` back once the shards are started (and restored): the global RNGs
         are set at once; the workers and services are used, instead of being built, by the next
         ``start_workers`` / ``start_services`` of their name. Returns the snapshot's ``extra``."""
-        state = snapshot.loads(data, self._shared())
+        state = _snapshot().loads(data, self._shared())
         rng = state["rng"]
         random.setstate(rng["python"])
         np.random.set_state(rng["numpy"])
@@ -296,3 +295,12 @@ def _rebuilt(factory: WorkerFactory, server: ParameterServer, owned: list[Any], 
     worker = factory(index, server)
     owned.append(worker)
     return worker
+
+
+def _snapshot() -> Any:
+    """:mod:`gorila.runtime.snapshot`, which imports torch: loaded by an exact resume's snapshot or
+    restore only, since every Ray process imports this package (its shards and a numpy evaluator
+    must stay without torch)."""
+    from gorila.runtime import snapshot
+
+    return snapshot

@@ -10,6 +10,7 @@ Ray's processes down should this process be killed; otherwise it joins that clus
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 
 from gorila.core import ServiceFactory, WorkerFactory
 from gorila.errors import ClusterUnreachableError, ConfigError, SchedulingError
@@ -65,6 +67,25 @@ def start_embedded_ray(num_cpus: int | None = None, verbose: bool = False) -> No
     ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
              logging_level=logging.INFO if verbose else logging.ERROR, log_to_driver=verbose)
     _embedded["node_id"] = ray.get_runtime_context().get_node_id()
+    kill_children(AUTOSCALER_MONITOR, *(() if verbose else (LOG_MONITOR,)))
+
+
+#: Helper processes of an embedded Ray that a gorila run never uses, by a part of their command
+#: line; each holds ~50 MiB. The autoscaler monitor has nothing to scale on one machine (as with
+#: ``ray start --no-monitor``), and on SIGTERM it sleeps out its update interval, which
+#: ``ray.shutdown`` waited a second for. The log monitor forwards the workers' output to drivers
+#: that asked for it (``log_to_driver``: gorila's ``--verbose`` only).
+AUTOSCALER_MONITOR = "autoscaler/_private/monitor.py"
+LOG_MONITOR = "_private/log_monitor.py"
+
+
+def kill_children(*parts: str) -> None:
+    """Kill this process's children whose command line holds one of ``parts``; wait for them."""
+    for child in psutil.Process().children():
+        with contextlib.suppress(psutil.Error):
+            if any(part in arg for arg in child.cmdline() for part in parts):
+                child.kill()
+                child.wait(timeout=5)
 
 
 def embedded_ray_is_up() -> bool:

@@ -12,7 +12,7 @@ from typing import ClassVar
 from gorila import validate
 from gorila.errors import ConfigError
 from gorila.learners.target import TargetUpdate
-from gorila.losses.dqn import LOSS_KINDS, TARGET_KINDS
+from gorila.losses.kinds import LOSS_KINDS, TARGET_KINDS
 from gorila.params.cache import PARAM_CACHE_MODES
 from gorila.replay.shard import REPLAY_PLACEMENTS
 
