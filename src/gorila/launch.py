@@ -157,6 +157,12 @@ def launch(run: RunConfig, configs: list, terminal: Terminal,
             plan = algorithm.plan_fn()(run, *configs)
         return run_plan(run, plan, terminal=terminal, on_row=callback)
     # On Ray the plan is built beside Ray's start (see gorila.driver.loop.run): its stage has a
-    # line but no spinner of its own, the runtime's stage showing one meanwhile.
+    # line but no spinner of its own, the runtime's stage showing one meanwhile. The env is made
+    # first, here (without PyTorch), so that an id that cannot be made is refused before Ray starts.
+    env_id = next((c.env for c in configs if isinstance(getattr(c, "env", None), str)), None)
+    if env_id is not None:
+        from gorila.envs.make import env_spaces
+
+        env_spaces(env_id)  # kept for the plan's builder, which reads the same spaces
     terminal.line(f"{terminal.elapsed():7.1f} s  building the {run.algo} plan{what}, while Ray starts")
     return run_plan(run, lambda: algorithm.plan_fn()(run, *configs), terminal=terminal, on_row=callback)

@@ -97,8 +97,15 @@ def test_lstsq_sizes_that_fit_and_set_up_in_seconds_are_accepted():
     (["--run-dir", "{file}"], "--run-dir"),
     (["--seed", str(2**64)], "--seed"),
     (["--algo", "dqn", "--env", "no_such_module:Foo-v0", "--run-dir", "{dir}"], "--env"),
+    (["--algo", "dqn", "--env", "NoSuchEnv-v0", "--run-dir", "{dir}"], "--env"),  # refused before Ray starts
 ])
-def test_run_flags_that_cannot_be_used_are_refused(capsys, tmp_path, args, flag):
+def test_run_flags_that_cannot_be_used_are_refused(capsys, tmp_path, monkeypatch, args, flag):
+    import gorila.driver.loop
+
+    def started(*args, **kwargs):
+        raise AssertionError("the run started (Ray, workers) before the flags were refused")
+
+    monkeypatch.setattr(gorila.driver.loop, "run", started)
     (tmp_path / "a-file").write_text("")
     argv = [a.format(file=tmp_path / "a-file", dir=tmp_path / "run") for a in args]
     assert flag in refused(capsys, ["train", "--algo", "lstsq", *argv])
