@@ -34,7 +34,8 @@ from gorila.driver.chunks import Chunks, Patience
 from gorila.driver.exact import Restored, WorkerState, restore_workers
 from gorila.driver.plan import Placed, Plan, WorkerSpec
 from gorila.driver.progress import Progress, resumable
-from gorila.driver.report import Outputs, Report, open_log, plot
+from gorila.driver.report import Outputs, Report
+from gorila.driver.run_log import open_log, plot
 from gorila.driver.stop import Interrupted, StopSignals
 from gorila.core import Runtime
 from gorila.errors import EnvFailedError, NonFiniteError, WorkerTimeoutError
