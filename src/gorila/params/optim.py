@@ -123,7 +123,7 @@ class _Base:
     def _view_arrays(self) -> None:
         # The step writes the state arrays themselves (through tensors sharing their memory on the
         # torch path), which state_dict, load_state_dict and step_finite's check and undo read and write.
-        self._arrays = {slot: getattr(self, slot) for slot in self._slots}
+        self._arrays: dict[str, np.ndarray] = {slot: getattr(self, slot) for slot in self._slots}
         if self.uses_torch:
             self._lr_vector = torch.from_numpy(self.lr) if isinstance(self.lr, np.ndarray) else None
             self._state = {slot: torch.from_numpy(getattr(self, slot)) for slot in self._slots}
