@@ -92,7 +92,7 @@ class SegmentActor:
     def step(self) -> bool:
         """Act and send; False while the queue is full (the segment waits to be sent again) or,
         in rounds, while the learner has not yet updated on the last segment."""
-        waiting = not self.unsent and not self._round_over()  # waits while the previous add travels
+        waiting = not self.unsent and not self._round_over()  # the previous add travels meanwhile
         if not self.unsent and not waiting:
             self.unsent.append((self.collect(), self.seq))  # acts while the previous add travels
             self.seq += 1
