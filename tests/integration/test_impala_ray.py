@@ -31,3 +31,7 @@ def test_ppo_trains_on_ray(ray_local, tmp_path, train):
     summary = train(run, PPOConfig(epochs=2, minibatches=2), RL)
     assert summary["env_steps"] >= 3000 and summary["stop_reason"] == "budget"
     assert summary["updates"] > 0 and summary["updates"] % 4 == 0  # 2 epochs x 2 minibatches per batch
+    # Classic synchronous PPO: the actors wait for each round's updates, so every batch, the first
+    # included, was acted on the learner's own version (actors running ahead would lag whole batches).
+    lag = {int(k): v for k, v in summary["learner_policy_lag_histogram"].items()}
+    assert summary["learner_policy_lag_mean"] == 0 and set(lag) == {0} and lag[0] > 0

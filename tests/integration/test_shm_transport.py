@@ -85,6 +85,19 @@ def test_synchronous_barrier_matches_ray_calls_bit_for_bit(runtime):
     assert fast_shards.stats() == ray_shards.stats()
 
 
+def test_a_version_wait_is_answered_by_the_shard_when_fast_path_pushes_make_the_version(runtime):
+    spec = ServerSpec(UpdateRule.synchronous(num_workers=1), num_shards=2, optimizer="sgd", lr=0.1)
+    shards = runtime.start_shards(spec, np.zeros(SIZE, np.float32))
+    waiter, pusher = _clients(shards.server, 2)
+    assert waiter.wait_version(1, wait_s=0.2) == 0  # none came within its wait: the version as it is
+    pending = [e.wait_version(3, 60.0) for e in waiter.endpoints]  # sent before the pushes
+    for grad in _grads(2, 3, 1):
+        pusher.params()
+        pusher.push(grad[0])
+    assert [p.result(30.0) for p in pending] == [3, 3]
+    assert _transports([pusher]) == {"shm"} and waiter.versions == [-1, -1]  # the waiter pulled nothing
+
+
 def test_a_nonfinite_gradient_is_rejected_through_the_fast_path(runtime):
     spec = ServerSpec(UpdateRule.asynchronous(), num_shards=2, optimizer="momentum", lr=0.1)
     shards = runtime.start_shards(spec, np.ones(SIZE, np.float32))

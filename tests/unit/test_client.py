@@ -156,3 +156,13 @@ def test_only_rules_without_a_barrier_that_bound_staleness_wait_when_behind():
     assert UpdateRule.asynchronous(max_staleness=3).waits_when_behind
     assert not UpdateRule.asynchronous().waits_when_behind
     assert not UpdateRule.synchronous(4).waits_when_behind
+
+
+def test_a_version_wait_on_in_process_shards_answers_at_once_with_the_oldest_version():
+    shards, (client, pusher) = make(UpdateRule.asynchronous())
+    pusher.params()
+    pusher.push(np.ones(10, np.float32))
+    assert client.wait_version(1, wait_s=5.0) == 1 and client.wait_version(3, wait_s=5.0) == 1
+    shards[1].push(np.ones(4, np.float32), 1, worker_id=1)  # one shard ahead
+    assert client.wait_version(2, wait_s=5.0) == 1  # the server is where its oldest shard is
+    assert client.versions == [-1, -1, -1]  # it pulled nothing

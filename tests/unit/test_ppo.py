@@ -110,6 +110,18 @@ def test_more_learners_than_actors_is_refused():
         PPOConfig(clip=0)
 
 
+def test_sync_on_ray_refuses_a_batch_other_than_one_segment_of_every_actor():
+    from gorila.algos.ppo.builder import make_plan
+    from gorila.algos.rl_config import RLConfig
+    from gorila.config import RunConfig
+
+    with pytest.raises(ConfigError) as refused:  # its actors would wait for a round that never ends
+        make_plan(RunConfig(algo="ppo", mode="sync", runtime="ray"), PPOConfig(actors=2, batch_size=4), RLConfig())
+    assert refused.value.field == "batch_size"
+    for mode, runtime in (("sync", "local"), ("async", "ray")):  # the turns make the rounds; APPO has none
+        make_plan(RunConfig(algo="ppo", mode=mode, runtime=runtime), PPOConfig(actors=2, batch_size=4), RLConfig())
+
+
 def test_linear_lr_decay_falls_to_zero_over_the_runs_updates_and_survives_a_state_round_trip():
     from gorila.algos.ppo.builder import learning_rate
     from gorila.algos.rl_config import RLConfig

@@ -134,3 +134,45 @@ def test_the_actor_pulls_only_every_refresh_every_segments():
         actor.step()
     versions = [int(s.policy_version[0, 0]) for s in queue.take(8)]
     assert versions == [1, 1, 1, 4]
+
+
+def test_an_actor_in_rounds_waits_for_the_updates_on_its_last_segment_then_acts_on_them(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(segment_actor.time, "monotonic", lambda: clock[0])
+    network_fn, _, server = _server(timeout_s=10.0)
+    queue = TrajectoryQueue(0, capacity=8)
+    actor = SegmentActor(0, server, envs=EnvSpec(COUNTING, 2), network_fn=network_fn,
+                         queues=[RemoteQueue(LocalService(queue))], unroll_length=2, refresh_every=1,
+                         gamma=0.5, seed=0, round_versions=2)
+    pusher = server.client(1)
+
+    def update():
+        pusher.params()
+        pusher.push(np.ones(pusher.layout.size, np.float32))
+
+    assert actor.step()  # the first segment at once
+    assert not actor.step()  # in-process shards answer at once: blocked until version 0 + 2
+    update()
+    assert not actor.step() and actor.report()["env_steps"] == 4
+    update()
+    assert actor.step()
+    assert [int(s.policy_version[0, 0]) for s in queue.take(8)] == [0, 2]
+    assert not actor.step()  # now waiting for version 4
+    clock[0] = 10.5
+    with pytest.raises(WorkerTimeoutError, match="version 4"):
+        actor.step()
+
+
+def test_an_actor_waiting_for_its_round_resends_a_refused_segment():
+    network_fn, _, server = _server()
+    queue = TrajectoryQueue(0, capacity=1)
+    queue.add(segment(0), "another", 0)  # full
+    actor = SegmentActor(0, server, envs=EnvSpec(COUNTING, 2), network_fn=network_fn,
+                         queues=[RemoteQueue(LocalService(queue))], unroll_length=2, refresh_every=1,
+                         gamma=0.5, seed=0, round_versions=1)
+    assert actor.step()  # acted; its add is in flight
+    assert not actor.step()  # refused and sent again
+    queue.take(1)
+    assert not actor.step()  # still waiting for version 1, but the segment went in
+    (seg,) = queue.take(1)
+    assert seg.obs.shape == (2, 2, 1) and queue.stats()["added"] == 2

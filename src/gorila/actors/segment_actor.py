@@ -23,6 +23,11 @@ from gorila.nets.flat import FlatParams
 from gorila.params import ParameterServer
 from gorila.trajectory import RemoteQueue, Segment
 
+# How long one step waits at the server for the end of a round before it says it is blocked: short,
+# so a chunk whose learner has stopped (the run's end) comes back soon, and long enough that a
+# round's wait is a few calls, each answered the moment the version exists.
+ROUND_WAIT_S = 0.25
+
 
 class SegmentActor:
     """A worker: each ``step()`` acts ``unroll_length`` steps of its envs with actions sampled from
@@ -44,11 +49,20 @@ class SegmentActor:
     :class:`~gorila.actors.rollout.RolloutWorker` steps its envs in two groups that alternate, the
     inference server samples the actions and returns their log-probabilities, and each step carries
     the ``policy_version`` the server acted with (``refresh_every`` is then the server's business).
+
+    With ``round_versions`` R (synchronous PPO on Ray, where actors are processes of their own),
+    the actor acts in rounds: before each segment after its first, it waits until the server's
+    version is R past its last segment's (the learner has taken the batch that segment went into
+    and pushed its R updates), then pulls, so every batch is acted on the learner's own version.
+    The wait blocks at the shards (:meth:`~gorila.params.ParameterClient.wait_version`) for at
+    most ``ROUND_WAIT_S`` a step; a step that ends waiting says it is blocked, and one waiting for
+    longer than the server's timeout is a :class:`WorkerTimeoutError` naming the version.
     """
 
     def __init__(self, worker_id: int, server: ParameterServer, *, envs: EnvSpec,
                  network_fn: Callable[[], nn.Module], queues: list[RemoteQueue], unroll_length: int,
-                 refresh_every: int, gamma: float, seed: int, inference: ServiceEndpoint | None = None):
+                 refresh_every: int, gamma: float, seed: int, inference: ServiceEndpoint | None = None,
+                 round_versions: int | None = None):
         actor_seed = seed + 1000 * worker_id
         self.timeout_s = server.timeout_s
         self.rollout = (None if inference is None else
@@ -71,17 +85,41 @@ class SegmentActor:
         self.refused_since: float | None = None
         self.tally = ExperienceTally()
         self.queued = 0
+        self.round_versions = round_versions
+        self.rounds = None if round_versions is None else server.client(worker_id)  # its version alone
+        self.waiting_since: float | None = None
 
     def step(self) -> bool:
-        """Act and send; False while the queue is full (the segment waits to be sent again)."""
-        if not self.unsent:
+        """Act and send; False while the queue is full (the segment waits to be sent again) or,
+        in rounds, while the learner has not yet updated on the last segment."""
+        waiting = not self.unsent and not self._round_over()  # the previous add travels meanwhile
+        if not self.unsent and not waiting:
             self.unsent.append((self.collect(), self.seq))  # acts while the previous add travels
             self.seq += 1
         self._collect_reply()
-        if self.unsent:
+        if self.unsent:  # a refused segment is resent while waiting too: the round needs it
             segment, seq = sent = self.unsent.popleft()
             self.in_flight = (self.queue.add(segment, self.writer, seq), sent)
-        return self.refused_since is None
+        return self.refused_since is None and not waiting
+
+    def _round_over(self) -> bool:
+        """Whether the server's version is ``round_versions`` past the last segment's (always
+        without rounds, and before the first segment)."""
+        if self.rounds is None or self.round_versions is None or self.version < 0:
+            return True
+        target = self.version + self.round_versions
+        if self.rounds.wait_version(target, ROUND_WAIT_S) >= target:
+            self.waiting_since = None
+            return True
+        now = time.monotonic()
+        if self.waiting_since is None:
+            self.waiting_since = now
+        if now - self.waiting_since > self.timeout_s:
+            raise WorkerTimeoutError(
+                f"actor waited {self.timeout_s:.0f} s for version {target}: its last segment (version "
+                f"{self.version}) went into a batch whose {self.round_versions} updates never all came; "
+                "the learner stopped pushing")
+        return False
 
     def collect(self) -> Segment:
         """One segment of ``unroll_length`` steps of every env (pulling first when it is due)."""

@@ -23,6 +23,9 @@ class ShardEndpoint(Protocol):
     def pull(self) -> Pending[tuple[np.ndarray, int]]: ...
     def version(self) -> Pending[int]:
         """The shard's version alone, without its parameters (a cache's cheap probe)."""
+    def wait_version(self, at_least: int, wait_s: float) -> Pending[int]:
+        """The shard's version once it is ``at_least``, or after ``wait_s`` if it is not by then
+        (shards that cannot block, in this process or spread over the workers, answer at once)."""
     def connect(self) -> None:
         """Set up this process's transport to the shard now, rather than on the first push or pull."""
 
@@ -45,6 +48,10 @@ class LocalEndpoint:
             return Done(self.shard.pull())
 
     def version(self) -> Done[int]:
+        return Done(self.shard.version)
+
+    def wait_version(self, at_least: int, wait_s: float) -> Done[int]:
+        """The version at once: only this process could move it on, and it is the one asking."""
         return Done(self.shard.version)
 
     def connect(self) -> None:
@@ -120,6 +127,16 @@ class ParameterClient:
     def version(self) -> int:
         """The oldest shard version this client holds (shards advance together)."""
         return min(self.versions)
+
+    def wait_version(self, at_least: int, wait_s: float) -> int:
+        """The server's version (its oldest shard's) once every shard has reached ``at_least``,
+        or after about ``wait_s`` if one has not; pulls nothing. Each shard blocks on its side
+        (where it can), so waiting costs one call per shard, not a poll::
+
+            if client.wait_version(v, wait_s=0.25) >= v: w = client.pull()
+        """
+        pending = [ep.wait_version(at_least, wait_s) for ep in self.endpoints]
+        return min(p.result(wait_s + self.timeout_s) for p in pending)
 
     def connect(self) -> None:
         """Set up the transport to every shard now (a first push or pull would otherwise pay for it)."""

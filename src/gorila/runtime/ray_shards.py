@@ -109,18 +109,31 @@ class ShardProcess:
         result = self.host.push(grad, version, worker_id, wait=False, tag=tag)
         if not self.host.must_wait(result, version):
             return result
-        deadline = self._loop.time() + self.barrier_timeout_s
+        if not await self._reached(version + 1, self.barrier_timeout_s):
+            raise self.host.barrier_timeout(version, worker_id)
+        return self.host.refreshed(result)
+
+    async def wait_version(self, at_least: int, wait_s: float) -> int:
+        """The version once it is ``at_least``, or after ``wait_s`` (at most the barrier's
+        timeout) if it is not by then: a worker waits here for an update without polling."""
+        await self._ready()
+        await self._reached(at_least, min(wait_s, self.barrier_timeout_s))
+        return self.host.version
+
+    async def _reached(self, at_least: int, wait_s: float) -> bool:
+        """Whether the version reached ``at_least`` within ``wait_s``; other calls run meanwhile."""
+        deadline = self._loop.time() + wait_s
         self._waiting += 1  # before the version check: an update after it then wakes this loop
         try:
-            while self.host.version <= version:
+            while self.host.version < at_least:
                 # Nothing runs on this loop between the check and the wait: the event taken
                 # here is set by the next version, whichever thread makes it.
                 await asyncio.wait_for(self._next_version.wait(), deadline - self._loop.time())
-        except asyncio.TimeoutError as err:
-            raise self.host.barrier_timeout(version, worker_id) from err
+        except asyncio.TimeoutError:
+            return False
         finally:
             self._waiting -= 1
-        return self.host.refreshed(result)
+        return True
 
     async def pull(self) -> tuple[np.ndarray, int]:
         await self._ready()
@@ -256,6 +269,11 @@ class RayShardEndpoint:
     def version(self) -> RayPending:
         """The shard's version through a Ray call (no payload): a cache's probe."""
         return RayPending(self.handle.version.remote(), f"shard {self.shard_id} version")
+
+    def wait_version(self, at_least: int, wait_s: float) -> RayPending:
+        """The shard's version once it is ``at_least`` (or after ``wait_s``), answered by the
+        shard process when it is reached: one Ray call, no payload."""
+        return RayPending(self.handle.wait_version.remote(at_least, wait_s), f"shard {self.shard_id} wait_version")
 
     def close(self) -> None:
         """Close this process's fast path (later calls go through Ray)."""

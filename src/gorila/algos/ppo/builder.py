@@ -4,11 +4,12 @@
        ▲ pull every segment                      epochs x minibatches of the clipped surrogate, each pushed
        └───────────────────── parameter server ◄─┘
 
-``--mode sync`` is PPO (GAE advantages; a batch is one segment per actor of the learner's queue,
-oldest first: actors pull before every segment but keep acting while the learner runs its epochs,
-so a batch may hold segments a round old, which the ratio against the behaviour policy's
-log-probabilities accounts for and ``--max-policy-lag`` can bound); any other mode is APPO (V-trace advantages under the clip, segments of older policies
-corrected by pi / mu, their lag bounded by ``--max-policy-lag``). This is where
+``--mode sync`` is the classic synchronous PPO (GAE advantages; a batch is one segment of every
+actor of the learner's queue, all acted on the learner's version, one learner step per round: on
+the local runtime the groups' turns make the rounds, on Ray each actor waits, before its next
+segment, for the server to be ``--epochs`` x ``--minibatches`` updates past its last one); any
+other mode is APPO (V-trace advantages under the clip, segments of older policies corrected by
+pi / mu, actors never waiting, their lag bounded by ``--max-policy-lag``). This is where
 :class:`~gorila.algos.ppo.config.PPOConfig` is read; networks are A3C's.
 """
 
@@ -47,12 +48,19 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
         raise ConfigError("learners", f"each learner needs an actor of its own: at most --actors ({cfg.actors})")
     rule = run.rule(num_workers=cfg.learners)
     check_sync_learners(run, cfg.learners)
+    in_turns = run.runtime == "local"
+    rounds = rule.barrier and not in_turns
+    if rounds and cfg.batch_size not in (None, cfg.actors):
+        raise ConfigError("batch_size", f"--mode sync on Ray learns from one segment of every actor a round: "
+                                        f"leave it out or give --actors ({cfg.actors}); or use --mode async")
     loss = PPOLoss(cfg.gamma, cfg.gae_lambda, cfg.clip, cfg.value_coef, cfg.entropy_coef, cfg.value_clip,
                    cfg.normalize_advantages, "gae" if run.mode == "sync" else "vtrace", cfg.rho_bar, cfg.rho_bar,
                    cfg.max_grad_norm)
     batch_size = cfg.batch_size or math.ceil(cfg.actors / cfg.learners)
     actor = functools.partial(SegmentActor, envs=EnvSpec(rl.env, cfg.envs_per_actor), network_fn=network_fn,
-                              unroll_length=cfg.unroll_length, refresh_every=1, gamma=cfg.gamma, seed=run.seed)
+                              unroll_length=cfg.unroll_length, refresh_every=1, gamma=cfg.gamma, seed=run.seed,
+                              # one learner, one update a push: its batch's pushes are the versions of a round
+                              round_versions=cfg.epochs * cfg.minibatches if rounds else None)
     learner = functools.partial(PPOLearner, network_fn=network_fn, loss=loss, batch_size=batch_size,
                                 epochs=cfg.epochs, minibatches=cfg.minibatches, seed=run.seed)
     queue = functools.partial(TrajectoryQueue, capacity=cfg.queue_capacity, max_policy_lag=cfg.max_policy_lag)
@@ -64,7 +72,6 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
     # acts all k on the same parameters: every batch after a learner chunk's first would be whole
     # batches (epochs x minibatches versions) old, its ratios mostly clipped away. One segment per
     # chunk, never scaled up toward chunk_seconds, keeps each batch acted on the newest parameters.
-    in_turns = run.runtime == "local"
     return rl_plan(
         run, rl, algo="ppo", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=cfg.EVAL_EPSILON,
         central=central, config=asdict(cfg), spec=run.server_spec(rule, cfg.optimizer, learning_rate(cfg, rl, rule)),
