@@ -35,7 +35,7 @@ from gorila.runtime.ray_processes import RayServices, RayWorkers, ServiceProcess
 from gorila.runtime.ray_shards import RayShards, ShardProcess
 from gorila.runtime.reaper import Reaper
 from gorila.runtime.shard_recovery import ShardRecovery
-from gorila.runtime.placement import alive_nodes, pinned
+from gorila.runtime.placement import alive_nodes, fitting_share, node_cpus, pinned
 
 from ray.exceptions import GetTimeoutError  # noqa: E402  (after ray_calls: the environment is set)
 
@@ -178,8 +178,9 @@ class RayRuntime:
         return float(ray.cluster_resources().get("CPU", 1.0))
 
     def plan(self, processes: int) -> None:
-        """Share the cluster's CPUs among ``processes`` processes (at most one CPU each)."""
-        self.cpus_per_process = max(0.01, min(1.0, int(100 * self.total_cpus / max(processes, 1)) / 100))
+        """Share the cluster's CPUs among ``processes`` processes (at most one CPU each), so that
+        all of them fit on its nodes (:func:`fitting_share`)."""
+        self.cpus_per_process = fitting_share(node_cpus(), processes)
 
     def _worker_options(self) -> dict:
         return dict(num_cpus=self.cpus_per_process, max_restarts=self.max_restarts, max_task_retries=3,
