@@ -128,7 +128,8 @@ def run(run_config: RunConfig, plan: Plan, on_chunk: OnChunk | None = None, *,
                 server, services["param_cache"] = runtime.start_param_caches(server)
             with terminal.stage(f"starting {_processes(plan, specs)}"):
                 groups = {w.name: runtime.start_workers(w.factory, w.count, server, name=w.name,
-                                                        nice=w.nice, wait=False, node_of=w.node_of, gpus=w.gpus)
+                                                        nice=w.nice, wait=False, node_of=w.node_of, gpus=w.gpus,
+                                                        spread=w.spread)
                           for w in specs}
                 plan.evaluation.start(runtime, shards, groups, stall_s)
                 runtime.wait_started()

@@ -34,8 +34,9 @@ class WorkerSpec:
     ``nice`` lowers their processes' scheduling priority (Ray runtime): background producers such
     as Ape-X actors yield the CPU to the learner they feed when cores are scarce. ``node_of(k)``
     places worker ``k`` on that node (an index into the cluster's nodes, modulo their number; None:
-    wherever Ray likes). ``gpus``: the share of a GPU each worker's process asks for (learners on
-    ``--device cuda``; the Ray runtime places them on nodes with GPUs)."""
+    wherever Ray likes; ``spread``: spread over the nodes as far as they have room, unpinned).
+    ``gpus``: the share of a GPU each worker's process asks for (learners on ``--device cuda``; the
+    Ray runtime places them on nodes with GPUs)."""
 
     name: str
     factory: WorkerFactory
@@ -43,6 +44,7 @@ class WorkerSpec:
     nice: int = 0
     node_of: Callable[[int], int] | None = None
     gpus: float = 0.0
+    spread: bool = False
 
 
 @dataclass(frozen=True)

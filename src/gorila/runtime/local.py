@@ -254,9 +254,10 @@ class LocalRuntime:
 
     def start_workers(self, factory: WorkerFactory, count: int, server: ParameterServer, *,
                       name: str, nice: int = 0, wait: bool = True,
-                      node_of: Callable[[int], int] | None = None, gpus: float = 0.0) -> LocalWorkers:
-        """Built at once, in this process (``nice``, ``wait``, ``node_of`` and ``gpus`` mean nothing
-        here), or those of that name a restored snapshot holds."""
+                      node_of: Callable[[int], int] | None = None, gpus: float = 0.0,
+                      spread: bool = False) -> LocalWorkers:
+        """Built at once, in this process (``nice``, ``wait``, ``node_of``, ``gpus`` and ``spread``
+        mean nothing here), or those of that name a restored snapshot holds."""
         if "torch" in sys.modules:  # checked, not imported: lstsq workers never load torch
             sys.modules["torch"].set_num_threads(1)
         restored = self._take_restored("workers", name, count)

@@ -274,11 +274,14 @@ class RayRuntime:
 
     def start_workers(self, factory: WorkerFactory, count: int, server: ParameterServer, *,
                       name: str, nice: int = 0, wait: bool = True,
-                      node_of: Callable[[int], int] | None = None, gpus: float = 0.0) -> RayWorkers:
+                      node_of: Callable[[int], int] | None = None, gpus: float = 0.0,
+                      spread: bool = False) -> RayWorkers:
         nodes = alive_nodes() if node_of else []
+        # Ray's SPREAD is best effort: a member goes where there is room when its turn's node has none.
+        unpinned = {"scheduling_strategy": "SPREAD"} if spread else {}
         handles = [NamedActor(titled(WorkerProcess, f"{name}-{k}")  # its processes titled by role and index in ps
                               .options(**self._worker_options(gpus), name=actor,
-                                       **(pinned(nodes, node_of(k)) if node_of else {})).remote(factory, k, server, nice),
+                                       **(pinned(nodes, node_of(k)) if node_of else unpinned)).remote(factory, k, server, nice),
                               actor)
                    for k, actor in enumerate(self._names(name, count))]
         self._handles += handles

@@ -49,7 +49,8 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
 
     def groups(services: dict) -> list[WorkerSpec]:
         endpoint = services[INFERENCE][0] if central else None
-        return [WorkerSpec("worker", functools.partial(worker, inference=endpoint), cfg.workers)]
+        # Workers spread over the nodes; with central inference they must share the server's node.
+        return [WorkerSpec("worker", functools.partial(worker, inference=endpoint), cfg.workers, spread=not central)]
 
     return rl_plan(
         run, rl, algo="a3c", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=cfg.EVAL_EPSILON,
