@@ -7,7 +7,8 @@ arguments::
     network_fn = functools.partial(build_q_network, rl.env, cfg.hidden, run.seed)
     net = network_fn()                                     # refuses an unsupported env before anything starts
     central = rl.central_inference(space)
-    services = (greedy_q_inference(network_fn, rl, total_envs=8, refresh_every=4, runtime=run.runtime),) if central else ()
+    services = (greedy_q_inference(network_fn, rl, total_envs=8, refresh_every=4, runtime=run.runtime),) \
+        if central else ()
     topology = ReplayTopology(routing, actors=2, learners=1, steps_per_add=4, refresh_every=4,
                               batch_size=64, learning_starts=1000)
     return rl_plan(run, rl, algo="dqn", net=net, network_fn=network_fn, policy_fn=greedy_policy,

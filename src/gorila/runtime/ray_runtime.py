@@ -281,7 +281,8 @@ class RayRuntime:
         unpinned = {"scheduling_strategy": "SPREAD"} if spread else {}
         handles = [NamedActor(titled(WorkerProcess, f"{name}-{k}")  # its processes titled by role and index in ps
                               .options(**self._worker_options(gpus), name=actor,
-                                       **(pinned(nodes, node_of(k)) if node_of else unpinned)).remote(factory, k, server, nice),
+                                       **(pinned(nodes, node_of(k)) if node_of else unpinned))
+                              .remote(factory, k, server, nice),
                               actor)
                    for k, actor in enumerate(self._names(name, count))]
         self._handles += handles
