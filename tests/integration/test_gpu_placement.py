@@ -17,7 +17,8 @@ from gorila.algos.registry import ALGORITHMS
 from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+# A cluster of its own and three placements: about a minute on two shared cores.
+pytestmark = [pytest.mark.integration, pytest.mark.heavy, pytest.mark.timeout(180)]
 
 
 @pytest.fixture(scope="module")
