@@ -244,7 +244,10 @@ class Runtime(Protocol):
         runtime.shutdown()
 
     ``wait=True`` (the default) waits for that group's processes at once. ``node_of(k)`` pins
-    member ``k`` of a group to the node of that index (modulo the nodes, in a fixed order).
+    member ``k`` of a group to the node of that index (modulo the nodes, in a fixed order);
+    ``spread`` spreads a worker group's members over the nodes as far as they have room.
+    ``gpus`` is the share of a GPU each member's process asks for (a learner or an inference
+    server on ``--device cuda``): a runtime over a cluster places it on a node with GPUs.
     """
 
     name: str
@@ -258,10 +261,12 @@ class Runtime(Protocol):
                            poll_s: float = 0.005) -> tuple[ParameterServer, ServiceGroup]:
         """A parameter cache on every node; the server whose ``source()`` reads them."""
     def start_services(self, factory: ServiceFactory, count: int, *, name: str,
-                       wait: bool = True, node_of: Callable[[int], int] | None = None) -> ServiceGroup: ...
+                       wait: bool = True, node_of: Callable[[int], int] | None = None,
+                       gpus: float = 0.0) -> ServiceGroup: ...
     def start_workers(self, factory: WorkerFactory, count: int, server: ParameterServer, *,
                       name: str, nice: int = 0, wait: bool = True,
-                      node_of: Callable[[int], int] | None = None) -> WorkerGroup: ...
+                      node_of: Callable[[int], int] | None = None, gpus: float = 0.0,
+                      spread: bool = False) -> WorkerGroup: ...
     def wait_started(self) -> None: ...
     def wait(self, pending: list[Pending[Any]], timeout_s: float) -> list[int]:
         """Block until at least one of ``pending`` is ready (or ``timeout_s`` passed); the indices of

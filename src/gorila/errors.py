@@ -66,6 +66,16 @@ class SchedulingError(GorilaError, RuntimeError):
                    "quieter machine, or see Ray's own logs (--verbose).")
 
 
+    @classmethod
+    def no_gpu(cls, what: str, timeout_s: float, asks: float, total: float) -> SchedulingError:
+        """``what`` asked for a GPU share and none was free within ``timeout_s``."""
+        have = "has no GPU" if total == 0 else f"has {total:g} GPUs, not enough of them free"
+        return cls(f"{what} could not be placed within {timeout_s:.0f} s: each asks for {asks:g} GPU "
+                   f"(--device cuda, or --inference-device cuda for an inference server) and the cluster {have}. "
+                   "Add a node with a GPU (ray start --num-gpus N), or use --device cpu (auto picks cpu "
+                   "where the driver's machine has no GPU).")
+
+
 class ClusterUnreachableError(GorilaError, ConnectionError):
     """No Ray cluster answers at the address given (``--address`` or ``RAY_ADDRESS``); the message names it."""
 

@@ -44,3 +44,41 @@ def test_bench_speedup_refuses_bad_flags(capsys, tmp_path, flag, value):
         code = exit_.code
     assert code == 2 and flag in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
+@pytest.mark.heavy
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("algo", ["a3c", "apex", "dqn"])
+def test_bench_speedup_of_an_rl_algorithm_gives_env_steps_per_s_beside_the_machine_limit(ray_local, tmp_path, algo):
+    # A budget far below the target: every run stops at its budget, so no time to target exists.
+    assert main(["bench", "speedup", "--algo", algo, "--workers", "1,2", "--repeats", "1", "--total-steps", "1500",
+                 "--target", "1e9", "--limit-seconds", "0.5", "--out", str(tmp_path)]) == 0
+    runs = list(csv.DictReader(open(tmp_path / "runs.csv")))
+    assert [(int(r["workers"]), int(r["repeat"])) for r in runs] == [(1, 0), (2, 0)]
+    for r in runs:
+        assert int(r["env_steps"]) >= 1500 and r["reached_target"] == "False"
+        assert float(r["env_steps_per_s"]) == pytest.approx(int(r["env_steps"]) / float(r["train_time_s"]))
+    rows = list(csv.DictReader(open(tmp_path / "speedup.csv")))
+    assert [int(r["workers"]) for r in rows] == [1, 2]
+    for row, one in zip(rows, runs):  # one repeat: the median is the run
+        assert float(row["env_steps_per_s"]) == pytest.approx(float(one["env_steps_per_s"]))
+        assert float(row["limit_env_steps_per_s"]) > 0
+        ratio = float(row["env_steps_per_s"]) / float(row["limit_env_steps_per_s"])
+        assert float(row["ratio"]) == pytest.approx(ratio)
+        assert row["time_to_target_s"] == "nan" and int(row["reached"]) == 0
+    rates = [float(r["env_steps_per_s"]) for r in rows]
+    assert float(rows[1]["speedup"]) == pytest.approx(rates[1] / rates[0])
+    report = json.loads((tmp_path / "bench.json").read_text())
+    assert report["workers"] == [1, 2] and report["settings"]["algo"] == algo and "n" not in report["settings"]
+    assert report["env_steps_per_s"] == pytest.approx([float(r["env_steps_per_s"]) for r in rows])
+    assert (tmp_path / "speedup.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("flag, value", [("--total-steps", "0"), ("--limit-seconds", "0")])
+def test_bench_speedup_refuses_bad_rl_flags(capsys, tmp_path, flag, value):
+    try:
+        code = main(["bench", "speedup", "--algo", "a3c", flag, value, "--out", str(tmp_path / "out")])
+    except SystemExit as exit_:
+        code = exit_.code
+    assert code == 2 and flag in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

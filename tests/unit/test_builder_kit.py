@@ -13,6 +13,7 @@ from gorila.algos.dqn.config import DQNConfig
 from gorila.algos.kit import INFERENCE, INFERENCE_METRICS
 from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
+from gorila.errors import ConfigError
 
 
 def test_evaluation_epsilon_is_the_algorithms_unless_given():
@@ -45,3 +46,29 @@ def test_the_a3c_network_function_carries_only_what_shapes_the_network():
                                RLConfig())
     assert network_fn.args == ("CartPole-v1", (16,), True, 4)
     assert b"A3CConfig" not in pickle.dumps(network_fn)
+
+
+def test_on_ray_the_processes_on_cuda_share_one_gpu_and_the_others_ask_for_none():
+    ray = RunConfig(algo="dqn", runtime="ray")
+    cuda = RLConfig(device="cuda", inference="central", inference_device="cuda")
+    plan = dqn_plan(ray, DQNConfig(replay="global", actors=2, learners=2), cuda)
+    groups = {w.name: w for w in plan.groups({"replay": [None], INFERENCE: [None]})}
+    services = {s.name: s for s in plan.services}
+    # two learners and the inference server on one GPU, a third each (to Ray's 1/10,000)
+    assert groups["learner"].gpus == services[INFERENCE].gpus == 0.3333
+    assert groups["actor"].gpus == 0 and services["replay"].gpus == 0
+    bundles = dqn_plan(ray, DQNConfig(actors=4), RLConfig(device="cuda")).groups({})
+    assert [(w.name, w.gpus) for w in bundles] == [("bundle", 0.25)]  # each bundle holds a learner
+
+
+def test_device_cpu_asks_for_no_gpu_and_cuda_without_a_gpu_is_refused_off_ray():
+    import torch
+
+    plan = apex_plan(RunConfig(algo="apex", runtime="ray"), ApexConfig(), RLConfig(device="cpu"))
+    assert all(w.gpus == 0 for w in plan.groups({"replay": [None]})) and all(s.gpus == 0 for s in plan.services)
+    assert RLConfig(device="cpu").gpu_shares("ray", learners=2, central=True) == (0.0, 0.0)
+    if not torch.cuda.is_available():  # auto stays on the CPU where this machine has no GPU, on either runtime
+        assert RLConfig().gpu_shares("ray", learners=2, central=True) == (0.0, 0.0)
+        with pytest.raises(ConfigError) as err:
+            dqn_plan(RunConfig(algo="dqn", runtime="local"), DQNConfig(), RLConfig(device="cuda"))
+        assert err.value.field == "device"

@@ -7,7 +7,8 @@ arguments::
     network_fn = functools.partial(build_q_network, rl.env, cfg.hidden, run.seed)
     net = network_fn()                                     # refuses an unsupported env before anything starts
     central = rl.central_inference(space)
-    services = (greedy_q_inference(network_fn, rl, total_envs=8, refresh_every=4),) if central else ()
+    services = (greedy_q_inference(network_fn, rl, total_envs=8, refresh_every=4, runtime=run.runtime),) \
+        if central else ()
     topology = ReplayTopology(routing, actors=2, learners=1, steps_per_add=4, refresh_every=4,
                               batch_size=64, learning_starts=1000)
     return rl_plan(run, rl, algo="dqn", net=net, network_fn=network_fn, policy_fn=greedy_policy,
@@ -60,29 +61,30 @@ REPLAY_TRAFFIC = ("replay.bytes_added", "replay.bytes_sampled")
 CHUNK_SECONDS = 0.5
 
 
-def inference_service(policy: Callable[[], InferencePolicy], rule: BatchingRule, refresh_every: int) -> ServiceSpec:
+def inference_service(policy: Callable[[], InferencePolicy], rule: BatchingRule, refresh_every: int,
+                      gpus: float = 0.0) -> ServiceSpec:
     """The plan's inference server: one per run, on one node (rollout workers reach it through
     shared memory, so they must share its node); it pulls parameters every ``refresh_every``
-    batches."""
+    batches; ``gpus``: its share of a GPU (:meth:`RLConfig.gpu_shares`)."""
     factory = functools.partial(InferenceServer, policy=policy, rule=rule, refresh_every=refresh_every)
-    return ServiceSpec(INFERENCE, factory, 1, uses_server=True)
+    return ServiceSpec(INFERENCE, factory, 1, uses_server=True, gpus=gpus)
 
 
 def greedy_q_inference(network_fn: Callable[[], nn.Module], rl: RLConfig, total_envs: int,
-                       refresh_every: int) -> ServiceSpec:
+                       refresh_every: int, runtime: str, gpus: float = 0.0) -> ServiceSpec:
     """The inference server of a Q-learning plan: greedy actions of the Q-network (actors add ε),
     a batch being one env group of every actor by default."""
-    policy = functools.partial(GreedyQPolicy, network_fn, device=rl.server_device())
-    return inference_service(policy, rl.batching_rule(total_envs), refresh_every)
+    policy = functools.partial(GreedyQPolicy, network_fn, device=rl.server_device(runtime))
+    return inference_service(policy, rl.batching_rule(total_envs), refresh_every, gpus)
 
 
 def sampled_inference(network_fn: Callable[[], nn.Module], rl: RLConfig, total_envs: int, refresh_every: int,
-                      seed: int) -> ServiceSpec:
+                      seed: int, runtime: str, gpus: float = 0.0) -> ServiceSpec:
     """The inference server of a segment-actor plan (IMPALA, PPO): actions sampled from the
     actor-critic, returned with their log-probabilities, a batch being one env group of every actor
     by default."""
-    policy = functools.partial(SampledPolicy, network_fn, device=rl.server_device(), seed=seed)
-    return inference_service(policy, rl.batching_rule(total_envs), refresh_every)
+    policy = functools.partial(SampledPolicy, network_fn, device=rl.server_device(runtime), seed=seed)
+    return inference_service(policy, rl.batching_rule(total_envs), refresh_every, gpus)
 
 
 def rl_plan(run: RunConfig, rl: RLConfig, *, algo: str, net: nn.Module, network_fn: Callable[[], nn.Module],
@@ -121,12 +123,12 @@ class QLearningSettings(Protocol):
     max_grad_norm: float | None
 
 
-def q_learner(network_fn: Callable[[], nn.Module], settings: QLearningSettings, rl: RLConfig,
+def q_learner(network_fn: Callable[[], nn.Module], settings: QLearningSettings, rl: RLConfig, runtime: str,
               outlier_k: float | None = None) -> Callable[[], QLearner]:
     """The factory of a :class:`QLearner` (built in the learner's process, on ``--device``)."""
     return functools.partial(QLearner, network_fn, loss=settings.loss, target=settings.target,
                              target_update=settings.target_update, outlier_k=outlier_k,
-                             max_grad_norm=settings.max_grad_norm, device=resolve_device(rl.device))
+                             max_grad_norm=settings.max_grad_norm, device=resolve_device(rl.device, runtime=runtime))
 
 
 def q_actor(envs: EnvSpec, network_fn: Callable[[], nn.Module], exploration: ExplorationSchedule,
@@ -152,6 +154,7 @@ class ReplayTopology:
     network (a central actor has none: its rows enter with the largest priority so far).
     ``actor_nice`` lowers the actors' scheduling priority, so that they yield the CPU to the
     learners they feed. ``by_node`` places actor k on the node of the shard it writes to.
+    ``learner_gpus``: each learner's share of a GPU (:meth:`RLConfig.gpu_shares`).
     """
 
     routing: ShardedReplaySpec
@@ -165,6 +168,7 @@ class ReplayTopology:
     prioritized: bool = False
     actor_nice: int = 0
     by_node: bool = False
+    learner_gpus: float = 0.0
 
     @property
     def processes(self) -> int:
@@ -190,7 +194,7 @@ class ReplayTopology:
                                      prioritized=self.prioritized)
         return [WorkerSpec("actor", actors, self.actors, nice=self.actor_nice,
                            node_of=self.routing.shard_of if self.by_node else None),
-                WorkerSpec("learner", learners, self.learners)]
+                WorkerSpec("learner", learners, self.learners, gpus=self.learner_gpus)]
 
 
 #: The service group of the trajectory queues (IMPALA, PPO): one queue per learner.

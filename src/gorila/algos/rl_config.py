@@ -3,6 +3,7 @@ budget, evaluation, devices, and how actors choose their actions (``--inference`
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import gymnasium as gym
@@ -76,20 +77,36 @@ class RLConfig:
         validate.number("inference_wait_ms", self.inference_wait_ms, low=0.0)
         validate.choice("inference_device", self.inference_device, DEVICES)
 
-    def central_inference(self, observation_space: gym.Space, gpu: bool | None = None) -> bool:
+    def central_inference(self, observation_space: gym.Space, gpu: bool | None = None, runtime: str = "local") -> bool:
         """Whether actors ask an inference server (``--inference``). ``auto`` chooses central for image
         observations when the server has a GPU (``--inference-device``; ``gpu`` overrides what torch
         sees): on CPU cores every actor's own Nature CNN sampled faster than one server (``gorila bench
         sampling``), and an MLP's forward pass costs less than the round trip to a server."""
         if self.inference == "auto":
             if gpu is None:
-                gpu = self.server_device() == "cuda"
+                gpu = self.server_device(runtime) == "cuda"
             return gpu and len(observation_space.shape or ()) == 3
         return self.inference == "central"
 
-    def server_device(self) -> str:
+    def server_device(self, runtime: str = "local") -> str:
         """The inference server's device: ``--inference-device`` resolved (``auto``: a GPU if torch sees one)."""
-        return resolve_device(self.inference_device, "inference_device")
+        return resolve_device(self.inference_device, "inference_device", runtime)
+
+    def gpu_shares(self, runtime: str, learners: int, central: bool) -> tuple[float, float]:
+        """The share of a GPU that each of ``learners`` learner processes (on ``--device``; 0 for
+        an algorithm whose learners never leave the CPU) and the inference server (``central``, on
+        ``--inference-device``) ask the runtime for: the processes on cuda share one GPU equally
+        (Ray's ``num_gpus``, rounded down to its 1/10,000), so that a cluster places them on a node
+        with a GPU::
+
+            rl = RLConfig(device="cuda")
+            rl.gpu_shares("ray", learners=2, central=False)   # (0.5, 0.0)
+        """
+        learner = learners > 0 and resolve_device(self.device, "device", runtime) == "cuda"
+        server = central and self.server_device(runtime) == "cuda"
+        on_gpu = (learners if learner else 0) + (1 if server else 0)
+        share = math.floor(10_000 / on_gpu) / 10_000 if on_gpu else 0.0
+        return (share if learner else 0.0, share if server else 0.0)
 
     def batching_rule(self, total_envs: int) -> BatchingRule:
         """The inference server's rule; by default a batch is one group (half the envs) of every actor."""
@@ -106,13 +123,16 @@ class RLConfig:
             return None
 
 
-def resolve_device(device: str, field: str = "device") -> str:
-    """``auto`` is ``cuda`` when a GPU is visible, else ``cpu``; ``cuda`` without one is an error
-    naming ``field`` (``device``, ``inference_device``)."""
+def resolve_device(device: str, field: str = "device", runtime: str = "local") -> str:
+    """``auto`` is ``cuda`` when a GPU is visible here, else ``cpu`` (so a machine without one, and
+    its embedded Ray, stays on the CPU). ``cuda`` without one is an error naming ``field``
+    (``device``, ``inference_device``), except on the Ray ``runtime``: there the processes on cuda
+    ask Ray for a GPU, which places them on a node that has one (this one need not) or, where no
+    node has one, fails after its scheduling timeout naming the flag."""
     import torch
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
+    if device == "cuda" and runtime != "ray" and not torch.cuda.is_available():
         raise ConfigError(field, "cuda was asked for but torch sees no GPU")
     return device

@@ -1,4 +1,6 @@
-"""``gorila bench speedup``: time to a target loss for each worker count, with the ideal line.
+"""``gorila bench speedup``: time to a target loss for each worker count, with the ideal line
+(``--algo a3c|apex|dqn``: env steps per second and time to CartPole's target instead, by
+:mod:`gorila.bench.rl_speedup`).
 
 Each count runs ``--repeats`` times, interleaved (1, 2, 1, 2, ...), so that a slow spell of a
 shared host falls on every count alike; the figures are medians, and each single run is kept
@@ -24,6 +26,7 @@ from gorila.driver.loop import run as run_plan
 from gorila.metrics import plot_speedup
 from gorila.params.rule import MODES
 
+RL_ALGOS = ("a3c", "apex", "dqn")
 RUN_FIELDS = ("workers", "repeat", "time_to_target_s", "train_time_s", "cpu_time_s", "updates", "bytes_pushed",
               "bytes_pulled", "bytes_per_round_measured", "bytes_per_round_analytic", "machine_limit",
               "final_loss")
@@ -34,7 +37,9 @@ FIELDS = ("workers", "repeats", "time_to_target_s", "time_to_target_min_s", "tim
 
 def _arguments(argv: list[str]) -> argparse.Namespace:
     parser = command_parser("gorila bench speedup", __doc__)
-    parser.add_argument("--algo", default="lstsq", choices=["lstsq"], help="workload")
+    parser.add_argument("--algo", default="lstsq", choices=["lstsq", *RL_ALGOS],
+                        help="workload: lstsq's time to a target loss, or an RL algorithm's env steps/s and time "
+                             "to its target against its acting workers (A3C workers, DQN's and Ape-X's actors)")
     parser.add_argument("--workers", type=count_list, default="1,2,4,8", help="comma-separated worker counts")
     parser.add_argument("--mode", default="sync", choices=MODES, help="update rule")
     parser.add_argument("--server", default=None, choices=("process", "workers"),
@@ -59,8 +64,18 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=None,
                         help="directory for bench.json, the CSVs and the PNG (default: bench-out/speedup-<time>)")
     parser.add_argument("--address", default=None, help="Ray cluster to join (default: embedded)")
+    rl = parser.add_argument_group("RL workloads (--algo a3c|apex|dqn)")
+    rl.add_argument("--env", default="CartPole-v1", help="Gymnasium env id")
+    rl.add_argument("--total-steps", type=int, default=200_000,
+                    help="a run stops at its target or after this many env steps")
+    rl.add_argument("--target", type=float, default=None,
+                    help="the return that counts as solved (default: the env's reward threshold)")
+    rl.add_argument("--limit-seconds", type=float, default=5.0,
+                    help="how long the bare processes of the machine limit act for, at each count")
     args = parser.parse_args(argv)
     validate.integer("repeats", args.repeats, low=1)
+    validate.integer("total_steps", args.total_steps, low=1)
+    validate.number("limit_seconds", args.limit_seconds, low=0.1)
     if args.limit_rounds is not None:
         validate.integer("limit_rounds", args.limit_rounds, low=1)
     return args
@@ -68,6 +83,10 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = _arguments(argv)
+    if args.algo in RL_ALGOS:
+        from gorila.bench import rl_speedup
+
+        return rl_speedup.main(args)
     # Checks --n, --d, --condition, --tol and --log-every before anything starts.
     cfg = LstsqConfig(n=args.n, d=args.d, condition=args.condition, tol=args.tol, iterations=100_000,
                       log_every=args.log_every)

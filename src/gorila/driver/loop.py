@@ -137,7 +137,7 @@ def run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChun
                 plan.evaluation.load_state_dict(meta.get("evaluation", {}))
                 restored = restore_workers(runtime, plan, arrays)
             services = {s.name: runtime.start_services(s.bound(shards.server), s.count, name=s.name, wait=False,
-                                                       node_of=s.node_of)
+                                                       node_of=s.node_of, gpus=s.gpus)
                         for s in plan.services}
             specs = plan.groups({name: group.endpoints() for name, group in services.items()})
             server = shards.server
@@ -145,7 +145,9 @@ def run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChun
                 server, services["param_cache"] = runtime.start_param_caches(server)
             with terminal.stage(f"starting {_processes(plan, specs)}"):
                 groups = {w.name: runtime.start_workers(w.factory, w.count, server, name=w.name,
-                                                        nice=w.nice, wait=False, node_of=w.node_of) for w in specs}
+                                                        nice=w.nice, wait=False, node_of=w.node_of, gpus=w.gpus,
+                                                        spread=w.spread)
+                          for w in specs}
                 plan.evaluation.start(runtime, shards, groups, stall_s)
                 runtime.wait_started()
             startup["processes_s"] = terminal.elapsed()

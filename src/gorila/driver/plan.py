@@ -34,26 +34,32 @@ class WorkerSpec:
     ``nice`` lowers their processes' scheduling priority (Ray runtime): background producers such
     as Ape-X actors yield the CPU to the learner they feed when cores are scarce. ``node_of(k)``
     places worker ``k`` on that node (an index into the cluster's nodes, modulo their number; None:
-    wherever Ray likes)."""
+    wherever Ray likes; ``spread``: spread over the nodes as far as they have room, unpinned).
+    ``gpus``: the share of a GPU each worker's process asks for (learners on ``--device cuda``; the
+    Ray runtime places them on nodes with GPUs)."""
 
     name: str
     factory: WorkerFactory
     count: int
     nice: int = 0
     node_of: Callable[[int], int] | None = None
+    gpus: float = 0.0
+    spread: bool = False
 
 
 @dataclass(frozen=True)
 class ServiceSpec:
     """A group of ``count`` services (e.g. replay shards) built by ``factory(service_id)``; with
     ``uses_server`` by ``factory(service_id, server=parameter_server)`` (an inference server pulls
-    the parameters it serves). Placed as :class:`WorkerSpec` places workers (``node_of``)."""
+    the parameters it serves). Placed as :class:`WorkerSpec` places workers (``node_of``, ``gpus``:
+    an inference server on ``--inference-device cuda``)."""
 
     name: str
     factory: ServiceFactory
     count: int
     node_of: Callable[[int], int] | None = None
     uses_server: bool = False
+    gpus: float = 0.0
 
     def bound(self, server: ParameterServer) -> ServiceFactory:
         """The factory the runtime builds each service with."""

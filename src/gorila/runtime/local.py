@@ -242,9 +242,9 @@ class LocalRuntime:
         return replace(server, cache=spec), LocalServices(self._caches[-1:])
 
     def start_services(self, factory: ServiceFactory, count: int, *, name: str, wait: bool = True,
-                       node_of: Callable[[int], int] | None = None) -> LocalServices:
-        """Built at once, in this process (one node: ``node_of`` means nothing here), or those of
-        that name a restored snapshot holds."""
+                       node_of: Callable[[int], int] | None = None, gpus: float = 0.0) -> LocalServices:
+        """Built at once, in this process (one node: ``node_of`` and ``gpus`` mean nothing here; a
+        service on cuda uses this process's GPU), or those of that name a restored snapshot holds."""
         restored = self._take_restored("services", name, count)
         group = LocalServices(restored if restored is not None else [factory(k) for k in range(count)])
         self._services[name] = group
@@ -253,9 +253,10 @@ class LocalRuntime:
 
     def start_workers(self, factory: WorkerFactory, count: int, server: ParameterServer, *,
                       name: str, nice: int = 0, wait: bool = True,
-                      node_of: Callable[[int], int] | None = None) -> LocalWorkers:
-        """Built at once, in this process (``nice``, ``wait`` and ``node_of`` mean nothing here), or
-        those of that name a restored snapshot holds."""
+                      node_of: Callable[[int], int] | None = None, gpus: float = 0.0,
+                      spread: bool = False) -> LocalWorkers:
+        """Built at once, in this process (``nice``, ``wait``, ``node_of``, ``gpus`` and ``spread``
+        mean nothing here), or those of that name a restored snapshot holds."""
         if "torch" in sys.modules:  # checked, not imported: lstsq workers never load torch
             sys.modules["torch"].set_num_threads(1)
         restored = self._take_restored("workers", name, count)

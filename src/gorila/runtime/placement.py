@@ -23,6 +23,26 @@ def alive_nodes() -> list[str]:
     return sorted(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0)
 
 
+def node_cpus() -> list[float]:
+    """The CPUs of every alive node (as Ray counts them)."""
+    return [n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n["Alive"]]
+
+
+def fitting_share(cpus: list[float], processes: int) -> float:
+    """The largest CPU share (in hundredths, at most 1, at least 0.01) at which ``processes``
+    processes fit on nodes of ``cpus`` CPUs each, a node holding only whole shares: on one node the
+    CPUs divided equally, on several less where a node's remainder would strand a process (two
+    nodes of 1 CPU hold six processes of 0.28, not seven; of 0.25, eight)::
+
+        fitting_share([1.0, 1.0], 7)   # 0.25
+    """
+    hundredths = [int(round(100 * c)) for c in cpus]
+    share = max(1, min(100, sum(hundredths) // max(processes, 1)))
+    while share > 1 and sum(h // share for h in hundredths) < processes:
+        share -= 1
+    return share / 100
+
+
 def pinned(nodes: list[str], index: int) -> dict:
     """Ray options that place a process on ``nodes[index % len(nodes)]`` only."""
     return {"scheduling_strategy": NodeAffinitySchedulingStrategy(nodes[index % len(nodes)], soft=False)}

@@ -37,7 +37,7 @@ from gorila.runtime.ray_processes import RayServices, RayWorkers, ServiceProcess
 from gorila.runtime.ray_shards import RayShards, ShardProcess
 from gorila.runtime.reaper import Reaper
 from gorila.runtime.shard_recovery import ShardRecovery
-from gorila.runtime.placement import alive_nodes, pinned
+from gorila.runtime.placement import alive_nodes, fitting_share, node_cpus, pinned
 
 from ray.exceptions import GetTimeoutError  # noqa: E402  (after ray_calls: the environment is set)
 
@@ -151,7 +151,8 @@ class RayRuntime:
         runtime = RayRuntime(address="ray://...")    # or join a cluster (also via RAY_ADDRESS)
 
     Every process asks for ``cpus_per_process`` CPUs (a fraction on a small machine, so no
-    worker waits forever for a CPU that does not exist); a worker that cannot be placed
+    worker waits forever for a CPU that does not exist), and a group started with ``gpus`` its
+    share of a GPU (``num_gpus``: on a node with GPUs only); a worker that cannot be placed
     within ``schedule_timeout_s`` is a :class:`SchedulingError`. An address where nothing
     answers within ``connect_timeout_s`` is a :class:`ClusterUnreachableError` naming it (Ray
     itself would retry for minutes). Ray's own logs (start-up warnings, the workers' output)
@@ -190,7 +191,7 @@ class RayRuntime:
         self._runtime_env: dict | None = None if embedded_ray_is_up() else {"env_vars": _ONE_THREAD}
         self.cpus_per_process = 1.0
         self._handles: list[Any] = []  # every process this runtime started, ended by shutdown()
-        self._pending_start: list[tuple[Any, list, str]] = []
+        self._pending_start: list[tuple[Any, list, str, float]] = []
         # Closed before the processes are killed (fast paths, caches' shared memory).
         self._shard_groups: list[Any] = []
 
@@ -199,12 +200,15 @@ class RayRuntime:
         return float(ray.cluster_resources().get("CPU", 1.0))
 
     def plan(self, processes: int) -> None:
-        """Share the cluster's CPUs among ``processes`` processes (at most one CPU each)."""
-        self.cpus_per_process = max(0.01, min(1.0, int(100 * self.total_cpus / max(processes, 1)) / 100))
+        """Share the cluster's CPUs among ``processes`` processes (at most one CPU each), so that
+        all of them fit on its nodes (:func:`fitting_share`)."""
+        self.cpus_per_process = fitting_share(node_cpus(), processes)
 
-    def _worker_options(self) -> dict:
+    def _worker_options(self, gpus: float = 0.0) -> dict:
+        """A worker's or service's Ray options; with ``gpus`` its share of a GPU, so that Ray places it
+        on a node with GPUs (and sets its ``CUDA_VISIBLE_DEVICES``)."""
         return dict(num_cpus=self.cpus_per_process, max_restarts=self.max_restarts, max_task_retries=3,
-                    **self._env())
+                    **({"num_gpus": gpus} if gpus else {}), **self._env())
 
     def _env(self) -> dict:
         return {} if self._runtime_env is None else {"runtime_env": self._runtime_env}
@@ -213,10 +217,11 @@ class RayRuntime:
         """Cluster-unique actor names: a run shares a cluster with other runs."""
         return [f"gorila-{self._tag}-{kind}-{next(self._serial)}" for _ in range(count)]
 
-    def _starting(self, group: Any, refs: list, what: str, wait: bool) -> None:
-        """Note the replies that say ``group``'s processes are up; wait for them now, or with
-        :meth:`wait_started` together with every other group started meanwhile."""
-        self._pending_start.append((group, refs, what))
+    def _starting(self, group: Any, refs: list, what: str, wait: bool, gpus: float = 0.0) -> None:
+        """Note the replies that say ``group``'s processes are up (each asking ``gpus`` of a GPU);
+        wait for them now, or with :meth:`wait_started` together with every other group started
+        meanwhile."""
+        self._pending_start.append((group, refs, what, gpus))
         if wait:
             self.wait_started()
 
@@ -225,10 +230,13 @@ class RayRuntime:
         that cannot be placed within ``schedule_timeout_s`` is a :class:`SchedulingError`."""
         pending, self._pending_start = self._pending_start, []
         deadline = time.monotonic() + self.schedule_timeout_s
-        for group, refs, what in pending:
+        for group, refs, what, gpus in pending:
             try:
                 group.node_ids = ray.get(refs, timeout=max(deadline - time.monotonic(), 0.0))
             except GetTimeoutError as err:
+                if gpus and ray.available_resources().get("GPU", 0.0) < gpus:
+                    raise SchedulingError.no_gpu(what, self.schedule_timeout_s, gpus,
+                                                 ray.cluster_resources().get("GPU", 0.0)) from err
                 raise SchedulingError.not_started(what, self.schedule_timeout_s, self.cpus_per_process,
                                                   ray.available_resources().get("CPU", 0.0), self.total_cpus) from err
 
@@ -273,30 +281,34 @@ class RayRuntime:
         return replace(server, cache=spec), caches
 
     def start_services(self, factory: ServiceFactory, count: int, *, name: str, wait: bool = True,
-                       node_of: Callable[[int], int] | None = None) -> RayServices:
+                       node_of: Callable[[int], int] | None = None, gpus: float = 0.0) -> RayServices:
         nodes = alive_nodes() if node_of else []
         handles = [NamedActor(titled(ServiceProcess, f"{name}-{k}")  # its processes titled by role and index in ps
-                              .options(**self._worker_options(), name=actor,
+                              .options(**self._worker_options(gpus), name=actor,
                                        **(pinned(nodes, node_of(k)) if node_of else {})).remote(factory, k),
                               actor)
                    for k, actor in enumerate(self._names(name, count))]
         self._handles += handles
         group = RayServices(handles, name, self.call_timeout_s)
-        self._starting(group, [h.ready.remote() for h in handles], f"{count} {name}s", wait)
+        self._starting(group, [h.ready.remote() for h in handles], f"{count} {name}s", wait, gpus)
         return group
 
     def start_workers(self, factory: WorkerFactory, count: int, server: ParameterServer, *,
                       name: str, nice: int = 0, wait: bool = True,
-                      node_of: Callable[[int], int] | None = None) -> RayWorkers:
+                      node_of: Callable[[int], int] | None = None, gpus: float = 0.0,
+                      spread: bool = False) -> RayWorkers:
         nodes = alive_nodes() if node_of else []
+        # Ray's SPREAD is best effort: a member goes where there is room when its turn's node has none.
+        unpinned = {"scheduling_strategy": "SPREAD"} if spread else {}
         handles = [NamedActor(titled(WorkerProcess, f"{name}-{k}")  # its processes titled by role and index in ps
-                              .options(**self._worker_options(), name=actor,
-                                       **(pinned(nodes, node_of(k)) if node_of else {})).remote(factory, k, server, nice),
+                              .options(**self._worker_options(gpus), name=actor,
+                                       **(pinned(nodes, node_of(k)) if node_of else unpinned))
+                              .remote(factory, k, server, nice),
                               actor)
                    for k, actor in enumerate(self._names(name, count))]
         self._handles += handles
         group = RayWorkers(handles, name, self.call_timeout_s)
-        self._starting(group, [h.ready.remote() for h in handles], f"{count} {name}s", wait)
+        self._starting(group, [h.ready.remote() for h in handles], f"{count} {name}s", wait, gpus)
         return group
 
     def wait(self, pending: list[RayPending], timeout_s: float) -> list[int]:

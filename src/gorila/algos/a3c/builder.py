@@ -33,7 +33,7 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
     net = network_fn()  # an unsupported env is refused here, before anything starts
     envs = EnvSpec(rl.env, cfg.envs_per_actor)
     with EnvSpec(rl.env).runner(run.seed) as runner:
-        central = rl.central_inference(runner.observation_space)
+        central = rl.central_inference(runner.observation_space, runtime=run.runtime)
     worker = functools.partial(
         A3CWorker, envs=envs, network_fn=network_fn,
         loss=A3CLoss(cfg.gamma, cfg.entropy_coef, cfg.gae_lambda, cfg.max_grad_norm),
@@ -41,12 +41,16 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
         timeout_s=run.call_timeout(CHUNK_SECONDS), straggler=cfg.straggler)
     inference = ()
     if central:  # the server samples a ~ pi(.|s) with the parameters it last pulled
-        policy = functools.partial(SampledPolicy, network_fn, device=rl.server_device(), seed=run.seed)
-        inference = (inference_service(policy, rl.batching_rule(cfg.workers * cfg.envs_per_actor), REFRESH_EVERY),)
+        # A3C's workers compute their gradients on the CPU: only the inference server asks for a GPU.
+        _, server_gpus = rl.gpu_shares(run.runtime, 0, central)
+        policy = functools.partial(SampledPolicy, network_fn, device=rl.server_device(run.runtime), seed=run.seed)
+        inference = (inference_service(policy, rl.batching_rule(cfg.workers * cfg.envs_per_actor), REFRESH_EVERY,
+                                       server_gpus),)
 
     def groups(services: dict) -> list[WorkerSpec]:
         endpoint = services[INFERENCE][0] if central else None
-        return [WorkerSpec("worker", functools.partial(worker, inference=endpoint), cfg.workers)]
+        # Workers spread over the nodes; with central inference they must share the server's node.
+        return [WorkerSpec("worker", functools.partial(worker, inference=endpoint), cfg.workers, spread=not central)]
 
     return rl_plan(
         run, rl, algo="a3c", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=cfg.EVAL_EPSILON,

@@ -60,9 +60,10 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
         checkpoints=run.resolved_run_dir(rl.env) / "checkpoints" if cfg.checkpoint_replay else None)
     exploration = ExplorationSchedule.per_actor(cfg.actors, cfg.eps_alpha, cfg.eps_base)
     returns = NStepReturns(cfg.n_step, cfg.gamma)
-    central = rl.central_inference(space)
-    inference = (greedy_q_inference(network_fn, rl, cfg.actors * cfg.envs_per_actor, cfg.actor_refresh),) \
-        if central else ()
+    central = rl.central_inference(space, runtime=run.runtime)
+    learner_gpus, server_gpus = rl.gpu_shares(run.runtime, cfg.learners, central)
+    inference = (greedy_q_inference(network_fn, rl, cfg.actors * cfg.envs_per_actor, cfg.actor_refresh,
+                                    run.runtime, server_gpus),) if central else ()
 
     def actor(services: dict):
         """Each actor's network copy (which also gives its rows their initial priorities), or
@@ -74,8 +75,9 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
     topology = ReplayTopology(routing, cfg.actors, cfg.learners, steps_per_add=cfg.add_every,
                               refresh_every=None if central else cfg.actor_refresh, batch_size=cfg.batch_size,
                               learning_starts=cfg.learning_starts, prefetch=cfg.prefetch, prioritized=True,
-                              actor_nice=ACTOR_NICE, by_node=cfg.replay_placement == "node")
-    learner = q_learner(network_fn, cfg, rl)
+                              actor_nice=ACTOR_NICE, by_node=cfg.replay_placement == "node",
+                              learner_gpus=learner_gpus)
+    learner = q_learner(network_fn, cfg, rl, run.runtime)
     cache = cfg.param_cache == "node"
     return rl_plan(
         run, rl, algo="apex", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_mlp=mlp_widths(net),

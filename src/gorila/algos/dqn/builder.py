@@ -52,16 +52,18 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
     with envs.runner(run.seed) as runner:
         space = runner.observation_space
     returns = NStepReturns(cfg.n_step, cfg.gamma)
-    central = rl.central_inference(space)
-    inference = (greedy_q_inference(network_fn, rl, cfg.actors * cfg.envs_per_actor, cfg.actor_refresh),) \
-        if central else ()
+    central = rl.central_inference(space, runtime=run.runtime)
+    # Bundles hold a learner each: on cuda they share the GPU with the inference server.
+    learner_gpus, server_gpus = rl.gpu_shares(run.runtime, cfg.num_learners, central)
+    inference = (greedy_q_inference(network_fn, rl, cfg.actors * cfg.envs_per_actor, cfg.actor_refresh,
+                                    run.runtime, server_gpus),) if central else ()
 
     def actor(services: dict):
         """Each actor's network copy, or (``--inference central``) the run's inference server."""
         return q_actor(envs, network_fn, cfg.exploration(), returns, seed=run.seed,
                        inference=services[INFERENCE][0] if central else None, timeout_s=run.call_timeout(CHUNK_SECONDS))
 
-    learner = q_learner(network_fn, cfg, rl, outlier_k=cfg.outlier_k)
+    learner = q_learner(network_fn, cfg, rl, run.runtime, outlier_k=cfg.outlier_k)
     common = dict(net=net, network_fn=network_fn, policy_fn=greedy_policy, eval_mlp=mlp_widths(net),
                   eval_epsilon=cfg.EVAL_EPSILON,
                   central=central, config={**asdict(cfg), "target_update": str(cfg.target_update)},
@@ -72,7 +74,7 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
                                        replay_capacity=cfg.replay_capacity, batch_size=cfg.batch_size,
                                        learning_starts=cfg.learning_starts, train_every=cfg.train_every,
                                        actor_refresh=cfg.actor_refresh, prefetch=run.runtime != "local")
-            return [WorkerSpec("bundle", bundle, cfg.actors)]
+            return [WorkerSpec("bundle", bundle, cfg.actors, gpus=learner_gpus)]
 
         return rl_plan(run, rl, algo="dqn", **common, groups=bundles, services=inference,
                        processes=cfg.actors + len(inference), chunk_steps=lambda updates: BUNDLE_STEPS_PER_CHUNK,
@@ -87,7 +89,8 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
                                 else None)
     topology = ReplayTopology(routing, cfg.actors, cfg.num_learners, steps_per_add=cfg.actor_refresh,
                               refresh_every=None if central else cfg.actor_refresh, batch_size=cfg.batch_size,
-                              learning_starts=cfg.learning_starts, by_node=cfg.replay_placement == "node")
+                              learning_starts=cfg.learning_starts, by_node=cfg.replay_placement == "node",
+                              learner_gpus=learner_gpus)
     return rl_plan(run, rl, algo="dqn", **common,
                    groups=lambda services: topology.groups(actor, learner, services),
                    services=(topology.service(), *inference), param_cache=cfg.param_cache == "node",

@@ -47,8 +47,10 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
     queue = functools.partial(TrajectoryQueue, capacity=cfg.queue_capacity, max_policy_lag=cfg.max_policy_lag)
     # Central inference: a segment is 2 x --unroll-length batches (the groups alternate), so the
     # server pulling every that many x --actor-refresh batches keeps --actor-refresh's policy lag.
+    # The learners compute on the CPU: only the inference server asks for a GPU.
     inference = (sampled_inference(network_fn, rl, cfg.actors * cfg.envs_per_actor,
-                                   2 * cfg.unroll_length * cfg.actor_refresh, run.seed),) if central else ()
+                                   2 * cfg.unroll_length * cfg.actor_refresh, run.seed, run.runtime,
+                                   rl.gpu_shares(run.runtime, 0, central)[1]),) if central else ()
 
 
     return rl_plan(

@@ -66,8 +66,10 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
     queue = functools.partial(TrajectoryQueue, capacity=cfg.queue_capacity, max_policy_lag=cfg.max_policy_lag)
     # Central inference: the server pulls once per segment (2 x --unroll-length batches, the groups
     # alternating), as the actors of local inference do.
+    # The learners compute on the CPU: only the inference server asks for a GPU.
     inference = (sampled_inference(network_fn, rl, cfg.actors * cfg.envs_per_actor, 2 * cfg.unroll_length,
-                                   run.seed),) if central else ()
+                                   run.seed, run.runtime, rl.gpu_shares(run.runtime, 0, central)[1]),) \
+        if central else ()
     # On the local runtime the groups take turns in one process, so an actor's chunk of k segments
     # acts all k on the same parameters: every batch after a learner chunk's first would be whole
     # batches (epochs x minibatches versions) old, its ratios mostly clipped away. One segment per
