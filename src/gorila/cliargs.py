@@ -113,7 +113,9 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 def _plain(text: str) -> str:
-    """Docstring text as a terminal shows it: ````x```` and ```x``` as x, a literal block's ``::`` as ``:``."""
+    """Docstring text as a terminal shows it: ````x````, ```x``` and a role's ``:mod:`x``` as x, a
+    literal block's ``::`` as ``:``."""
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
     return re.sub(r"::$", ":", re.sub(r"`{1,2}([^`]+)`{1,2}", r"\1", text), flags=re.MULTILINE)
 
 

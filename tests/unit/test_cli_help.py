@@ -147,7 +147,7 @@ def test_one_help_style_everywhere(capsys, argv):
         assert help_text, f"{name} has no help"
         assert help_text.count("default") <= 1, (name, help_text)
         assert "(default: None)" not in help_text and not re.search(r"\(default: [(\[]", help_text), (name, help_text)
-    assert "``" not in text and "::\n" not in text
+    assert "``" not in text and "::\n" not in text and not re.search(r":[a-z]+:`", text)
 
 
 @pytest.mark.parametrize("algo", sorted(ALGORITHMS))
