@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+from hang_plans import NoEvaluation
 
 from gorila.config import RunConfig
 from gorila.driver.loop import run
@@ -53,18 +54,6 @@ class Pushes:
         with open(self.log, "w") as f:
             json.dump(self.times, f)
         return {}
-
-
-class NoEvaluation:
-    columns, target, restarts = ("score",), None, 0
-
-    def start(self, runtime, shards, groups, stall_s=None): ...
-    def before_chunk(self, now): ...
-    def after_chunk(self): ...
-    def finish(self, within_s=None): ...
-    def summary(self): return {}
-    def state_dict(self): return {}
-    def load_state_dict(self, state): ...
 
 
 def test_row12_a_stalled_worker_is_restarted_and_the_learner_goes_on_meanwhile(ray_local, tmp_path):

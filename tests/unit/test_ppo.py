@@ -62,16 +62,22 @@ def test_appo_advantages_correct_for_the_behaviour_policy():
     assert not torch.allclose(on.advantages, off.advantages)
 
 
-def test_the_learner_pushes_epochs_times_minibatches_gradients_per_batch():
+def _learner_on_a_queue(epochs: int, minibatches: int):
+    """A PPO learner (batches of 2 segments) on one in-process shard, its queue holding 2 segments."""
     params = FlatParams(network_fn()).get()
     spec = ServerSpec(rule=UpdateRule.asynchronous(), optimizer="sgd", lr=0.01)
     shards = spec.build(params)
     server = ParameterServer(tuple(LocalEndpoint(s) for s in shards), spec.layout(params.size), spec.rule)
     queue = TrajectoryQueue(0, capacity=4)
     learner = PPOLearner(0, server, network_fn=network_fn, loss=PPOLoss(), queues=[RemoteQueue(LocalService(queue))],
-                         batch_size=2, epochs=3, minibatches=2, seed=0)
+                         batch_size=2, epochs=epochs, minibatches=minibatches, seed=0)
     for seq in range(2):
         queue.add(_segment(network_fn(), seed=seq), "a", seq)
+    return learner, shards, queue
+
+
+def test_the_learner_pushes_epochs_times_minibatches_gradients_per_batch():
+    learner, shards, _ = _learner_on_a_queue(epochs=3, minibatches=2)
     assert learner.step() and learner.pushes == 6 and shards[0].version == 6  # both segments in one take
     assert learner.report()["policy_lag"] == {0: 22}  # the batch's 22 valid steps, acted at version 0
     assert not learner.step() and learner.pushes == 6  # nothing left: blocked
@@ -80,15 +86,7 @@ def test_the_learner_pushes_epochs_times_minibatches_gradients_per_batch():
 def test_a_batch_added_after_the_learners_request_came_back_empty_is_learnt_from_in_the_next_step():
     # The local runtime's turns: the request sent while a batch is learnt from finds the queue
     # empty; the actors then add the next batch, acted on the newest parameters.
-    params = FlatParams(network_fn()).get()
-    spec = ServerSpec(rule=UpdateRule.asynchronous(), optimizer="sgd", lr=0.01)
-    shards = spec.build(params)
-    server = ParameterServer(tuple(LocalEndpoint(s) for s in shards), spec.layout(params.size), spec.rule)
-    queue = TrajectoryQueue(0, capacity=4)
-    learner = PPOLearner(0, server, network_fn=network_fn, loss=PPOLoss(), queues=[RemoteQueue(LocalService(queue))],
-                         batch_size=2, epochs=1, minibatches=2, seed=0)
-    for seq in range(2):
-        queue.add(_segment(network_fn(), seed=seq), "a", seq)
+    learner, _, queue = _learner_on_a_queue(epochs=1, minibatches=2)
     assert learner.step() and learner.pushes == 2
     for seq in range(2, 4):
         segment = _segment(network_fn(), seed=seq)
