@@ -27,11 +27,13 @@ def assert_rows(report, figure, runtimes):
 
 @pytest.mark.heavy
 def test_bench_sampling_writes_each_inference_mode_beside_the_combined_limit(ray_local, tmp_path):
-    report = bench(tmp_path, "sampling", "--env", "CartPole-v1", "--actors", "2", "--envs-per-actor", "4",
+    report = bench(tmp_path, "sampling", "--env", "CartPole-v1", "--actors", "3", "--envs-per-actor", "4",
                    "--seconds", "0.4", "--rounds", "2")
     assert_rows(report, "steps_per_s", ["ray", "ray"])
+    # The limit's network runs the pipeline's batches: an actor's own envs (local); the server's
+    # batch, one group (half the envs) of each actor (central).
     assert [(row["inference"], row["actors"], row["batch"]) for row in report["rows"]] == [
-        ("local", 2, 8), ("central", 2, 4)]  # an actor's own envs; the server's batch: one group (half the envs) of each actor
+        ("local", 3, 4), ("central", 3, 6)]
     for row in report["rows"]:  # env steps and forward passes share the cores
         assert row["limit_steps_per_s"] == pytest.approx(
             1 / (1 / row["env_steps_per_s"] + 1 / row["inference_obs_per_s"]))
