@@ -11,6 +11,7 @@ from gorila.cli import main
 pytestmark = [pytest.mark.smoke, pytest.mark.timeout(240)]
 
 
+@pytest.mark.heavy  # about 10 s: `make test-heavy` runs it
 def test_bench_menger_writes_both_figures(ray_local, tmp_path):
     assert main(["bench", "menger", "--readers", "2", "--writers", "2", "--payloads", "16K", "--params", "100000",
                  "--groups", "2", "--seconds", "0.3", "--publish-ms", "20", "--out", str(tmp_path)]) == 0

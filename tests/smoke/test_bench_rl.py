@@ -39,6 +39,7 @@ def test_bench_sampling_writes_each_inference_mode_beside_the_combined_limit(ray
             1 / (1 / row["env_steps_per_s"] + 1 / row["inference_obs_per_s"]))
 
 
+@pytest.mark.heavy
 def test_bench_sampling_of_pong_with_central_inference_writes_its_headline(ray_local, tmp_path):
     report = bench(tmp_path, "sampling", "--env", "ALE/Pong-v5", "--inference", "central", "--actors", "1",
                    "--envs-per-actor", "2", "--seconds", "0.4", "--rounds", "2")
@@ -48,6 +49,7 @@ def test_bench_sampling_of_pong_with_central_inference_writes_its_headline(ray_l
     assert report["ratio"] == pytest.approx(report["steps_per_s"] / report["limit_steps_per_s"])
 
 
+@pytest.mark.heavy
 def test_bench_learner_writes_both_figures_and_the_ratio_for_each_runtime(ray_local, tmp_path):
     report = bench(tmp_path, "learner", "--env", "CartPole-v1", "--batch-size", "16", "--fill", "500",
                    "--seconds", "0.4", "--rounds", "2")
