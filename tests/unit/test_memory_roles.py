@@ -41,9 +41,15 @@ def test_peaks_are_of_the_sum_and_of_each_roles_processes_together():
 
 
 def test_a_process_tree_is_read_until_its_root_exits():
+    # The child touches 64 MiB, says so, and holds it until its stdin (the root's) is closed,
+    # which the test does once the tree has been read.
     code = ("import subprocess, sys\n"
-            "subprocess.run([sys.executable, '-c', 'import time; b = b\"x\" * (64 << 20); time.sleep(1.5)'])")
-    peaks = sample_tree(subprocess.Popen([sys.executable, "-c", code]), every_s=0.1, timeout_s=60)
+            "subprocess.run([sys.executable, '-c', 'import sys; b = b\"x\" * (64 << 20); print(\"ready\", flush=True); "
+            "sys.stdin.read()'])")
+    root = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert root.stdout.readline() == "ready\n"
+    peaks = sample_tree(root, every_s=0.1, timeout_s=60, after_read=root.stdin.close)
+    root.stdout.close()
     assert {"driver", "python"} <= peaks.roles.keys()
     assert peaks.roles["python"][1] > 64 << 20 > peaks.roles["driver"][1]  # the child's touched 64 MiB
     assert peaks.processes == 2 and peaks.total_pss > 64 << 20

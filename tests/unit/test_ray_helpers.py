@@ -1,5 +1,5 @@
 """The embedded Ray's helpers that a run never uses are killed once it is up (the autoscaler
-monitor would also hold up ``ray.shutdown``, answering SIGTERM only after sleeping out its
+monitor would also hold up ``ray.shutdown``, answering SIGTERM only after waiting out its
 interval), and nothing else."""
 
 import subprocess
@@ -8,7 +8,7 @@ import sys
 from gorila.runtime.ray_runtime import AUTOSCALER_MONITOR, LOG_MONITOR, kill_children
 
 # A child that, like the monitor, does not end on SIGTERM; its command line names what it plays.
-STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"
+STUBBORN = "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); signal.pause()"
 
 
 def test_the_children_named_are_killed_and_the_others_left_alone():

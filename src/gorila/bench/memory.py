@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,9 +96,11 @@ def read_tree(root: psutil.Process) -> list[tuple[str, int, int]]:
     return out
 
 
-def sample_tree(child: subprocess.Popen, every_s: float, timeout_s: float = 600.0) -> Peaks:
+def sample_tree(child: subprocess.Popen, every_s: float, timeout_s: float = 600.0,
+                after_read: Callable[[], None] | None = None) -> Peaks:
     """Read ``child``'s process tree every ``every_s`` seconds until it exits; its peaks. A child
-    still running after ``timeout_s`` is killed and is an error."""
+    still running after ``timeout_s`` is killed and is an error. ``after_read`` is called after
+    each reading (a caller that holds the child until it has been read releases it there)."""
     root, peaks = psutil.Process(child.pid), Peaks()
     deadline = time.monotonic() + timeout_s
     while child.poll() is None:
@@ -105,6 +108,8 @@ def sample_tree(child: subprocess.Popen, every_s: float, timeout_s: float = 600.
             child.kill()
             raise RuntimeError(f"{' '.join(map(str, child.args))} ran past {timeout_s:.0f} s")
         peaks.add(read_tree(root))
+        if after_read is not None:
+            after_read()
         try:
             child.wait(timeout=every_s)
         except subprocess.TimeoutExpired:
