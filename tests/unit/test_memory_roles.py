@@ -22,7 +22,7 @@ RAY = "/venv/lib/python3.11/site-packages/ray"
     ([f"{RAY}/core/src/ray/raylet/raylet", "--raylet_socket_name=x"], "ray:raylet"),
     (["/venv/bin/python", "-u", f"{RAY}/_private/log_monitor.py", "--x"], "ray:log_monitor"),
     (["/venv/bin/python", "/src/gorila/runtime/reaper.py", "12"], "reaper"),
-    (["/usr/bin/sleep", "1"], "sleep"),
+    (["/usr/bin/cat", "-"], "cat"),
 ])
 def test_a_process_is_named_by_its_role(cmdline, role):
     assert role_of(cmdline, is_root=False) == role
