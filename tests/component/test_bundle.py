@@ -108,3 +108,28 @@ def test_the_staleness_histogram_is_the_true_staleness(monkeypatch, mode):
     assert sum(recorded.values()) == len(endpoint.labels) > 200
     if mode == "async":  # three bundles pushing in turn: each gradient is two updates old when it lands
         assert max(recorded) >= 2
+
+
+def test_a_learner_that_copies_ahead_is_handed_each_minibatch_before_it_trains_on_it(monkeypatch):
+    """On a GPU (``--device-copy async``) the next minibatch must be on its way while this one trains:
+    the bundle stages it before asking for this one's gradient, and that staged batch is the one it
+    trains on next."""
+    events = []
+    gradient = QLearner.gradient
+
+    def recording(self, params, version, batch):
+        events.append(("gradient", batch))
+        return gradient(self, params, version, batch)
+
+    monkeypatch.setattr(QLearner, "gradient", recording)
+    shard, endpoint, (bundle,) = bundles(count=1)
+    bundle.learner.stages_ahead = True
+    monkeypatch.setattr(bundle.learner, "stage", lambda batch: events.append(("stage", batch)))
+    for _ in range(40 + 5):
+        bundle.step()
+    kinds = [kind for kind, _ in events]
+    assert kinds == ["stage", "gradient"] * 6
+    staged = [batch for kind, batch in events if kind == "stage"]
+    trained = [batch for kind, batch in events if kind == "gradient"]
+    assert all(trained[k] is staged[k - 1] for k in range(1, 6))
+    assert trained[0] is not staged[0]

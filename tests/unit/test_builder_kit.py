@@ -10,7 +10,8 @@ from gorila.algos.apex.builder import make_plan as apex_plan
 from gorila.algos.apex.config import ApexConfig
 from gorila.algos.dqn.builder import make_plan as dqn_plan
 from gorila.algos.dqn.config import DQNConfig
-from gorila.algos.kit import INFERENCE, INFERENCE_METRICS
+from gorila.algos.kit import INFERENCE, INFERENCE_METRICS, QUEUES
+from gorila.algos.registry import ALGORITHMS
 from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.errors import ConfigError
@@ -59,6 +60,18 @@ def test_on_ray_the_processes_on_cuda_share_one_gpu_and_the_others_ask_for_none(
     assert groups["actor"].gpus == 0 and services["replay"].gpus == 0
     bundles = dqn_plan(ray, DQNConfig(actors=4), RLConfig(device="cuda")).groups({})
     assert [(w.name, w.gpus) for w in bundles] == [("bundle", 0.25)]  # each bundle holds a learner
+
+
+@pytest.mark.parametrize("algo", ["impala", "ppo"])
+def test_queue_fed_learners_on_cuda_ask_for_a_gpu_share_and_are_built_on_cuda(algo):
+    ray = RunConfig(algo=algo, runtime="ray", mode="async")
+    config = ALGORITHMS[algo].config_classes()[0](learners=2)
+    plan = ALGORITHMS[algo].plan_fn()(ray, config, RLConfig(device="cuda", inference="central",
+                                                             inference_device="cuda"))
+    groups = {w.name: w for w in plan.groups({QUEUES: [None, None], INFERENCE: [None]})}
+    services = {s.name: s for s in plan.services}
+    assert groups["learner"].gpus == services[INFERENCE].gpus == 0.3333 and groups["actor"].gpus == 0
+    assert groups["learner"].factory.keywords["device"] == "cuda"
 
 
 def test_device_cpu_asks_for_no_gpu_and_cuda_without_a_gpu_is_refused_off_ray():

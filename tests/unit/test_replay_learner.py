@@ -107,3 +107,18 @@ def test_when_no_shard_answers_within_the_timeout_it_is_a_worker_timeout():
     learner = make_learner(shards, timeout_s=0.3)
     with pytest.raises(WorkerTimeoutError, match="no replay shard answered"):
         learner.step()
+
+
+def test_a_learner_that_copies_ahead_is_handed_the_requests_next_minibatch_while_this_one_trains(monkeypatch):
+    learner = make_learner([FakeShard(0)])
+    staged, trained = [], []
+    gradient = learner.learner.gradient
+    learner.learner.stages_ahead = True
+    monkeypatch.setattr(learner.learner, "stage", staged.append)
+    monkeypatch.setattr(learner.learner, "gradient",
+                        lambda params, version, batch: (trained.append(batch), gradient(params, version, batch))[1])
+    for _ in range(4):
+        learner.step()
+    # prefetch=2: each request brings two minibatches; the second is staged while the first trains
+    assert len(trained) == 4 and len(staged) == 2
+    assert staged[0] is trained[1] and staged[1] is trained[3]

@@ -128,7 +128,8 @@ def q_learner(network_fn: Callable[[], nn.Module], settings: QLearningSettings, 
     """The factory of a :class:`QLearner` (built in the learner's process, on ``--device``)."""
     return functools.partial(QLearner, network_fn, loss=settings.loss, target=settings.target,
                              target_update=settings.target_update, outlier_k=outlier_k,
-                             max_grad_norm=settings.max_grad_norm, device=resolve_device(rl.device, runtime=runtime))
+                             max_grad_norm=settings.max_grad_norm, device=resolve_device(rl.device, runtime=runtime),
+                             copy_ahead=rl.device_copy == "async")
 
 
 def q_actor(envs: EnvSpec, network_fn: Callable[[], nn.Module], exploration: ExplorationSchedule,
@@ -202,17 +203,19 @@ QUEUES = "trajectories"
 
 
 def trajectory_groups(actor: Callable[..., Any], learner: Callable[..., Any], actors: int, learners: int,
-                      central: bool) -> Callable[[dict[str, list[ServiceEndpoint]]], list[WorkerSpec]]:
+                      central: bool, learner_gpus: float = 0.0
+                      ) -> Callable[[dict[str, list[ServiceEndpoint]]], list[WorkerSpec]]:
     """A plan's ``groups`` for actors → trajectory queues → learners (IMPALA, PPO)::
 
         groups = trajectory_groups(actor, learner, cfg.actors, cfg.learners, central)
         services = (ServiceSpec(QUEUES, queue, cfg.learners), *inference)
 
     Every actor is given every queue (``queues=``) and, with central inference, the run's
-    inference server (``inference=``); learner j is given the queues and takes from queue j."""
+    inference server (``inference=``); learner j is given the queues and takes from queue j, and
+    asks the runtime for ``learner_gpus`` of a GPU (learners on ``--device cuda``)."""
     def groups(services: dict[str, list[ServiceEndpoint]]) -> list[WorkerSpec]:
         queues = [RemoteQueue(endpoint) for endpoint in services[QUEUES]]
         inference = services[INFERENCE][0] if central else None
         return [WorkerSpec("actor", functools.partial(actor, queues=queues, inference=inference), actors),
-                WorkerSpec("learner", functools.partial(learner, queues=queues), learners)]
+                WorkerSpec("learner", functools.partial(learner, queues=queues), learners, gpus=learner_gpus)]
     return groups

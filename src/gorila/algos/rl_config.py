@@ -13,6 +13,7 @@ from gorila.errors import ConfigError
 from gorila.inference.batching import BatchingRule
 
 DEVICES = ("auto", "cpu", "cuda")
+DEVICE_COPIES = ("async", "sync")
 INFERENCE_MODES = ("auto", "local", "central")
 TARGET_ON = ("eval", "train100")
 
@@ -44,6 +45,10 @@ class RLConfig:
                 "falls due, rather than in slices of the time between chunks, so that a seed's rows are the same in "
                 "every run (default: by --eval-every-s)", "metavar": "STEPS"})
     device: str = field(default="auto", metadata={"help": "learner device", "choices": DEVICES})
+    device_copy: str = field(default="async", metadata={
+        "help": "a DQN / Ape-X learner on cuda: async copies the next minibatch into pinned host memory and onto "
+                "the GPU on a side stream while this one trains; sync copies each one when the loss reads it",
+        "choices": DEVICE_COPIES})
     inference: str = field(default="auto", metadata={
         "help": "local: every actor acts with its own network copy; central: actors only step envs and the "
                 "run's inference server batches their observations; auto: central for image observations "
@@ -71,6 +76,7 @@ class RLConfig:
         if self.eval_every_steps is not None:
             validate.integer("eval_every_steps", self.eval_every_steps, low=1)
         validate.choice("device", self.device, DEVICES)
+        validate.choice("device_copy", self.device_copy, DEVICE_COPIES)
         validate.choice("inference", self.inference, INFERENCE_MODES)
         if self.inference_batch is not None:
             validate.integer("inference_batch", self.inference_batch, low=1)

@@ -1,5 +1,5 @@
-"""``gorila bench speedup --algo a3c|apex|dqn``: env steps per second and time to the target
-against the number of acting workers (A3C workers; DQN's and Ape-X's actors), beside the machine's
+"""``gorila bench speedup --algo a3c|apex|dqn|impala``: env steps per second and time to the target
+against the number of acting workers (A3C workers; DQN's, Ape-X's and IMPALA's actors), beside the machine's
 limit for the same acting.
 
 Each count runs ``--repeats`` times, interleaved (1, 2, 1, 2, ...), each a real training run
@@ -36,8 +36,8 @@ from gorila.metrics import plot_speedup
 
 #: Which field of the algorithm's config counts its acting workers, and its settings here (DQN's
 #: global replay, so that actors can be added without adding learners).
-WORKERS_FIELD = {"a3c": "workers", "apex": "actors", "dqn": "actors"}
-SETTINGS: dict[str, dict[str, Any]] = {"a3c": {}, "apex": {}, "dqn": {"replay": "global", "learners": 1}}
+WORKERS_FIELD = {"a3c": "workers", "apex": "actors", "dqn": "actors", "impala": "actors"}
+SETTINGS: dict[str, dict[str, Any]] = {"a3c": {}, "apex": {}, "dqn": {"replay": "global", "learners": 1}, "impala": {}}
 
 #: ``gorila bench speedup``'s flags of the lstsq workload, left out of an RL run's bench.json.
 LSTSQ_ONLY = ("server", "n", "d", "condition", "tol", "log_every", "limit_rounds")

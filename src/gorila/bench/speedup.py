@@ -1,5 +1,5 @@
 """``gorila bench speedup``: time to a target loss for each worker count, with the ideal line
-(``--algo a3c|apex|dqn``: env steps per second and time to CartPole's target instead, by
+(``--algo a3c|apex|dqn|impala``: env steps per second and time to CartPole's target instead, by
 :mod:`gorila.bench.rl_speedup`).
 
 Each count runs ``--repeats`` times, interleaved (1, 2, 1, 2, ...), so that a slow spell of a
@@ -26,7 +26,7 @@ from gorila.driver.loop import run as run_plan
 from gorila.metrics import plot_speedup
 from gorila.params.rule import MODES
 
-RL_ALGOS = ("a3c", "apex", "dqn")
+RL_ALGOS = ("a3c", "apex", "dqn", "impala")
 RUN_FIELDS = ("workers", "repeat", "time_to_target_s", "train_time_s", "cpu_time_s", "updates", "bytes_pushed",
               "bytes_pulled", "bytes_per_round_measured", "bytes_per_round_analytic", "machine_limit",
               "final_loss")
@@ -64,7 +64,7 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=None,
                         help="directory for bench.json, the CSVs and the PNG (default: bench-out/speedup-<time>)")
     parser.add_argument("--address", default=None, help="Ray cluster to join (default: embedded)")
-    rl = parser.add_argument_group("RL workloads (--algo a3c|apex|dqn)")
+    rl = parser.add_argument_group("RL workloads (--algo a3c|apex|dqn|impala)")
     rl.add_argument("--env", default="CartPole-v1", help="Gymnasium env id")
     rl.add_argument("--total-steps", type=int, default=200_000,
                     help="a run stops at its target or after this many env steps")

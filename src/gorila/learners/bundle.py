@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from gorila.core import ActorSpec, Learner
-from gorila.learners.replay_learner import lag_bins
+from gorila.learners.replay_learner import device_copy_report, lag_bins
 from gorila.params import ParameterServer
 from gorila.replay import check_replay_memory, make_storage
 from gorila.replay.prefetch import Prefetcher
@@ -30,7 +30,9 @@ class Bundle:
     server instead, which refreshes its own); the learner's next minibatch is sampled on a background thread
     while the current gradient is computed (unless ``prefetch`` is False: the local runtime
     samples in turn, so that which rows a minibatch can hold never depends on a thread's timing,
-    and a run of a seed is reproduced exactly, resumed or not). ``policy_lag`` counts the sampled rows by how many
+    and a run of a seed is reproduced exactly, resumed or not). A learner on a GPU that copies
+    minibatches ahead (``stages_ahead``) is handed the next minibatch before this one's gradient,
+    so its copy to the device overlaps this one's training. ``policy_lag`` counts the sampled rows by how many
     versions the server had moved on since their action was chosen (see
     :func:`~gorila.learners.replay_learner.lag_bins`).
     """
@@ -58,6 +60,7 @@ class Bundle:
         self.last_info: dict[str, float] = {}
         self.policy_lag: collections.Counter = collections.Counter()  # sampled rows by lag_bins
         self.lag_sum = 0
+        self.next_batch = None  # sampled and on its way to the learner's device
 
     def sample_batch(self):
         with self.replay_lock:
@@ -85,12 +88,10 @@ class Bundle:
     def learn(self) -> None:
         """One gradient on a prefetched minibatch, pushed without waiting (asynchronous rules) or
         through the barrier (synchronous)."""
-        if not self.prefetches:
-            batch = self.sample_batch()
-        else:
-            if self.prefetch is None:
-                self.prefetch = Prefetcher(self.sample_batch, depth=2)
-            batch = self.prefetch.next(timeout_s=60.0)
+        batch, self.next_batch = self.next_batch or self._sampled(), None
+        if getattr(self.learner, "stages_ahead", False):
+            self.next_batch = self._sampled()
+            self.learner.stage(self.next_batch)
         params, version = self.client.params(), self.client.version
         grad, self.last_info = self.learner.gradient(params, version, batch)
         lag = np.maximum(version - batch.policy_version, 0)
@@ -101,6 +102,14 @@ class Bundle:
             self.client.push(grad, wait=self.client.barrier)
             self.pushes += 1
 
+    def _sampled(self):
+        """A minibatch from the prefetch thread, or sampled now where the run samples in turn."""
+        if not self.prefetches:
+            return self.sample_batch()
+        if self.prefetch is None:
+            self.prefetch = Prefetcher(self.sample_batch, depth=2)
+        return self.prefetch.next(timeout_s=60.0)
+
     def close(self) -> None:
         if self.prefetch is not None:
             self.prefetch.close()
@@ -110,4 +119,5 @@ class Bundle:
         return {**self.actor.tally.report(), "env_failures": self.actor.env_failures, "updates_pushed": self.pushes,
                 "pushes_rejected_outlier": self.learner.skipped_outliers, "loss": self.last_info.get("loss"),
                 "version": self.client.version, "epsilon": self.actor.epsilon, "policy_lag": dict(self.policy_lag),
-                "policy_lag_mean": self.lag_sum / max(sum(self.policy_lag.values()), 1)}
+                "policy_lag_mean": self.lag_sum / max(sum(self.policy_lag.values()), 1),
+                **device_copy_report(self.learner)}

@@ -37,11 +37,14 @@ class ImpalaLearner:
     A step without a whole batch pushes nothing, so under a barrier (``--mode sync``) learners in
     processes of their own could end a chunk with different numbers of pushes, one waiting at the
     barrier for a push only the other's next chunk would make: the builders refuse that setting.
+
+    On ``device="cuda"`` (``--device cuda``) the network and the loss's tensors live on the GPU; the
+    parameters pulled and the gradient pushed cross to it and back once per push.
     """
 
     def __init__(self, worker_id: int, server: ParameterServer, *, network_fn: Callable[[], nn.Module],
-                 loss: ImpalaLoss, queues: list[RemoteQueue], batch_size: int):
-        self.net = network_fn()
+                 loss: ImpalaLoss, queues: list[RemoteQueue], batch_size: int, device: str = "cpu"):
+        self.net = network_fn().to(device)  # before FlatParams, whose buffers live where the parameters do
         self.flat = FlatParams(self.net)
         self.loss, self.batch_size = loss, batch_size
         self.client = server.client(worker_id)

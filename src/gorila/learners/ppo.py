@@ -31,8 +31,9 @@ class PPOLearner(ImpalaLearner):
 
     def __init__(self, worker_id: int, server: ParameterServer, *, network_fn: Callable[[], nn.Module],
                  loss: PPOLoss, queues: list[RemoteQueue], batch_size: int, epochs: int, minibatches: int,
-                 seed: int):
-        super().__init__(worker_id, server, network_fn=network_fn, loss=loss, queues=queues, batch_size=batch_size)
+                 seed: int, device: str = "cpu"):
+        super().__init__(worker_id, server, network_fn=network_fn, loss=loss, queues=queues, batch_size=batch_size,
+                         device=device)
         self.epochs, self.minibatches = epochs, minibatches
         self.rng = np.random.default_rng(seed + 1000 * worker_id)
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import numpy as np
 from torch import nn
 
+from gorila.learners.device_copy import DeviceCopy
 from gorila.learners.target import TargetUpdate
 from gorila.losses.dqn import dqn_loss
 from gorila.nets import FlatParams
@@ -49,11 +50,16 @@ class QLearner:
     parameters as ``target_update`` says, counted in *global* updates (the version). Rows are
     weighted by the batch's importance weights. The returned gradient is this learner's buffer:
     push it before the next call.
+
+    On a GPU with ``copy_ahead`` (``--device-copy async``), a worker that knows its next minibatch
+    hands it to :meth:`stage` before asking for this one's gradient: it is copied to the device
+    while this one trains (:class:`~gorila.learners.device_copy.DeviceCopy`); ``stages_ahead``
+    says whether this learner does that.
     """
 
     def __init__(self, network_fn: Callable[[], nn.Module], *, loss: str, target: str,
                  target_update: TargetUpdate, outlier_k: float | None, max_grad_norm: float | None,
-                 device: str = "cpu"):
+                 device: str = "cpu", copy_ahead: bool = True):
         self.loss, self.target_kind = loss, target
         self.target_update, self.max_grad_norm = target_update, max_grad_norm
         self.online = network_fn().to(device)
@@ -64,6 +70,12 @@ class QLearner:
         self.target_version = -1
         self.outliers = OutlierFilter(outlier_k)
         self.skipped_outliers = 0
+        self.device_copy = DeviceCopy(device, ahead=copy_ahead)
+        self.stages_ahead = self.device_copy.ahead
+
+    def stage(self, batch: Batch) -> None:
+        """Start copying a coming minibatch to the device (nothing unless ``stages_ahead``)."""
+        self.device_copy.stage(batch)
 
     def gradient(self, params: np.ndarray, version: int, batch: Batch) -> tuple[np.ndarray | None, dict]:
         moved = self.target_update.follow(self.target_params, self.target_version, params, version)
@@ -73,7 +85,7 @@ class QLearner:
         self.flat.set(params)
         # Zeroed in place: backward accumulates straight into the flat buffer that is pushed.
         self.flat.zero_grad()
-        loss, info = dqn_loss(self.online, self.target, batch, self.loss, self.target_kind)
+        loss, info = dqn_loss(self.online, self.target, self.device_copy.take(batch), self.loss, self.target_kind)
         if self.outliers.is_outlier(info["loss"]):
             self.skipped_outliers += 1
             return None, info

@@ -43,7 +43,8 @@ class ReplayLearner:
     it is a :class:`WorkerTimeoutError`. Until every shard holds its share of ``learning_starts``
     rows a step only asks the shards whether to start; they give every learner the same answer for
     the same step, so learners under a synchronous rule start in the same round (a learner restarted
-    after a crash is let in at once). ``policy_lag`` counts sampled rows by how many versions the
+    after a crash is let in at once). A learner on a GPU that copies ahead (``stages_ahead``) is
+    handed the request's next minibatch before this one's gradient. ``policy_lag`` counts sampled rows by how many versions the
     server had moved on since the actor acted, in bins of powers of two (see :func:`lag_bins`).
     """
 
@@ -85,6 +86,8 @@ class ReplayLearner:
         self.wait_s += got - began
         if batch is None:
             return False
+        if self.minibatches and getattr(self.learner, "stages_ahead", False):
+            self.learner.stage(self.minibatches[0])  # on its way to the GPU while this one trains
         params, version = self.client.params(), self.client.version
         grad, info = self.learner.gradient(params, version, batch)
         self.last_info = {k: v for k, v in info.items() if isinstance(v, float)}
@@ -188,7 +191,13 @@ class ReplayLearner:
                 "learner_wait_s": self.wait_s, "learner_time_s": self.time_s,
                 "wait_fraction": self.wait_s / self.time_s if self.time_s else None, "policy_lag_mean": lag,
                 "policy_lag": dict(self.policy_lag),
-                "shards_passed_over": self.shards_passed_over}
+                "shards_passed_over": self.shards_passed_over, **device_copy_report(self.learner)}
+
+
+def device_copy_report(learner: Learner) -> dict[str, int]:
+    """A GPU learner's counts of minibatches copied ahead and when used (nothing for others)."""
+    copy = getattr(learner, "device_copy", None)
+    return copy.report() if copy is not None and copy.ahead else {}
 
 
 def lag_bins(lag: np.ndarray) -> np.ndarray:

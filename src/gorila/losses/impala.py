@@ -25,19 +25,26 @@ def bootstrap_inputs(net: nn.Module, segment: Segment) -> tuple[torch.Tensor, to
     """``(rewards, discounts, bootstrap_value)`` of ``segment`` as V-trace and GAE read them, without
     gradient: a truncated step's reward gains ``discount * V(final_obs)`` and its discount becomes 0
     (the episode's sums end with the value of where it was cut); reset slots and failed envs get
-    discount 0 too, so no return flows across them; the bootstrap is ``V(last_obs)``."""
-    valid = torch.as_tensor(segment.valid)
-    rewards = torch.as_tensor(segment.rewards, dtype=torch.float32)
-    discounts = torch.as_tensor(segment.discounts, dtype=torch.float32)
-    truncated = torch.as_tensor(segment.truncated) & valid
+    discount 0 too, so no return flows across them; the bootstrap is ``V(last_obs)``. Tensors are
+    on the device of ``net``'s parameters."""
+    device = net_device(net)
+    valid = torch.as_tensor(segment.valid, device=device)
+    rewards = torch.as_tensor(segment.rewards, dtype=torch.float32, device=device)
+    discounts = torch.as_tensor(segment.discounts, dtype=torch.float32, device=device)
+    truncated = torch.as_tensor(segment.truncated, device=device) & valid
     with torch.no_grad():
-        _, bootstrap = net(torch.as_tensor(segment.last_obs, dtype=torch.float32))
+        _, bootstrap = net(torch.as_tensor(segment.last_obs, dtype=torch.float32, device=device))
         if truncated.any():
-            final = net(torch.as_tensor(segment.final_obs, dtype=torch.float32)[truncated])[1]
+            final = net(torch.as_tensor(segment.final_obs, dtype=torch.float32, device=device)[truncated])[1]
             rewards = rewards.clone()
             rewards[truncated] += discounts[truncated] * final
         discounts = torch.where(truncated | ~valid, torch.zeros_like(discounts), discounts)
     return rewards, discounts, bootstrap
+
+
+def net_device(net: nn.Module) -> torch.device:
+    """Where ``net``'s parameters live: the loss puts a segment's arrays there."""
+    return next(net.parameters()).device
 
 
 @dataclass(frozen=True)
@@ -58,16 +65,18 @@ class ImpalaLoss:
         ``policy_loss``, ``value_loss``, ``entropy``, ``rho_mean`` and ``grad_norm`` (before clipping)."""
         if flat.module is not net:
             raise ValueError("flat must be the FlatParams of net")
-        obs = torch.as_tensor(segment.obs, dtype=torch.float32)
-        valid = torch.as_tensor(segment.valid)
+        device = net_device(net)
+        obs = torch.as_tensor(segment.obs, dtype=torch.float32, device=device)
+        valid = torch.as_tensor(segment.valid, device=device)
         weight = valid.float()
         count = weight.sum().clamp(min=1.0)
         rewards, discounts, bootstrap = bootstrap_inputs(net, segment)
         flat.zero_grad()  # in place: the gradients stay views of flat's buffer
         logits, values = net(obs)
         log_probs = torch.log_softmax(logits, -1)
-        log_pi = log_probs.gather(-1, torch.as_tensor(segment.actions).long().unsqueeze(-1)).squeeze(-1)
-        behaviour = torch.as_tensor(segment.log_probs, dtype=torch.float32)
+        actions = torch.as_tensor(segment.actions, device=device).long()
+        log_pi = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        behaviour = torch.as_tensor(segment.log_probs, dtype=torch.float32, device=device)
         log_rhos = (log_pi.detach() - behaviour) * weight if self.vtrace else torch.zeros_like(log_pi)
         vs, pg_advantages = vtrace_targets(log_rhos, discounts, rewards, values.detach(), bootstrap,
                                            self.rho_bar, self.c_bar, self.pg_rho_bar)

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from gorila.losses.gae import gae
-from gorila.losses.impala import bootstrap_inputs
+from gorila.losses.impala import bootstrap_inputs, net_device
 from gorila.losses.ppo import ppo_loss
 from gorila.losses.vtrace import vtrace_targets
 from gorila.nets.flat import FlatParams
@@ -39,7 +39,7 @@ class PPOBatch:
         return len(self.actions)
 
     def select(self, idx: np.ndarray) -> PPOBatch:
-        index = torch.as_tensor(idx)
+        index = torch.as_tensor(idx, device=self.actions.device)
         return PPOBatch(*(getattr(self, name)[index] for name in self.__dataclass_fields__))
 
 
@@ -65,19 +65,20 @@ class PPOLoss:
     def targets(self, net: nn.Module, segment: Segment) -> PPOBatch:
         """The batch's valid steps with advantages and returns from ``net`` (no gradient)."""
         rewards, discounts, bootstrap = bootstrap_inputs(net, segment)
-        obs = torch.as_tensor(segment.obs, dtype=torch.float32)
-        actions = torch.as_tensor(segment.actions).long()
-        behaviour = torch.as_tensor(segment.log_probs, dtype=torch.float32)
+        device = net_device(net)
+        obs = torch.as_tensor(segment.obs, dtype=torch.float32, device=device)
+        actions = torch.as_tensor(segment.actions, device=device).long()
+        behaviour = torch.as_tensor(segment.log_probs, dtype=torch.float32, device=device)
+        valid = torch.as_tensor(segment.valid, device=device)
         with torch.no_grad():
             logits, values = net(obs)
             if self.advantages == "vtrace":
                 log_pi = torch.log_softmax(logits, -1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
-                log_rhos = (log_pi - behaviour) * torch.as_tensor(segment.valid).float()
+                log_rhos = (log_pi - behaviour) * valid.float()
                 returns, advantages = vtrace_targets(log_rhos, discounts, rewards, values, bootstrap,
                                                      self.rho_bar, self.c_bar, self.rho_bar)
             else:
                 advantages, returns = gae(discounts, rewards, values, bootstrap, self.lam)
-        valid = torch.as_tensor(segment.valid)
         advantages = advantages[valid]
         if self.normalize and len(advantages) > 1:
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)

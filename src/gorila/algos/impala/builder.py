@@ -17,7 +17,7 @@ from gorila.actors.segment_actor import SegmentActor
 from gorila.algos.a3c.networks import greedy_policy, make_network
 from gorila.algos.impala.config import ImpalaConfig
 from gorila.algos.kit import QUEUES, rl_plan, sampled_inference, trajectory_groups
-from gorila.algos.rl_config import RLConfig
+from gorila.algos.rl_config import RLConfig, resolve_device
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, ServiceSpec
 from gorila.envs.spec import EnvSpec
@@ -43,21 +43,22 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
                       vtrace=cfg.vtrace == "on", max_grad_norm=cfg.max_grad_norm)
     rule = run.rule(num_workers=cfg.learners)
     check_sync_learners(run, cfg.learners)
-    learner = functools.partial(ImpalaLearner, network_fn=network_fn, loss=loss, batch_size=cfg.batch_size)
+    learner_gpus, server_gpus = rl.gpu_shares(run.runtime, cfg.learners, central)
+    learner = functools.partial(ImpalaLearner, network_fn=network_fn, loss=loss, batch_size=cfg.batch_size,
+                                device=resolve_device(rl.device, runtime=run.runtime))
     queue = functools.partial(TrajectoryQueue, capacity=cfg.queue_capacity, max_policy_lag=cfg.max_policy_lag)
     # Central inference: a segment is 2 x --unroll-length batches (the groups alternate), so the
     # server pulling every that many x --actor-refresh batches keeps --actor-refresh's policy lag.
-    # The learners compute on the CPU: only the inference server asks for a GPU.
     inference = (sampled_inference(network_fn, rl, cfg.actors * cfg.envs_per_actor,
                                    2 * cfg.unroll_length * cfg.actor_refresh, run.seed, run.runtime,
-                                   rl.gpu_shares(run.runtime, 0, central)[1]),) if central else ()
+                                   server_gpus),) if central else ()
 
 
     return rl_plan(
         run, rl, algo="impala", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=cfg.EVAL_EPSILON,
         central=central, config=asdict(cfg),
         spec=run.server_spec(rule, cfg.optimizer, cfg.lr),
-        groups=trajectory_groups(actor, learner, cfg.actors, cfg.learners, central),
+        groups=trajectory_groups(actor, learner, cfg.actors, cfg.learners, central, learner_gpus),
         services=(ServiceSpec(QUEUES, queue, cfg.learners), *inference),
         processes=cfg.actors + 2 * cfg.learners + len(inference), chunk_steps=lambda updates: STEPS_PER_CHUNK,
         metrics=METRICS, histograms=("learner.policy_lag",))

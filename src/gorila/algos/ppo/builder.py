@@ -24,7 +24,7 @@ from gorila.algos.a3c.networks import greedy_policy, make_network
 from gorila.algos.impala.builder import check_sync_learners
 from gorila.algos.kit import CHUNK_SECONDS, QUEUES, rl_plan, sampled_inference, trajectory_groups
 from gorila.algos.ppo.config import PPOConfig
-from gorila.algos.rl_config import RLConfig
+from gorila.algos.rl_config import RLConfig, resolve_device
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, ServiceSpec
 from gorila.envs.spec import EnvSpec
@@ -61,15 +61,15 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
                               unroll_length=cfg.unroll_length, refresh_every=1, gamma=cfg.gamma, seed=run.seed,
                               # one learner, one update a push: its batch's pushes are the versions of a round
                               round_versions=cfg.epochs * cfg.minibatches if rounds else None)
+    learner_gpus, server_gpus = rl.gpu_shares(run.runtime, cfg.learners, central)
     learner = functools.partial(PPOLearner, network_fn=network_fn, loss=loss, batch_size=batch_size,
-                                epochs=cfg.epochs, minibatches=cfg.minibatches, seed=run.seed)
+                                epochs=cfg.epochs, minibatches=cfg.minibatches, seed=run.seed,
+                                device=resolve_device(rl.device, runtime=run.runtime))
     queue = functools.partial(TrajectoryQueue, capacity=cfg.queue_capacity, max_policy_lag=cfg.max_policy_lag)
     # Central inference: the server pulls once per segment (2 x --unroll-length batches, the groups
     # alternating), as the actors of local inference do.
-    # The learners compute on the CPU: only the inference server asks for a GPU.
     inference = (sampled_inference(network_fn, rl, cfg.actors * cfg.envs_per_actor, 2 * cfg.unroll_length,
-                                   run.seed, run.runtime, rl.gpu_shares(run.runtime, 0, central)[1]),) \
-        if central else ()
+                                   run.seed, run.runtime, server_gpus),) if central else ()
     # On the local runtime the groups take turns in one process, so an actor's chunk of k segments
     # acts all k on the same parameters: every batch after a learner chunk's first would be whole
     # batches (epochs x minibatches versions) old, its ratios mostly clipped away. One segment per
@@ -77,7 +77,7 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
     return rl_plan(
         run, rl, algo="ppo", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=cfg.EVAL_EPSILON,
         central=central, config=asdict(cfg), spec=run.server_spec(rule, cfg.optimizer, learning_rate(cfg, rl, rule)),
-        groups=trajectory_groups(actor, learner, cfg.actors, cfg.learners, central),
+        groups=trajectory_groups(actor, learner, cfg.actors, cfg.learners, central, learner_gpus),
         services=(ServiceSpec(QUEUES, queue, cfg.learners), *inference),
         processes=cfg.actors + 2 * cfg.learners + len(inference),
         chunk_steps=lambda updates: 1 if in_turns else STEPS_PER_CHUNK,
