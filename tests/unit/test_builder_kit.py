@@ -77,9 +77,10 @@ def test_queue_fed_learners_on_cuda_ask_for_a_gpu_share_and_are_built_on_cuda(al
 def test_device_cpu_asks_for_no_gpu_and_cuda_without_a_gpu_is_refused_off_ray():
     import torch
 
-    plan = apex_plan(RunConfig(algo="apex", runtime="ray"), ApexConfig(), RLConfig(device="cpu"))
+    cpu = RLConfig(device="cpu", inference_device="cpu")  # auto would pick a GPU where this machine has one
+    plan = apex_plan(RunConfig(algo="apex", runtime="ray"), ApexConfig(), cpu)
     assert all(w.gpus == 0 for w in plan.groups({"replay": [None]})) and all(s.gpus == 0 for s in plan.services)
-    assert RLConfig(device="cpu").gpu_shares("ray", learners=2, central=True) == (0.0, 0.0)
+    assert cpu.gpu_shares("ray", learners=2, central=True) == (0.0, 0.0)
     if not torch.cuda.is_available():  # auto stays on the CPU where this machine has no GPU, on either runtime
         assert RLConfig().gpu_shares("ray", learners=2, central=True) == (0.0, 0.0)
         with pytest.raises(ConfigError) as err:

@@ -18,6 +18,7 @@ from torch import nn
 
 from gorila.losses.vtrace import vtrace_targets
 from gorila.nets.flat import FlatParams
+from gorila.nets.inputs import observation_tensor
 from gorila.trajectory.segment import Segment
 
 
@@ -31,11 +32,12 @@ def bootstrap_inputs(net: nn.Module, segment: Segment) -> tuple[torch.Tensor, to
     valid = torch.as_tensor(segment.valid, device=device)
     rewards = torch.as_tensor(segment.rewards, dtype=torch.float32, device=device)
     discounts = torch.as_tensor(segment.discounts, dtype=torch.float32, device=device)
-    truncated = torch.as_tensor(segment.truncated, device=device) & valid
+    cut = segment.truncated & segment.valid
+    truncated = torch.as_tensor(cut, device=device)
     with torch.no_grad():
-        _, bootstrap = net(torch.as_tensor(segment.last_obs, dtype=torch.float32, device=device))
-        if truncated.any():
-            final = net(torch.as_tensor(segment.final_obs, dtype=torch.float32, device=device)[truncated])[1]
+        _, bootstrap = net(observation_tensor(segment.last_obs, device))
+        if cut.any():  # only the cut steps' final observations travel to the device
+            final = net(observation_tensor(segment.final_obs[cut], device))[1]
             rewards = rewards.clone()
             rewards[truncated] += discounts[truncated] * final
         discounts = torch.where(truncated | ~valid, torch.zeros_like(discounts), discounts)
@@ -66,7 +68,7 @@ class ImpalaLoss:
         if flat.module is not net:
             raise ValueError("flat must be the FlatParams of net")
         device = net_device(net)
-        obs = torch.as_tensor(segment.obs, dtype=torch.float32, device=device)
+        obs = observation_tensor(segment.obs, device)  # frames cross as bytes, cast by the network
         valid = torch.as_tensor(segment.valid, device=device)
         weight = valid.float()
         count = weight.sum().clamp(min=1.0)

@@ -19,6 +19,7 @@ from gorila.losses.impala import bootstrap_inputs, net_device
 from gorila.losses.ppo import ppo_loss
 from gorila.losses.vtrace import vtrace_targets
 from gorila.nets.flat import FlatParams
+from gorila.nets.inputs import observation_tensor
 from gorila.trajectory.segment import Segment
 
 ADVANTAGES = ("gae", "vtrace")
@@ -66,7 +67,7 @@ class PPOLoss:
         """The batch's valid steps with advantages and returns from ``net`` (no gradient)."""
         rewards, discounts, bootstrap = bootstrap_inputs(net, segment)
         device = net_device(net)
-        obs = torch.as_tensor(segment.obs, dtype=torch.float32, device=device)
+        obs = observation_tensor(segment.obs, device)
         actions = torch.as_tensor(segment.actions, device=device).long()
         behaviour = torch.as_tensor(segment.log_probs, dtype=torch.float32, device=device)
         valid = torch.as_tensor(segment.valid, device=device)

@@ -14,8 +14,10 @@ def observation_tensor(obs: np.ndarray, device: torch.device) -> torch.Tensor:
     On the CPU they are cast to float32 here: numpy casts a few envs' booleans or bytes several
     times faster than torch's ``.float()``, which then costs nothing in the network. Toward an
     accelerator they cross as they are (a byte per cell or pixel, a quarter of float32) and the
-    network casts them there. The values are the same either way.
+    network casts them there (other floats than float32 are cast there too). The values are the
+    same either way.
     """
     if device.type == "cpu":
         return torch.as_tensor(np.asarray(obs, dtype=np.float32))
-    return torch.as_tensor(obs).to(device, non_blocking=True)
+    tensor = torch.as_tensor(obs).to(device, non_blocking=True)
+    return tensor.float() if tensor.is_floating_point() else tensor
