@@ -116,8 +116,8 @@ print(len(evaluator.report()["eval_returns"]), 'torch' in sys.modules)
 """
 
 
-@pytest.mark.parametrize("algo", ["a3c", "impala", "ppo"])
-def test_the_evaluator_an_actor_critic_builder_makes_for_cartpole_plays_without_torch(tmp_path, algo):
+@pytest.mark.parametrize("algo", ["a3c", "impala", "ppo", "dqn", "apex"])
+def test_the_evaluator_a_builder_makes_for_cartpole_plays_without_torch(tmp_path, algo):
     """The plan's evaluator factory, pickled as a runtime sends it to the evaluator's process, is
     built and plays there; torch is never loaded in that process."""
     algorithm = ALGORITHMS[algo]
