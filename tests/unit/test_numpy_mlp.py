@@ -1,7 +1,6 @@
 """The evaluator's numpy copy of a plain MLP Q-network, or of an MLP actor-critic's policy: the same
 outputs and greedy actions as the torch network on the same flat parameters, found only for MLPs,
-and no torch in the evaluator's process (DQN's, and A3C's, IMPALA's and PPO's as their builders
-make it)."""
+and no torch in the evaluator's process, as every RL builder makes it for CartPole."""
 
 import pickle
 import subprocess
