@@ -131,9 +131,10 @@ def cmd_train(argv: list[str]) -> int:
     from gorila.metrics.terminal import Terminal
 
     run, configs, verbosity = _configs(argv)
+    terminal = Terminal(verbosity)
     try:
         with _stdout_kept_for_the_summary():
-            summary = launch(run, configs, Terminal(verbosity))
+            summary = launch(run, configs, terminal)
     except Interrupted as stop:
         if stop.summary is None:  # stopped while starting: nothing was trained or saved
             print(f"gorila train: {stop} while starting; nothing was trained", file=sys.stderr)
@@ -141,8 +142,10 @@ def cmd_train(argv: list[str]) -> int:
         _print_summary(stop.summary)
         print(f"gorila train: {stop}; everything is saved in {stop.summary['run_dir']} "
               f"(continue with gorila train --resume {stop.summary['run_dir']})", file=sys.stderr)
+        terminal.stamp("exiting")
         return stop.exit_code
     _print_summary(summary)
+    terminal.stamp("exiting")  # the last of the run's end's stages (--verbose), as summary.json's shutdown has them
     return 0
 
 

@@ -121,3 +121,24 @@ def test_the_summary_says_how_long_after_its_parameters_were_taken_the_target_wa
     assert abs(reaching["eval_train_time_s"] + summary["target_eval_latency_s"]
                - summary["train_time_to_target_s"]) < 1e-6
     assert summary["eval_latency_s_max"] >= summary["eval_latency_s_mean"] > 0
+
+
+SHUTDOWN = ("stop_s", "last_chunk_s", "last_evaluation_s", "final_checkpoint_s", "summary_s", "runtime_stopped_s",
+            "learning_curve_s")
+
+
+def test_the_summary_stamps_each_stage_of_the_runs_end_in_order(tmp_path):
+    """From the stop to the learning curve, each stage's time since the start: after the start-up's,
+    in the order the run's end takes them (the summary and the final checkpoint before the runtime
+    stops); ``shutdown_s`` is the span from the last chunk's end. summary.json, written before the
+    runtime stopped, gets the stages after it too, as the returned summary has them."""
+    run_config, plan = _a3c(tmp_path / "run", total_steps=3_000)
+    summary = run(run_config, plan, terminal=Terminal(QUIET))
+    stamps = summary["shutdown"]
+    assert tuple(stamps) == SHUTDOWN  # a budget's stop waits for the last evaluation: every stage is there
+    times = [stamps[stage] for stage in SHUTDOWN]
+    assert times == sorted(times) and times[0] >= max(summary["startup"].values()) >= 0
+    assert stamps["final_checkpoint_s"] <= summary["wall_time_from_start_s"] <= stamps["summary_s"]
+    assert summary["shutdown_s"] == stamps["learning_curve_s"] - stamps["last_chunk_s"] >= 0
+    saved = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert saved["shutdown"] == stamps and saved["shutdown_s"] == summary["shutdown_s"]

@@ -29,3 +29,6 @@ def test_rl_algorithms_train_on_ray(ray_local, tmp_path, train, algo, cfg, mode)
         assert summary["pushes_accepted"] == staleness.get(2, 0)
         assert summary["pushes_rejected_stale"] == sum(n for s, n in staleness.items() if s > 2)
     assert summary["eval_epsilon"] == {"dqn": 0.05, "a3c": 0.0}[algo]
+    # the run's end on Ray, stage by stage in order: the summary written before the processes are stopped
+    stamps = list(summary["shutdown"].values())
+    assert "runtime_stopped_s" in summary["shutdown"] and stamps == sorted(stamps) and summary["shutdown_s"] >= 0

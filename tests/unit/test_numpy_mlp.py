@@ -1,6 +1,8 @@
-"""The evaluator's numpy copy of a plain MLP Q-network: the same Q-values and greedy actions as the
-torch network on the same flat parameters, found only for plain MLPs, and no torch in its process."""
+"""The evaluator's numpy copy of a plain MLP Q-network, or of an MLP actor-critic's policy: the same
+outputs and greedy actions as the torch network on the same flat parameters, found only for MLPs,
+and no torch in the evaluator's process, as every RL builder makes it for CartPole."""
 
+import pickle
 import subprocess
 import sys
 
@@ -9,7 +11,12 @@ import numpy as np
 import pytest
 import torch
 
+from gorila.algos.a3c.networks import GreedyPolicy, make_network
+from gorila.algos.registry import ALGORITHMS
+from gorila.config import RunConfig
 from gorila.nets import FlatParams
+from gorila.nets.actor_critic import ActorCritic, ConvActorCritic, numpy_policy
+from gorila.nets.minatar import MinAtarActorCritic
 from gorila.nets.numpy_mlp import NumpyMLP
 from gorila.nets.q import VectorQNetwork, greedy_policy, make_q_network, mlp_widths
 
@@ -48,8 +55,9 @@ from gorila.params import ServerSpec, UpdateRule
 from gorila.runtime import LocalRuntime
 import numpy as np
 widths = (4, 8, 2)
+from gorila.nets.numpy_mlp import NumpyMLP
 evaluation = PolicyEvaluation("CartPole-v1", None, None, episodes=2, epsilon=0.0, seed=0, noop_max=0, every_s=0.0,
-                              target=None, mlp_widths=widths)
+                              target=None, numpy_policy=NumpyMLP(widths))
 runtime = LocalRuntime()
 shards = runtime.start_shards(ServerSpec(rule=UpdateRule.asynchronous()), np.zeros(58, np.float32))
 evaluator = evaluation.factory(0, shards.server)
@@ -59,3 +67,64 @@ print(len(evaluator.report()["eval_returns"]), 'torch' in sys.modules)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["2", "False"]  # both episodes played, and torch never loaded
+
+
+@pytest.mark.parametrize("hidden, shared", [((64, 64), False), ((16, 8, 4), False), ((32,), True), ((), True)])
+def test_the_numpy_policy_computes_the_actor_critics_logits_and_greedy_actions(hidden, shared):
+    """On random parameters throughout (the policy head is not left near zero, where a copy reading
+    the wrong entries could still agree on most argmaxes), whole vector in, value network and all."""
+    net = ActorCritic(4, 3, hidden, shared=shared)
+    flat = np.random.default_rng(0).normal(0, 0.5, FlatParams(net).size).astype(np.float32)
+    FlatParams(net).set(flat)
+    policy = numpy_policy(net)
+    policy.set(flat)
+    obs = np.random.default_rng(1).normal(0, 2.0, size=(512, 4))
+    with torch.no_grad():
+        logits, _ = net(torch.as_tensor(obs, dtype=torch.float32))
+    np.testing.assert_allclose(policy(obs), logits.numpy(), rtol=1e-4, atol=1e-5)
+    actions = policy.greedy(obs)
+    assert len(np.unique(actions)) == 3  # every action is chosen somewhere: the comparison means something
+    assert (actions == GreedyPolicy(net)(obs)).mean() > 0.99  # a near-tie may round either way
+
+
+def test_only_mlp_actor_critics_have_a_numpy_policy():
+    net = make_network("CartPole-v1", (64, 64), False, seed=0)
+    policy = numpy_policy(net)
+    assert (policy.widths, policy.activation, policy.total) == ((4, 64, 64, 2), "tanh", FlatParams(net).size)
+    assert numpy_policy(ConvActorCritic(6)) is None
+    assert numpy_policy(MinAtarActorCritic(6, 4, (10, 10))) is None
+    assert numpy_policy(VectorQNetwork(4, (8,), 2)) is None
+
+
+def test_a_vector_of_another_networks_length_is_refused_by_the_policy():
+    policy = numpy_policy(ActorCritic(4, 2, (8,)))
+    with pytest.raises(ValueError, match=f"expected {policy.total} parameters"):
+        policy.set(np.zeros(policy.size, np.float32))  # the policy's own entries only: not the network's vector
+
+
+EVALUATOR = """
+import pickle, sys
+from gorila.params import ServerSpec, UpdateRule
+from gorila.runtime import LocalRuntime
+factory, params = pickle.load(sys.stdin.buffer)
+runtime = LocalRuntime()
+shards = runtime.start_shards(ServerSpec(rule=UpdateRule.asynchronous()), params)
+evaluator = factory(0, shards.server)
+evaluator.step()
+print(len(evaluator.report()["eval_returns"]), 'torch' in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("algo", ["a3c", "impala", "ppo", "dqn", "apex"])
+def test_the_evaluator_a_builder_makes_for_cartpole_plays_without_torch(tmp_path, algo):
+    """The plan's evaluator factory, pickled as a runtime sends it to the evaluator's process, is
+    built and plays there; torch is never loaded in that process."""
+    algorithm = ALGORITHMS[algo]
+    run = RunConfig(algo=algo, runtime="local", run_dir=tmp_path / "run")
+    configs = [cls() for cls in algorithm.config_classes()]
+    configs[-1] = type(configs[-1])(env="CartPole-v1", eval_episodes=2)
+    plan = algorithm.plan_fn()(run, *configs)
+    shipped = pickle.dumps((plan.evaluation.factory, plan.initial_params()))
+    done = subprocess.run([sys.executable, "-c", EVALUATOR], input=shipped, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().split() == ["2", "False"]  # both episodes played, and torch never loaded

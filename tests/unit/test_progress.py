@@ -8,7 +8,7 @@ import pytest
 from rich.console import Console
 
 from gorila.metrics.progress import LINE_INTERVAL_S, LINE_WIDTH, Limits, LineProgress, LiveProgress, NoProgress
-from gorila.metrics.terminal import NORMAL, QUIET, Terminal
+from gorila.metrics.terminal import NORMAL, QUIET, VERBOSE, Terminal
 
 
 def _plain() -> tuple[Console, io.StringIO]:
@@ -97,6 +97,19 @@ def test_stages_are_stamped_with_the_time_since_the_start():
     assert lines[0] == "run directory: runs/x"
     seconds, text = lines[1].split(" s  ")
     assert text == "starting Ray" and 2.0 <= float(seconds) < 10.0
+
+
+def test_the_ends_stamps_are_times_since_the_start_and_lines_only_when_verbose():
+    for verbosity, shown in ((NORMAL, False), (VERBOSE, True)):
+        console, out = _plain()
+        terminal = Terminal(verbosity, started_at=time.time() - 2.0, console=console)
+        at = terminal.stamp("runtime shut down")
+        assert 2.0 <= at < 10.0
+        if shown:
+            seconds, text = out.getvalue().strip().split(" s  ")
+            assert text == "runtime shut down" and float(seconds) == pytest.approx(at, abs=0.05)
+        else:
+            assert out.getvalue() == ""
 
 
 def test_quiet_shows_nothing():

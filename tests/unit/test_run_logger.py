@@ -105,6 +105,20 @@ def test_summary_json_and_idempotent_close(tmp_path):
         logger.log(2, {"loss": 1.0})
 
 
+def test_amend_adds_to_the_written_summary_and_writes_none_without_one(tmp_path):
+    logger = _logger(tmp_path)
+    logger.amend({"late": 1.0})  # no summary yet: nothing written
+    assert not (tmp_path / "summary.json").exists()
+    logger.close({"final_return": 500.0, "late": None})
+    logger.amend({"late": np.float64(2.5), "stages": {"a_s": 1.0}})
+    assert json.loads((tmp_path / "summary.json").read_text()) == {"final_return": 500.0, "late": 2.5,
+                                                                     "stages": {"a_s": 1.0}}
+    discarded = _logger(tmp_path / "other")
+    discarded.discard()
+    discarded.amend({"late": 1.0})
+    assert not (tmp_path / "other" / "summary.json").exists()
+
+
 def test_bad_summary_leaves_the_logger_open(tmp_path):
     logger = _logger(tmp_path)
     with pytest.raises(TypeError):

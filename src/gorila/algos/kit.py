@@ -46,6 +46,7 @@ from gorila.learners.q_learner import QLearner
 from gorila.learners.replay_learner import ReplayLearner
 from gorila.learners.target import TargetUpdate
 from gorila.nets import FlatParams
+from gorila.nets.numpy_mlp import NumpyMLP
 from gorila.replay import RemoteReplay, ShardedReplaySpec
 from gorila.trajectory import RemoteQueue
 
@@ -89,19 +90,20 @@ def sampled_inference(network_fn: Callable[[], nn.Module], rl: RLConfig, total_e
 
 def rl_plan(run: RunConfig, rl: RLConfig, *, algo: str, net: nn.Module, network_fn: Callable[[], nn.Module],
             policy_fn: Callable[[nn.Module], Any], eval_epsilon: float, central: bool, config: dict,
-            metrics: tuple[str, ...] = (), eval_mlp: tuple[int, ...] | None = None, **plan: Any) -> Plan:
+            metrics: tuple[str, ...] = (), eval_mlp: NumpyMLP | None = None, **plan: Any) -> Plan:
     """A :class:`Plan` with the fields every RL algorithm fills the same way; ``plan`` holds the
     algorithm's own (``spec``, ``groups``, ``services``, ``processes``, ``chunk_steps``, ...).
 
     ``eval_epsilon`` is the algorithm's evaluation ε, used unless ``--eval-epsilon`` is given;
     ``config`` the algorithm's own settings for ``config.json`` (the RL settings are added);
-    ``eval_mlp`` the widths of a plain MLP Q-network (:func:`gorila.nets.q.mlp_widths`), which the
-    evaluator then plays in numpy, in a process without torch.
+    ``eval_mlp`` the network's greedy policy in numpy, where it is an MLP (a plain Q-network's,
+    :func:`gorila.nets.q.numpy_q_network`, or an actor-critic's policy head,
+    :func:`gorila.nets.actor_critic.numpy_policy`): the evaluator then plays it in a process without torch.
     """
     epsilon = rl.eval_epsilon if rl.eval_epsilon is not None else eval_epsilon
     evaluation = PolicyEvaluation(rl.env, network_fn, policy_fn, episodes=rl.eval_episodes, epsilon=epsilon,
                                   seed=run.seed, noop_max=rl.eval_noop_max, every_s=rl.eval_every_s,
-                                  every_steps=rl.eval_every_steps, mlp_widths=eval_mlp,
+                                  every_steps=rl.eval_every_steps, numpy_policy=eval_mlp,
                                   target=rl.target() if rl.target_on == "eval" else None)
     record = {**config, **asdict(rl), "eval_epsilon": epsilon, "inference": "central" if central else "local"}
     # The local runtime's chunks keep their size: rows then fall at the same steps in every run of a

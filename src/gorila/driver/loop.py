@@ -35,7 +35,7 @@ from gorila.driver.exact import Restored, WorkerState, restore_workers
 from gorila.driver.plan import Placed, Plan, WorkerSpec
 from gorila.driver.progress import Progress, resumable
 from gorila.driver.report import Outputs, Report
-from gorila.driver.run_log import open_log, plot
+from gorila.driver.run_log import open_log, plot, prepare_plot
 from gorila.driver.stop import Interrupted, StopSignals
 from gorila.core import Runtime
 from gorila.errors import EnvFailedError, NonFiniteError, WorkerTimeoutError
@@ -58,7 +58,8 @@ class Stops:
     after ``time_limit_s`` of training (None: no limit), at a signal ``signals`` caught, or when
     ``on_chunk()`` (called after every row) or ``on_row(row)`` returns False; a checkpoint every
     ``checkpoint_every_s``. Past ``end_s`` of training nothing is waited for: the chunks and the
-    evaluation not in by then are given up."""
+    evaluation not in by then are given up. ``on_stop()`` starts what the run's end will need while
+    it waits for its last chunks (the learning curve's imports)."""
 
     time_limit_s: float | None
     checkpoint_every_s: float
@@ -66,6 +67,7 @@ class Stops:
     on_chunk: Callable[[], bool | None] | None = None
     on_row: OnRow | None = None
     end_s: float | None = None  # with a time limit: the training seconds by which the run ends (its overshoot)
+    on_stop: Callable[[], Any] | None = None  # called once the loop stops, before the chunks under way are in
 
 
 def run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChunk | None = None, *,
@@ -98,8 +100,8 @@ def run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChun
     if not beside:
         plan = plan if isinstance(plan, Plan) else plan()
         startup["plan_s"] = terminal.elapsed()  # the command's imports and the builder are done
-    # The learning curve is drawn while the runtime shuts down, which mostly waits on Ray's
-    # processes: a run stopped by Ctrl-C ends seconds sooner.
+    # The learning curve is drawn on a thread while the run's end waits on its processes (the last
+    # chunks and evaluation, the summary's reports, the runtime's shutdown): a run ends sooner.
     with StopSignals() as signals, ThreadPoolExecutor(max_workers=1, thread_name_prefix="learning-curve") as plotter, \
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan") as builder:
         planned = builder.submit(_built, plan, terminal) if beside else None
@@ -165,8 +167,8 @@ def run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChun
             with open_log(plan, run_config, run_dir, config, display, meta) as logger:
                 placed = Placed(shards, services, groups)
                 progress = Progress.resumed(plan.budget.unit, meta, restored.counters)
-                report = Report(run_config, plan, placed, progress, Outputs(run_dir, logger, terminal, startup),
-                                resumed=meta)
+                outputs = Outputs(run_dir, logger, terminal, startup)
+                report = Report(run_config, plan, placed, progress, outputs, resumed=meta)
                 chunks = Chunks(groups, runtime, plan, progress,
                                 Patience(run_config.call_timeout(plan.chunk_seconds), stall_s), logger.message)
                 chunks.pace.update(restored.pace)
@@ -175,19 +177,26 @@ def run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChun
                     train_s, stop_reason = train(plan, chunks, report, Stops(
                         run_config.time_limit_s, run_config.checkpoint_every_s, signals,
                         None if on_chunk is None else functools.partial(on_chunk, placed), on_row,
-                        end_s=run_config.time_limit_end(plan.chunk_seconds)))
+                        end_s=run_config.time_limit_end(plan.chunk_seconds),
+                        on_stop=functools.partial(plotter.submit, prepare_plot)))
                 except Exception as error:
                     if run_config.resume is not None and not progress.counters.last:
                         logger.discard()  # nothing trained: the run's earlier summary stays
                     else:
                         logger.close(save_after_failure(report, runtime, error))
                     raise
+                plotted = plotter.submit(plot, run_dir, plan, run_config)  # metrics.csv has its final row
                 summary = report.summary(runtime, train_s, stop_reason, _signal_name(signals))
-                logger.close(summary)
-            plotted = plotter.submit(plot, run_dir, plan, run_config)
+                logger.close(summary)  # before any process is stopped
+                outputs.stamp("summary_s", "summary.json written")
         finally:
             runtime.shutdown()
-    plotted.result()  # what the plot raised, if anything
+        outputs.stamp("runtime_stopped_s", "runtime shut down")
+        plotted.result()  # what the plot raised, if anything
+    outputs.stamp("learning_curve_s", "learning curve drawn: done")
+    ended = {"shutdown": dict(outputs.shutdown), "shutdown_s": _shutdown_s(outputs.shutdown)}
+    logger.amend(ended)
+    summary.update(ended)
     if signals.received is not None:
         raise Interrupted(signals.received, summary)
     return summary
@@ -206,6 +215,7 @@ def train(plan: Plan, chunks: Chunks, report: Report, stops: Stops) -> tuple[flo
     done = _nothing_to_do(plan, report)
     if done is not None:
         report.out.logger.message(done[1])
+        report.out.stamp("stop_s", f"stopping ({done[0]}) before training")
         return progress.train_s(), done[0]
     timer = CheckpointTimer(stops.checkpoint_every_s)
     stop_reason = "budget"
@@ -243,12 +253,18 @@ def train(plan: Plan, chunks: Chunks, report: Report, stops: Stops) -> tuple[flo
         if stops.time_limit_s is not None and train_s - progress.train_before_s >= stops.time_limit_s:
             stop_reason = "time_limit"
             break
+    report.out.stamp("stop_s", f"stopping ({stop_reason}): the chunks under way finish")
+    if stops.on_stop is not None:
+        stops.on_stop()
     chunks.drain(until)  # every worker's counts are in
+    report.out.stamp("last_chunk_s", "every chunk in")
     if stop_reason not in ("target", "interrupted"):  # an interrupt does not wait for an evaluation
         report.judged(evaluation.finish(None if until is None else max(0.0, until - time.perf_counter())))
+        report.out.stamp("last_evaluation_s", "the last evaluation in")
     train_s = progress.train_s()
     report.row(train_s, final=True)
     report.checkpoint(train_s)
+    report.out.stamp("final_checkpoint_s", "final row and checkpoint written")
     return train_s, stop_reason
 
 
@@ -279,6 +295,13 @@ def save_after_failure(report: Report, runtime: Runtime, error: Exception) -> di
         return {**report.summary(runtime, train_s, reason), **failed}
     except Exception as err:
         return {**failed, "summary_error": f"{type(err).__name__}: {err}"}
+
+
+def _shutdown_s(stamps: dict[str, float]) -> float | None:
+    """Seconds from the end of the last chunk (or from the decision to stop, for a run that had
+    nothing to do) to the run's end: everything written and every process stopped."""
+    start = stamps.get("last_chunk_s", stamps.get("stop_s"))
+    return None if start is None else stamps["learning_curve_s"] - start
 
 
 def _built(build: Callable[[], Plan], terminal: Terminal) -> tuple[Plan, float]:

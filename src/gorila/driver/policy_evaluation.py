@@ -1,10 +1,11 @@
 """Judging an RL run: an evaluator worker plays the newest parameters while training goes on.
 
-No torch at import: an evaluator of a plain MLP Q-network plays it in numpy
-(:class:`~gorila.nets.numpy_mlp.NumpyMLP`), and its process never loads torch."""
+No torch at import: an evaluator of an MLP (a plain Q-network, or an actor-critic's policy head)
+plays it in numpy (:class:`~gorila.nets.numpy_mlp.NumpyMLP`), and its process never loads torch."""
 
 from __future__ import annotations
 
+import copy
 import functools
 import time
 from collections.abc import Callable
@@ -43,9 +44,10 @@ class Evaluator:
         ev.step(); ev.report()   # {"eval_return": 500.0, "eval_version": 812, "playing": False, ...}
 
     ``network_fn()`` builds the architecture; ``policy_fn(net)`` turns it into a function from a
-    batch of observations to greedy actions. With ``mlp_widths`` (a plain MLP Q-network's, see
-    :func:`gorila.nets.q.mlp_widths`) neither is used: the greedy actions come from a numpy copy of
-    the network, and the process never imports torch. Episodes start after up to ``noop_max`` no-ops.
+    batch of observations to greedy actions. With ``numpy_policy`` (an unset
+    :class:`~gorila.nets.numpy_mlp.NumpyMLP` of the network's greedy policy, which the builder made
+    where that policy is an MLP) neither is used: the greedy actions come from a copy of it, and the
+    process never imports torch. Episodes start after up to ``noop_max`` no-ops.
     With ``share`` (the evaluator shares a process with training) a step plays only a slice, as
     long as ``share / (1 - share)`` times the time since the previous slice ended, and the next
     step goes on with the same parameters; ``report()["playing"]`` says an evaluation is under way.
@@ -63,12 +65,14 @@ class Evaluator:
                  network_fn: Callable[[], nn.Module] | None, policy_fn: Callable[[nn.Module], Callable] | None,
                  episodes: int, epsilon: float, seed: int, noop_max: int = 30, share: float | None = None,
                  slice_s: float | None = None, clock: Callable[[], float] = time.perf_counter,
-                 mlp_widths: tuple[int, ...] | None = None):
+                 numpy_policy: NumpyMLP | None = None):
         self.env_id, self.episodes, self.epsilon, self.noop_max = env_id, episodes, epsilon, noop_max
         self.seed = seed + 10_000
         self.share, self.slice_s, self.clock = share, slice_s, clock
         # Objects, not closures or bound methods: an evaluator is saved in the local runtime's snapshot.
-        self.player = NumpyMLP(mlp_widths) if mlp_widths is not None else TorchPlayer(network_fn, policy_fn)
+        # A copy: on the local runtime a rebuilt evaluator gets the same factory's object.
+        self.player = (copy.deepcopy(numpy_policy) if numpy_policy is not None
+                       else TorchPlayer(network_fn, policy_fn))
         self.client = server.client(worker_id)
         self.evaluations = 0
         self.last: dict[str, Any] = {}
@@ -161,8 +165,9 @@ class PolicyEvaluation:
         evaluation = PolicyEvaluation("CartPole-v1", network_fn, greedy_policy, episodes=10,
                                       epsilon=0.05, seed=0, noop_max=30, every_s=1.0, target=475.0)
 
-    With ``mlp_widths`` (a plain MLP Q-network's) the evaluator plays it in numpy, and its process
-    never imports torch (its factory then holds neither ``network_fn`` nor ``policy_fn``).
+    With ``numpy_policy`` (the greedy policy as an unset :class:`~gorila.nets.numpy_mlp.NumpyMLP`,
+    where it is an MLP) the evaluator plays it in numpy, and its process never imports torch (its
+    factory then holds neither ``network_fn`` nor ``policy_fn``).
 
     An evaluation whose envs fail too often is a failed evaluation, not a failed run: it is said,
     kept in ``summary.json``'s ``evaluations`` with its reason, and counted (``evaluations_failed``);
@@ -183,14 +188,14 @@ class PolicyEvaluation:
 
     def __init__(self, env_id: str, network_fn: Callable[[], nn.Module], policy_fn: Callable, *,
                  episodes: int, epsilon: float, seed: int, noop_max: int, every_s: float, target: float | None,
-                 every_steps: int | None = None, mlp_widths: tuple[int, ...] | None = None):
+                 every_steps: int | None = None, numpy_policy: NumpyMLP | None = None):
         self.env_id, self.epsilon, self.every_s, self.target = env_id, epsilon, every_s, target
         self.every_steps = every_steps
         self.next_steps = 0  # with every_steps: the env steps at which the next evaluation starts
         self.episodes, self.noop_max = episodes, noop_max
-        torch_free = mlp_widths is not None  # then nothing in the factory makes its process import torch
+        torch_free = numpy_policy is not None  # then nothing in the factory makes its process import torch
         self.factory = functools.partial(Evaluator, env_id=env_id, network_fn=None if torch_free else network_fn,
-                                         policy_fn=None if torch_free else policy_fn, mlp_widths=mlp_widths,
+                                         policy_fn=None if torch_free else policy_fn, numpy_policy=numpy_policy,
                                          episodes=episodes, epsilon=epsilon, seed=seed, noop_max=noop_max)
         self.group: WorkerGroup | None = None
         self.runtime: Runtime | None = None

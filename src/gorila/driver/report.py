@@ -93,12 +93,20 @@ class Outputs:
     """Where a run's record goes: its directory, its logger (:func:`open_log`), the terminal (whose
     clock counts from the command's start, so that the time to target includes the start-up), and
     the start-up's stages in seconds from that start, which the run adds to (``first_step_s``,
-    ``first_update_s``)."""
+    ``first_update_s``); its end's stages likewise (:meth:`stamp`)::
+
+        out.stamp("last_chunk_s", "every chunk in")     # shutdown["last_chunk_s"]; a line with --verbose
+    """
 
     run_dir: Path
     logger: RunLogger
     terminal: Terminal
     startup: dict[str, float] = field(default_factory=dict)
+    shutdown: dict[str, float] = field(default_factory=dict)
+
+    def stamp(self, stage: str, text: str) -> None:
+        """The run's end has reached ``stage``: seconds since the start, shown with ``--verbose``."""
+        self.shutdown[stage] = self.terminal.stamp(text)
 
 
 class Report:
@@ -295,7 +303,7 @@ class Report:
             **({"eval_latency_s_mean": float(np.mean(self.eval_latencies)),
                 "eval_latency_s_max": float(np.max(self.eval_latencies)),
                 "target_eval_latency_s": self.target_eval_latency} if self.eval_latencies else {}),
-            "startup": dict(self.out.startup),
+            "startup": dict(self.out.startup), "shutdown": dict(self.out.shutdown),
             **({"final_train_return": self.train_return, "best_train_return": self.best_train_return}
                if plan.budget.unit == "env_steps" else {}),
             "status": "finished" if signal is None else "interrupted",

@@ -77,6 +77,14 @@ def open_log(plan: Plan, run_config: RunConfig, run_dir: Path, config: dict[str,
                      resume_at=resumed.get(plan.budget.unit) if run_config.resume is not None else None)
 
 
+def prepare_plot() -> None:
+    """Load what :func:`plot` draws with (matplotlib: about half a second of imports), so that a
+    thread can do it while the run's end waits on its processes rather than after."""
+    from gorila.metrics.plots import load_matplotlib
+
+    load_matplotlib()
+
+
 def plot(run_dir: Path, plan: Plan, run_config: RunConfig) -> None:
     """The learning curve, ``learning_curve.png``, from the run's ``metrics.csv``."""
     x = "env_steps" if plan.budget.unit == "env_steps" else "updates"

@@ -195,14 +195,20 @@ def plot_against_references(curves: dict[str, tuple[Sequence[float], Sequence[fl
     return _save(fig, out_png)
 
 
-def _figure(panels: int | None = None):
-    """A figure and its one axes, or a row of ``panels`` axes."""
-    # Imported on first use so that processes importing gorila.metrics for the logger or the
-    # CPU clock (every worker) don't load matplotlib. A bare Figure on an Agg canvas needs no
-    # display and shares no global pyplot state between threads.
+def load_matplotlib():
+    """matplotlib's ``Figure`` and Agg canvas, imported on first use so that processes importing
+    gorila.metrics for the logger or the CPU clock (every worker) don't load matplotlib; a run's
+    driver calls it early, on a thread, to have them ready for its learning curve. A bare Figure on
+    an Agg canvas needs no display and shares no global pyplot state between threads."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    return Figure, FigureCanvasAgg
+
+
+def _figure(panels: int | None = None):
+    """A figure and its one axes, or a row of ``panels`` axes."""
+    Figure, FigureCanvasAgg = load_matplotlib()
     fig = Figure(figsize=(7 if panels is None else 5.5 * panels, 4.5), layout="constrained")
     FigureCanvasAgg(fig)
     return fig, fig.add_subplot() if panels is None else list(fig.subplots(1, panels, squeeze=False)[0])

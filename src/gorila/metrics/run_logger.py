@@ -49,7 +49,7 @@ class RunLogger:
       ``flagged`` columns (counts of faults) once they are non-zero, with a warning line each time
       one of them rises, then the ``shown`` ones (default: the first ``SHOWN_COLUMNS``), in the
       order the display keeps them when its line is short of room.
-    * ``summary.json`` on :meth:`close` (none after :meth:`discard`).
+    * ``summary.json`` on :meth:`close` (none after :meth:`discard`), with what :meth:`amend` adds.
 
     ``resume=True`` appends to an existing ``metrics.csv`` (its header must match); without it
     an existing ``metrics.csv`` is refused rather than overwritten. ``resume_at`` is the step of the
@@ -101,6 +101,7 @@ class RunLogger:
         self._last_values: dict[str, float] = {}
         self._start = time.monotonic() - (elapsed_before or 0.0)
         self._closed = False
+        self._summary: dict | None = None  # as summary.json holds it, once written
 
     def log(self, step: int, row: Mapping[str, float | None], train_s: float | None = None,
             steps: Mapping[str, int] | None = None) -> None:
@@ -157,12 +158,22 @@ class RunLogger:
         self._closed = True
         try:
             write_json(self.summary_path, record)
+            self._summary = record
         finally:
             self._file.close()
             if self._tb is not None:
                 self._tb.close()
             self._progress.close()
         return self.summary_path
+
+    def amend(self, fields: Mapping[str, object]) -> None:
+        """Add ``fields`` to the ``summary.json`` that :meth:`close` wrote (what is known only once
+        the run's processes are stopped, after the summary had to be safe on disk); nothing if
+        none was written."""
+        if self._summary is None:
+            return
+        self._summary = {**self._summary, **jsonable(dict(fields))}
+        write_json(self.summary_path, self._summary)
 
     def discard(self) -> None:
         """Close everything without writing ``summary.json`` (a resumed run that failed before

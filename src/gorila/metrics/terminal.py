@@ -6,6 +6,7 @@
     terminal.line(f"run directory: {run_dir}")
     with terminal.stage("starting Ray"):            # "   2.1 s  starting Ray", a live timer on a terminal
         ...
+    at = terminal.stamp("runtime shut down")        # seconds since the start; the line with VERBOSE only
     display = terminal.progress(Limits(100_000, "env steps"), description="dqn CartPole-v1 async")
 
 Times are counted from ``started_at``: the start of the command (the process), or of the call
@@ -53,6 +54,14 @@ class Terminal:
         """Print ``text`` unless quiet."""
         if self.verbosity >= NORMAL:
             self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def stamp(self, text: str) -> float:
+        """The time since the start; with ``VERBOSE`` also ``text``'s line stamped with it (the
+        stages of a run's end, which a person watching needs no more than the last line's)."""
+        elapsed = self.elapsed()
+        if self.verbose:
+            self.line(f"{elapsed:7.1f} s  {text}")
+        return elapsed
 
     @contextmanager
     def stage(self, text: str) -> Iterator[None]:

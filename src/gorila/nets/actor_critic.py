@@ -11,6 +11,7 @@ from torch import nn
 from gorila.nets.cnn import NatureCNN
 from gorila.nets.flat import FlatParams
 from gorila.nets.mlp import mlp
+from gorila.nets.numpy_mlp import NumpyMLP
 
 
 class ActorCritic(nn.Module):
@@ -108,3 +109,34 @@ def value_head_groups(net: nn.Module, flat: FlatParams) -> tuple[np.ndarray, np.
         if not name.startswith("value."):
             policy_mask[where] = True
     return policy_mask, ~policy_mask
+
+
+def numpy_policy(net: nn.Module) -> NumpyMLP | None:
+    """The policy of an MLP :class:`ActorCritic` as a :class:`~gorila.nets.numpy_mlp.NumpyMLP` that
+    takes the network's whole flat vector (its greedy actions are the argmax of the logits, without
+    torch); None for other networks (convolutional ones)::
+
+        policy = numpy_policy(net)      # unset: builders hand it to the evaluator
+        policy.set(FlatParams(net).get()); policy.greedy(obs)
+
+    The policy's layers (a shared torso's, then the policy head) come first in the vector, the value
+    network after them; that is checked here against :class:`~gorila.nets.flat.FlatParams`' order,
+    so a network laid out otherwise gets None rather than a copy that reads the wrong entries."""
+    from gorila.nets.flat import FlatParams
+
+    if not isinstance(net, ActorCritic):
+        return None
+    torso = list(net.torso) if net.shared else []
+    head = [net.policy] if net.shared else list(net.policy)
+    layers = torso + head
+    linears = layers[0::2]
+    if (not all(type(layer) is nn.Linear for layer in linears) or len(layers) != 2 * len(linears) - 1
+            or not all(type(layer) is nn.Tanh for layer in layers[1::2])):
+        return None
+    # the policy's parameters, in its layer order, must be the vector's first entries
+    policy_params = [p for layer in linears for p in (layer.weight, layer.bias)]
+    flat = FlatParams(net)
+    if any(a is not b for a, b in zip(policy_params, flat.params)):
+        return None
+    widths = (linears[0].in_features, *(layer.out_features for layer in linears))
+    return NumpyMLP(widths, activation="tanh", total=flat.size)

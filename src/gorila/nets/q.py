@@ -14,6 +14,7 @@ from gorila.nets.cnn import DuelingHead, NatureCNN
 from gorila.nets.inputs import observation_tensor
 from gorila.nets.minatar import MinAtarQNetwork, is_grid
 from gorila.nets.mlp import mlp
+from gorila.nets.numpy_mlp import NumpyMLP
 
 
 class VectorQNetwork(nn.Module):
@@ -70,6 +71,13 @@ def mlp_widths(net: nn.Module) -> tuple[int, ...] | None:
             type(layer) is nn.ReLU for layer in layers[1::2]) or len(layers) != 2 * len(linears) - 1:
         return None
     return (linears[0].in_features, *(layer.out_features for layer in linears))
+
+
+def numpy_q_network(net: nn.Module) -> NumpyMLP | None:
+    """A plain MLP Q-network as an unset :class:`~gorila.nets.numpy_mlp.NumpyMLP` (the evaluator
+    plays it without torch); None for others (see :func:`mlp_widths`)."""
+    widths = mlp_widths(net)
+    return None if widths is None else NumpyMLP(widths)
 
 
 def greedy_policy(net: nn.Module) -> Callable[[np.ndarray], np.ndarray]:

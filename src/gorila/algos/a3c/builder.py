@@ -20,6 +20,7 @@ from gorila.envs.spec import EnvSpec
 from gorila.inference.policies import SampledPolicy
 from gorila.learners.a3c import A3CWorker
 from gorila.losses.a3c import A3CLoss
+from gorila.nets.actor_critic import numpy_policy
 
 STEPS_PER_CHUNK = 20
 # Central inference: batches between the server's pulls. A worker pulls before every rollout, so
@@ -53,7 +54,8 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
         return [WorkerSpec("worker", functools.partial(worker, inference=endpoint), cfg.workers, spread=not central)]
 
     return rl_plan(
-        run, rl, algo="a3c", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=cfg.EVAL_EPSILON,
+        run, rl, algo="a3c", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_mlp=numpy_policy(net),
+        eval_epsilon=cfg.EVAL_EPSILON,
         central=central, config=asdict(cfg),
         # policy and value parameters keep their own learning rates
         spec=run.server_spec(run.rule(num_workers=cfg.workers), cfg.optimizer,

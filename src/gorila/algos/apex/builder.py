@@ -30,7 +30,7 @@ from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan
 from gorila.envs.spec import EnvSpec
-from gorila.nets.q import greedy_policy, mlp_widths
+from gorila.nets.q import greedy_policy, numpy_q_network
 from gorila.replay import Prioritization, RateLimiter, ShardedReplaySpec, check_replay_memory
 
 STEPS_PER_CHUNK = 20
@@ -80,7 +80,7 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
     learner = q_learner(network_fn, cfg, rl, run.runtime)
     cache = cfg.param_cache == "node"
     return rl_plan(
-        run, rl, algo="apex", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_mlp=mlp_widths(net),
+        run, rl, algo="apex", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_mlp=numpy_q_network(net),
         eval_epsilon=cfg.EVAL_EPSILON,
         central=central, config={**asdict(cfg), "target_update": str(cfg.target_update)},
         spec=run.server_spec(run.rule(num_workers=cfg.learners), cfg.optimizer, cfg.lr),

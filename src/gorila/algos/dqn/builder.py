@@ -24,7 +24,7 @@ from gorila.driver.plan import Plan, WorkerSpec
 from gorila.envs.spec import EnvSpec
 from gorila.errors import ConfigError
 from gorila.learners.bundle import Bundle
-from gorila.nets.q import greedy_policy, mlp_widths
+from gorila.nets.q import greedy_policy, numpy_q_network
 from gorila.replay import ShardedReplaySpec, check_replay_memory
 
 # Driver steps per chunk: an actor's or learner's step takes a few milliseconds, so a chunk lasts
@@ -64,7 +64,7 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
                        inference=services[INFERENCE][0] if central else None, timeout_s=run.call_timeout(CHUNK_SECONDS))
 
     learner = q_learner(network_fn, cfg, rl, run.runtime, outlier_k=cfg.outlier_k)
-    common = dict(net=net, network_fn=network_fn, policy_fn=greedy_policy, eval_mlp=mlp_widths(net),
+    common = dict(net=net, network_fn=network_fn, policy_fn=greedy_policy, eval_mlp=numpy_q_network(net),
                   eval_epsilon=cfg.EVAL_EPSILON,
                   central=central, config={**asdict(cfg), "target_update": str(cfg.target_update)},
                   spec=run.server_spec(rule, cfg.optimizer, cfg.lr))

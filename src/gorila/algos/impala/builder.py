@@ -24,6 +24,7 @@ from gorila.envs.spec import EnvSpec
 from gorila.errors import ConfigError
 from gorila.learners.impala import ImpalaLearner
 from gorila.losses.impala import ImpalaLoss
+from gorila.nets.actor_critic import numpy_policy
 from gorila.trajectory import TrajectoryQueue
 
 STEPS_PER_CHUNK = 4
@@ -55,7 +56,8 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
 
 
     return rl_plan(
-        run, rl, algo="impala", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_epsilon=cfg.EVAL_EPSILON,
+        run, rl, algo="impala", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_mlp=numpy_policy(net),
+        eval_epsilon=cfg.EVAL_EPSILON,
         central=central, config=asdict(cfg),
         spec=run.server_spec(rule, cfg.optimizer, cfg.lr),
         groups=trajectory_groups(actor, learner, cfg.actors, cfg.learners, central, learner_gpus),
