@@ -19,10 +19,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import psutil
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from gorila.metrics.cputime import process_start_time
 from gorila.metrics.progress import Display, Limits, NoProgress, open_progress
 
 QUIET, NORMAL, VERBOSE = 0, 1, 2
@@ -39,7 +39,7 @@ class Terminal:
     def __init__(self, verbosity: int = NORMAL, *, started_at: float | None = None,
                  console: Console | None = None):
         self.verbosity = verbosity
-        self.started_at = psutil.Process().create_time() if started_at is None else started_at
+        self.started_at = process_start_time() if started_at is None else started_at
         self.console = console or Console(stderr=True)
 
     @property

@@ -9,7 +9,7 @@ import argparse
 import os
 import time
 
-import psutil
+from gorila.metrics.cputime import process_start_time
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # before Ray starts: loopback only
 
@@ -33,5 +33,5 @@ if __name__ == "__main__":
     args = parser.parse_args()
     ray.init(address="local", include_dashboard=False, logging_level=40)
     ray.get(_Torch.remote().ready.remote(not args.idle), timeout=600)
-    print(time.time() - psutil.Process().create_time(), flush=True)
+    print(time.time() - process_start_time(), flush=True)
     time.sleep(args.hold_s)
