@@ -59,6 +59,11 @@ REPLAY_TRAFFIC = ("replay.bytes_added", "replay.bytes_sampled")
 #: How long a chunk lasts once the driver has sized it to the workers' speed: long enough that the
 #: driver's calls between chunks cost little, short enough that rows and evaluations stay frequent.
 CHUNK_SECONDS = 0.5
+# With --param-cache node: reads reaching the server from the caches (the rack caches' with
+# --cache-tiers node,rack) and from actors that fell back, bytes moved per version per node, and
+# how many versions behind the server the actors act.
+CACHE_METRICS = ("param_cache.pulls", "param_cache.bytes_per_version", "actor.cache_reads", "actor.server_reads",
+                 "actor.param_staleness_mean")
 
 
 def inference_service(policy: Callable[[], InferencePolicy], rule: BatchingRule, refresh_every: int,
@@ -96,7 +101,8 @@ def rl_plan(run: RunConfig, rl: RLConfig, *, algo: str, net: nn.Module, network_
     ``eval_epsilon`` is the algorithm's evaluation ε, used unless ``--eval-epsilon`` is given;
     ``config`` the algorithm's own settings for ``config.json`` (the RL settings are added);
     ``eval_mlp`` the widths of a plain MLP Q-network (:func:`gorila.nets.q.mlp_widths`), which the
-    evaluator then plays in numpy, in a process without torch.
+    evaluator then plays in numpy, in a process without torch. With ``--param-cache node`` the plan
+    places the caches ``--cache-tiers`` names, and its rows carry their counters (``CACHE_METRICS``).
     """
     epsilon = rl.eval_epsilon if rl.eval_epsilon is not None else eval_epsilon
     evaluation = PolicyEvaluation(rl.env, network_fn, policy_fn, episodes=rl.eval_episodes, epsilon=epsilon,
@@ -107,11 +113,13 @@ def rl_plan(run: RunConfig, rl: RLConfig, *, algo: str, net: nn.Module, network_
     # The local runtime's chunks keep their size: rows then fall at the same steps in every run of a
     # seed, resumed or not (chunks timed to CHUNK_SECONDS would follow the machine's load).
     plan.setdefault("chunk_seconds", None if run.runtime == "local" else CHUNK_SECONDS)
+    tiers = rl.cache_tiers_plan()
+    cache_metrics = () if tiers is None else CACHE_METRICS + (("rack_cache.pulls",) if tiers.rack else ())
     return Plan(algo=algo, label=rl.env, initial_params=lambda: FlatParams(net).get(), evaluation=evaluation,
                 budget=Budget(rl.total_steps, "env_steps"), stop_at_target=rl.stop_at_target,
                 train_target=rl.target() if rl.target_on == "train100" else None,
-                metrics=metrics + (INFERENCE_METRICS if central else ()), config=record, network_fn=network_fn,
-                **plan)
+                metrics=metrics + (INFERENCE_METRICS if central else ()) + cache_metrics, config=record,
+                network_fn=network_fn, param_cache=tiers, **plan)
 
 
 class QLearningSettings(Protocol):

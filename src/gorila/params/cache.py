@@ -3,16 +3,18 @@ actors of that node read it from shared memory.
 
 ::
 
-    learner ──push──► ParameterServer ◄── version probe (cheap), full pull only on a new version
-                                               │
+    learner ──push──► ParameterServer ◄── version wait (answered by the shards when the next version
+                                               │    exists), full pull only on a new version
                                         ParamCache (one per node) ── writes ──► SeqlockBuffer
                                                                                 (node-local /dev/shm)
                                                                                    ▲  ▲  ▲
                                                     CachedSource of each actor ────┘  │  │  (reads)
 
-A :class:`ParamCache`'s upstream is anything with ``version()`` and ``pull()``: the server
+A :class:`ParamCache`'s upstream is anything with ``wait_version()`` and ``pull()``: the server
 (:class:`ServerUpstream`) or another cache (chaining, so many nodes do not each read from the
-learner). An actor's :class:`~gorila.core.ParamSource` is a :class:`CachedSource` instead of a
+learner: :mod:`gorila.params.tiers`). The cache learns of a new version by a long-poll: it asks
+its upstream for a version newer than the one it holds and the upstream answers when that version
+exists (a Ray shard awaits it on its loop), or after a bounded wait. An actor's :class:`~gorila.core.ParamSource` is a :class:`CachedSource` instead of a
 ``ParameterClient`` (``server.source(worker_id)``); its code does not change. When the node's cache
 is gone (no buffer, or a buffer whose heartbeat stopped) the source reads the server itself until a
 cache (restarted) beats again.
@@ -33,7 +35,7 @@ import _posixshmem  # type: ignore[import-not-found]  # CPython's own module: ty
 import numpy as np
 
 if TYPE_CHECKING:
-    from gorila.params.client import ParameterClient, ShardEndpoint
+    from gorila.params.client import ParameterClient
 
 # Header slots (int64): the sequence counter (odd while a write is under way), the version in the
 # buffer, the newest version the cache saw upstream at its last probe, and the cache's heartbeat
@@ -50,9 +52,10 @@ def _posix_name(shm: shared_memory.SharedMemory) -> str:
 
 
 class Upstream(Protocol):
-    """Where a cache gets the parameters: ``version()`` is a cheap probe, ``pull()`` the whole vector."""
+    """Where a cache gets the parameters: ``wait_version(v, wait_s)`` answers the upstream's version
+    once it is at least ``v`` (or after ``wait_s``; no payload), ``pull()`` the whole vector."""
 
-    def version(self) -> int: ...
+    def wait_version(self, at_least: int, wait_s: float) -> int: ...
     def pull(self) -> tuple[np.ndarray, int]: ...
 
 
@@ -183,27 +186,35 @@ class ParamCache:
     :class:`SeqlockBuffer` that every reader on the node maps::
 
         cache = ParamCache(ServerUpstream(server), name=spec.shm_name(node), size=n)
-        cache.start()                 # a thread probes every poll_s, pulls on a new version
-        cache.version(); cache.pull() # it is an Upstream itself: caches chain
+        cache.start()                 # a thread waits at upstream for each new version, then pulls it
+        cache.wait_version(v, 0.25); cache.pull()  # it is an Upstream itself: caches chain
         cache.stats()                 # {"pulls": ..., "bytes_per_version": ...}
         cache.close()
 
-    A failed probe or pull (the server restarting) is counted and tried again at the next poll.
+    The thread asks upstream for the version after the one it holds and blocks until upstream
+    answers: at once when that version exists, else after ``wait_s`` (then it beats and asks
+    again, so a live cache's heartbeat is never older than about ``wait_s``). An upstream that
+    cannot block (shards in this process) answers at once; the thread then waits out the rest of
+    ``wait_s`` itself rather than spin. A failed wait or pull (the server restarting) is counted
+    and tried again after ``wait_s``.
     """
 
-    def __init__(self, upstream: Upstream, name: str, size: int, poll_s: float = 0.002):
-        self.upstream, self.size, self.poll_s = upstream, size, poll_s
+    def __init__(self, upstream: Upstream, name: str, size: int, wait_s: float = 0.25):
+        self.upstream, self.size, self.wait_s = upstream, size, wait_s
         self.buffer = SeqlockBuffer.create(name, size)
         self.counts = CacheStats()
         self._lock = threading.Lock()  # refresh() from the thread and from callers
+        self._written = threading.Condition()  # notified on every new version: chained caches wait on it
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def refresh(self) -> bool:
-        """Probe upstream; pull and publish if its version moved. Whether a new version was written."""
+    def refresh(self, wait_s: float = 0.0) -> bool:
+        """Ask upstream for a version past the one held, waiting up to ``wait_s`` for it; pull and
+        publish it if upstream's version moved (on, or back: a restored server). Whether a new
+        version was written."""
+        self.counts.probes += 1
+        latest = self.upstream.wait_version(self.buffer.version + 1, wait_s)
         with self._lock:
-            self.counts.probes += 1
-            latest = self.upstream.version()
             fresh = latest != self.buffer.version
             if fresh:
                 flat, latest = self.upstream.pull()
@@ -212,7 +223,10 @@ class ParamCache:
                 self.counts.versions += 1
                 self.counts.bytes_pulled += flat.nbytes
             self.buffer.beat(latest)
-            return fresh
+        if fresh:
+            with self._written:
+                self._written.notify_all()
+        return fresh
 
     def start(self) -> ParamCache:
         self._thread = threading.Thread(target=self._run, name="param-cache", daemon=True)
@@ -220,13 +234,23 @@ class ParamCache:
         return self
 
     def _run(self) -> None:
-        while not self._stop.wait(self.poll_s):
+        while not self._stop.is_set():
+            began = time.monotonic()
             try:
-                self.refresh()
+                fresh = self.refresh(self.wait_s)
             except Exception:  # noqa: BLE001 - upstream down for a moment: keep serving the last version
                 self.counts.errors += 1
+                fresh = False
+            if not fresh:  # an upstream that answered early without news cannot block: do not spin
+                self._stop.wait(max(self.wait_s - (time.monotonic() - began), 0.0))
 
     def version(self) -> int:
+        return self.buffer.version
+
+    def wait_version(self, at_least: int, wait_s: float) -> int:
+        """The version held once it is ``at_least``, or after ``wait_s`` (a chained cache's long-poll)."""
+        with self._written:
+            self._written.wait_for(lambda: self.buffer.version >= at_least or self._stop.is_set(), timeout=wait_s)
         return self.buffer.version
 
     def stats(self) -> dict[str, float]:
@@ -241,21 +265,22 @@ class ParamCache:
 
     def close(self) -> None:
         self._stop.set()
+        with self._written:
+            self._written.notify_all()  # chained caches waiting here answer now
         if self._thread is not None:
             self._thread.join(timeout=10.0)
         self.buffer.close()
 
 
 class ServerUpstream:
-    """The parameter server as a cache's upstream: the version probe asks each shard for its
-    version only (no payload); the pull fetches every shard (picklable)."""
+    """The parameter server as a cache's upstream: the version wait is each shard's own (a Ray
+    shard answers when the version exists; no payload); the pull fetches every shard (picklable)."""
 
-    def __init__(self, endpoints: list[ShardEndpoint], client: ParameterClient, timeout_s: float):
-        self.endpoints, self.client, self.timeout_s = endpoints, client, timeout_s
+    def __init__(self, client: ParameterClient):
+        self.client = client
 
-    def version(self) -> int:
-        probes = [ep.version() for ep in self.endpoints]
-        return min(p.result(self.timeout_s) for p in probes)
+    def wait_version(self, at_least: int, wait_s: float) -> int:
+        return self.client.wait_version(at_least, wait_s)
 
     def pull(self) -> tuple[np.ndarray, int]:
         return self.client.pull(), self.client.version
@@ -273,8 +298,8 @@ class CacheSpec:
         spec = CacheSpec(prefix="gorila-1a2b3c4d-params", size=n, locate=this_host)
         spec.shm_name(spec.locate())   # the node id is in the name: simulated nodes share /dev/shm
 
-    ``stale_after_s``: a cache whose heartbeat is older is taken for dead. ``poll_s`` trades
-    staleness (half of it on average) against probe calls on the server (one per ``poll_s`` per node).
+    ``stale_after_s``: a cache whose heartbeat is older is taken for dead. ``wait_s`` bounds a
+    cache's long-poll at its upstream: how often an idle cache beats (well under ``stale_after_s``).
     """
 
     prefix: str
@@ -282,7 +307,7 @@ class CacheSpec:
     locate: Callable[[], str] = this_host
     stale_after_s: float = 1.0
     retry_s: float = 0.5  # how often a source that fell back looks for its cache again
-    poll_s: float = 0.005  # how often a cache probes its upstream's version
+    wait_s: float = 0.25  # the longest a cache waits at its upstream for a new version
 
     def shm_name(self, node: str) -> str:
         return f"{self.prefix}-{node[:24]}"
@@ -291,7 +316,7 @@ class CacheSpec:
 def serve_node_cache(server: HasUpstream, spec: CacheSpec, service_id: int = 0) -> ParamCache:
     """The service a runtime hosts on each node: that node's cache, pulling from ``server``. It
     holds the server's first version before it is up, so its actors' first reads find it there."""
-    cache = ParamCache(server.upstream(), spec.shm_name(spec.locate()), spec.size, spec.poll_s)
+    cache = ParamCache(server.upstream(), spec.shm_name(spec.locate()), spec.size, spec.wait_s)
     cache.refresh()
     return cache.start()
 
@@ -307,9 +332,9 @@ class CachedSource:
     staleness of each read: how many versions the cache had seen upstream beyond the one read.
     """
 
-    def __init__(self, spec: CacheSpec, fallback: ParameterClient):
+    def __init__(self, spec: CacheSpec, fallback: ParameterClient, out: np.ndarray | None = None):
         self.spec, self.fallback = spec, fallback
-        self._flat = np.zeros(spec.size, np.float32)
+        self._flat = out if out is not None else np.zeros(spec.size, np.float32)  # out: a vector to read into
         self._version = -1
         self._buffer: SeqlockBuffer | None = None
         self._next_try = 0.0
