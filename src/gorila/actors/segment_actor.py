@@ -21,6 +21,7 @@ from gorila.envs.vector import Transitions
 from gorila.errors import WorkerTimeoutError
 from gorila.nets.flat import FlatParams
 from gorila.params import ParameterServer
+from gorila.params.cache import CachedSource
 from gorila.trajectory import RemoteQueue, Segment
 
 # How long one step waits at the server for the end of a round before it says it is blocked: short,
@@ -88,6 +89,7 @@ class SegmentActor:
         self.round_versions = round_versions
         self.rounds = None if round_versions is None else server.client(worker_id)  # its version alone
         self.waiting_since: float | None = None
+        self.round_target = -1  # the version the last round waited for: its segment is acted on it
 
     def step(self) -> bool:
         """Act and send; False while the queue is full (the segment waits to be sent again) or,
@@ -109,7 +111,7 @@ class SegmentActor:
             return True
         target = self.version + self.round_versions
         if self.rounds.wait_version(target, ROUND_WAIT_S) >= target:
-            self.waiting_since = None
+            self.waiting_since, self.round_target = None, target
             return True
         now = time.monotonic()
         if self.waiting_since is None:
@@ -126,6 +128,10 @@ class SegmentActor:
         if self.flat is not None and self.source is not None and self.segments_since_refresh >= self.refresh_every:
             self.flat.set(self.source.pull())
             self.version = self.source.version
+            if self.rounds is not None and self.version < self.round_target:
+                # A node cache that has not yet got the version the round waited for: the server has it.
+                self.flat.set(self.rounds.pull())
+                self.version = self.rounds.version
             self.segments_since_refresh = 0
         self.segments_since_refresh += 1
         T, N, space = self.unroll_length, self.envs.num_envs, self.envs.observation_space
@@ -201,4 +207,4 @@ class SegmentActor:
 
     def report(self) -> dict[str, Any]:
         return {**self.tally.report(), "env_failures": self.envs.env_failures, "segments_queued": self.queued,
-                "version": self.version}
+                "version": self.version, **(self.source.counters() if isinstance(self.source, CachedSource) else {})}
