@@ -134,6 +134,44 @@ def test_a_wait_at_a_cache_ends_after_its_bound_without_a_new_version():
         cache.close()
 
 
+class StuckUpstream(CountingUpstream):
+    """A fake server whose pulls, once ``hold`` is set, block until the test releases them."""
+
+    def __init__(self, size: int):
+        super().__init__(size)
+        self.hold, self.pulling, self.release = threading.Event(), threading.Event(), threading.Event()
+
+    def pull(self) -> tuple[np.ndarray, int]:
+        if self.hold.is_set():
+            self.pulling.set()
+            assert self.release.wait(timeout=60)
+        return super().pull()
+
+
+def test_a_cache_stuck_in_a_slow_pull_still_beats_so_its_readers_stay():
+    """A 16 MB pull from a busy server can outlast a reader's ``stale_after_s``: the cache's
+    heartbeat must not wait for it, or every reader of the node would turn to the server."""
+    upstream = StuckUpstream(4)
+    cache = ParamCache(upstream, f"gorila-test-{uuid.uuid4().hex[:8]}", 4, wait_s=0.02)
+    try:
+        cache.refresh()
+        cache.start()
+        upstream.hold.set()
+        upstream.publish(1)
+        assert upstream.pulling.wait(timeout=30)  # the cache's thread is inside the pull now
+        stuck_at = time.monotonic()
+        deadline = stuck_at + 30
+        # a beat after the pull got stuck: younger than the time since then
+        while cache.buffer.age_s() >= time.monotonic() - stuck_at:
+            assert time.monotonic() < deadline, "no heartbeat while the pull was stuck"
+        assert cache.version() == 0  # still serving the version it holds
+        upstream.release.set()
+        assert cache.wait_version(1, wait_s=30) == 1
+    finally:
+        upstream.release.set()
+        cache.close()
+
+
 def _server(size: int) -> ParameterServer:
     spec = ServerSpec(UpdateRule.asynchronous(), num_shards=2, optimizer="sgd", lr=1.0)
     shards = spec.build(np.zeros(size, np.float32))

@@ -11,7 +11,7 @@ actors of that node read it from shared memory.
                                                     CachedSource of each actor ────┘  │  │  (reads)
 
 A :class:`ParamCache`'s upstream is anything with ``wait_version()`` and ``pull()``: the server
-(:class:`ServerUpstream`) or another cache (chaining, so many nodes do not each read from the
+(:class:`~gorila.params.tiers.ServerUpstream`) or another cache (chaining, so many nodes do not each read from the
 learner: :mod:`gorila.params.tiers`). The cache learns of a new version by a long-poll: it asks
 its upstream for a version newer than the one it holds and the upstream answers when that version
 exists (a Ray shard awaits it on its loop), or after a bounded wait. An actor's :class:`~gorila.core.ParamSource` is a :class:`CachedSource` instead of a
@@ -142,9 +142,10 @@ class SeqlockBuffer:
     def upstream_version(self) -> int:
         return int(self._head[_UPSTREAM])
 
-    def beat(self, upstream_version: int) -> None:
-        """Say the writer is alive and what version it saw upstream (aligned 8-byte stores)."""
-        self._head[_UPSTREAM] = upstream_version
+    def beat(self, upstream_version: int | None = None) -> None:
+        """Say the writer is alive and (when given) what version it saw upstream (aligned 8-byte stores)."""
+        if upstream_version is not None:
+            self._head[_UPSTREAM] = upstream_version
         self._head[_BEAT] = time.monotonic_ns()
 
     def age_s(self) -> float:
@@ -185,15 +186,16 @@ class ParamCache:
     """The parameter cache of one node: pulls each new version once and keeps it in a
     :class:`SeqlockBuffer` that every reader on the node maps::
 
-        cache = ParamCache(ServerUpstream(server), name=spec.shm_name(node), size=n)
+        cache = ParamCache(server.upstream(), name=spec.shm_name(node), size=n)
         cache.start()                 # a thread waits at upstream for each new version, then pulls it
         cache.wait_version(v, 0.25); cache.pull()  # it is an Upstream itself: caches chain
         cache.stats()                 # {"pulls": ..., "bytes_per_version": ...}
         cache.close()
 
     The thread asks upstream for the version after the one it holds and blocks until upstream
-    answers: at once when that version exists, else after ``wait_s`` (then it beats and asks
-    again, so a live cache's heartbeat is never older than about ``wait_s``). An upstream that
+    answers: at once when that version exists, else after ``wait_s``, and asks again. Another
+    thread beats every ``wait_s``, so a live cache's heartbeat is never much older, however slow
+    upstream is. An upstream that
     cannot block (shards in this process) answers at once; the thread then waits out the rest of
     ``wait_s`` itself rather than spin. A failed wait or pull (the server restarting) is counted
     and tried again after ``wait_s``.
@@ -206,7 +208,7 @@ class ParamCache:
         self._lock = threading.Lock()  # refresh() from the thread and from callers
         self._written = threading.Condition()  # notified on every new version: chained caches wait on it
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
     def refresh(self, wait_s: float = 0.0) -> bool:
         """Ask upstream for a version past the one held, waiting up to ``wait_s`` for it; pull and
@@ -229,9 +231,17 @@ class ParamCache:
         return fresh
 
     def start(self) -> ParamCache:
-        self._thread = threading.Thread(target=self._run, name="param-cache", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, name="param-cache", daemon=True),
+                         threading.Thread(target=self._beat, name="param-cache-beat", daemon=True)]
+        for thread in self._threads:
+            thread.start()
         return self
+
+    def _beat(self) -> None:
+        # Alive apart from upstream: a pull of a large model from a busy server can outlast a
+        # reader's stale_after_s, and the node's readers must not all turn to the server meanwhile.
+        while not self._stop.wait(self.wait_s):
+            self.buffer.beat()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -267,23 +277,9 @@ class ParamCache:
         self._stop.set()
         with self._written:
             self._written.notify_all()  # chained caches waiting here answer now
-        if self._thread is not None:
-            self._thread.join(timeout=10.0)
+        for thread in self._threads:
+            thread.join(timeout=10.0)
         self.buffer.close()
-
-
-class ServerUpstream:
-    """The parameter server as a cache's upstream: the version wait is each shard's own (a Ray
-    shard answers when the version exists; no payload); the pull fetches every shard (picklable)."""
-
-    def __init__(self, client: ParameterClient):
-        self.client = client
-
-    def wait_version(self, at_least: int, wait_s: float) -> int:
-        return self.client.wait_version(at_least, wait_s)
-
-    def pull(self) -> tuple[np.ndarray, int]:
-        return self.client.pull(), self.client.version
 
 
 def this_host() -> str:

@@ -8,13 +8,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from gorila import validate
-from gorila.params.cache import CachedSource, CacheSpec, ServerUpstream
+from gorila.params.cache import CachedSource, CacheSpec
 from gorila.errors import CheckpointError, ConfigError
 from gorila.params.client import ParameterClient, ShardEndpoint
 from gorila.params.layout import ShardLayout
 from gorila.params.optim import OPTIMIZERS, LearningRate, LinearDecay, optimizer_slots
 from gorila.params.rule import UpdateRule
 from gorila.params.shard import ParameterShard, ShardStats
+from gorila.params.tiers import ServerUpstream
 
 
 PLACEMENTS = ("process", "workers")

@@ -6,19 +6,23 @@ one per rack of ``--nodes-per-rack`` nodes between them and the server::
 
 so the server sends each version once per rack, not once per node. A node cache reaches its rack's
 cache in another process through a service endpoint (:class:`RemoteCache`), long-polling it as it
-would the server. The runtimes place the tiers (``runtime.start_param_caches(server, tiers)``).
+would the server (:class:`ServerUpstream`: the server as the top tier's upstream). The runtimes
+place the tiers (``runtime.start_param_caches(server, tiers)``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gorila import validate
 from gorila.errors import ConfigError
 from gorila.reply import ServiceEndpoint
+
+if TYPE_CHECKING:
+    from gorila.params.client import ParameterClient
 
 #: ``--cache-tiers``: the node caches alone, or node caches that read rack caches.
 CACHE_TIERS = ("node", "node,rack")
@@ -93,3 +97,17 @@ class RemoteCache:
     def pull(self) -> tuple[np.ndarray, int]:
         flat, version = self.endpoint.call("pull").result(self.timeout_s)
         return flat, int(version)
+
+
+class ServerUpstream:
+    """The parameter server as a cache's upstream: the version wait is each shard's own (a Ray
+    shard answers when the version exists; no payload); the pull fetches every shard (picklable)."""
+
+    def __init__(self, client: ParameterClient):
+        self.client = client
+
+    def wait_version(self, at_least: int, wait_s: float) -> int:
+        return self.client.wait_version(at_least, wait_s)
+
+    def pull(self) -> tuple[np.ndarray, int]:
+        return self.client.pull(), self.client.version
