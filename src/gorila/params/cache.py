@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 # (CLOCK_MONOTONIC ns, the same clock in every process of a node).
 _SEQ, _VERSION, _UPSTREAM, _BEAT = range(4)
 _HEADER_BYTES = 64  # one cache line: the vector starts aligned
+# Between two asks of an upstream that answers at once (shards in one process, or spread over the
+# workers of --server workers, cannot block): the probe period caches had before they long-polled.
+NONBLOCKING_PAUSE_S = 0.005
 #: ``--param-cache``: ``node`` (a cache on every node) or ``none`` (actors pull from the server).
 PARAM_CACHE_MODES = ("node", "none")
 
@@ -195,10 +198,9 @@ class ParamCache:
     The thread asks upstream for the version after the one it holds and blocks until upstream
     answers: at once when that version exists, else after ``wait_s``, and asks again. Another
     thread beats every ``wait_s``, so a live cache's heartbeat is never much older, however slow
-    upstream is. An upstream that
-    cannot block (shards in this process) answers at once; the thread then waits out the rest of
-    ``wait_s`` itself rather than spin. A failed wait or pull (the server restarting) is counted
-    and tried again after ``wait_s``.
+    upstream is. An upstream that cannot block (shards in this process, or spread over the
+    workers) answers at once; the thread then asks again after ``NONBLOCKING_PAUSE_S`` rather than
+    spin. A failed wait or pull (the server restarting) is counted and tried again after ``wait_s``.
     """
 
     def __init__(self, upstream: Upstream, name: str, size: int, wait_s: float = 0.25):
@@ -250,9 +252,10 @@ class ParamCache:
                 fresh = self.refresh(self.wait_s)
             except Exception:  # noqa: BLE001 - upstream down for a moment: keep serving the last version
                 self.counts.errors += 1
-                fresh = False
-            if not fresh:  # an upstream that answered early without news cannot block: do not spin
-                self._stop.wait(max(self.wait_s - (time.monotonic() - began), 0.0))
+                self._stop.wait(self.wait_s)
+                continue
+            if not fresh and time.monotonic() - began < self.wait_s:  # it answered at once: it cannot block
+                self._stop.wait(NONBLOCKING_PAUSE_S)
 
     def version(self) -> int:
         return self.buffer.version
