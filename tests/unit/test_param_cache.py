@@ -211,6 +211,28 @@ def test_actors_read_the_cache_and_fall_back_to_the_server_while_it_is_gone():
     assert all(s.version == 2 for s in shards)
 
 
+def test_a_read_that_needs_a_version_the_cache_has_not_got_yet_goes_to_the_server():
+    """Synchronous PPO's actors act each round on the version the round waited for."""
+    size = 4
+    server, _ = _server(size)
+    prefix = f"gorila-test-{uuid.uuid4().hex[:8]}"
+    cache = ParamCache(server.upstream(), f"{prefix}-node0", size)
+    source = CachedSource(CacheSpec(prefix, size, locate=lambda: "node0"), server.client(1))
+    learner = server.client(0)
+    learner.params()
+    try:
+        cache.refresh()
+        learner.push(np.ones(size, np.float32))  # version 1, which the cache has not got
+        assert (source.pull(at_least=0) == 0).all() and source.version == 0 and source.cache_reads == 1
+        assert (source.pull(at_least=1) == -1).all() and source.version == 1 and source.server_reads == 1
+        cache.refresh()
+        source.pull(at_least=1)
+        assert source.version == 1 and source.cache_reads == 2 and source.server_reads == 1
+    finally:
+        source.close()
+        cache.close()
+
+
 def test_a_cache_whose_heartbeat_is_older_than_the_limit_is_left_for_the_server():
     size = 4
     server, _ = _server(size)

@@ -126,12 +126,11 @@ class SegmentActor:
     def collect(self) -> Segment:
         """One segment of ``unroll_length`` steps of every env (pulling first when it is due)."""
         if self.flat is not None and self.source is not None and self.segments_since_refresh >= self.refresh_every:
-            self.flat.set(self.source.pull())
+            # A round's segment is acted on the version the round waited for: a node cache that has
+            # not yet got it is passed over for the server.
+            source = self.source
+            self.flat.set(source.pull(self.round_target) if isinstance(source, CachedSource) else source.pull())
             self.version = self.source.version
-            if self.rounds is not None and self.version < self.round_target:
-                # A node cache that has not yet got the version the round waited for: the server has it.
-                self.flat.set(self.rounds.pull())
-                self.version = self.rounds.version
             self.segments_since_refresh = 0
         self.segments_since_refresh += 1
         T, N, space = self.unroll_length, self.envs.num_envs, self.envs.observation_space

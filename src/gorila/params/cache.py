@@ -351,11 +351,13 @@ class CachedSource:
     def params(self) -> np.ndarray:
         return self._flat if self._version >= 0 else self.pull()
 
-    def pull(self) -> np.ndarray:
+    def pull(self, at_least: int = 0) -> np.ndarray:
+        """The newest parameters the node's cache holds; from the server while there is no live
+        cache, or when the cache holds none of version ``at_least`` or later yet."""
         buffer = self._live_buffer()
         if buffer is not None:
             version = buffer.read(self._flat)
-            if version >= 0:
+            if version >= max(at_least, 0):  # -1: nothing written yet
                 self._version = version
                 self.cache_reads += 1
                 self.staleness_sum += max(buffer.upstream_version - version, 0)
