@@ -45,6 +45,7 @@ _HEADER_BYTES = 64  # one cache line: the vector starts aligned
 # Between two asks of an upstream that answers at once (shards in one process, or spread over the
 # workers of --server workers, cannot block): the probe period caches had before they long-polled.
 NONBLOCKING_PAUSE_S = 0.005
+_CATCH_UP_LOOK_S = 0.0005  # between a reader's looks at the header while its cache catches up
 #: ``--param-cache``: ``node`` (a cache on every node) or ``none`` (actors pull from the server).
 PARAM_CACHE_MODES = ("node", "none")
 
@@ -307,6 +308,7 @@ class CacheSpec:
     stale_after_s: float = 1.0
     retry_s: float = 0.5  # how often a source that fell back looks for its cache again
     wait_s: float = 0.25  # the longest a cache waits at its upstream for a new version
+    catch_up_s: float = 0.05  # how long a read that needs a newer version waits for the cache to get it
 
     def shm_name(self, node: str) -> str:
         return f"{self.prefix}-{node[:24]}"
@@ -353,9 +355,13 @@ class CachedSource:
 
     def pull(self, at_least: int = 0) -> np.ndarray:
         """The newest parameters the node's cache holds; from the server while there is no live
-        cache, or when the cache holds none of version ``at_least`` or later yet."""
+        cache, or when the cache holds no version ``at_least`` or later within ``catch_up_s``."""
         buffer = self._live_buffer()
         if buffer is not None:
+            # The server has at_least, so the cache is about to: give it one pull's time first.
+            deadline = time.monotonic() + self.spec.catch_up_s
+            while buffer.version < at_least and time.monotonic() < deadline:
+                time.sleep(_CATCH_UP_LOOK_S)
             version = buffer.read(self._flat)
             if version >= max(at_least, 0):  # -1: nothing written yet
                 self._version = version
