@@ -40,7 +40,7 @@ class SegmentActor:
         worker = factory(worker_id, server); worker.step(); worker.report()
 
     It pulls the parameters every ``refresh_every`` segments (a large value holds the policy lag
-    high). Actor k writes to queue ``k % len(queues)``. At most one add is in flight; a full queue
+    high) from ``server.source(worker_id)``: its node's cache with ``--param-cache node``. Actor k writes to queue ``k % len(queues)``. At most one add is in flight; a full queue
     answers None, the segment is sent again (same number: it is never queued twice) and the step
     says it is blocked (the runtime backs off); refused for longer than the server's timeout, it is a
     :class:`WorkerTimeoutError` naming the queue. Env ``i`` of actor ``k`` is seeded
@@ -54,7 +54,8 @@ class SegmentActor:
     With ``round_versions`` R (synchronous PPO on Ray, where actors are processes of their own),
     the actor acts in rounds: before each segment after its first, it waits until the server's
     version is R past its last segment's (the learner has taken the batch that segment went into
-    and pushed its R updates), then pulls, so every batch is acted on the learner's own version.
+    and pushed its R updates), then pulls (from its node's cache once that has the version), so
+    every batch is acted on the learner's own version.
     The wait blocks at the shards (:meth:`~gorila.params.ParameterClient.wait_version`) for at
     most ``ROUND_WAIT_S`` a step; a step that ends waiting says it is blocked, and one waiting for
     longer than the server's timeout is a :class:`WorkerTimeoutError` naming the version.
