@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # annotations only: importing these here would make every rol
     from gorila.envs.vector import Transitions
     from gorila.params.server import ParameterServer, ServerSpec
     from gorila.params.shard import ShardStats
+    from gorila.params.tiers import CacheTiers
     from gorila.replay.storage import Batch
 
 
@@ -257,9 +258,10 @@ class Runtime(Protocol):
                      checkpoints: Path | None = None) -> ShardGroup:
         """The shards; with ``checkpoints`` (the run's), a runtime that restarts processes brings a
         dead shard back from the newest good checkpoint there."""
-    def start_param_caches(self, server: ParameterServer,
-                           poll_s: float = 0.005) -> tuple[ParameterServer, ServiceGroup]:
-        """A parameter cache on every node; the server whose ``source()`` reads them."""
+    def start_param_caches(self, server: ParameterServer, tiers: CacheTiers = ...,
+                           wait_s: float = ...) -> tuple[ParameterServer, dict[str, ServiceGroup]]:
+        """A parameter cache on every node (and one per rack between them and the server, as
+        ``tiers`` says); the server whose ``source()`` reads the node caches, and each tier's group."""
     def start_services(self, factory: ServiceFactory, count: int, *, name: str,
                        wait: bool = True, node_of: Callable[[int], int] | None = None,
                        gpus: float = 0.0) -> ServiceGroup: ...

@@ -52,7 +52,9 @@ def configs_from_values(algo: str, values: dict[str, Any]) -> tuple[RunConfig, l
     # JSON and Python callers give lists where configs hold tuples (hidden=[64, 64]).
     namespace = argparse.Namespace(**values_from_json(with_preset(algo, values)))
     run = from_flags(RunConfig, namespace, algo=algo, preset_source=source(values.get("preset")))
-    return run, [from_flags(cls, namespace) for cls in ALGORITHMS[algo].config_classes()]
+    configs = [from_flags(cls, namespace) for cls in ALGORITHMS[algo].config_classes()]
+    ALGORITHMS[algo].check(configs)
+    return run, configs
 
 
 def current_names(algo: str, values: dict[str, Any], *, where: str = "", warn: bool = True) -> dict[str, Any]:

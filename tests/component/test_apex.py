@@ -13,11 +13,12 @@ from gorila.errors import ConfigError
 ENV = "gorila/Counting-v0"   # observation = step index in a 5-step episode
 
 
-def apex(tmp_path, steps=4000, **overrides):
+def apex(tmp_path, steps=4000, param_cache="none", **overrides):
     cfg = ApexConfig(**{"actors": 2, "envs_per_actor": 2, "learning_starts": 200, "batch_size": 16, "prefetch": 2,
                         "replay_capacity": 2000, "hidden": (8,), "add_every": 4, **overrides})
     run_config = RunConfig(algo="apex", runtime="local", run_dir=tmp_path)
     return run(run_config, make_plan(run_config, cfg, RLConfig(env=ENV, total_steps=steps, eval_every_s=60,
+                                                               param_cache=param_cache,
                                                                eval_episodes=1, stop_at_target=False)))
 
 

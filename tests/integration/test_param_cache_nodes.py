@@ -62,7 +62,8 @@ def test_each_node_reads_its_own_cache_and_falls_back_when_it_is_killed(two_node
         runtime.plan(8)  # a node holds its cache, a probe and maybe the shard: 1 CPU each node
         shards = runtime.start_shards(ServerSpec(UpdateRule.asynchronous(), optimizer="sgd", lr=1.0),
                                       np.zeros(SIZE, np.float32))
-        server, caches = runtime.start_param_caches(shards.server)
+        server, tiers = runtime.start_param_caches(shards.server)
+        caches = tiers["param_cache"]
         server = replace(server, cache=replace(server.cache, stale_after_s=0.3))
         names = [server.cache.shm_name(node["NodeID"]) for node in two_nodes.nodes()]
         workers = runtime.start_workers(_probe, 2, server, name="probe", node_of=lambda k: k)

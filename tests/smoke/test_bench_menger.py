@@ -24,11 +24,17 @@ def test_bench_menger_writes_both_figures(ray_local, tmp_path):
     assert all(int(r["adds"]) > 0 for r in writes)
     report = json.loads((tmp_path / "bench.json").read_text())
     assert set(report["read_latency_ms"]) == {"none", "node"} and "2" in report["server_reads_per_s"]["node"]
+    # the reduction at each count of readers, beside the seed's (512 actors, 16 MB: ~4.0x lower)
+    reduction = report["read_latency_reduction"]
+    assert reduction["seed"] == {"readers": 512, "model_mb": 16, "read_latency_reduction": 4.0}
+    none, node = (float(r["read_latency_mean_ms"]) for r in reads)
+    assert reduction["by_readers"]["2"] == pytest.approx(none / node)
     assert set(report["write_latency_ms"]) == {"single", "sharded"} and "16K" in report["insert_per_s"]["single"]
     assert (tmp_path / "reads.png").stat().st_size > 0 and (tmp_path / "writes.png").stat().st_size > 0
 
 
-@pytest.mark.parametrize("flag, value", [("--readers", "0"), ("--payloads", "2M"), ("--seconds", "0")])
+@pytest.mark.parametrize("flag, value", [("--readers", "0"), ("--payloads", "2M"), ("--seconds", "0"),
+                                         ("--model-mb", "0"), ("--buffers-per-node", "0")])
 def test_bad_flags_are_refused_before_anything_starts(capsys, tmp_path, flag, value):
     with pytest.raises(SystemExit) as exit_:  # argparse refuses it, as the command line would
         main(["bench", "menger", flag, value, "--out", str(tmp_path / "out")])

@@ -42,6 +42,13 @@ def refused(capsys, argv: list[str]) -> str:
     (["--algo", "dqn", "--param-cache", "node"], "--param-cache"),                 # needs --replay global
     (["--algo", "dqn", "--replay-placement", "node"], "--replay-placement"),
     (["--algo", "apex", "--param-cache", "rack"], "--param-cache"),
+    (["--algo", "a3c", "--param-cache", "node"], "--param-cache"),                 # workers learn as they act
+    (["--algo", "ppo", "--cache-tiers", "rack"], "--cache-tiers"),
+    (["--algo", "ppo", "--cache-tiers", "node,rack", "--nodes-per-rack", "2"], "--cache-tiers"),  # no cache
+    (["--algo", "ppo", "--param-cache", "node", "--cache-tiers", "node,rack"], "--nodes-per-rack"),
+    (["--algo", "impala", "--param-cache", "node", "--cache-tiers", "node,rack", "--nodes-per-rack", "0"],
+     "--nodes-per-rack"),
+    (["--algo", "apex", "--param-cache", "node", "--nodes-per-rack", "2"], "--nodes-per-rack"),  # no rack tier
     (["--algo", "apex", "--replay-placement", "rack"], "--replay-placement"),
     (["--algo", "dqn", "--replay", "local", "--actors", "2", "--learners", "3"], "--learners"),
     (["--algo", "dqn", "--mode", "sync", "--outlier-k", "3"], "--outlier-k"),

@@ -1,7 +1,9 @@
 """The node cache (Menger): a seqlock buffer never shows a half-written vector, the cache pulls once
-per version, caches chain, and actors fall back to the server while their cache is gone."""
+per version, is told of a new version by its upstream (a long-poll, not a timed probe), caches
+chain, and actors fall back to the server while their cache is gone."""
 
 import multiprocessing
+import threading
 import time
 import uuid
 
@@ -53,14 +55,24 @@ def test_a_reader_never_sees_a_torn_vector():
 
 
 class CountingUpstream:
-    """A fake server: a version set by the test; counts probes and pulls."""
+    """A fake server: a version set by the test (``publish``); counts probes and pulls. Its
+    ``wait_version`` blocks until the version asked for exists or ``wait_s`` has passed, as a Ray
+    shard's does."""
 
     def __init__(self, size: int):
         self.size, self.current, self.probes, self.pulls = size, 0, 0, 0
+        self.changed = threading.Condition()
 
-    def version(self) -> int:
+    def publish(self, version: int) -> None:
+        with self.changed:
+            self.current = version
+            self.changed.notify_all()
+
+    def wait_version(self, at_least: int, wait_s: float) -> int:
         self.probes += 1
-        return self.current
+        with self.changed:
+            self.changed.wait_for(lambda: self.current >= at_least, timeout=wait_s)
+            return self.current
 
     def pull(self) -> tuple[np.ndarray, int]:
         self.pulls += 1
@@ -73,7 +85,7 @@ def test_the_cache_pulls_once_per_version_and_chains():
     node_b = ParamCache(node_a, f"gorila-test-{uuid.uuid4().hex[:8]}-b", 10)  # pulls from node a's cache
     try:
         for version in range(3):
-            upstream.current = version
+            upstream.publish(version)
             for _ in range(4):
                 node_a.refresh()
                 node_b.refresh()
@@ -86,6 +98,78 @@ def test_the_cache_pulls_once_per_version_and_chains():
     finally:
         node_b.close()
         node_a.close()
+
+
+def test_a_started_cache_is_told_of_each_new_version_by_its_upstream_without_polling():
+    """The cache waits at its upstream up to 60 s a time: a timed probe would not see version 1
+    within the test's 30 s, and a cache that asked again and again would have probed many times."""
+    upstream = CountingUpstream(8)
+    cache = ParamCache(upstream, f"gorila-test-{uuid.uuid4().hex[:8]}", 8, wait_s=60.0)
+    rack_side = ParamCache(cache, f"gorila-test-{uuid.uuid4().hex[:8]}-node", 8, wait_s=60.0)  # chained
+    try:
+        cache.refresh()
+        rack_side.refresh()
+        cache.start()
+        rack_side.start()
+        for version in (1, 2, 3):
+            upstream.publish(version)
+            assert rack_side.wait_version(version, wait_s=30.0) == version
+        assert upstream.pulls == 4 and cache.counts.served == 4  # version 0, then one pull per version
+        assert upstream.probes <= 5  # the first refresh, one wait per version, the wait now under way
+        flat, version = rack_side.pull()
+        assert version == 3 and (flat == 3).all()
+    finally:
+        rack_side.close()
+        cache.close()
+
+
+def test_a_wait_at_a_cache_ends_after_its_bound_without_a_new_version():
+    upstream = CountingUpstream(4)
+    cache = ParamCache(upstream, f"gorila-test-{uuid.uuid4().hex[:8]}", 4)
+    try:
+        cache.refresh()
+        assert cache.wait_version(1, wait_s=0.05) == 0  # nothing new: the version held, after the bound
+        assert not cache.refresh(wait_s=0.05) and upstream.pulls == 1
+    finally:
+        cache.close()
+
+
+class StuckUpstream(CountingUpstream):
+    """A fake server whose pulls, once ``hold`` is set, block until the test releases them."""
+
+    def __init__(self, size: int):
+        super().__init__(size)
+        self.hold, self.pulling, self.release = threading.Event(), threading.Event(), threading.Event()
+
+    def pull(self) -> tuple[np.ndarray, int]:
+        if self.hold.is_set():
+            self.pulling.set()
+            assert self.release.wait(timeout=60)
+        return super().pull()
+
+
+def test_a_cache_stuck_in_a_slow_pull_still_beats_so_its_readers_stay():
+    """A 16 MB pull from a busy server can outlast a reader's ``stale_after_s``: the cache's
+    heartbeat must not wait for it, or every reader of the node would turn to the server."""
+    upstream = StuckUpstream(4)
+    cache = ParamCache(upstream, f"gorila-test-{uuid.uuid4().hex[:8]}", 4, wait_s=0.02)
+    try:
+        cache.refresh()
+        cache.start()
+        upstream.hold.set()
+        upstream.publish(1)
+        assert upstream.pulling.wait(timeout=30)  # the cache's thread is inside the pull now
+        stuck_at = time.monotonic()
+        deadline = stuck_at + 30
+        # a beat after the pull got stuck: younger than the time since then
+        while cache.buffer.age_s() >= time.monotonic() - stuck_at:
+            assert time.monotonic() < deadline, "no heartbeat while the pull was stuck"
+        assert cache.version() == 0  # still serving the version it holds
+        upstream.release.set()
+        assert cache.wait_version(1, wait_s=30) == 1
+    finally:
+        upstream.release.set()
+        cache.close()
 
 
 def _server(size: int) -> ParameterServer:
@@ -125,6 +209,28 @@ def test_actors_read_the_cache_and_fall_back_to_the_server_while_it_is_gone():
         source.close()
         restarted.close()
     assert all(s.version == 2 for s in shards)
+
+
+def test_a_read_that_needs_a_version_the_cache_has_not_got_yet_goes_to_the_server():
+    """Synchronous PPO's actors act each round on the version the round waited for."""
+    size = 4
+    server, _ = _server(size)
+    prefix = f"gorila-test-{uuid.uuid4().hex[:8]}"
+    cache = ParamCache(server.upstream(), f"{prefix}-node0", size)
+    source = CachedSource(CacheSpec(prefix, size, locate=lambda: "node0"), server.client(1))
+    learner = server.client(0)
+    learner.params()
+    try:
+        cache.refresh()
+        learner.push(np.ones(size, np.float32))  # version 1, which the cache has not got
+        assert (source.pull(at_least=0) == 0).all() and source.version == 0 and source.cache_reads == 1
+        assert (source.pull(at_least=1) == -1).all() and source.version == 1 and source.server_reads == 1
+        cache.refresh()
+        source.pull(at_least=1)
+        assert source.version == 1 and source.cache_reads == 2 and source.server_reads == 1
+    finally:
+        source.close()
+        cache.close()
 
 
 def test_a_cache_whose_heartbeat_is_older_than_the_limit_is_left_for_the_server():

@@ -21,6 +21,7 @@ from gorila.envs.vector import Transitions
 from gorila.errors import WorkerTimeoutError
 from gorila.nets.flat import FlatParams
 from gorila.params import ParameterServer
+from gorila.params.cache import CachedSource
 from gorila.trajectory import RemoteQueue, Segment
 
 # How long one step waits at the server for the end of a round before it says it is blocked: short,
@@ -39,7 +40,7 @@ class SegmentActor:
         worker = factory(worker_id, server); worker.step(); worker.report()
 
     It pulls the parameters every ``refresh_every`` segments (a large value holds the policy lag
-    high). Actor k writes to queue ``k % len(queues)``. At most one add is in flight; a full queue
+    high) from ``server.source(worker_id)``: its node's cache with ``--param-cache node``. Actor k writes to queue ``k % len(queues)``. At most one add is in flight; a full queue
     answers None, the segment is sent again (same number: it is never queued twice) and the step
     says it is blocked (the runtime backs off); refused for longer than the server's timeout, it is a
     :class:`WorkerTimeoutError` naming the queue. Env ``i`` of actor ``k`` is seeded
@@ -53,7 +54,8 @@ class SegmentActor:
     With ``round_versions`` R (synchronous PPO on Ray, where actors are processes of their own),
     the actor acts in rounds: before each segment after its first, it waits until the server's
     version is R past its last segment's (the learner has taken the batch that segment went into
-    and pushed its R updates), then pulls, so every batch is acted on the learner's own version.
+    and pushed its R updates), then pulls (from its node's cache once that has the version), so
+    every batch is acted on the learner's own version.
     The wait blocks at the shards (:meth:`~gorila.params.ParameterClient.wait_version`) for at
     most ``ROUND_WAIT_S`` a step; a step that ends waiting says it is blocked, and one waiting for
     longer than the server's timeout is a :class:`WorkerTimeoutError` naming the version.
@@ -88,6 +90,7 @@ class SegmentActor:
         self.round_versions = round_versions
         self.rounds = None if round_versions is None else server.client(worker_id)  # its version alone
         self.waiting_since: float | None = None
+        self.round_target = -1  # the version the last round waited for: its segment is acted on it
 
     def step(self) -> bool:
         """Act and send; False while the queue is full (the segment waits to be sent again) or,
@@ -109,7 +112,7 @@ class SegmentActor:
             return True
         target = self.version + self.round_versions
         if self.rounds.wait_version(target, ROUND_WAIT_S) >= target:
-            self.waiting_since = None
+            self.waiting_since, self.round_target = None, target
             return True
         now = time.monotonic()
         if self.waiting_since is None:
@@ -124,7 +127,10 @@ class SegmentActor:
     def collect(self) -> Segment:
         """One segment of ``unroll_length`` steps of every env (pulling first when it is due)."""
         if self.flat is not None and self.source is not None and self.segments_since_refresh >= self.refresh_every:
-            self.flat.set(self.source.pull())
+            # A round's segment is acted on the version the round waited for: a node cache that has
+            # not yet got it is passed over for the server.
+            source = self.source
+            self.flat.set(source.pull(self.round_target) if isinstance(source, CachedSource) else source.pull())
             self.version = self.source.version
             self.segments_since_refresh = 0
         self.segments_since_refresh += 1
@@ -201,4 +207,4 @@ class SegmentActor:
 
     def report(self) -> dict[str, Any]:
         return {**self.tally.report(), "env_failures": self.envs.env_failures, "segments_queued": self.queued,
-                "version": self.version}
+                "version": self.version, **(self.source.counters() if isinstance(self.source, CachedSource) else {})}

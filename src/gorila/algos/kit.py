@@ -60,6 +60,11 @@ REPLAY_TRAFFIC = ("replay.bytes_added", "replay.bytes_sampled")
 #: How long a chunk lasts once the driver has sized it to the workers' speed: long enough that the
 #: driver's calls between chunks cost little, short enough that rows and evaluations stay frequent.
 CHUNK_SECONDS = 0.5
+# With --param-cache node: reads reaching the server from the caches (the rack caches' with
+# --cache-tiers node,rack) and from actors that fell back, bytes moved per version per node, and
+# how many versions behind the server the actors act.
+CACHE_METRICS = ("param_cache.pulls", "param_cache.bytes_per_version", "actor.cache_reads", "actor.server_reads",
+                 "actor.param_staleness_mean")
 
 
 def inference_service(policy: Callable[[], InferencePolicy], rule: BatchingRule, refresh_every: int,
@@ -99,6 +104,8 @@ def rl_plan(run: RunConfig, rl: RLConfig, *, algo: str, net: nn.Module, network_
     ``eval_mlp`` the network's greedy policy in numpy, where it is an MLP (a plain Q-network's,
     :func:`gorila.nets.q.numpy_q_network`, or an actor-critic's policy head,
     :func:`gorila.nets.actor_critic.numpy_policy`): the evaluator then plays it in a process without torch.
+    With ``--param-cache node`` the plan places the caches ``--cache-tiers`` names, and its rows
+    carry their counters (``CACHE_METRICS``).
     """
     epsilon = rl.eval_epsilon if rl.eval_epsilon is not None else eval_epsilon
     evaluation = PolicyEvaluation(rl.env, network_fn, policy_fn, episodes=rl.eval_episodes, epsilon=epsilon,
@@ -109,11 +116,13 @@ def rl_plan(run: RunConfig, rl: RLConfig, *, algo: str, net: nn.Module, network_
     # The local runtime's chunks keep their size: rows then fall at the same steps in every run of a
     # seed, resumed or not (chunks timed to CHUNK_SECONDS would follow the machine's load).
     plan.setdefault("chunk_seconds", None if run.runtime == "local" else CHUNK_SECONDS)
+    tiers = rl.cache_tiers_plan()
+    cache_metrics = () if tiers is None else CACHE_METRICS + (("rack_cache.pulls",) if tiers.rack else ())
     return Plan(algo=algo, label=rl.env, initial_params=lambda: FlatParams(net).get(), evaluation=evaluation,
                 budget=Budget(rl.total_steps, "env_steps"), stop_at_target=rl.stop_at_target,
                 train_target=rl.target() if rl.target_on == "train100" else None,
-                metrics=metrics + (INFERENCE_METRICS if central else ()), config=record, network_fn=network_fn,
-                **plan)
+                metrics=metrics + (INFERENCE_METRICS if central else ()) + cache_metrics, config=record,
+                network_fn=network_fn, param_cache=tiers, **plan)
 
 
 class QLearningSettings(Protocol):

@@ -23,6 +23,7 @@ class Algorithm:
     name: str
     configs: tuple[str, ...]  # "module:Class" of each config, in make_plan's argument order after RunConfig
     builder: str  # the module with make_plan(run, *configs) and, for RL, evaluation_policy(run, *configs)
+    checks: str | None = None  # "module:function" checking the configs together, before anything starts
 
     @property
     def is_rl(self) -> bool:
@@ -39,6 +40,12 @@ class Algorithm:
         if self.is_rl:
             defaults["eval_epsilon"] = main.EVAL_EPSILON
         return defaults
+
+    def check(self, configs: list) -> None:
+        """Raise a :class:`~gorila.errors.ConfigError` where the configs, each valid alone,
+        disagree (a setting of the RL config that the algorithm's own settings rule out)."""
+        if self.checks is not None:
+            _load(self.checks)(*configs)
 
     def plan_fn(self):
         return _load(f"{self.builder}:make_plan")
@@ -60,8 +67,10 @@ def _load(path: str):
 
 ALGORITHMS = {
     "lstsq": Algorithm("lstsq", ("gorila.algos.lstsq.config:LstsqConfig",), "gorila.algos.lstsq.builder"),
-    "a3c": Algorithm("a3c", ("gorila.algos.a3c.config:A3CConfig", _RL), "gorila.algos.a3c.builder"),
-    "dqn": Algorithm("dqn", ("gorila.algos.dqn.config:DQNConfig", _RL), "gorila.algos.dqn.builder"),
+    "a3c": Algorithm("a3c", ("gorila.algos.a3c.config:A3CConfig", _RL), "gorila.algos.a3c.builder",
+                     checks="gorila.algos.a3c.config:check_settings"),
+    "dqn": Algorithm("dqn", ("gorila.algos.dqn.config:DQNConfig", _RL), "gorila.algos.dqn.builder",
+                     checks="gorila.algos.dqn.config:check_settings"),
     "apex": Algorithm("apex", ("gorila.algos.apex.config:ApexConfig", _RL), "gorila.algos.apex.builder"),
     "impala": Algorithm("impala", ("gorila.algos.impala.config:ImpalaConfig", _RL), "gorila.algos.impala.builder"),
     "ppo": Algorithm("ppo", ("gorila.algos.ppo.config:PPOConfig", _RL), "gorila.algos.ppo.builder"),

@@ -11,6 +11,8 @@ import gymnasium as gym
 from gorila import validate
 from gorila.errors import ConfigError
 from gorila.inference.batching import BatchingRule
+from gorila.params.cache import PARAM_CACHE_MODES
+from gorila.params.tiers import CACHE_TIERS, CacheTiers
 
 DEVICES = ("auto", "cpu", "cuda")
 DEVICE_COPIES = ("async", "sync")
@@ -60,6 +62,17 @@ class RLConfig:
         "help": "central inference: ... or once the oldest has waited this long"})
     inference_device: str = field(default="auto", metadata={"help": "central inference: the server's device",
                                                             "choices": DEVICES})
+    param_cache: str = field(default="none", metadata={
+        "help": "node: a parameter cache on every node that the server tells of each new version (a long-poll "
+                "at the shards), pulls it once and serves that node's actors from shared memory (Menger; dqn: "
+                "--replay global only); none: every actor pulls from the server", "choices": PARAM_CACHE_MODES})
+    cache_tiers: str = field(default="node", metadata={
+        "help": "--param-cache node: node (each node's cache reads the server) or node,rack (each node's cache "
+                "reads its rack's cache, which reads the server: one server read per version per rack)",
+        "choices": CACHE_TIERS})
+    nodes_per_rack: int | None = field(default=None, metadata={
+        "help": "--cache-tiers node,rack: nodes per rack (rack r holds nodes rK .. rK+K-1, in Ray's order of "
+                "the alive nodes; its cache runs on the first)", "metavar": "K"})
 
     def __post_init__(self) -> None:
         if not isinstance(self.env, str) or not self.env:
@@ -82,6 +95,15 @@ class RLConfig:
             validate.integer("inference_batch", self.inference_batch, low=1)
         validate.number("inference_wait_ms", self.inference_wait_ms, low=0.0)
         validate.choice("inference_device", self.inference_device, DEVICES)
+        validate.choice("param_cache", self.param_cache, PARAM_CACHE_MODES)
+        CacheTiers.parse(self.cache_tiers, self.nodes_per_rack)
+        if self.param_cache == "none" and self.cache_tiers != "node":
+            raise ConfigError("cache_tiers", f"{self.cache_tiers} chains the parameter caches of --param-cache node; "
+                                             "add it, or leave --cache-tiers out")
+
+    def cache_tiers_plan(self) -> CacheTiers | None:
+        """The caches a plan places (``Plan.param_cache``): None without ``--param-cache node``."""
+        return None if self.param_cache == "none" else CacheTiers.parse(self.cache_tiers, self.nodes_per_rack)
 
     def central_inference(self, observation_space: gym.Space, gpu: bool | None = None, runtime: str = "local") -> bool:
         """Whether actors ask an inference server (``--inference``). ``auto`` chooses central for image

@@ -143,8 +143,9 @@ def run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChun
                         for s in plan.services}
             specs = plan.groups({name: group.endpoints() for name, group in services.items()})
             server = shards.server
-            if plan.param_cache:
-                server, services["param_cache"] = runtime.start_param_caches(server)
+            if plan.param_cache is not None:
+                server, caches = runtime.start_param_caches(server, plan.param_cache)
+                services.update(caches)
             with terminal.stage(f"starting {_processes(plan, specs)}"):
                 groups = {w.name: runtime.start_workers(w.factory, w.count, server, name=w.name,
                                                         nice=w.nice, wait=False, node_of=w.node_of, gpus=w.gpus,

@@ -26,6 +26,7 @@ from gorila import validate
 from gorila.core import Runtime, ServiceFactory, ServiceGroup, ShardGroup, WorkerFactory, WorkerGroup
 from gorila.reply import ServiceEndpoint
 from gorila.params import ParameterServer, ServerSpec
+from gorila.params.tiers import CacheTiers
 
 
 @dataclass(frozen=True)
@@ -147,8 +148,10 @@ class Plan:
     group, or a worker report's ``key`` averaged over its group; ``histograms`` are report keys
     holding ``{value: count}``, summed into ``summary.json``. ``checkpoint_services`` name service
     groups whose ``save()`` runs at every checkpoint (each service writes its own state where it
-    lives). With ``param_cache`` every node gets a parameter cache (:mod:`gorila.params.cache`),
-    a service group ``param_cache`` whose stats can be metrics, and workers' ``server.source()``
+    lives). With ``param_cache`` (its :class:`~gorila.params.tiers.CacheTiers`) every node gets a
+    parameter cache (:mod:`gorila.params.cache`), and with a rack tier every rack one that its
+    nodes' caches read: service groups ``param_cache`` and ``rack_cache`` whose stats can be
+    metrics; workers' ``server.source()``
     reads it. ``train_target`` (RL, ``--target-on train100``) judges the target on training
     instead of by the evaluation: the mean return of the run's latest 100 episodes, once 100 have
     been played. ``config`` is written to ``config.json``. ``network_fn`` (RL) builds the network whose parameters the server holds: checkpoints then also export its
@@ -176,7 +179,7 @@ class Plan:
     checkpoint_services: tuple[str, ...] = ()
     config: dict = field(default_factory=dict)
     network_fn: Callable[[], Any] | None = None
-    param_cache: bool = False
+    param_cache: CacheTiers | None = None
     snapshot: bool = True
 
 

@@ -297,7 +297,7 @@ class Report:
             "pushes_rejected": stats.pushes_rejected, "pushes_rejected_stale": stats.pushes_rejected_stale,
             "pushes_rejected_nonfinite": stats.pushes_rejected_nonfinite,
             "pushes_rejected_outlier": int(counters.total("pushes_rejected_outlier")),
-            "bytes_pushed": stats.bytes_in, "bytes_pulled": stats.bytes_out,
+            "bytes_pushed": stats.bytes_in, "bytes_pulled": stats.bytes_out, "server_pulls": stats.pulls,
             "time_to_target_s": self.time_to_target, "train_time_to_target_s": self.train_time_to_target,
             "reached_target": self.time_to_target is not None, "best_checkpoint": self.best_checkpoint,
             **({"eval_latency_s_mean": float(np.mean(self.eval_latencies)),

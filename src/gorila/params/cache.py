@@ -3,16 +3,18 @@ actors of that node read it from shared memory.
 
 ::
 
-    learner ──push──► ParameterServer ◄── version probe (cheap), full pull only on a new version
-                                               │
+    learner ──push──► ParameterServer ◄── version wait (answered by the shards when the next version
+                                               │    exists), full pull only on a new version
                                         ParamCache (one per node) ── writes ──► SeqlockBuffer
                                                                                 (node-local /dev/shm)
                                                                                    ▲  ▲  ▲
                                                     CachedSource of each actor ────┘  │  │  (reads)
 
-A :class:`ParamCache`'s upstream is anything with ``version()`` and ``pull()``: the server
-(:class:`ServerUpstream`) or another cache (chaining, so many nodes do not each read from the
-learner). An actor's :class:`~gorila.core.ParamSource` is a :class:`CachedSource` instead of a
+A :class:`ParamCache`'s upstream is anything with ``wait_version()`` and ``pull()``: the server
+(:class:`~gorila.params.tiers.ServerUpstream`) or another cache (chaining, so many nodes do not each read from the
+learner: :mod:`gorila.params.tiers`). The cache learns of a new version by a long-poll: it asks
+its upstream for a version newer than the one it holds and the upstream answers when that version
+exists (a Ray shard awaits it on its loop), or after a bounded wait. An actor's :class:`~gorila.core.ParamSource` is a :class:`CachedSource` instead of a
 ``ParameterClient`` (``server.source(worker_id)``); its code does not change. When the node's cache
 is gone (no buffer, or a buffer whose heartbeat stopped) the source reads the server itself until a
 cache (restarted) beats again.
@@ -33,13 +35,17 @@ import _posixshmem  # type: ignore[import-not-found]  # CPython's own module: ty
 import numpy as np
 
 if TYPE_CHECKING:
-    from gorila.params.client import ParameterClient, ShardEndpoint
+    from gorila.params.client import ParameterClient
 
 # Header slots (int64): the sequence counter (odd while a write is under way), the version in the
 # buffer, the newest version the cache saw upstream at its last probe, and the cache's heartbeat
 # (CLOCK_MONOTONIC ns, the same clock in every process of a node).
 _SEQ, _VERSION, _UPSTREAM, _BEAT = range(4)
 _HEADER_BYTES = 64  # one cache line: the vector starts aligned
+# Between two asks of an upstream that answers at once (shards in one process, or spread over the
+# workers of --server workers, cannot block): the probe period caches had before they long-polled.
+NONBLOCKING_PAUSE_S = 0.005
+_CATCH_UP_LOOK_S = 0.0005  # between a reader's looks at the header while its cache catches up
 #: ``--param-cache``: ``node`` (a cache on every node) or ``none`` (actors pull from the server).
 PARAM_CACHE_MODES = ("node", "none")
 
@@ -50,9 +56,10 @@ def _posix_name(shm: shared_memory.SharedMemory) -> str:
 
 
 class Upstream(Protocol):
-    """Where a cache gets the parameters: ``version()`` is a cheap probe, ``pull()`` the whole vector."""
+    """Where a cache gets the parameters: ``wait_version(v, wait_s)`` answers the upstream's version
+    once it is at least ``v`` (or after ``wait_s``; no payload), ``pull()`` the whole vector."""
 
-    def version(self) -> int: ...
+    def wait_version(self, at_least: int, wait_s: float) -> int: ...
     def pull(self) -> tuple[np.ndarray, int]: ...
 
 
@@ -139,9 +146,10 @@ class SeqlockBuffer:
     def upstream_version(self) -> int:
         return int(self._head[_UPSTREAM])
 
-    def beat(self, upstream_version: int) -> None:
-        """Say the writer is alive and what version it saw upstream (aligned 8-byte stores)."""
-        self._head[_UPSTREAM] = upstream_version
+    def beat(self, upstream_version: int | None = None) -> None:
+        """Say the writer is alive and (when given) what version it saw upstream (aligned 8-byte stores)."""
+        if upstream_version is not None:
+            self._head[_UPSTREAM] = upstream_version
         self._head[_BEAT] = time.monotonic_ns()
 
     def age_s(self) -> float:
@@ -182,28 +190,36 @@ class ParamCache:
     """The parameter cache of one node: pulls each new version once and keeps it in a
     :class:`SeqlockBuffer` that every reader on the node maps::
 
-        cache = ParamCache(ServerUpstream(server), name=spec.shm_name(node), size=n)
-        cache.start()                 # a thread probes every poll_s, pulls on a new version
-        cache.version(); cache.pull() # it is an Upstream itself: caches chain
+        cache = ParamCache(server.upstream(), name=spec.shm_name(node), size=n)
+        cache.start()                 # a thread waits at upstream for each new version, then pulls it
+        cache.wait_version(v, 0.25); cache.pull()  # it is an Upstream itself: caches chain
         cache.stats()                 # {"pulls": ..., "bytes_per_version": ...}
         cache.close()
 
-    A failed probe or pull (the server restarting) is counted and tried again at the next poll.
+    The thread asks upstream for the version after the one it holds and blocks until upstream
+    answers: at once when that version exists, else after ``wait_s``, and asks again. Another
+    thread beats every ``wait_s``, so a live cache's heartbeat is never much older, however slow
+    upstream is. An upstream that cannot block (shards in this process, or spread over the
+    workers) answers at once; the thread then asks again after ``NONBLOCKING_PAUSE_S`` rather than
+    spin. A failed wait or pull (the server restarting) is counted and tried again after ``wait_s``.
     """
 
-    def __init__(self, upstream: Upstream, name: str, size: int, poll_s: float = 0.002):
-        self.upstream, self.size, self.poll_s = upstream, size, poll_s
+    def __init__(self, upstream: Upstream, name: str, size: int, wait_s: float = 0.25):
+        self.upstream, self.size, self.wait_s = upstream, size, wait_s
         self.buffer = SeqlockBuffer.create(name, size)
         self.counts = CacheStats()
         self._lock = threading.Lock()  # refresh() from the thread and from callers
+        self._written = threading.Condition()  # notified on every new version: chained caches wait on it
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
-    def refresh(self) -> bool:
-        """Probe upstream; pull and publish if its version moved. Whether a new version was written."""
+    def refresh(self, wait_s: float = 0.0) -> bool:
+        """Ask upstream for a version past the one held, waiting up to ``wait_s`` for it; pull and
+        publish it if upstream's version moved (on, or back: a restored server). Whether a new
+        version was written."""
+        self.counts.probes += 1
+        latest = self.upstream.wait_version(self.buffer.version + 1, wait_s)
         with self._lock:
-            self.counts.probes += 1
-            latest = self.upstream.version()
             fresh = latest != self.buffer.version
             if fresh:
                 flat, latest = self.upstream.pull()
@@ -212,21 +228,43 @@ class ParamCache:
                 self.counts.versions += 1
                 self.counts.bytes_pulled += flat.nbytes
             self.buffer.beat(latest)
-            return fresh
+        if fresh:
+            with self._written:
+                self._written.notify_all()
+        return fresh
 
     def start(self) -> ParamCache:
-        self._thread = threading.Thread(target=self._run, name="param-cache", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, name="param-cache", daemon=True),
+                         threading.Thread(target=self._beat, name="param-cache-beat", daemon=True)]
+        for thread in self._threads:
+            thread.start()
         return self
 
+    def _beat(self) -> None:
+        # Alive apart from upstream: a pull of a large model from a busy server can outlast a
+        # reader's stale_after_s, and the node's readers must not all turn to the server meanwhile.
+        while not self._stop.wait(self.wait_s):
+            self.buffer.beat()
+
     def _run(self) -> None:
-        while not self._stop.wait(self.poll_s):
+        while not self._stop.is_set():
+            began = time.monotonic()
             try:
-                self.refresh()
+                fresh = self.refresh(self.wait_s)
             except Exception:  # noqa: BLE001 - upstream down for a moment: keep serving the last version
                 self.counts.errors += 1
+                self._stop.wait(self.wait_s)
+                continue
+            if not fresh and time.monotonic() - began < self.wait_s:  # it answered at once: it cannot block
+                self._stop.wait(NONBLOCKING_PAUSE_S)
 
     def version(self) -> int:
+        return self.buffer.version
+
+    def wait_version(self, at_least: int, wait_s: float) -> int:
+        """The version held once it is ``at_least``, or after ``wait_s`` (a chained cache's long-poll)."""
+        with self._written:
+            self._written.wait_for(lambda: self.buffer.version >= at_least or self._stop.is_set(), timeout=wait_s)
         return self.buffer.version
 
     def stats(self) -> dict[str, float]:
@@ -241,24 +279,11 @@ class ParamCache:
 
     def close(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10.0)
+        with self._written:
+            self._written.notify_all()  # chained caches waiting here answer now
+        for thread in self._threads:
+            thread.join(timeout=10.0)
         self.buffer.close()
-
-
-class ServerUpstream:
-    """The parameter server as a cache's upstream: the version probe asks each shard for its
-    version only (no payload); the pull fetches every shard (picklable)."""
-
-    def __init__(self, endpoints: list[ShardEndpoint], client: ParameterClient, timeout_s: float):
-        self.endpoints, self.client, self.timeout_s = endpoints, client, timeout_s
-
-    def version(self) -> int:
-        probes = [ep.version() for ep in self.endpoints]
-        return min(p.result(self.timeout_s) for p in probes)
-
-    def pull(self) -> tuple[np.ndarray, int]:
-        return self.client.pull(), self.client.version
 
 
 def this_host() -> str:
@@ -273,8 +298,8 @@ class CacheSpec:
         spec = CacheSpec(prefix="gorila-1a2b3c4d-params", size=n, locate=this_host)
         spec.shm_name(spec.locate())   # the node id is in the name: simulated nodes share /dev/shm
 
-    ``stale_after_s``: a cache whose heartbeat is older is taken for dead. ``poll_s`` trades
-    staleness (half of it on average) against probe calls on the server (one per ``poll_s`` per node).
+    ``stale_after_s``: a cache whose heartbeat is older is taken for dead. ``wait_s`` bounds a
+    cache's long-poll at its upstream: how often an idle cache beats (well under ``stale_after_s``).
     """
 
     prefix: str
@@ -282,7 +307,8 @@ class CacheSpec:
     locate: Callable[[], str] = this_host
     stale_after_s: float = 1.0
     retry_s: float = 0.5  # how often a source that fell back looks for its cache again
-    poll_s: float = 0.005  # how often a cache probes its upstream's version
+    wait_s: float = 0.25  # the longest a cache waits at its upstream for a new version
+    catch_up_s: float = 0.05  # how long a read that needs a newer version waits for the cache to get it
 
     def shm_name(self, node: str) -> str:
         return f"{self.prefix}-{node[:24]}"
@@ -291,7 +317,7 @@ class CacheSpec:
 def serve_node_cache(server: HasUpstream, spec: CacheSpec, service_id: int = 0) -> ParamCache:
     """The service a runtime hosts on each node: that node's cache, pulling from ``server``. It
     holds the server's first version before it is up, so its actors' first reads find it there."""
-    cache = ParamCache(server.upstream(), spec.shm_name(spec.locate()), spec.size, spec.poll_s)
+    cache = ParamCache(server.upstream(), spec.shm_name(spec.locate()), spec.size, spec.wait_s)
     cache.refresh()
     return cache.start()
 
@@ -307,9 +333,9 @@ class CachedSource:
     staleness of each read: how many versions the cache had seen upstream beyond the one read.
     """
 
-    def __init__(self, spec: CacheSpec, fallback: ParameterClient):
+    def __init__(self, spec: CacheSpec, fallback: ParameterClient, out: np.ndarray | None = None):
         self.spec, self.fallback = spec, fallback
-        self._flat = np.zeros(spec.size, np.float32)
+        self._flat = out if out is not None else np.zeros(spec.size, np.float32)  # out: a vector to read into
         self._version = -1
         self._buffer: SeqlockBuffer | None = None
         self._next_try = 0.0
@@ -327,11 +353,17 @@ class CachedSource:
     def params(self) -> np.ndarray:
         return self._flat if self._version >= 0 else self.pull()
 
-    def pull(self) -> np.ndarray:
+    def pull(self, at_least: int = 0) -> np.ndarray:
+        """The newest parameters the node's cache holds; from the server while there is no live
+        cache, or when the cache holds no version ``at_least`` or later within ``catch_up_s``."""
         buffer = self._live_buffer()
         if buffer is not None:
+            # The server has at_least, so the cache is about to: give it one pull's time first.
+            deadline = time.monotonic() + self.spec.catch_up_s
+            while buffer.version < at_least and time.monotonic() < deadline:
+                time.sleep(_CATCH_UP_LOOK_S)
             version = buffer.read(self._flat)
-            if version >= 0:
+            if version >= max(at_least, 0):  # -1: nothing written yet
                 self._version = version
                 self.cache_reads += 1
                 self.staleness_sum += max(buffer.upstream_version - version, 0)

@@ -8,13 +8,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from gorila import validate
-from gorila.params.cache import CachedSource, CacheSpec, ServerUpstream
+from gorila.params.cache import CachedSource, CacheSpec
 from gorila.errors import CheckpointError, ConfigError
 from gorila.params.client import ParameterClient, ShardEndpoint
 from gorila.params.layout import ShardLayout
 from gorila.params.optim import OPTIMIZERS, LearningRate, LinearDecay, optimizer_slots
 from gorila.params.rule import UpdateRule
 from gorila.params.shard import ParameterShard, ShardStats
+from gorila.params.tiers import ServerUpstream
 
 
 PLACEMENTS = ("process", "workers")
@@ -96,19 +97,19 @@ class ParameterServer:
 
     def upstream(self) -> ServerUpstream:
         """The server as a cache's upstream (a version probe, and pulls of the whole vector)."""
-        return ServerUpstream(list(self.endpoints), self.client(-1), self.timeout_s)
+        return ServerUpstream(self.client(-1))
 
 
 def merge_stats(stats: list[ShardStats]) -> ShardStats:
-    """Counters of all shards. Every worker push reaches every shard, so push counts, updates
-    and the staleness histogram are averaged over shards (one worker push counts once);
+    """Counters of all shards. Every worker push (and pull) reaches every shard, so push counts,
+    updates, pulls and the staleness histogram are averaged over shards (one worker push counts once);
     bytes, and pushes refused by a restarted shard (one shard's own), are summed."""
     total = ShardStats()
     for s in stats:
         total = total.merge(s)
     n = max(len(stats), 1)
     for name in ("pushes_counted", "pushes_accepted", "pushes_rejected_stale", "pushes_rejected_nonfinite",
-                 "pushes_rejected_duplicate", "updates"):
+                 "pushes_rejected_duplicate", "updates", "pulls"):
         setattr(total, name, getattr(total, name) // n)
     for k in total.staleness:
         total.staleness[k] //= n

@@ -72,6 +72,7 @@ class ShardStats:
     pushes_rejected_restarted: int = 0
     pushes_rejected_duplicate: int = 0
     updates_rolled_back: int = 0  # rounds whose step was undone: it left parameters or state non-finite
+    pulls: int = 0  # whole reads of the parameters (a push's reply is not one): what caches save the server
     staleness: Counter[int] = field(default_factory=Counter)
 
     @property
@@ -302,6 +303,7 @@ class ParameterShard:
 
     def pull(self, out: np.ndarray | None = None) -> tuple[np.ndarray, int]:
         """A copy of the current parameters (into ``out`` when given) and their version."""
+        self.stats.pulls += 1
         self.stats.bytes_out += self._params.nbytes
         return self._copy_params(out), self._version
 

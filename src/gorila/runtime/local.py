@@ -22,7 +22,8 @@ from gorila.errors import CheckpointError, GorilaError
 from gorila.metrics.cputime import process_cpu_seconds
 from gorila.params import (LocalEndpoint, ParameterServer, ServerSpec, ShardStats, shard_state,
                            split_shard_state)
-from gorila.params.cache import CacheSpec, ParamCache
+from gorila.params.cache import CacheSpec, ParamCache, Upstream
+from gorila.params.tiers import CacheTiers
 
 
 class LocalShards:
@@ -233,13 +234,22 @@ class LocalRuntime:
         self._shards = LocalShards(spec, params, self.call_timeout_s)
         return self._shards
 
-    def start_param_caches(self, server: ParameterServer, poll_s: float = 0.005) -> tuple[ParameterServer,
-                                                                                          LocalServices]:
-        """This machine's parameter cache (one node), refreshed before every round of the workers."""
-        spec = CacheSpec(prefix=f"gorila-{uuid.uuid4().hex[:8]}-params", size=server.layout.size, poll_s=poll_s)
-        self._caches.append(ParamCache(server.upstream(), spec.shm_name(spec.locate()), spec.size))
-        self._caches[-1].refresh()
-        return replace(server, cache=spec), LocalServices(self._caches[-1:])
+    def start_param_caches(self, server: ParameterServer, tiers: CacheTiers = CacheTiers(),
+                           wait_s: float = 0.25) -> tuple[ParameterServer, dict[str, LocalServices]]:
+        """This machine's parameter cache (one node; with a rack tier, reading a rack cache here
+        that reads the server), refreshed before every round of the workers, upstream first."""
+        spec = CacheSpec(prefix=f"gorila-{uuid.uuid4().hex[:8]}-params", size=server.layout.size, wait_s=wait_s)
+        groups: dict[str, LocalServices] = {}
+        upstream: Upstream = server.upstream()
+        if tiers.rack:
+            rack = ParamCache(upstream, f"{spec.prefix}-rack-{spec.locate()[:24]}", spec.size, wait_s)
+            self._caches.append(rack)
+            groups["rack_cache"], upstream = LocalServices([rack]), rack
+        self._caches.append(ParamCache(upstream, spec.shm_name(spec.locate()), spec.size, wait_s))
+        groups["param_cache"] = LocalServices(self._caches[-1:])
+        for cache in self._caches:
+            cache.refresh()
+        return replace(server, cache=spec), groups
 
     def start_services(self, factory: ServiceFactory, count: int, *, name: str, wait: bool = True,
                        node_of: Callable[[int], int] | None = None, gpus: float = 0.0) -> LocalServices:

@@ -29,6 +29,7 @@ from gorila.core import ServiceFactory, WorkerFactory
 from gorila.errors import ClusterUnreachableError, ConfigError, SchedulingError
 from gorila.metrics.cputime import process_cpu_seconds
 from gorila.params import ParameterServer, ServerSpec
+from gorila.params.tiers import CacheTiers
 from gorila.runtime.allreduce import SpreadShards
 from gorila.runtime.ray_caches import start_caches
 from gorila.runtime.ray_calls import NamedActor, RayPending, ray
@@ -267,18 +268,22 @@ class RayRuntime:
         self._starting(group, loads, f"{spec.num_shards} parameter shards", wait)
         return group
 
-    def start_param_caches(self, server: ParameterServer, poll_s: float = 0.005) -> tuple[ParameterServer, RayServices]:
-        """A parameter cache on every alive node (:mod:`gorila.runtime.ray_caches`), restarted by Ray
-        when it dies and closed before the processes are killed; the server whose ``source()``
-        reads them, and the caches' group."""
+    def start_param_caches(self, server: ParameterServer, tiers: CacheTiers = CacheTiers(),
+                           wait_s: float = 0.25) -> tuple[ParameterServer, dict[str, RayServices]]:
+        """A parameter cache on every alive node, and with a rack tier one per rack of
+        ``tiers.nodes_per_rack`` nodes in between (:mod:`gorila.runtime.ray_caches`), restarted by
+        Ray when they die and closed before the processes are killed; the server whose ``source()``
+        reads the node caches, and each tier's group by name (``param_cache``, ``rack_cache``)."""
         nodes = alive_nodes()
-        spec, caches = start_caches(server, f"gorila-{self._tag}-params", poll_s, nodes,
-                                    self._names("param-cache", len(nodes)), self.call_timeout_s,
-                                    dict(max_restarts=self.max_restarts, max_task_retries=3, **self._env()))
-        self._handles += caches.handles
-        self._shard_groups.append(caches)
-        self._starting(caches, [h.ready.remote() for h in caches.handles], f"{len(nodes)} parameter caches", wait=False)
-        return replace(server, cache=spec), caches
+        names = self._names("param-cache", len(nodes)) + self._names("rack-cache", tiers.racks(len(nodes)))
+        spec, groups = start_caches(server, f"gorila-{self._tag}-params", wait_s, nodes, names, self.call_timeout_s,
+                                    dict(max_restarts=self.max_restarts, max_task_retries=3, **self._env()), tiers)
+        for name, caches in groups.items():
+            self._handles += caches.handles
+            self._shard_groups.insert(0, caches)  # node caches closed first, then the racks they read
+            self._starting(caches, [h.ready.remote() for h in caches.handles],
+                           f"{len(caches.handles)} {caches.name}s", wait=False)
+        return replace(server, cache=spec), dict(groups)
 
     def start_services(self, factory: ServiceFactory, count: int, *, name: str, wait: bool = True,
                        node_of: Callable[[int], int] | None = None, gpus: float = 0.0) -> RayServices:

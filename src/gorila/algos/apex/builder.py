@@ -37,10 +37,6 @@ STEPS_PER_CHUNK = 20
 ACTOR_NICE = 5
 METRICS = ("replay.size", "replay.added", "replay.sampled", "replay.refused_samples", "replay.priority_max",
            "learner.wait_fraction", "learner.policy_lag_mean", *REPLAY_TRAFFIC)
-# With --param-cache node: reads reaching the server from the caches and from actors that fell back,
-# bytes moved per version per node, and how many versions behind the server the actors act.
-CACHE_METRICS = ("param_cache.pulls", "param_cache.bytes_per_version", "actor.cache_reads", "actor.server_reads",
-                 "actor.param_staleness_mean")
 
 
 def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
@@ -78,16 +74,15 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
                               actor_nice=ACTOR_NICE, by_node=cfg.replay_placement == "node",
                               learner_gpus=learner_gpus)
     learner = q_learner(network_fn, cfg, rl, run.runtime)
-    cache = cfg.param_cache == "node"
     return rl_plan(
         run, rl, algo="apex", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_mlp=numpy_q_network(net),
         eval_epsilon=cfg.EVAL_EPSILON,
         central=central, config={**asdict(cfg), "target_update": str(cfg.target_update)},
         spec=run.server_spec(run.rule(num_workers=cfg.learners), cfg.optimizer, cfg.lr),
         groups=lambda services: topology.groups(actor, learner, services),
-        services=(topology.service(), *inference), param_cache=cache,
+        services=(topology.service(), *inference),
         processes=topology.processes + len(inference), chunk_steps=lambda updates: STEPS_PER_CHUNK,
-        metrics=METRICS + (CACHE_METRICS if cache else ()), histograms=("learner.policy_lag",),
+        metrics=METRICS, histograms=("learner.policy_lag",),
         checkpoint_services=("replay",) if cfg.checkpoint_replay else (), snapshot=cfg.checkpoint_replay)
 
 

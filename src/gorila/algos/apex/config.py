@@ -13,7 +13,6 @@ from gorila import validate
 from gorila.errors import ConfigError
 from gorila.learners.target import TargetUpdate
 from gorila.losses.kinds import LOSS_KINDS, TARGET_KINDS
-from gorila.params.cache import PARAM_CACHE_MODES
 from gorila.replay.shard import REPLAY_PLACEMENTS
 
 
@@ -61,10 +60,6 @@ class ApexConfig:
         "help": "server learning rate (Atari wants ~1e-4 to 2.5e-4)"})
     max_grad_norm: float | None = field(default=40.0, metadata={"help": "clip each pushed gradient to this norm"})
     hidden: tuple[int, ...] = field(default=(64, 64), metadata={"help": "MLP hidden sizes (vector observations)"})
-    param_cache: str = field(default="none", metadata={
-        "help": "node: a parameter cache on every node that pulls each new version once and serves that node's "
-                "actors from shared memory (Menger); none: every actor pulls from the server",
-        "choices": PARAM_CACHE_MODES})
     replay_placement: str = field(default="spread", metadata={
         "help": "node: replay shard s on node s (mod nodes), written only by the actors placed on its node; "
                 "spread: wherever Ray places them", "choices": REPLAY_PLACEMENTS})
@@ -92,7 +87,6 @@ class ApexConfig:
         validate.number("eps_alpha", self.eps_alpha, low=0.0)
         validate.choice("target", self.target, TARGET_KINDS)
         validate.choice("loss", self.loss, LOSS_KINDS)
-        validate.choice("param_cache", self.param_cache, PARAM_CACHE_MODES)
         validate.choice("replay_placement", self.replay_placement, REPLAY_PLACEMENTS)
         if isinstance(self.target_update, str):  # the CLI's spelling, or config.json's
             object.__setattr__(self, "target_update", TargetUpdate.parse(self.target_update))

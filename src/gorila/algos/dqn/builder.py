@@ -93,7 +93,7 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
                               learner_gpus=learner_gpus)
     return rl_plan(run, rl, algo="dqn", **common,
                    groups=lambda services: topology.groups(actor, learner, services),
-                   services=(topology.service(), *inference), param_cache=cfg.param_cache == "node",
+                   services=(topology.service(), *inference),
                    processes=topology.processes + len(inference),
                    chunk_steps=lambda updates: GLOBAL_STEPS_PER_CHUNK, snapshot=cfg.checkpoint_replay,
                    checkpoint_services=("replay",) if cfg.checkpoint_replay else (),

@@ -8,15 +8,17 @@ no component receives it whole.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from gorila import validate
 from gorila.actors.exploration import ExplorationSchedule
 from gorila.errors import ConfigError
 from gorila.learners.target import TargetUpdate
 from gorila.losses.kinds import LOSS_KINDS, TARGET_KINDS
-from gorila.params.cache import PARAM_CACHE_MODES
 from gorila.replay.shard import REPLAY_PLACEMENTS
+
+if TYPE_CHECKING:
+    from gorila.algos.rl_config import RLConfig
 
 REPLAY_MODES = ("local", "global")
 
@@ -37,9 +39,6 @@ class DQNConfig:
                                                    "choices": REPLAY_MODES})
     replay_shards: int = field(default=1, metadata={"help": "replay shards (global replay)"})
     replay_capacity: int = field(default=50_000, metadata={"help": "transitions per replay (shard)"})
-    param_cache: str = field(default="none", metadata={
-        "help": "global replay: node: a parameter cache on every node serves that node's actors (pulls each "
-                "version once); none: every actor pulls from the server", "choices": PARAM_CACHE_MODES})
     replay_placement: str = field(default="spread", metadata={
         "help": "global replay: node: replay shard s on node s, written only by the actors placed there; "
                 "spread: wherever Ray places them", "choices": REPLAY_PLACEMENTS})
@@ -92,12 +91,10 @@ class DQNConfig:
             raise ConfigError("replay_shards", f"each shard is fed by its own actors, so at most --actors "
                                                f"({self.actors}) shards; got {self.replay_shards}")
         validate.integer("replay_capacity", self.replay_capacity, low=1)
-        validate.choice("param_cache", self.param_cache, PARAM_CACHE_MODES)
         validate.choice("replay_placement", self.replay_placement, REPLAY_PLACEMENTS)
-        for name, default in (("param_cache", "none"), ("replay_placement", "spread")):
-            if self.replay == "local" and getattr(self, name) != default:
-                raise ConfigError(name, "places actors and replay shards of --replay global; bundles keep their "
-                                        "own replay")
+        if self.replay == "local" and self.replay_placement != "spread":
+            raise ConfigError("replay_placement", "places actors and replay shards of --replay global; bundles "
+                                                  "keep their own replay")
         validate.integer("envs_per_actor", self.envs_per_actor, low=1)
         validate.integer("batch_size", self.batch_size, low=1)
         validate.integer("learning_starts", self.learning_starts, low=0)
@@ -137,3 +134,11 @@ class DQNConfig:
             return ExplorationSchedule.per_actor(self.actors, alpha=self.eps_alpha)
         return ExplorationSchedule.annealed(self.eps_start, self.eps_end, self.eps_decay_updates)
 
+
+def check_settings(cfg: DQNConfig, rl: RLConfig) -> None:
+    """What DQN's settings and the RL settings must agree on (:meth:`Algorithm.check`): bundles
+    read their parameters with their own client, so a parameter cache serves global replay's
+    actors only."""
+    if cfg.replay == "local" and rl.param_cache != "none":
+        raise ConfigError("param_cache", "serves the actors of --replay global; bundles read the server with "
+                                         "their learner's own client")

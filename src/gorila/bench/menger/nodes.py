@@ -28,7 +28,7 @@ def node_name(node: int) -> str:
 
 def bench_cache(server: ParameterServer, spec: CacheSpec, node: int) -> ParamCache:
     """Simulated node ``node``'s cache (a service factory)."""
-    cache = ParamCache(server.upstream(), spec.shm_name(node_name(node)), spec.size, spec.poll_s)
+    cache = ParamCache(server.upstream(), spec.shm_name(node_name(node)), spec.size, spec.wait_s)
     cache.refresh()
     return cache.start()
 
@@ -46,30 +46,45 @@ def _run_threads(count: int, body) -> list[list[float]]:
 
 
 class ReaderNode:
-    """One simulated node's reading actors::
+    """One simulated node's reading actors (threads)::
 
-        node = ReaderNode(server, spec, node=1)
-        node.read(threads=32, cached=True, seconds=2.0)   # {"latencies_s": [...], "server_reads": 0}
+        node = ReaderNode(server, spec, node=1, buffers=8)
+        node.read(threads=256, cached=True, seconds=2.0)   # {"latencies_s": [...], "server_reads": 0}
+
+    Without a cache a read is what a ``ParameterClient``'s pull does: every shard's slice asked of
+    the server at once, each copied into the reader's vector as it comes; with one it is a
+    :class:`CachedSource`'s read of the node's shared memory. Reader ``k`` copies into vector
+    ``k % buffers`` of the node: every read still moves the whole model, but hundreds of readers of
+    a 16 MB model do not need a copy each in this one machine's memory.
     """
 
-    def __init__(self, server: ParameterServer, spec: CacheSpec, node: int):
+    def __init__(self, server: ParameterServer, spec: CacheSpec, node: int, buffers: int = 8):
         self.server, self.node = server, node
         self.spec = replace(spec, locate=partial(node_name, node))
+        self.buffers = [np.zeros(spec.size, np.float32) for _ in range(buffers)]
+
+    def _server_read(self, out: np.ndarray) -> None:
+        parts = self.server.layout.split(out)
+        pending = [endpoint.pull() for endpoint in self.server.endpoints]
+        for part, reply in zip(parts, pending):
+            params, _ = reply.result(self.server.timeout_s)
+            np.copyto(part, params)
 
     def read(self, threads: int, cached: bool, seconds: float) -> dict:
         server_reads = [0] * threads
 
         def body(k: int, latencies: list[float], start: threading.Barrier) -> None:
-            client = self.server.client(k)
-            source = CachedSource(self.spec, client) if cached else client
-            source.pull()  # warm-up: connections, page faults
+            out = self.buffers[k % len(self.buffers)]
+            source = CachedSource(self.spec, self.server.client(k), out=out) if cached else None
+            read = source.pull if source is not None else partial(self._server_read, out)
+            read()  # warm-up: connections, page faults
             start.wait()
             deadline = time.perf_counter() + seconds
             while (began := time.perf_counter()) < deadline:
-                source.pull()
+                read()
                 latencies.append(time.perf_counter() - began)
-            server_reads[k] = source.server_reads if cached else len(latencies)
-            if cached:
+            server_reads[k] = source.server_reads if source is not None else len(latencies)
+            if source is not None:
                 source.close()
 
         latencies = _run_threads(threads, body)
