@@ -91,7 +91,7 @@ def test_impalas_gradient_on_the_gpu_is_its_gradient_on_the_cpu(vtrace):
     truncated[2, 1] = True  # a cut episode: its final observation is valued on the device too
     segment = Segment(obs=g.normal(size=(T, N, 4)).astype(np.float32), actions=g.integers(2, size=(T, N)),
                       rewards=g.normal(size=(T, N)).astype(np.float32), discounts=np.full((T, N), 0.9, np.float32),
-                      truncated=truncated, final_obs=g.normal(size=(T, N, 4)).astype(np.float32),
+                      truncated=truncated, final_obs=g.normal(size=(1, 4)).astype(np.float32),
                       valid=np.ones((T, N), bool), log_probs=np.log(np.full((T, N), 0.4, np.float32)),
                       policy_version=np.zeros((T, N), np.int64), last_obs=g.normal(size=(N, 4)).astype(np.float32))
     loss = ImpalaLoss(vtrace=vtrace, max_grad_norm=40.0)

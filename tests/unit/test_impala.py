@@ -30,7 +30,7 @@ def _segment(net, T=4, N=3, seed=0, behaviour_shift=0.0, version=0):
     log_pi = torch.log_softmax(logits, -1).gather(-1, torch.as_tensor(actions).unsqueeze(-1)).squeeze(-1).numpy()
     return Segment(obs=obs, actions=actions, rewards=g.normal(size=(T, N)).astype(np.float32),
                    discounts=np.full((T, N), 0.9, np.float32), truncated=np.zeros((T, N), bool),
-                   final_obs=g.normal(size=(T, N, 1)).astype(np.float32), valid=np.ones((T, N), bool),
+                   final_obs=np.zeros((0, 1), np.float32), valid=np.ones((T, N), bool),
                    log_probs=(log_pi + behaviour_shift).astype(np.float32),
                    policy_version=np.full((T, N), version, np.int64), last_obs=g.normal(size=(N, 1)).astype(np.float32))
 
@@ -59,11 +59,12 @@ def test_off_policy_data_is_reweighted_only_with_vtrace():
 def test_a_truncated_step_bootstraps_from_where_the_episode_was_cut_and_a_terminated_one_from_nothing():
     net = network_fn()
     base = _segment(net, T=1, N=1)
+    cut_at = np.array([[1.7]], np.float32)
     with torch.no_grad():
         v = net(torch.as_tensor(base.obs[0]))[1].item()
-        v_final = net(torch.as_tensor(base.final_obs[0]))[1].item()
+        v_final = net(torch.as_tensor(cut_at))[1].item()
     r = float(base.rewards[0, 0])
-    truncated = Segment(**{**base.__dict__, "truncated": np.ones((1, 1), bool)})
+    truncated = Segment(**{**base.__dict__, "truncated": np.ones((1, 1), bool), "final_obs": cut_at})
     terminated = Segment(**{**base.__dict__, "discounts": np.zeros((1, 1), np.float32)})
     _, info = _grad(ImpalaLoss(), truncated)
     assert info["value_loss"] == pytest.approx(0.5 * (r + 0.9 * v_final - v) ** 2, rel=1e-4)

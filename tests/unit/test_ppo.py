@@ -32,7 +32,7 @@ def _segment(net, T=4, N=3, seed=0, shift=0.0):
     valid[0, 2] = False
     return Segment(obs=obs, actions=actions, rewards=g.normal(size=(T, N)).astype(np.float32),
                    discounts=np.full((T, N), 0.9, np.float32), truncated=np.zeros((T, N), bool),
-                   final_obs=np.zeros((T, N, 1), np.float32), valid=valid, log_probs=(log_pi + shift).astype(np.float32),
+                   final_obs=np.zeros((0, 1), np.float32), valid=valid, log_probs=(log_pi + shift).astype(np.float32),
                    policy_version=np.zeros((T, N), np.int64), last_obs=g.normal(size=(N, 1)).astype(np.float32))
 
 

@@ -22,7 +22,7 @@ COUNTING = "gorila/Counting-v0"  # 5-step episodes whose observation is the step
 def segment(version: int, T: int = 3, N: int = 2, fill: float = 0.0) -> Segment:
     return Segment(obs=np.full((T, N, 1), fill, np.float32), actions=np.zeros((T, N), np.int64),
                    rewards=np.ones((T, N), np.float32), discounts=np.full((T, N), 0.9, np.float32),
-                   truncated=np.zeros((T, N), bool), final_obs=np.zeros((T, N, 1), np.float32),
+                   truncated=np.zeros((T, N), bool), final_obs=np.zeros((0, 1), np.float32),
                    valid=np.ones((T, N), bool), log_probs=np.zeros((T, N), np.float32),
                    policy_version=np.full((T, N), version, np.int64), last_obs=np.zeros((N, 1), np.float32))
 
@@ -176,3 +176,42 @@ def test_an_actor_waiting_for_its_round_resends_a_refused_segment():
     assert not actor.step()  # still waiting for version 1, but the segment went in
     (seg,) = queue.take(1)
     assert seg.obs.shape == (2, 2, 1) and queue.stats()["added"] == 2
+
+
+def test_side_by_side_segments_keep_each_cut_steps_final_observation_with_its_step():
+    """Only the truncated steps' final observations travel, in (time, env) order; batched side by side,
+    each must still be the one its own step was cut at."""
+    def cut(T, N, steps, label):
+        truncated = np.zeros((T, N), bool)
+        for t, n in steps:
+            truncated[t, n] = True
+        final = np.array([[label + 10 * t + n] for t, n in sorted(steps)], np.float32).reshape(len(steps), 1)
+        return Segment(**{**segment(0, T, N).__dict__, "truncated": truncated, "final_obs": final})
+
+    a, b = cut(3, 2, [(2, 0), (0, 1)], 100.0), cut(3, 3, [(1, 2), (0, 0)], 200.0)
+    batch = Segment.concatenate([a, b])
+    t, n = np.nonzero(batch.truncated)
+    expected = [100 + 10 * ti + ni if ni < 2 else 200 + 10 * ti + (ni - 2) for ti, ni in zip(t, n)]
+    assert batch.final_obs[:, 0].tolist() == expected
+    only_late = np.zeros_like(batch.truncated)
+    only_late[1:] = True
+    assert batch.final_values_at(only_late)[:, 0].tolist() == [212.0, 120.0]
+    with pytest.raises(ValueError, match="final_obs"):
+        Segment(**{**a.__dict__, "final_obs": np.zeros((3, 1), np.float32)})
+
+
+def test_an_actors_segment_carries_the_observation_each_truncated_step_was_cut_at():
+    import gymnasium as gym
+
+    cut_id = "gorila-test/CountingCut-v0"  # 3-step episodes ended by a time limit: truncated, not terminated
+    if cut_id not in gym.registry:
+        gym.register(cut_id, entry_point="gorila.envs.fake:CountingEnv", kwargs={"episode_length": 3, "truncate": True})
+    network_fn, _, server = _server()
+    queue = TrajectoryQueue(0, capacity=4)
+    actor = SegmentActor(0, server, envs=EnvSpec(cut_id, 2), network_fn=network_fn,
+                         queues=[RemoteQueue(LocalService(queue))], unroll_length=7, refresh_every=1, gamma=0.5, seed=0)
+    assert actor.step()
+    (seg,) = queue.take(1)
+    assert seg.obs[:, 0, 0].tolist() == [0, 1, 2, 0, 1, 2, 0]
+    assert list(zip(*np.nonzero(seg.truncated))) == [(2, 0), (2, 1), (5, 0), (5, 1)]
+    assert seg.final_obs[:, 0].tolist() == [3.0, 3.0, 3.0, 3.0]  # the step after index 2: where it was cut

@@ -136,7 +136,7 @@ class SegmentActor:
         self.segments_since_refresh += 1
         T, N, space = self.unroll_length, self.envs.num_envs, self.envs.observation_space
         obs = np.zeros((T, N, *space.shape), space.dtype)
-        final_obs = np.zeros((T, N, *space.shape), space.dtype)
+        cut_at: list[tuple[int, int, np.ndarray]] = []  # (time, env, the observation a truncated step was cut at)
         actions = np.zeros((T, N), np.int64)
         rewards = np.zeros((T, N), np.float32)
         discounts = np.zeros((T, N), np.float32)
@@ -152,7 +152,9 @@ class SegmentActor:
             rewards[t, rows] = step.reward
             discounts[t, rows] = self.gamma * (1.0 - step.terminated)
             truncated[t, rows] = step.truncated
-            final_obs[t, rows] = step.next_obs
+            if step.truncated.any():
+                cut = np.flatnonzero(step.truncated)
+                cut_at += [(t, rows[k], step.next_obs[k].copy()) for k in cut]  # the runner reuses its arrays
             log_probs[t, rows] = logp
             versions[t, rows] = step.policy_version
             valid[t, rows] = True
@@ -160,7 +162,8 @@ class SegmentActor:
         runners = [self.runner] if self.rollout is None else self.rollout.runners
         self.tally.add(int(valid.sum()), self.envs.pop_episodes())
         return Segment(obs=obs, actions=actions, rewards=rewards, discounts=discounts, truncated=truncated,
-                       final_obs=final_obs, valid=valid, log_probs=log_probs, policy_version=versions,
+                       final_obs=_in_order(cut_at, space), valid=valid, log_probs=log_probs,
+                       policy_version=versions,
                        last_obs=np.concatenate([runner.observations for runner in runners]))
 
     def _steps(self) -> Iterator[tuple[int, Transitions, np.ndarray, list[int]]]:
@@ -208,3 +211,10 @@ class SegmentActor:
     def report(self) -> dict[str, Any]:
         return {**self.tally.report(), "env_failures": self.envs.env_failures, "segments_queued": self.queued,
                 "version": self.version, **(self.source.counters() if isinstance(self.source, CachedSource) else {})}
+
+
+def _in_order(cut_at: list[tuple[int, int, np.ndarray]], space) -> np.ndarray:
+    """The truncated steps' final observations in ``np.nonzero(truncated)`` order: by time, then env
+    (with central inference a time step's envs come in two groups)."""
+    cut_at.sort(key=lambda entry: (entry[0], entry[1]))
+    return np.array([o for _, _, o in cut_at], space.dtype).reshape(len(cut_at), *space.shape)

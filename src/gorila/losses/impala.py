@@ -37,7 +37,7 @@ def bootstrap_inputs(net: nn.Module, segment: Segment) -> tuple[torch.Tensor, to
     with torch.no_grad():
         _, bootstrap = net(observation_tensor(segment.last_obs, device))
         if cut.any():  # only the cut steps' final observations travel to the device
-            final = net(observation_tensor(segment.final_obs[cut], device))[1]
+            final = net(observation_tensor(segment.final_values_at(cut), device))[1]
             rewards = rewards.clone()
             rewards[truncated] += discounts[truncated] * final
         discounts = torch.where(truncated | ~valid, torch.zeros_like(discounts), discounts)
