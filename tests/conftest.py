@@ -1,6 +1,7 @@
 """Shared fixtures: one embedded Ray shared by the tests that ask for it, training through the
 builder and the driver as ``gorila train`` does, and the ``gorila`` command run as a job."""
 
+import contextlib
 import os
 import queue
 import signal
@@ -56,20 +57,51 @@ def _train(run_config, *configs, on_chunk=None):
     return run(run_config, ALGORITHMS[run_config.algo].plan_fn()(run_config, *configs), on_chunk)
 
 
-@pytest.fixture(scope="module")
-def two_nodes():
-    """A two-node Ray cluster simulated on loopback (one CPU each) for this module; yields ``ray``."""
+@contextlib.contextmanager
+def _loopback_cluster(nodes):
+    """A Ray cluster of ``nodes`` nodes of one CPU each, simulated on loopback and joined; shut down on exit."""
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     import ray
     from ray.cluster_utils import Cluster
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    cluster.add_node(num_cpus=1)
+    for _ in range(nodes - 1):
+        cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, log_to_driver=False)
-    yield ray
-    ray.shutdown()
-    cluster.shutdown()
+    try:
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+@pytest.fixture(scope="module")
+def two_nodes():
+    """A two-node Ray cluster simulated on loopback (one CPU each) for this module; yields ``ray``."""
+    import ray
+
+    with _loopback_cluster(2):
+        yield ray
+
+
+@pytest.fixture(scope="module")
+def three_nodes():
+    """A three-node Ray cluster simulated on loopback (one CPU each) for this module; yields it."""
+    with _loopback_cluster(3) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def wait_until():
+    """``wait_until(condition, timeout_s, what)``: call ``condition`` until it holds; an AssertionError
+    naming ``what`` once ``timeout_s`` has passed."""
+    def wait(condition, timeout_s, what):
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what} within {timeout_s} s")
+    return wait
 
 
 @pytest.fixture

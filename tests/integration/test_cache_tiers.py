@@ -3,8 +3,6 @@
 cache and only the rack caches read the server, so the server is read twice per version, not
 three times (once per node, as the node tier alone reads it)."""
 
-import os
-import time
 
 import numpy as np
 import pytest
@@ -15,31 +13,7 @@ SIZE = 1000
 VERSIONS = 3
 
 
-@pytest.fixture(scope="module")
-def three_nodes():
-    """A three-node Ray cluster on loopback (one CPU each) for this module; yields it."""
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    import ray
-    from ray.cluster_utils import Cluster
-
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    for _ in range(2):
-        cluster.add_node(num_cpus=1)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, log_to_driver=False)
-    yield cluster
-    ray.shutdown()
-    cluster.shutdown()
-
-
-def _wait_until(condition, timeout_s, what):
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {timeout_s} s")
-
-
-def _server_reads(tiers):
+def _server_reads(tiers, wait_until):
     """The server's reads (its shard's pulls) per version while the learner makes VERSIONS versions
     and every node's cache takes each; and the tiers' groups' counters."""
     from gorila.params import ServerSpec, UpdateRule
@@ -56,23 +30,23 @@ def _server_reads(tiers):
         assert len(set(node_caches.node_ids)) == 3  # one on every node
         learner = shards.server.client(0)
         learner.params()
-        _wait_until(lambda: node_caches.call("version") == [0] * 3, 60, "every node cache at version 0")
+        wait_until(lambda: node_caches.call("version") == [0] * 3, 60, "every node cache at version 0")
         before = sum(s.pulls for s in shards.stats())
         for v in range(1, VERSIONS + 1):
             learner.push(np.ones(SIZE, np.float32))
-            _wait_until(lambda: node_caches.call("version") == [v] * 3, 60, f"every node cache at version {v}")
+            wait_until(lambda: node_caches.call("version") == [v] * 3, 60, f"every node cache at version {v}")
         reads = (sum(s.pulls for s in shards.stats()) - before) / VERSIONS
         return reads, {name: group.call("stats") for name, group in caches.items()}
     finally:
         runtime.shutdown()
 
 
-def test_the_server_is_read_once_per_version_per_rack(three_nodes):
+def test_the_server_is_read_once_per_version_per_rack(three_nodes, wait_until):
     from gorila.params.tiers import CacheTiers
 
     tiers = CacheTiers.parse("node,rack", nodes_per_rack=2)
     assert tiers.racks(3) == 2
-    reads, stats = _server_reads(tiers)
+    reads, stats = _server_reads(tiers, wait_until)
     assert reads == 2  # the node tier alone reads it 3 times (the test below)
     assert [s["pulls"] for s in stats["rack_cache"]] == [VERSIONS + 1] * 2  # version 0 included
     # the rack of nodes 0 and 1 served both their caches, the rack of node 2 its one
@@ -80,8 +54,8 @@ def test_the_server_is_read_once_per_version_per_rack(three_nodes):
     assert [s["pulls"] for s in stats["param_cache"]] == [VERSIONS + 1] * 3
 
 
-def test_without_the_rack_tier_every_node_reads_the_server(three_nodes):
+def test_without_the_rack_tier_every_node_reads_the_server(three_nodes, wait_until):
     from gorila.params.tiers import CacheTiers
 
-    reads, stats = _server_reads(CacheTiers())
+    reads, stats = _server_reads(CacheTiers(), wait_until)
     assert reads == 3 and set(stats) == {"param_cache"}

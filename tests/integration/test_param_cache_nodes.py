@@ -3,7 +3,6 @@ node's actors read their own node's cache, the server sees one pull per version 
 killing a node's cache sends its actors to the server without stopping them."""
 
 import sys
-import time
 from dataclasses import replace
 
 import numpy as np
@@ -43,14 +42,7 @@ def _probe(worker_id, server):
     return Probe()
 
 
-def _wait_until(condition, timeout_s, what):
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {timeout_s} s")
-
-
-def test_each_node_reads_its_own_cache_and_falls_back_when_it_is_killed(two_nodes):
+def test_each_node_reads_its_own_cache_and_falls_back_when_it_is_killed(two_nodes, wait_until):
     from multiprocessing import shared_memory
 
     from gorila.params import ServerSpec, UpdateRule
@@ -75,7 +67,7 @@ def test_each_node_reads_its_own_cache_and_falls_back_when_it_is_killed(two_node
         versions = 4
         for v in range(1, versions + 1):
             learner.push(np.ones(SIZE, np.float32))
-            _wait_until(lambda: caches.call("version") == [v, v], 30, f"both caches at version {v}")
+            wait_until(lambda: caches.call("version") == [v, v], 30, f"both caches at version {v}")
             reports = workers.run_steps(3)
             assert [r["version"] for r in reports] == [v, v] and [r["value"] for r in reports] == [-v, -v]
 
@@ -89,7 +81,7 @@ def test_each_node_reads_its_own_cache_and_falls_back_when_it_is_killed(two_node
         b = caches.node_ids.index(reports[1]["node"])
         two_nodes.kill(caches.handles[b].handle, no_restart=True)
         learner.push(np.ones(SIZE, np.float32))
-        _wait_until(lambda: workers.run_steps(1)[1]["transport"] == "server", 30, "node B's actor fell back")
+        wait_until(lambda: workers.run_steps(1)[1]["transport"] == "server", 30, "node B's actor fell back")
         after = workers.reports()
         assert after[1]["version"] == versions + 1 and after[1]["value"] == -(versions + 1)
         assert after[1]["server_reads"] >= 1
