@@ -145,3 +145,37 @@ def test_with_every_steps_an_evaluation_starts_at_each_multiple_of_the_steps_and
         started.append(steps)
     # started at 0, at 1000 (the first at or past 1000) and at 2600 (past 2000): never by the clock
     assert [started[i + 1] for i, x in enumerate(started) if x is True] == [0, 1000, 2600]
+
+
+def test_an_evaluation_is_placed_where_the_run_was_when_the_evaluator_took_its_parameters():
+    """The first evaluation's parameters are pulled once the evaluator's process is up, chunks after
+    it was asked for: it is placed at the last chunk begun by then, not where it was asked for."""
+    import time
+
+    from gorila.reply import Done
+
+    evaluation = PolicyEvaluation("CartPole-v1", None, greedy_policy, episodes=1, epsilon=0.0, seed=0, noop_max=0,
+                                  every_s=0.0, target=None)
+    report = {"eval_return": 9.0, "eval_min": 9.0, "eval_max": 9.0, "eval_version": 7, "eval_seed": 0,
+              "eval_params": np.zeros(3, np.float32), "playing": False}
+    waiting = []
+
+    class Group:
+        def start_steps(self, n):
+            waiting.append(True)
+            return [Waiting()]
+
+    class Waiting:
+        def ready(self):
+            return False
+
+    evaluation.group = Group()
+    evaluation.before_chunk({"env_steps": 100, "train_time_s": 1.0})   # asked for here
+    assert waiting and evaluation.after_chunk() is None
+    evaluation.before_chunk({"env_steps": 900, "train_time_s": 4.0})   # the evaluator's process starting
+    taken_at = time.time()                                              # it pulls now
+    evaluation.before_chunk({"env_steps": 1300, "train_time_s": 5.0})
+    evaluation.pending = Done({**report, "eval_taken_at": taken_at})
+    score = evaluation.after_chunk()
+    assert score.at == {"env_steps": 900, "train_time_s": 4.0}
+    assert score.row["eval_env_steps"] == 900 and "eval_taken_at" not in score.record

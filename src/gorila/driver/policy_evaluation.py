@@ -78,6 +78,7 @@ class Evaluator:
         self.last: dict[str, Any] = {}
         self.playing: EvaluationEpisodes | None = None
         self.played_s = 0.0
+        self.taken_at = 0.0  # when the evaluation under way pulled its parameters (wall clock)
         self.slice_ended: float | None = None
         self.failures = EnvFailures()  # the evaluation under way's
         self.env_failures = 0  # of the evaluations before the one under way
@@ -99,12 +100,14 @@ class Evaluator:
         self._ended()
         self.last = {"eval_return": float(np.mean(returns)), "eval_min": float(np.min(returns)),
                      "eval_max": float(np.max(returns)), "eval_returns": returns, "eval_version": self.version,
-                     "eval_seconds": self.played_s, "eval_seed": seed, "eval_params": self.params}
+                     "eval_seconds": self.played_s, "eval_seed": seed, "eval_params": self.params,
+                     "eval_taken_at": self.taken_at}
 
     def _play(self, started: float) -> bool:
         if self.playing is None:
             # a copy: the report hands these parameters back, to be saved if they score best
             self.params = np.array(self.client.pull(), dtype=np.float32, copy=True)
+            self.taken_at = time.time()  # wall clock, which the driver's process shares (or nearly, on another node)
             self.player.set(self.params)
             self.version, self.played_s = self.client.version, 0.0
             self.playing = EvaluationEpisodes(self.env_id, self.episodes, self.epsilon, seed=self.seed + self.evaluations,
@@ -210,7 +213,10 @@ class PolicyEvaluation:
         self.restarts = 0  # of the evaluator's process
         self.pid: int | None = None  # the evaluator's, as its last report said
         self.before_restarts = (0, 0)  # env failures and failed evaluations its earlier processes counted
-        self.now: dict[str, float] | None = None  # where the evaluation under way took its parameters
+        self.now: dict[str, float] | None = None  # where the run was when the evaluation under way was asked for
+        # (wall clock, where the run was) at every chunk since: the evaluator took its parameters
+        # when it got to them, after its process started for the first one
+        self.since_asked: list[tuple[float, dict[str, float]]] = []
         self.latest: dict[str, float] = {}  # where the run was at the last chunk
         self.stall_s: float | None = None
         self.pending_since = 0.0  # when the slice under way was asked for
@@ -240,9 +246,11 @@ class PolicyEvaluation:
                                                     self.server, name="evaluator", wait=False)
         clock = time.perf_counter()
         self.latest = dict(now)
+        self.since_asked.append((time.time(), dict(now)))
         if self.pending is None and self.playing:
             self.pending, self.pending_since, self.killed = self.group.start_steps(1)[0], clock, False
         elif self.pending is None and self._due(clock, now):
+            self.since_asked = self.since_asked[-1:]
             self.pending, self.last_started, self.now = self.group.start_steps(1)[0], clock, dict(now)
             self.pending_since, self.killed = clock, False
 
@@ -308,18 +316,28 @@ class PolicyEvaluation:
             return Score(float("nan"), False, row={"eval_env_failures": self.env_failures}, record=report,
                          message=report["eval_failed"])
         params = report.pop("eval_params")
+        taken = self._taken(report.pop("eval_taken_at", None))
         score, version = report["eval_return"], report["eval_version"]
         best = self.best is None or score > self.best
         self.final, self.best = score, score if self.best is None else max(self.best, score)
-        at = {f"eval_{key}": value for key, value in (self.now or {}).items()}
+        at = {f"eval_{key}": value for key, value in (taken or {}).items()}
         return Score(score, self.target is not None and score >= self.target,
                      row={"eval_return": score, "eval_version": version, "eval_min": report["eval_min"],
                           "eval_max": report["eval_max"], "eval_env_failures": self.env_failures, **at},
-                     record={**report, **at}, at=self.now, params=params if best else None,
+                     record={**report, **at}, at=taken, params=params if best else None,
                      best_meta={"version": version, "eval_return": score, "eval_min": report["eval_min"],
                                 "episodes": self.episodes, "seed": report["eval_seed"], "epsilon": self.epsilon,
                                 "noop_max": self.noop_max, **at},
                      message=f"eval {score:8.1f} (min {report['eval_min']:.1f}) at version {version}")
+
+    def _taken(self, taken_at: float | None) -> dict[str, float] | None:
+        """Where the run was when the evaluator took its parameters: at the last chunk that began by
+        then (the evaluation's first parameters come only once its process is up, seconds after it
+        was asked for); where it was asked for when the evaluator does not say."""
+        if taken_at is None:
+            return self.now
+        began = [now for wall, now in self.since_asked if wall <= taken_at]
+        return began[-1] if began else self.now
 
     def _note_restart(self, report: dict[str, Any]) -> None:
         """A report from a new evaluator process (Ray restarted it: ``pid`` changed, or a first
