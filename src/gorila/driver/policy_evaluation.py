@@ -225,25 +225,32 @@ class PolicyEvaluation:
 
     def start(self, runtime: Runtime, shards: ShardGroup, groups: dict[str, WorkerGroup],
               stall_s: float | None = None) -> None:
-        """Remember where to place the evaluator; it starts with the first chunk, so its start-up
-        does not delay training's (an untrained policy is not worth judging anyway). ``stall_s``:
-        how long a slice may go without an answer before the evaluator is restarted (None: the
-        runtime watches, or nothing does)."""
+        """Place the evaluator. In a process of its own it starts now, beside the run's other
+        processes, so that it is up when training starts and the first evaluations judge the first
+        seconds' parameters (started with the first chunk, its start-up delayed every evaluation of
+        a short run by seconds); in the driver's process it is built with the first chunk.
+        ``stall_s``: how long a slice may go without an answer before the evaluator is restarted
+        (None: the runtime watches, or nothing does)."""
         self.timeout_s = shards.server.timeout_s
         self.runtime, self.server, self.stall_s = runtime, shards.server, stall_s
+        if runtime.name != "local":
+            self._start_group()
+
+    def _start_group(self) -> None:
+        # In one process an evaluation is played in slices of the wall time, unless it falls due
+        # by steps: it is then played whole where it falls due, so that where every evaluation
+        # starts and which row it lands in are the same in every run of a seed, resumed or not.
+        local = self.runtime.name == "local"
+        share = IN_PROCESS_SHARE if local and self.every_steps is None else None
+        slice_s = None if local or self.stall_s is None else min(SLICE_S, self.stall_s / 2)
+        self.group = self.runtime.start_workers(functools.partial(self.factory, share=share, slice_s=slice_s), 1,
+                                                self.server, name="evaluator", wait=False)
 
     def before_chunk(self, now: dict[str, float]) -> None:
         """Go on with the evaluation under way, or start one if it is time; ``now`` (the budget used
         and the training time) is where a new one takes its parameters."""
         if self.group is None:
-            # In one process an evaluation is played in slices of the wall time, unless it falls due
-            # by steps: it is then played whole where it falls due, so that where every evaluation
-            # starts and which row it lands in are the same in every run of a seed, resumed or not.
-            local = self.runtime.name == "local"
-            share = IN_PROCESS_SHARE if local and self.every_steps is None else None
-            slice_s = None if local or self.stall_s is None else min(SLICE_S, self.stall_s / 2)
-            self.group = self.runtime.start_workers(functools.partial(self.factory, share=share, slice_s=slice_s), 1,
-                                                    self.server, name="evaluator", wait=False)
+            self._start_group()
         clock = time.perf_counter()
         self.latest = dict(now)
         self.since_asked.append((time.time(), dict(now)))
