@@ -68,5 +68,6 @@ def epsilon_greedy(greedy: np.ndarray, epsilon: float, n_actions: int, rng: np.r
     """
     n = len(greedy)
     u = rng.random(2 * n)
-    np.copyto(greedy, (u[n:] * n_actions).astype(greedy.dtype), where=u[:n] < epsilon)
+    # The unsafe cast truncates as astype would, without an array in between.
+    np.copyto(greedy, u[n:] * n_actions, where=u[:n] < epsilon, casting="unsafe")
     return greedy
