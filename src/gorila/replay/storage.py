@@ -100,9 +100,12 @@ class TransitionStorage:
         n = len(t)
         skip = max(n - self.capacity, 0)
         start, kept = (self._cursor + skip) % self.capacity, n - skip
-        slots = (start + np.arange(kept)) % self.capacity
         # Every actor step adds a few rows: a slice writes them in place, cheaper than a fancy index.
-        rows: slice | np.ndarray = slice(start, start + kept) if start + kept <= self.capacity else slots
+        rows: slice | np.ndarray
+        if start + kept <= self.capacity:
+            rows, slots = slice(start, start + kept), np.arange(start, start + kept)
+        else:
+            rows = slots = (start + np.arange(kept)) % self.capacity
         self._obs[rows] = obs[skip:]
         self._next_obs[rows] = next_obs[skip:]
         self._action[rows] = t.action[skip:]
