@@ -45,7 +45,8 @@ class PackedGridStorage(TransitionStorage):
     def add(self, t: Transitions) -> tuple[np.ndarray, np.ndarray]:
         # An actor's one-step rows start where its last ones landed: the very array, where no episode
         # ended in between. Its packing is kept, so that each step's grids are packed once.
-        obs = self._last_packed if t.obs is self._last_grids else self._pack(t.obs)
+        last = self._last_packed
+        obs = last if last is not None and t.obs is self._last_grids else self._pack(t.obs)
         next_obs = self._pack(t.next_obs)
         self._last_grids, self._last_packed = t.next_obs, next_obs
         return self._store(t, obs, next_obs)
