@@ -1,6 +1,8 @@
 """MinAtar observations: channels-first boolean grids, the MinAtar network chosen for them, and a
 replay that keeps one bit per cell."""
 
+import dataclasses
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -142,3 +144,16 @@ def test_minatar_ids_without_the_package_name_the_extra_to_install(monkeypatch):
     with pytest.raises(ConfigError, match=r"gorila\[minatar\]") as err:
         make._register_namespace("MinAtar/Breakout-v1")
     assert err.value.flag == "--env"
+
+
+def test_an_actors_next_rows_reuse_the_packing_of_the_grids_they_start_from_and_only_those():
+    rng = np.random.default_rng(2)
+    storage = make_storage(16, BREAKOUT.shape, bool)
+    first = _rows(4, BREAKOUT.shape, rng)
+    following = dataclasses.replace(_rows(4, BREAKOUT.shape, rng), obs=first.next_obs)  # the very array: the next step
+    unrelated = _rows(4, BREAKOUT.shape, rng)  # a new array of the same shape
+    slots = [storage.add(rows)[0] for rows in (first, following, unrelated)]
+    for rows, at in zip((first, following, unrelated), slots):
+        batch = storage.gather(at)
+        np.testing.assert_array_equal(batch.obs, rows.obs)
+        np.testing.assert_array_equal(batch.next_obs, rows.next_obs)

@@ -110,3 +110,25 @@ def test_rows_equal_their_definition_over_random_episodes_of_several_envs():
                                 rows.discount, rows.env_index, rows.policy_version))
         assert len(got) == len(expected) > 300
         assert [tuple(map(float, r)) for r in got] == [tuple(map(float, r)) for r in expected]
+
+
+def test_one_step_rows_share_read_only_columns_that_follow_the_version_and_the_row_count():
+    nstep, envs = NStep(1, GAMMA), np.arange(3)
+    envs.flags.writeable = False  # as the runner's rows of a step in which every env stepped
+
+    def add(version, terminated=(False, False, False), env_index=envs):
+        k = len(env_index)
+        return nstep.add(Transitions(np.zeros((k, 1), np.float32), np.zeros(k, np.int64), np.ones(k, np.float32),
+                                     np.zeros((k, 1), np.float32), np.array(terminated[:k]), np.zeros(k, bool),
+                                     env_index), policy_version=version)
+
+    first, second = add(7), add(7)
+    assert second.policy_version is first.policy_version and not first.policy_version.flags.writeable
+    assert add(8).policy_version.tolist() == [8, 8, 8] and first.policy_version.tolist() == [7, 7, 7]
+    ended = add(8, terminated=(False, True, False))
+    assert ended.discount.tolist() == [GAMMA, 0.0, GAMMA] and add(8).discount.tolist() == [GAMMA] * 3
+    assert add(8, env_index=np.array([0, 2])).steps.tolist() == [1, 1]
+    backwards = np.array([2, 0])
+    backwards.flags.writeable = False
+    with pytest.raises(ValueError, match="one step per environment"):
+        add(8, env_index=backwards)

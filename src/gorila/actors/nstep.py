@@ -60,6 +60,8 @@ class NStep:
         self._head = np.zeros(0, np.int64)   # the ring slot of each env's oldest pending step
         self._steps = np.arange(n)           # a window's steps, oldest first
         self._ring: dict[str, np.ndarray] = {}  # env e's slots are rows e·n .. e·n + n − 1
+        self._ordered: np.ndarray | None = None  # a read-only env_index found in order
+        self._shared = SharedColumns()
 
     def add(self, t: Transitions, policy_version: int | None = None) -> Transitions | None:
         """The rows ``t`` completes. Every step of ``t`` was acted on by ``policy_version``, or by
@@ -67,16 +69,23 @@ class NStep:
         env = t.env_index
         if len(env) == 0:
             return None
-        if len(env) > 1 and bool((env[1:] <= env[:-1]).any()):
-            raise ValueError("NStep.add takes at most one step per environment, in increasing env_index")
-        versions = (np.full(len(env), policy_version, np.int64) if policy_version is not None
-                    else np.full(len(env), -1, np.int64) if t.policy_version is None
+        # A read-only env_index (the runner's rows of a step in which every env stepped) can never
+        # change: once found in order, it is not checked again.
+        if env is not self._ordered:
+            if len(env) > 1 and bool((env[1:] <= env[:-1]).any()):
+                raise ValueError("NStep.add takes at most one step per environment, in increasing env_index")
+            if not env.flags.writeable:
+                self._ordered = env
+        versions = (self._shared.full("version", len(env), policy_version, np.int64) if policy_version is not None
+                    else self._shared.full("version", len(env), -1, np.int64) if t.policy_version is None
                     else np.asarray(t.policy_version, np.int64))
         if self.n == 1:  # every step is a whole window: its row leaves at once, sharing t's arrays
-            return Transitions(t.obs, t.action, t.reward.astype(np.float32, copy=False), t.next_obs, t.terminated, t.truncated,
-                               env.astype(np.int64, copy=False), policy_version=versions,
-                               discount=np.where(t.terminated, 0.0, self._powers[1]).astype(np.float32),
-                               steps=np.ones(len(env), np.int64))
+            discount = self._shared.full("discount", len(env), self._powers[1], np.float32)
+            if t.terminated.any():
+                discount = np.where(t.terminated, np.float32(0.0), discount)
+            return Transitions(t.obs, t.action, t.reward.astype(np.float32, copy=False), t.next_obs, t.terminated,
+                               t.truncated, env.astype(np.int64, copy=False), policy_version=versions,
+                               discount=discount, steps=self._shared.full("steps", len(env), 1, np.int64))
         self._fit(t, int(env[-1]) + 1)
         n, ring = self.n, self._ring
         head, count = self._head[env], self._count[env] + 1  # pending steps, this one included
@@ -133,3 +142,25 @@ class NStep:
         for name, values in like.items():
             added = np.zeros((grow * self.n, *values.shape[1:]), values.dtype)
             self._ring[name] = added if name not in self._ring else np.concatenate([self._ring[name], added])
+
+
+class SharedColumns:
+    """Columns of one value repeated, built when their length or value changes and otherwise
+    handed out again, read-only, to every batch of rows that needs them (a step's rows carry the
+    same policy version, discount and step count, step after step)::
+
+        shared = SharedColumns()
+        versions = shared.full("version", 8, 12, np.int64)   # the same array while 8 rows of version 12 come
+    """
+
+    def __init__(self) -> None:
+        self._columns: dict[str, tuple[tuple[int, float], np.ndarray]] = {}
+
+    def full(self, name: str, count: int, value: float, dtype: type) -> np.ndarray:
+        key, column = self._columns.get(name, (None, None))
+        if key != (count, value) or column is None:
+            column = np.full(count, value, dtype)
+            column.flags.writeable = False
+            self._columns[name] = ((count, value), column)
+        return column
+

@@ -26,20 +26,30 @@ class PackedGridStorage(TransitionStorage):
         storage.add(rows)                    # rows.obs: (N, 4, 10, 10) bool
         batch = storage.sample(32, rng)      # batch.obs: (32, 4, 10, 10) bool, unpacked
 
-    ``state_dict`` holds the packed arrays, so checkpoints shrink as well.
+    ``state_dict`` holds the packed arrays, so checkpoints shrink as well. Rows' grids are read as
+    they are when added, and never written afterwards: an ``obs`` that is the very array the last
+    rows' ``next_obs`` was (an actor's next step) reuses its packing.
     """
 
     def __init__(self, capacity: int, obs_shape: tuple[int, ...], obs_dtype: DTypeLike = np.bool_):
         self.cells = int(np.prod(obs_shape))
         super().__init__(capacity, (packed_bytes(obs_shape),), np.uint8)
         self.obs_shape = tuple(obs_shape)
+        self._last_grids: np.ndarray | None = None  # the last rows' next_obs, and its packing
+        self._last_packed: np.ndarray | None = None
 
     @staticmethod
     def estimate_bytes(capacity: int, obs_shape: tuple[int, ...], obs_dtype: DTypeLike = np.bool_) -> int:
         return capacity * (2 * packed_bytes(obs_shape) + SCALAR_BYTES)
 
     def add(self, t: Transitions) -> tuple[np.ndarray, np.ndarray]:
-        return self._store(t, self._pack(t.obs), self._pack(t.next_obs))
+        # An actor's one-step rows start where its last ones landed: the very array, where no episode
+        # ended in between. Its packing is kept, so that each step's grids are packed once.
+        last = self._last_packed
+        obs = last if last is not None and t.obs is self._last_grids else self._pack(t.obs)
+        next_obs = self._pack(t.next_obs)
+        self._last_grids, self._last_packed = t.next_obs, next_obs
+        return self._store(t, obs, next_obs)
 
     def gather(self, indices: np.ndarray, weights: np.ndarray | None = None) -> Batch:
         batch = super().gather(indices, weights)

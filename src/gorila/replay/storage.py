@@ -35,6 +35,10 @@ class Batch(NamedTuple):
     policy_version: np.ndarray  # int64
 
 
+# What add returns for the slots it lost besides those it wrote: shared, read-only.
+NO_SLOTS = np.zeros(0, np.int64)
+NO_SLOTS.flags.writeable = False
+
 # Bytes per slot besides observations: action int64, reward and discount float32, policy version int64.
 SCALAR_BYTES = 8 + 4 + 4 + 8
 
@@ -100,19 +104,26 @@ class TransitionStorage:
         n = len(t)
         skip = max(n - self.capacity, 0)
         start, kept = (self._cursor + skip) % self.capacity, n - skip
-        slots = (start + np.arange(kept)) % self.capacity
         # Every actor step adds a few rows: a slice writes them in place, cheaper than a fancy index.
-        rows: slice | np.ndarray = slice(start, start + kept) if start + kept <= self.capacity else slots
-        self._obs[rows] = obs[skip:]
-        self._next_obs[rows] = next_obs[skip:]
-        self._action[rows] = t.action[skip:]
-        self._reward[rows] = t.reward[skip:]
-        self._discount[rows] = discount[skip:]
-        self._version[rows] = -1 if t.policy_version is None else t.policy_version[skip:]
+        rows: slice | np.ndarray
+        if start + kept <= self.capacity:
+            rows, slots = slice(start, start + kept), np.arange(start, start + kept)
+        else:
+            rows = slots = (start + np.arange(kept)) % self.capacity
+        action, reward, version = t.action, t.reward, t.policy_version
+        if skip:  # a batch over capacity keeps its newest rows
+            obs, next_obs, action, reward, discount = (a[skip:] for a in (obs, next_obs, action, reward, discount))
+            version = None if version is None else version[skip:]
+        self._obs[rows] = obs
+        self._next_obs[rows] = next_obs
+        self._action[rows] = action
+        self._reward[rows] = reward
+        self._discount[rows] = discount
+        self._version[rows] = -1 if version is None else version
         self._cursor = int((self._cursor + n) % self.capacity)
         self._size = min(self._size + n, self.capacity)
         written = np.concatenate([np.full(skip, -1, np.int64), slots]) if skip else slots
-        return written, np.zeros(0, np.int64)
+        return written, NO_SLOTS
 
     def sample_indices(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
         if self._size == 0:
