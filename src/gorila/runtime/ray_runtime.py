@@ -68,7 +68,7 @@ def start_embedded_ray(num_cpus: int | None = None, verbose: bool = False) -> No
     ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
              logging_level=logging.INFO if verbose else logging.ERROR, log_to_driver=verbose)
     _embedded["node_id"] = ray.get_runtime_context().get_node_id()
-    kill_children(AUTOSCALER_MONITOR, *(() if verbose else (LOG_MONITOR,)))
+    kill_children(AUTOSCALER_MONITOR, DASHBOARD_HEAD, *(() if verbose else (LOG_MONITOR,)))
 
 
 #: Helper processes of an embedded Ray that a gorila run never uses, by a part of their command
@@ -78,6 +78,10 @@ def start_embedded_ray(num_cpus: int | None = None, verbose: bool = False) -> No
 #: that asked for it (``log_to_driver``: gorila's ``--verbose`` only).
 AUTOSCALER_MONITOR = "autoscaler/_private/monitor.py"
 LOG_MONITOR = "_private/log_monitor.py"
+#: Without a dashboard Ray still starts its dashboard's head process in minimal mode (job submission
+#: and usage statistics, ~50 MiB), which a gorila run never calls; unlike the node's agents, which
+#: the raylet shares its fate with, nothing waits on it.
+DASHBOARD_HEAD = "dashboard/dashboard.py"
 
 
 def kill_children(*parts: str) -> None:
