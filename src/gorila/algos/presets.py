@@ -15,7 +15,7 @@ resumed run keeps its values. A named preset holds only what its paper publishes
 paper leaves open keeps gorila's default, and :attr:`Preset.note` says which), except the counts
 of processes, which :class:`Machine` scales to the machine the run starts on.
 
-The family defaults: every algorithm's defaults were chosen for CartPole's MLPs (AdaGrad at 3e-2
+The family defaults: every algorithm's defaults were chosen for CartPole's MLPs (Adam at 1e-3
 for DQN, short schedules); a convolution over MinAtar's grids wants Adam or RMSProp at ~1e-3 and
 longer exploration. The numbers follow Young & Tian (2019) — batch 32, a 100 k replay, ε annealed
 to 0.1, a hard target update every 1000 updates, no no-op starts (MinAtar's sticky actions already
