@@ -58,6 +58,9 @@ class DQNConfig:
     target: str = field(default="double", metadata={
         "help": "bootstrap target: double (double Q-learning, the textbook's asynchronous learner) or max "
                 "(the Nature DQN target, which Gorila used)", "choices": TARGET_KINDS})
+    # Each hard refresh lets the values grow by about one more step of return. On CartPole hard:100
+    # reached the target sooner, but the values went on past 1/(1 - gamma) and diverged (after the
+    # target, or before it at lr 5e-4); hard:1000 (under AdaGrad) had not reached it by 60 k env steps.
     target_update: TargetUpdate = field(default=TargetUpdate.hard(200), metadata={
         "help": "hard:N (copy server params every N global updates) or soft:TAU", "metavar": "hard:N|soft:TAU"})
     eps_start: float = field(default=1.0, metadata={"help": "initial exploration rate"})
