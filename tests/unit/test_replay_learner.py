@@ -107,3 +107,11 @@ def test_when_no_shard_answers_within_the_timeout_it_is_a_worker_timeout():
     learner = make_learner(shards, timeout_s=0.3)
     with pytest.raises(WorkerTimeoutError, match="no replay shard answered"):
         learner.step()
+
+
+def test_the_learner_reports_the_mean_q_of_its_last_minibatch():
+    learner = make_learner([FakeShard(0)])
+    assert learner.report()["q_mean"] is None  # nothing learnt yet
+    learner.step()
+    q_mean = learner.report()["q_mean"]
+    assert isinstance(q_mean, float) and q_mean == pytest.approx(learner.last_info["q_mean"])
