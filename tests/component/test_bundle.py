@@ -76,6 +76,16 @@ def test_a_bundle_acts_until_learning_starts_then_pushes_one_gradient_per_step()
     assert np.array_equal(batch.next_obs, batch.obs + 1)
 
 
+def test_a_bundle_reports_the_mean_q_of_its_last_batch_so_that_divergence_shows_in_the_rows():
+    shard, endpoint, (bundle,) = bundles(count=1)
+    for _ in range(39):
+        bundle.step()
+    assert bundle.report()["q_mean"] is None  # nothing learnt yet
+    bundle.step()
+    assert bundle.report()["q_mean"] == pytest.approx(bundle.last_info["q_mean"])
+    assert isinstance(bundle.report()["q_mean"], float)
+
+
 def test_the_actor_reloads_the_parameters_every_actor_refresh_steps():
     shard, endpoint, (bundle,) = bundles(count=1, learning_starts=16, actor_refresh=3)
     loaded = []

@@ -28,7 +28,7 @@ def test_other_envs_keep_the_algorithms_defaults():
     assert preset("dqn", "CartPole-v1") == preset("dqn", None) == preset("lstsq", "MinAtar/Breakout-v1") == {}
     assert with_preset("dqn", {"env": "ALE/Pong-v5"}) == {"env": "ALE/Pong-v5"}
     run, (dqn, _) = configs_from_values("dqn", {"env": "CartPole-v1"})
-    assert (run.optimizer, dqn.lr) == (None, 3e-2)
+    assert (run.optimizer, dqn.lr) == (None, 1e-3)
 
 
 def test_the_first_point_at_a_reference_score_gives_its_frames_and_seconds():

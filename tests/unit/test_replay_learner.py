@@ -122,3 +122,11 @@ def test_a_learner_that_copies_ahead_is_handed_the_requests_next_minibatch_while
     # prefetch=2: each request brings two minibatches; the second is staged while the first trains
     assert len(trained) == 4 and len(staged) == 2
     assert staged[0] is trained[1] and staged[1] is trained[3]
+
+
+def test_the_learner_reports_the_mean_q_of_its_last_minibatch():
+    learner = make_learner([FakeShard(0)])
+    assert learner.report()["q_mean"] is None  # nothing learnt yet
+    learner.step()
+    q_mean = learner.report()["q_mean"]
+    assert isinstance(q_mean, float) and q_mean == pytest.approx(learner.last_info["q_mean"])

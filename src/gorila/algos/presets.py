@@ -15,7 +15,7 @@ resumed run keeps its values. A named preset holds only what its paper publishes
 paper leaves open keeps gorila's default, and :attr:`Preset.note` says which), except the counts
 of processes, which :class:`Machine` scales to the machine the run starts on.
 
-The family defaults: every algorithm's defaults were chosen for CartPole's MLPs (AdaGrad at 3e-2
+The family defaults: every algorithm's defaults were chosen for CartPole's MLPs (Adam at 1e-3
 for DQN, short schedules); a convolution over MinAtar's grids wants Adam or RMSProp at ~1e-3 and
 longer exploration. The numbers follow Young & Tian (2019) — batch 32, a 100 k replay, ε annealed
 to 0.1, a hard target update every 1000 updates, no no-op starts (MinAtar's sticky actions already
@@ -140,14 +140,15 @@ _PRESETS = (
         "target every 60,000 updates",
         {"env": "ALE/Breakout-v5", "mode": "async", "replay": "local", "replay_capacity": 1_000_000,
          "eps_start": 1.0, "eps_end": 0.1, "eps_decay_updates": 1_000_000, "target_update": "hard:60000",
-         "optimizer": "adagrad", **_ATARI_EVAL,
+         "optimizer": "adagrad", "lr": 0.03, **_ATARI_EVAL,
          # DQN's own settings, which Gorila kept (Nature DQN, Extended Data Table 1)
          "batch_size": 32, "gamma": 0.99, "learning_starts": 50_000, "train_every": 4, "target": "max",
          "loss": "huber"},
         "atari",
         "bundles and shards keep Gorila's 100 : 31 over this machine's CPUs (and the bundles' replays fit in its "
         "memory); the paper gives neither the learning rate, the staleness bound nor the outlier filter's k: "
-        "gorila's defaults", _gorila_scaled),
+        "AdaGrad at 0.03 (gorila's AdaGrad default before Adam became its default) and gorila's defaults",
+        _gorila_scaled),
     Preset(
         "nature-dqn", "dqn",
         "Mnih et al. 2015, Human-level control through deep reinforcement learning, Nature 518, "

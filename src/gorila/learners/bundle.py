@@ -118,6 +118,7 @@ class Bundle:
     def report(self) -> dict[str, Any]:
         return {**self.actor.tally.report(), "env_failures": self.actor.env_failures, "updates_pushed": self.pushes,
                 "pushes_rejected_outlier": self.learner.skipped_outliers, "loss": self.last_info.get("loss"),
+                "q_mean": self.last_info.get("q_mean"),
                 "version": self.client.version, "epsilon": self.actor.epsilon, "policy_lag": dict(self.policy_lag),
                 "policy_lag_mean": self.lag_sum / max(sum(self.policy_lag.values()), 1),
                 **device_copy_report(self.learner)}

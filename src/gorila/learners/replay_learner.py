@@ -187,7 +187,8 @@ class ReplayLearner:
     def report(self) -> dict[str, Any]:
         lag = self.lag_sum / max(sum(self.policy_lag.values()), 1)
         return {"updates_pushed": self.pushes, "pushes_rejected_outlier": self.learner.skipped_outliers,
-                "loss": self.last_info.get("loss"), "version": self.client.version, "learning": self.started,
+                "loss": self.last_info.get("loss"), "q_mean": self.last_info.get("q_mean"),
+                "version": self.client.version, "learning": self.started,
                 "learner_wait_s": self.wait_s, "learner_time_s": self.time_s,
                 "wait_fraction": self.wait_s / self.time_s if self.time_s else None, "policy_lag_mean": lag,
                 "policy_lag": dict(self.policy_lag),

@@ -79,7 +79,7 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
         return rl_plan(run, rl, algo="dqn", **common, groups=bundles, services=inference,
                        processes=cfg.actors + len(inference), chunk_steps=lambda updates: BUNDLE_STEPS_PER_CHUNK,
                        snapshot=cfg.checkpoint_replay,
-                       metrics=("bundle.policy_lag_mean",), histograms=("bundle.policy_lag",))
+                       metrics=("bundle.policy_lag_mean", "bundle.q_mean"), histograms=("bundle.policy_lag",))
 
     check_replay_memory(cfg.replay_capacity, space.shape, space.dtype,
                         available_bytes=psutil.virtual_memory().available // cfg.replay_shards)
@@ -97,7 +97,8 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
                    processes=topology.processes + len(inference),
                    chunk_steps=lambda updates: GLOBAL_STEPS_PER_CHUNK, snapshot=cfg.checkpoint_replay,
                    checkpoint_services=("replay",) if cfg.checkpoint_replay else (),
-                   metrics=("learner.policy_lag_mean", *REPLAY_TRAFFIC), histograms=("learner.policy_lag",))
+                   metrics=("learner.policy_lag_mean", "learner.q_mean", *REPLAY_TRAFFIC),
+                   histograms=("learner.policy_lag",))
 
 
 def evaluation_policy(run: RunConfig, cfg: DQNConfig, rl: RLConfig):
