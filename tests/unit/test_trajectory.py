@@ -75,8 +75,8 @@ def _server(timeout_s=30.0):
                                                spec.rule, timeout_s=timeout_s)
 
 
-def _actor(server, network_fn, queue, unroll=7, refresh_every=1):
-    return SegmentActor(0, server, envs=EnvSpec(COUNTING, 2), network_fn=network_fn,
+def _actor(server, network_fn, queue, unroll=7, refresh_every=1, env=COUNTING):
+    return SegmentActor(0, server, envs=EnvSpec(env, 2), network_fn=network_fn,
                         queues=[RemoteQueue(LocalService(queue))], unroll_length=unroll,
                         refresh_every=refresh_every, gamma=0.5, seed=0)
 
@@ -208,8 +208,7 @@ def test_an_actors_segment_carries_the_observation_each_truncated_step_was_cut_a
         gym.register(cut_id, entry_point="gorila.envs.fake:CountingEnv", kwargs={"episode_length": 3, "truncate": True})
     network_fn, _, server = _server()
     queue = TrajectoryQueue(0, capacity=4)
-    actor = SegmentActor(0, server, envs=EnvSpec(cut_id, 2), network_fn=network_fn,
-                         queues=[RemoteQueue(LocalService(queue))], unroll_length=7, refresh_every=1, gamma=0.5, seed=0)
+    actor = _actor(server, network_fn, queue, env=cut_id)
     assert actor.step()
     (seg,) = queue.take(1)
     assert seg.obs[:, 0, 0].tolist() == [0, 1, 2, 0, 1, 2, 0]

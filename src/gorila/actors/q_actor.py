@@ -16,6 +16,7 @@ from gorila.actors.tally import ExperienceTally
 from gorila.envs.spec import EnvSpec
 from gorila.envs.vector import Transitions
 from gorila.nets import FlatParams
+from gorila.nets.inputs import module_device
 from gorila.nets.q import greedy_policy
 
 
@@ -74,7 +75,7 @@ class QActor:
     def priorities(self, rows: Transitions) -> np.ndarray:
         """``|R + discount · max_a Q(next_obs, a) − Q(obs, action)|`` of each row, by this actor's
         network (Ape-X's initial priorities: the learner's double-Q with online = target)."""
-        device = next(self.net.parameters()).device
+        device = module_device(self.net)
         with torch.inference_mode():
             q = self.net(torch.as_tensor(rows.obs, device=device))
             q_next = self.net(torch.as_tensor(rows.next_obs, device=device)).max(1).values

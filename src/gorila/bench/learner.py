@@ -20,6 +20,7 @@ from gorila.errors import ConfigError
 from gorila.core import WorkerFactory
 from gorila.learners.bundle import Bundle
 from gorila.learners.device_copy import DEVICE_FIELDS
+from gorila.nets.inputs import module_device
 from gorila.losses.dqn import dqn_loss
 from gorila.params import ParameterServer
 from gorila.replay import Batch
@@ -40,7 +41,7 @@ class LearnerWorker:
         self.bundle: Bundle = bundle(worker_id, server)
         self.bundle.act(-(-fill // self.bundle.envs_per_actor))
         learner = self.bundle.learner
-        self.device = next(learner.online.parameters()).device
+        self.device = module_device(learner.online)
         self.batches = [on_device(self.bundle.sample_batch(), self.device) for _ in range(LIMIT_BATCHES)]
         self.net = copy.deepcopy(learner.online)
         self.target = copy.deepcopy(learner.online)

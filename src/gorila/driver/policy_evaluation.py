@@ -253,11 +253,12 @@ class PolicyEvaluation:
             self._start_group()
         clock = time.perf_counter()
         self.latest = dict(now)
-        self.since_asked.append((time.time(), dict(now)))
+        if self.pending is not None:  # asked for, not in: the evaluator may be taking its parameters about now
+            self.since_asked.append((time.time(), dict(now)))
         if self.pending is None and self.playing:
             self.pending, self.pending_since, self.killed = self.group.start_steps(1)[0], clock, False
         elif self.pending is None and self._due(clock, now):
-            self.since_asked = self.since_asked[-1:]
+            self.since_asked = [(time.time(), dict(now))]
             self.pending, self.last_started, self.now = self.group.start_steps(1)[0], clock, dict(now)
             self.pending_since, self.killed = clock, False
 

@@ -13,6 +13,7 @@ from torch import nn
 
 from gorila.errors import ConfigError
 from gorila.losses.kinds import LOSS_KINDS, TARGET_KINDS
+from gorila.nets.inputs import module_device
 from gorila.replay.storage import Batch
 
 
@@ -68,7 +69,7 @@ def dqn_loss(online: nn.Module, target: nn.Module, batch: Batch, kind: str = "hu
     """
     if bootstrap not in TARGET_KINDS:
         raise ConfigError("target", f"must be one of {', '.join(TARGET_KINDS)}; got {bootstrap!r}")
-    device = next(online.parameters()).device
+    device = module_device(online)
     obs, action, reward, next_obs, discount, weights = (
         torch.as_tensor(x, device=device) for x in (batch.obs, batch.action, batch.reward, batch.next_obs,
                                                      batch.discount, batch.weights))

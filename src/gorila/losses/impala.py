@@ -18,7 +18,7 @@ from torch import nn
 
 from gorila.losses.vtrace import vtrace_targets
 from gorila.nets.flat import FlatParams
-from gorila.nets.inputs import observation_tensor
+from gorila.nets.inputs import module_device, observation_tensor
 from gorila.trajectory.segment import Segment
 
 
@@ -28,7 +28,7 @@ def bootstrap_inputs(net: nn.Module, segment: Segment) -> tuple[torch.Tensor, to
     (the episode's sums end with the value of where it was cut); reset slots and failed envs get
     discount 0 too, so no return flows across them; the bootstrap is ``V(last_obs)``. Tensors are
     on the device of ``net``'s parameters."""
-    device = net_device(net)
+    device = module_device(net)
     valid = torch.as_tensor(segment.valid, device=device)
     rewards = torch.as_tensor(segment.rewards, dtype=torch.float32, device=device)
     discounts = torch.as_tensor(segment.discounts, dtype=torch.float32, device=device)
@@ -42,11 +42,6 @@ def bootstrap_inputs(net: nn.Module, segment: Segment) -> tuple[torch.Tensor, to
             rewards[truncated] += discounts[truncated] * final
         discounts = torch.where(truncated | ~valid, torch.zeros_like(discounts), discounts)
     return rewards, discounts, bootstrap
-
-
-def net_device(net: nn.Module) -> torch.device:
-    """Where ``net``'s parameters live: the loss puts a segment's arrays there."""
-    return next(net.parameters()).device
 
 
 @dataclass(frozen=True)
@@ -67,7 +62,7 @@ class ImpalaLoss:
         ``policy_loss``, ``value_loss``, ``entropy``, ``rho_mean`` and ``grad_norm`` (before clipping)."""
         if flat.module is not net:
             raise ValueError("flat must be the FlatParams of net")
-        device = net_device(net)
+        device = module_device(net)
         obs = observation_tensor(segment.obs, device)  # frames cross as bytes, cast by the network
         valid = torch.as_tensor(segment.valid, device=device)
         weight = valid.float()

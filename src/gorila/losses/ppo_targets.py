@@ -15,11 +15,11 @@ import torch
 from torch import nn
 
 from gorila.losses.gae import gae
-from gorila.losses.impala import bootstrap_inputs, net_device
+from gorila.losses.impala import bootstrap_inputs
 from gorila.losses.ppo import ppo_loss
 from gorila.losses.vtrace import vtrace_targets
 from gorila.nets.flat import FlatParams
-from gorila.nets.inputs import observation_tensor
+from gorila.nets.inputs import module_device, observation_tensor
 from gorila.trajectory.segment import Segment
 
 ADVANTAGES = ("gae", "vtrace")
@@ -66,7 +66,7 @@ class PPOLoss:
     def targets(self, net: nn.Module, segment: Segment) -> PPOBatch:
         """The batch's valid steps with advantages and returns from ``net`` (no gradient)."""
         rewards, discounts, bootstrap = bootstrap_inputs(net, segment)
-        device = net_device(net)
+        device = module_device(net)
         obs = observation_tensor(segment.obs, device)
         actions = torch.as_tensor(segment.actions, device=device).long()
         behaviour = torch.as_tensor(segment.log_probs, dtype=torch.float32, device=device)

@@ -6,10 +6,15 @@ import numpy as np
 import torch
 
 
+def module_device(net: torch.nn.Module) -> torch.device:
+    """Where ``net``'s parameters live: its inputs are put there."""
+    return next(net.parameters()).device
+
+
 def observation_tensor(obs: np.ndarray, device: torch.device) -> torch.Tensor:
     """A batch of observations as a network's input on ``device``::
 
-        q = net(observation_tensor(runner.observations, next(net.parameters()).device))
+        q = net(observation_tensor(runner.observations, module_device(net)))
 
     On the CPU they are cast to float32 here: numpy casts a few envs' booleans or bytes several
     times faster than torch's ``.float()``, which then costs nothing in the network. Toward an

@@ -11,7 +11,7 @@ from torch import nn
 
 from gorila.errors import ConfigError
 from gorila.nets.cnn import DuelingHead, NatureCNN
-from gorila.nets.inputs import observation_tensor
+from gorila.nets.inputs import module_device, observation_tensor
 from gorila.nets.minatar import MinAtarQNetwork, is_grid
 from gorila.nets.mlp import mlp
 from gorila.nets.numpy_mlp import NumpyMLP
@@ -91,7 +91,7 @@ class GreedyQ:
 
     def __init__(self, net: nn.Module):
         self.net = net
-        self.device = next(net.parameters()).device
+        self.device = module_device(net)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         # inference_mode skips the version counters and view tracking no_grad still keeps: this
