@@ -93,6 +93,26 @@ def three_nodes():
 
 
 @pytest.fixture
+def gpu_refusal():
+    """``gpu_refusal(factory, gpus)``: the :class:`SchedulingError` of a Ray runtime asked, on the
+    cluster this test joined, for a service of two processes each asking ``gpus`` of a GPU (never
+    built: it cannot be placed within the 3 s scheduling timeout)."""
+    def refusal(factory, gpus):
+        from gorila.errors import SchedulingError
+        from gorila.runtime.ray_runtime import RayRuntime
+
+        runtime = RayRuntime(schedule_timeout_s=3.0)
+        runtime.plan(2)
+        try:
+            with pytest.raises(SchedulingError, match="--device cuda") as err:
+                runtime.start_services(factory, 2, name="learner", gpus=gpus)
+            return err.value
+        finally:
+            runtime.shutdown()
+    return refusal
+
+
+@pytest.fixture
 def wait_until():
     """``wait_until(condition, timeout_s, what)``: call ``condition`` until it holds; an AssertionError
     naming ``what`` once ``timeout_s`` has passed."""

@@ -32,16 +32,8 @@ def test_the_cluster_head_passes_the_check_that_refuses_non_ray_addresses(two_no
     check_reachable(two_nodes.get_runtime_context().gcs_address, "--address", timeout_s=10.0)
 
 
-def test_a_gpu_asked_of_a_cluster_without_one_fails_after_the_scheduling_timeout_naming_the_flag(two_nodes):
-    from gorila.errors import SchedulingError
-    from gorila.runtime.ray_runtime import RayRuntime
+def test_a_gpu_asked_of_a_cluster_without_one_fails_after_the_scheduling_timeout_naming_the_flag(two_nodes,
+                                                                                               gpu_refusal):
     from gorila.replay.shard import ReplayShard  # any service factory: it is never built
 
-    runtime = RayRuntime(schedule_timeout_s=3.0)
-    runtime.plan(2)
-    try:
-        with pytest.raises(SchedulingError, match="--device cuda") as err:
-            runtime.start_services(ReplayShard, 1, name="learner", gpus=0.5)
-        assert "the cluster has no GPU" in str(err.value)
-    finally:
-        runtime.shutdown()
+    assert "the cluster has no GPU" in str(gpu_refusal(ReplayShard, 0.5))
