@@ -253,7 +253,9 @@ class Runtime(Protocol):
 
     name: str
 
-    def plan(self, processes: int) -> None: ...
+    def plan(self, processes: int, caches: CacheTiers | None = None) -> None:
+        """Share the CPUs among ``processes`` processes, leaving room for the parameter caches
+        ``caches`` names (each node's, and a rack's)."""
     def start_shards(self, spec: ServerSpec, params: np.ndarray, *, wait: bool = True,
                      checkpoints: Path | None = None) -> ShardGroup:
         """The shards; with ``checkpoints`` (the run's), a runtime that restarts processes brings a

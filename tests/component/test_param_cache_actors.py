@@ -33,3 +33,25 @@ def test_the_actors_read_through_the_node_cache(tmp_path, algo):
     assert "actor_cache_reads" not in direct
     # the same run without the cache: every actor's refresh is a read of the server
     assert cached["server_pulls"] < direct["server_pulls"]
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_a3c_workers_read_the_node_cache_and_their_pushes_bring_no_parameters(tmp_path, mode):
+    from gorila.algos.a3c.builder import make_plan
+    from gorila.algos.a3c.config import A3CConfig
+
+    def summary(param_cache: str) -> tuple[dict, int]:
+        run_config = RunConfig(algo="a3c", runtime="local", mode=mode, seed=0, run_dir=tmp_path / param_cache)
+        rl = RLConfig(total_steps=3000, eval_every_s=600, eval_episodes=1, stop_at_target=False,
+                      param_cache=param_cache)
+        plan = make_plan(run_config, A3CConfig(workers=4, envs_per_actor=2, unroll_length=8, hidden=(8,)), rl)
+        return run(run_config, plan), 4 * plan.initial_params().size
+
+    cached, nbytes = summary("node")
+    assert cached["worker_cache_reads"] > 0 and cached["worker_server_reads"] == 0
+    # the server sent its parameters only to the reads (the cache's): no push reply carried them
+    assert cached["bytes_pulled"] == cached["server_pulls"] * nbytes
+    direct, _ = summary("none")
+    assert "worker_cache_reads" not in direct
+    # without the cache the replies to the pushes that were behind brought them
+    assert direct["bytes_pulled"] > direct["server_pulls"] * nbytes

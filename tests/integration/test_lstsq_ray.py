@@ -42,6 +42,6 @@ def test_each_mode_reaches_the_target(ray_local, tmp_path, mode, train):
         assert pushes == 2 * s["updates"]
     elif mode == "async":
         assert s["pushes_counted"] == s["updates"]
-    else:
-        assert s["pushes_counted"] == 20 * s["updates"]
+    else:  # a round is applied once 20 counted pushes have joined; the run may stop inside one
+        assert s["updates"] == s["pushes_counted"] // 20
     assert s["bytes_pushed"] == (pushes + s["pushes_rejected"]) * CFG.d * 4

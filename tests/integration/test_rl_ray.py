@@ -32,3 +32,15 @@ def test_rl_algorithms_train_on_ray(ray_local, tmp_path, train, algo, cfg, mode)
     # the run's end on Ray, stage by stage in order: the summary written before the processes are stopped
     stamps = list(summary["shutdown"].values())
     assert "runtime_stopped_s" in summary["shutdown"] and stamps == sorted(stamps) and summary["shutdown_s"] >= 0
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a3c_workers_on_ray_read_the_node_cache_and_no_push_brings_parameters(ray_local, tmp_path, train, mode):
+    run = RunConfig(algo="a3c", mode=mode, runtime="ray", run_dir=tmp_path)
+    summary = train(run, A3CConfig(), RLConfig(env="CartPole-v1", total_steps=2000, stop_at_target=False,
+                                               eval_episodes=2, param_cache="node"))
+    assert summary["updates"] > 0 and summary["worker_cache_reads"] > 0 and summary["worker_server_reads"] == 0
+    pushes = summary["pushes_counted"] + summary["pushes_accepted"] + summary["pushes_rejected"]
+    vector_bytes = summary["bytes_pushed"] // pushes  # a gradient weighs what the parameters weigh
+    # every byte the server sent was a whole read (the cache's), none a push's reply
+    assert summary["bytes_pulled"] == summary["server_pulls"] * vector_bytes

@@ -42,7 +42,6 @@ def refused(capsys, argv: list[str]) -> str:
     (["--algo", "dqn", "--param-cache", "node"], "--param-cache"),                 # needs --replay global
     (["--algo", "dqn", "--replay-placement", "node"], "--replay-placement"),
     (["--algo", "apex", "--param-cache", "rack"], "--param-cache"),
-    (["--algo", "a3c", "--param-cache", "node"], "--param-cache"),                 # workers learn as they act
     (["--algo", "ppo", "--cache-tiers", "rack"], "--cache-tiers"),
     (["--algo", "ppo", "--cache-tiers", "node,rack", "--nodes-per-rack", "2"], "--cache-tiers"),  # no cache
     (["--algo", "ppo", "--param-cache", "node", "--cache-tiers", "node,rack"], "--nodes-per-rack"),

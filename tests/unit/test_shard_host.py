@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gorila.errors import WorkerTimeoutError
-from gorila.params import ParameterShard, UpdateRule
+from gorila.params import ParameterShard, PushTag, UpdateRule
 from gorila.runtime.shard_host import ShardHost
 
 pytestmark = pytest.mark.timeout(60)
@@ -64,6 +64,19 @@ def test_without_wait_a_barrier_push_returns_and_says_it_must_wait():
     h.push(np.ones(D, np.float32), 0, 1)
     refreshed = h.refreshed(result)
     assert refreshed.version == 1 and np.array_equal(refreshed.params, np.full(D, -0.5, np.float32))
+
+
+def test_a_pusher_that_reads_a_cache_gets_the_new_version_without_the_parameters():
+    h = host(UpdateRule.synchronous(num_workers=2))
+    cached = PushTag(client=1, seq=0, reply_params=False)
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(h.push, np.ones(D, np.float32), 0, 0, tag=cached)
+        assert h.shard.taken.acquire(timeout=10)
+        h.push(np.ones(D, np.float32), 0, 1)
+        result = first.result(timeout=10)
+    assert result.version == 1 and result.params is None  # it waited at the barrier all the same
+    restarted = h.push(np.ones(D, np.float32), 1, 0, tag=PushTag(epoch=1, client=1, seq=1, reply_params=False))
+    assert restarted.reason == "restarted" and restarted.params is not None  # the way to the new epoch
 
 
 def test_stale_and_asynchronous_pushes_never_wait():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gorila.errors import GorilaError, VersionError, WorkerTimeoutError
-from gorila.params import ParameterShard, UpdateRule
+from gorila.params import ParameterShard, PushTag, UpdateRule
 from gorila.runtime.shard_host import ShardHost
 from gorila.runtime.shm import FastPathChannel, FastPathServer, supported
 
@@ -47,17 +47,19 @@ def served():
     s.close()
 
 
-def test_push_and_pull_match_the_shard_itself(served):
+@pytest.mark.parametrize("reply_params", [True, False])  # False: a pusher that reads its node's cache
+def test_push_and_pull_match_the_shard_itself(served, reply_params):
     reference = ParameterShard(np.zeros(N, np.float32), UpdateRule.asynchronous(), "sgd", lr=0.5)
     channel = FastPathChannel(served.path, N, 0, timeout_s=10)
     rng = np.random.default_rng(0)
-    for version in (0, 0, 1):  # the second push is stale, so its reply carries fresh params
+    for version in (0, 0, 1):  # the last two are behind: their replies carry fresh params, if asked for
         grad = rng.standard_normal(N).astype(np.float32)
-        got = channel.push(grad, version, 3).result(10)
-        want = reference.push(grad, version, 3)
+        got = channel.push(grad, version, 3, PushTag(reply_params=reply_params)).result(10)
+        want = reference.push(grad, version, 3, tag=PushTag(reply_params=reply_params))
         assert (got.outcome, got.applied, got.version, got.staleness, got.reason) == \
                (want.outcome, want.applied, want.version, want.staleness, want.reason)
         assert (got.params is None) == (want.params is None)
+        assert got.params is None or reply_params
         if want.params is not None:
             assert np.array_equal(got.params, want.params) and not got.params.flags.writeable
     params, version = channel.pull().result(10)

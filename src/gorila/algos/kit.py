@@ -47,6 +47,7 @@ from gorila.learners.replay_learner import ReplayLearner
 from gorila.learners.target import TargetUpdate
 from gorila.nets import FlatParams
 from gorila.nets.numpy_mlp import NumpyMLP
+from gorila.params.tiers import CacheTiers
 from gorila.replay import RemoteReplay, ShardedReplaySpec
 from gorila.trajectory import RemoteQueue
 
@@ -60,11 +61,16 @@ REPLAY_TRAFFIC = ("replay.bytes_added", "replay.bytes_sampled")
 #: How long a chunk lasts once the driver has sized it to the workers' speed: long enough that the
 #: driver's calls between chunks cost little, short enough that rows and evaluations stay frequent.
 CHUNK_SECONDS = 0.5
-# With --param-cache node: reads reaching the server from the caches (the rack caches' with
-# --cache-tiers node,rack) and from actors that fell back, bytes moved per version per node, and
-# how many versions behind the server the actors act.
-CACHE_METRICS = ("param_cache.pulls", "param_cache.bytes_per_version", "actor.cache_reads", "actor.server_reads",
-                 "actor.param_staleness_mean")
+
+
+def cache_metrics(tiers: CacheTiers | None, readers: str) -> tuple[str, ...]:
+    """With ``--param-cache node``: reads reaching the server from the caches (the rack caches' too
+    with ``--cache-tiers node,rack``) and from the ``readers`` group's workers that fell back, bytes
+    moved per version per node, and how many versions behind the server those workers act."""
+    if tiers is None:
+        return ()
+    return ("param_cache.pulls", "param_cache.bytes_per_version", f"{readers}.cache_reads",
+            f"{readers}.server_reads", f"{readers}.param_staleness_mean") + (("rack_cache.pulls",) if tiers.rack else ())
 
 
 def inference_service(policy: Callable[[], InferencePolicy], rule: BatchingRule, refresh_every: int,
@@ -95,7 +101,8 @@ def sampled_inference(network_fn: Callable[[], nn.Module], rl: RLConfig, total_e
 
 def rl_plan(run: RunConfig, rl: RLConfig, *, algo: str, net: nn.Module, network_fn: Callable[[], nn.Module],
             policy_fn: Callable[[nn.Module], Any], eval_epsilon: float, central: bool, config: dict,
-            metrics: tuple[str, ...] = (), eval_mlp: NumpyMLP | None = None, **plan: Any) -> Plan:
+            metrics: tuple[str, ...] = (), eval_mlp: NumpyMLP | None = None, cache_readers: str = "actor",
+            **plan: Any) -> Plan:
     """A :class:`Plan` with the fields every RL algorithm fills the same way; ``plan`` holds the
     algorithm's own (``spec``, ``groups``, ``services``, ``processes``, ``chunk_steps``, ...).
 
@@ -105,7 +112,7 @@ def rl_plan(run: RunConfig, rl: RLConfig, *, algo: str, net: nn.Module, network_
     :func:`gorila.nets.q.numpy_q_network`, or an actor-critic's policy head,
     :func:`gorila.nets.actor_critic.numpy_policy`): the evaluator then plays it in a process without torch.
     With ``--param-cache node`` the plan places the caches ``--cache-tiers`` names, and its rows
-    carry their counters (``CACHE_METRICS``).
+    carry their counters and those of the group that reads them, ``cache_readers`` (:func:`cache_metrics`).
     """
     epsilon = rl.eval_epsilon if rl.eval_epsilon is not None else eval_epsilon
     evaluation = PolicyEvaluation(rl.env, network_fn, policy_fn, episodes=rl.eval_episodes, epsilon=epsilon,
@@ -117,11 +124,11 @@ def rl_plan(run: RunConfig, rl: RLConfig, *, algo: str, net: nn.Module, network_
     # seed, resumed or not (chunks timed to CHUNK_SECONDS would follow the machine's load).
     plan.setdefault("chunk_seconds", None if run.runtime == "local" else CHUNK_SECONDS)
     tiers = rl.cache_tiers_plan()
-    cache_metrics = () if tiers is None else CACHE_METRICS + (("rack_cache.pulls",) if tiers.rack else ())
     return Plan(algo=algo, label=rl.env, initial_params=lambda: FlatParams(net).get(), evaluation=evaluation,
                 budget=Budget(rl.total_steps, "env_steps"), stop_at_target=rl.stop_at_target,
                 train_target=rl.target() if rl.target_on == "train100" else None,
-                metrics=metrics + (INFERENCE_METRICS if central else ()) + cache_metrics, config=record,
+                metrics=metrics + (INFERENCE_METRICS if central else ()) + cache_metrics(tiers, cache_readers),
+                config=record,
                 network_fn=network_fn, param_cache=tiers, **plan)
 
 

@@ -67,8 +67,7 @@ def _load(path: str):
 
 ALGORITHMS = {
     "lstsq": Algorithm("lstsq", ("gorila.algos.lstsq.config:LstsqConfig",), "gorila.algos.lstsq.builder"),
-    "a3c": Algorithm("a3c", ("gorila.algos.a3c.config:A3CConfig", _RL), "gorila.algos.a3c.builder",
-                     checks="gorila.algos.a3c.config:check_settings"),
+    "a3c": Algorithm("a3c", ("gorila.algos.a3c.config:A3CConfig", _RL), "gorila.algos.a3c.builder"),
     "dqn": Algorithm("dqn", ("gorila.algos.dqn.config:DQNConfig", _RL), "gorila.algos.dqn.builder",
                      checks="gorila.algos.dqn.config:check_settings"),
     "apex": Algorithm("apex", ("gorila.algos.apex.config:ApexConfig", _RL), "gorila.algos.apex.builder"),

@@ -122,7 +122,7 @@ def run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChun
             run_dir = run_config.resolved_run_dir(plan.label)
             initial = plan.initial_params()
             shard_processes = plan.spec.num_shards if plan.spec.placement == "process" else 0
-            runtime.plan(plan.processes + shard_processes + 1)  # + the shards and the evaluation
+            runtime.plan(plan.processes + shard_processes + 1, plan.param_cache)  # + the shards and the evaluation
             # Every process starts side by side: each waits for no other to be up first.
             shards = runtime.start_shards(plan.spec, initial, wait=False, checkpoints=run_dir / "checkpoints")
             meta: dict[str, Any] = {}

@@ -60,7 +60,7 @@ class A3CWorker:
         self.net = network_fn()
         self.target_net = copy.deepcopy(self.net)
         self.flat, self.target_flat = FlatParams(self.net), FlatParams(self.target_net)
-        self.client = server.client(worker_id)
+        self.client = server.client(worker_id, cached=True)  # through the node's cache, where there is one
         self.generator = torch.Generator().manual_seed(worker_seed)
         self.slow = Straggler.for_worker(worker_id, straggler)
         self._target: np.ndarray | None = None
@@ -153,6 +153,7 @@ class A3CWorker:
 
     def close(self) -> None:
         (self.runner or self.rollout).close()
+        self.client.close()
 
     def report(self) -> dict[str, Any]:
         """Cumulative counters; push outcomes count once per push (averaged over shards, as
@@ -169,6 +170,7 @@ class A3CWorker:
             "version": self._target_version,
             "policy_lag": dict(self.policy_lag),
             "policy_lag_mean": self.lag_sum / max(sum(self.policy_lag.values()), 1),
+            **(self.client.reader.counters() if self.client.reader is not None else {}),
         }
 
 

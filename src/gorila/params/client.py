@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import secrets
 import threading
 from collections import Counter
@@ -12,6 +13,7 @@ from typing import Protocol
 import numpy as np
 
 from gorila.reply import Done, Pending
+from gorila.params.cache import CachedSource, CacheSpec
 from gorila.params.layout import ShardLayout
 from gorila.params.shard import ParameterShard, PushResult, PushTag
 
@@ -97,10 +99,17 @@ class ParameterClient:
     parameters it brings (the seed's client that blocks until the server sends them). While pushes
     come back counted, pipelining stays: ``params()`` takes a reply only if it has already arrived.
     A pipelined client learns it fell behind from the first reply that says so.
+
+    With ``cache`` (the node's parameter cache, Menger's), the client is a learner that also acts
+    (A3C's worker): its pushes ask for no parameters back, and :meth:`params` reads the node's
+    cache instead. When the rule wants the next gradient computed on what the server holds (a
+    barrier's next version, or a semi-async client behind), the read waits for the cache to hold
+    the version the reply named; otherwise it takes the newest version the cache holds.
     """
 
     def __init__(self, endpoints: list[ShardEndpoint], layout: ShardLayout, worker_id: int = 0,
-                 barrier: bool = False, timeout_s: float = 120.0, wait_when_behind: bool = False):
+                 barrier: bool = False, timeout_s: float = 120.0, wait_when_behind: bool = False,
+                 cache: CacheSpec | None = None):
         if len(endpoints) != layout.num_shards:
             raise ValueError(f"{len(endpoints)} endpoints for {layout.num_shards} shards")
         self.endpoints = endpoints
@@ -122,6 +131,10 @@ class ParameterClient:
         self.outcomes: Counter[str] = Counter()
         self.rejections: Counter[str] = Counter()
         self._in_flight: list[Pending[PushResult]] | None = None
+        # Reads into this client's copy; falls back to a client of its own while the cache is gone.
+        self.reader = None if cache is None else CachedSource(
+            cache, ParameterClient(endpoints, layout, worker_id, timeout_s=timeout_s), out=self._flat)
+        self._needed = 0  # with a cache: the version params() must hand out at least
 
     @property
     def version(self) -> int:
@@ -152,6 +165,9 @@ class ParameterClient:
         if self._in_flight is not None and (
                 (self.wait_when_behind and self.behind) or all(p.ready() for p in self._in_flight)):
             self.complete()
+        if self.reader is not None:
+            self.reader.pull(at_least=self._needed)
+            self.versions = [self.reader.version] * self.layout.num_shards
         stale = [i for i, v in enumerate(self.versions) if v < 0]
         if stale:
             self._pull(stale)
@@ -174,7 +190,8 @@ class ParameterClient:
         labels, epochs = self._computed_on, self._computed_epochs  # before the previous reply moves the copy on
         self.complete()
         self._seq += 1
-        pending = [ep.push(g, v, self.worker_id, PushTag(e, self.client_id, self._seq))
+        tag = functools.partial(PushTag, client=self.client_id, seq=self._seq, reply_params=self.reader is None)
+        pending = [ep.push(g, v, self.worker_id, tag(e))
                    for ep, g, v, e in zip(self.endpoints, self.layout.split(grad), labels, epochs)]
         if not wait:
             self._in_flight = pending
@@ -189,9 +206,10 @@ class ParameterClient:
         return self._collect(pending)
 
     def _collect(self, pending: list[Pending[PushResult]]) -> ClientPush:
-        outcomes, applied, refreshed = [], False, False
+        outcomes, applied, refreshed, server_version = [], False, False, -1
         for i, p in enumerate(pending):
             result = p.result(self.timeout_s)
+            server_version = result.version if server_version < 0 else min(server_version, result.version)
             outcomes.append(result.outcome)
             self.outcomes[result.outcome] += 1
             if result.reason is not None:
@@ -204,7 +222,14 @@ class ParameterClient:
             elif self.barrier and result.outcome != "rejected" and result.version == self.versions[i]:
                 self.versions[i] = -1
         self.behind = any(outcome != "counted" for outcome in outcomes)
+        if self.barrier or (self.wait_when_behind and self.behind):
+            self._needed = max(self._needed, server_version)
         return ClientPush(tuple(outcomes), applied, refreshed)
+
+    def close(self) -> None:
+        """Let go of the node's cache, if this client reads one."""
+        if self.reader is not None:
+            self.reader.close()
 
     def _pull(self, indices: Iterable[int]) -> None:
         self.complete()  # an older reply must not land on top of what this pull brings

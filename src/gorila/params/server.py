@@ -82,11 +82,14 @@ class ParameterServer:
     timeout_s: float = 600.0
     cache: CacheSpec | None = None
 
-    def client(self, worker_id: int = 0) -> ParameterClient:
-        """A new client with its own copy of the parameters."""
+    def client(self, worker_id: int = 0, *, cached: bool = False) -> ParameterClient:
+        """A new client with its own copy of the parameters. With ``cached``, where caches are
+        placed, it reads them from its node's cache and its pushes ask for none back (a worker
+        that acts and learns, A3C's)."""
         return ParameterClient(list(self.endpoints), self.layout, worker_id=worker_id,
                                barrier=self.rule.barrier, timeout_s=self.timeout_s,
-                               wait_when_behind=self.rule.waits_when_behind)
+                               wait_when_behind=self.rule.waits_when_behind,
+                               cache=self.cache if cached else None)
 
     def source(self, worker_id: int = 0) -> ParameterClient | CachedSource:
         """Where an actor gets its parameters (both play :class:`~gorila.core.ParamSource`): its

@@ -49,11 +49,16 @@ class PushTag:
     had). ``client`` and ``seq`` number one client's pushes 0, 1, 2, ...; a push whose ``seq`` is
     not above the last one seen from that client is a redelivery and is dropped (``seq`` -1: not
     numbered). A restarted worker is a new client.
+
+    ``reply_params`` False: the pusher reads its parameters from its node's cache (Menger), so an
+    push that was behind comes back without the shard's parameters. A push refused for its tag
+    (a restarted shard's, a duplicate) still brings them: they carry the shard's new epoch.
     """
 
     epoch: int = 0
     client: int = 0
     seq: int = -1
+    reply_params: bool = True
 
 
 @dataclass
@@ -288,7 +293,7 @@ class ParameterShard:
             else:
                 self.stats.pushes_accepted += 1
         fresh = None
-        if version < self._version:
+        if version < self._version and tag.reply_params:
             fresh = self._copy_params(out)
             self.stats.bytes_out += fresh.nbytes
         return PushResult(verdict.outcome, applied, self._version, verdict.staleness, verdict.reason, fresh,

@@ -202,7 +202,8 @@ class SpreadEndpoint:
                              nonfinite_limit=self.spec.nonfinite_limit, shard_id=j, worker_id=worker_id)
         _count(tally, verdict, grad.nbytes)
         if verdict.reason is not None:  # rejected: nothing joins; a pusher behind gets fresh parameters
-            fresh = views["params"][part].copy() if version < current else None
+            fresh = (views["params"][part].copy()
+                     if version < current and (tag is None or tag.reply_params) else None)
             tally[_BYTES_OUT] += 0 if fresh is None else fresh.nbytes
             return Done(PushResult("rejected", False, current, verdict.staleness, verdict.reason, fresh))
         views["grads"][worker_id, part] = grad

@@ -226,7 +226,7 @@ class LocalRuntime:
                 **{f"shard{j}": s for j, s in enumerate(self._shards.shards)},
                 **{f"endpoint{j}": e for j, e in enumerate(self._shards.server.endpoints)}}
 
-    def plan(self, processes: int) -> None:
+    def plan(self, processes: int, caches: CacheTiers | None = None) -> None:
         """Nothing to share: everything runs in this process."""
 
     def start_shards(self, spec: ServerSpec, params: np.ndarray, *, wait: bool = True,

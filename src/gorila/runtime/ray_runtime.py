@@ -31,7 +31,7 @@ from gorila.metrics.cputime import process_cpu_seconds
 from gorila.params import ParameterServer, ServerSpec
 from gorila.params.tiers import CacheTiers
 from gorila.runtime.allreduce import SpreadShards
-from gorila.runtime.ray_caches import start_caches
+from gorila.runtime.ray_caches import CACHE_CPUS, start_caches
 from gorila.runtime.ray_calls import NamedActor, RayPending, ray
 from gorila.runtime.ray_messages import show_retry_lines
 from gorila.runtime.ray_processes import RayServices, RayWorkers, ServiceProcess, WorkerProcess, titled
@@ -204,10 +204,12 @@ class RayRuntime:
     def total_cpus(self) -> float:
         return float(ray.cluster_resources().get("CPU", 1.0))
 
-    def plan(self, processes: int) -> None:
+    def plan(self, processes: int, caches: CacheTiers | None = None) -> None:
         """Share the cluster's CPUs among ``processes`` processes (at most one CPU each), so that
-        all of them fit on its nodes (:func:`fitting_share`)."""
-        self.cpus_per_process = fitting_share(node_cpus(), processes)
+        all of them fit on its nodes (:func:`fitting_share`) beside the ``caches`` (their small
+        share kept free on every node: a rack's cache lives on one of its nodes)."""
+        kept = 0.0 if caches is None else CACHE_CPUS * (2 if caches.rack else 1)
+        self.cpus_per_process = fitting_share([c - kept for c in node_cpus()], processes)
 
     def _worker_options(self, gpus: float = 0.0) -> dict:
         """A worker's or service's Ray options; with ``gpus`` its share of a GPU, so that Ray places it

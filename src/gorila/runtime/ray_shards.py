@@ -111,7 +111,7 @@ class ShardProcess:
             return result
         if not await self._reached(version + 1, self.barrier_timeout_s):
             raise self.host.barrier_timeout(version, worker_id)
-        return self.host.refreshed(result)
+        return self.host.refreshed(result, tag=tag)
 
     async def wait_version(self, at_least: int, wait_s: float) -> int:
         """The version once it is ``at_least``, or after ``wait_s`` (at most the barrier's

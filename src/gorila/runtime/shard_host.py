@@ -63,16 +63,17 @@ class ShardHost:
                 return result
             if not self._changed.wait_for(lambda: self.shard.version > version, self.barrier_timeout_s):
                 raise self.barrier_timeout(version, worker_id)
-            return self._with_params(result, out)
+            return self._with_params(result, out, tag)
 
     def must_wait(self, result: PushResult, version: int) -> bool:
         """Whether the pusher must wait at the barrier for the version after ``version``."""
         return self.shard.rule.barrier and result.outcome != "rejected" and result.version <= version
 
-    def refreshed(self, result: PushResult, out: np.ndarray | None = None) -> PushResult:
-        """``result`` with the shard's current parameters and version (after a barrier wait)."""
+    def refreshed(self, result: PushResult, out: np.ndarray | None = None, tag: PushTag | None = None) -> PushResult:
+        """``result`` with the shard's current version and (unless ``tag`` asks for none) parameters,
+        after a barrier wait."""
         with self._changed:
-            return self._with_params(result, out)
+            return self._with_params(result, out, tag)
 
     def barrier_timeout(self, version: int, worker_id: int) -> WorkerTimeoutError:
         return WorkerTimeoutError(
@@ -89,6 +90,8 @@ class ShardHost:
         with self._changed:
             yield self.shard
 
-    def _with_params(self, result: PushResult, out: np.ndarray | None) -> PushResult:
+    def _with_params(self, result: PushResult, out: np.ndarray | None, tag: PushTag | None) -> PushResult:
+        if tag is not None and not tag.reply_params:  # the pusher reads its node's cache
+            return replace(result, version=self.shard.version)
         params, current = self.shard.pull(out=out)
         return replace(result, version=current, params=params)

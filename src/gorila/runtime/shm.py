@@ -47,8 +47,9 @@ from gorila.params.rule import OUTCOMES
 from gorila.params.shard import REASONS, PushResult, PushTag
 from gorila.transport.shm import Listener, accept_block, connect, supported
 
-# Requests: op, version, worker id, the push's tag (epoch, client, seq). The gradient is already in the slot.
-_REQUEST = struct.Struct("<Bqqqqq")
+# Requests: op, version, worker id, the push's tag (epoch, client, seq, reply_params). The gradient is
+# already in the slot.
+_REQUEST = struct.Struct("<Bqqqqq?")
 _PUSH, _PULL = 1, 2
 # Replies: status, outcome, reason, applied, has params, version, staleness, epoch.
 _REPLY = struct.Struct("<BBBBBqqq")
@@ -164,12 +165,12 @@ class FastPathServer:
 
     def _answer(self, request: bytes, grad: np.ndarray, params: np.ndarray) -> bytes:
         try:
-            op, version, worker_id, epoch, client, seq = _REQUEST.unpack(request)
+            op, version, worker_id, epoch, client, seq, reply_params = _REQUEST.unpack(request)
             if op == _PULL:
                 _, version = self._pull(out=params)
                 return _REPLY.pack(_OK, 0, 0, False, True, version, 0, 0)
             # Fresh params land in the slot.
-            result = self._push(grad, version, worker_id, out=params, tag=PushTag(epoch, client, seq))
+            result = self._push(grad, version, worker_id, out=params, tag=PushTag(epoch, client, seq, reply_params))
         except Exception as err:  # noqa: BLE001 - every failure goes back to the caller, typed
             return _encode_error(err)
         return _REPLY.pack(_OK, OUTCOMES.index(result.outcome), REASONS.index(result.reason), result.applied,
@@ -205,13 +206,14 @@ class FastPathChannel:
                 or not self._busy.acquire(blocking=False)):
             return None
         np.copyto(self._grad, grad)
-        return self._send(_REQUEST.pack(_PUSH, version, worker_id, tag.epoch, tag.client, tag.seq), "push")
+        return self._send(_REQUEST.pack(_PUSH, version, worker_id, tag.epoch, tag.client, tag.seq,
+                                        tag.reply_params), "push")
 
     def pull(self) -> FastPending | None:
         """Ask for the shard's parameters and version; None while busy."""
         if not self._busy.acquire(blocking=False):
             return None
-        return self._send(_REQUEST.pack(_PULL, 0, 0, 0, 0, -1), "pull")
+        return self._send(_REQUEST.pack(_PULL, 0, 0, 0, 0, -1, True), "pull")
 
     def _send(self, request: bytes, what: str) -> FastPending | None:
         try:

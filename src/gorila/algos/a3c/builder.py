@@ -64,7 +64,7 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
         # A rollout to the episodes' ends may take minutes (Atari): the first chunk is one rollout, and
         # the driver's pacing grows it toward its chunk time from there.
         chunk_steps=lambda updates: STEPS_PER_CHUNK if cfg.unroll_length else 1,
-        metrics=("worker.policy_lag_mean",), histograms=("worker.policy_lag",))
+        metrics=("worker.policy_lag_mean",), histograms=("worker.policy_lag",), cache_readers="worker")
 
 
 def evaluation_policy(run: RunConfig, cfg: A3CConfig, rl: RLConfig):

@@ -12,14 +12,10 @@ the policy's).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from gorila import validate
-from gorila.errors import ConfigError
 from gorila.params import OPTIMIZERS
-
-if TYPE_CHECKING:
-    from gorila.algos.rl_config import RLConfig
 
 
 @dataclass(frozen=True)
@@ -67,11 +63,3 @@ class A3CConfig:
         if self.max_grad_norm is not None:
             validate.number("max_grad_norm", self.max_grad_norm, low=0.0, low_open=True)
         validate.number("straggler", self.straggler, low=1.0)
-
-
-def check_settings(cfg: A3CConfig, rl: RLConfig) -> None:
-    """What A3C's settings and the RL settings must agree on (:meth:`Algorithm.check`)."""
-    if rl.param_cache != "none":
-        raise ConfigError("param_cache", "serves actors that only read the parameters; an A3C worker learns as "
-                                         "it acts, and each of its pushes comes back with the parameters it "
-                                         "computes on next. Use --algo impala or ppo, whose actors read the cache")
