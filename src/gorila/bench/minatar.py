@@ -32,7 +32,7 @@ from gorila.metrics.plots import plot_against_references
 #: published curves average training returns too), as ``metrics.csv`` logs it.
 RETURN_COLUMN = "train_return"
 GAMES = ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
-ALGORITHMS = ("dqn", "apex", "a3c")
+ALGORITHMS = ("dqn", "apex", "a3c", "impala", "ppo")
 
 
 @cache
