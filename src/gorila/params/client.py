@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import secrets
 import threading
 from collections import Counter
@@ -190,8 +189,8 @@ class ParameterClient:
         labels, epochs = self._computed_on, self._computed_epochs  # before the previous reply moves the copy on
         self.complete()
         self._seq += 1
-        tag = functools.partial(PushTag, client=self.client_id, seq=self._seq, reply_params=self.reader is None)
-        pending = [ep.push(g, v, self.worker_id, tag(e))
+        reply_params = self.reader is None  # a client that reads a cache wants none back
+        pending = [ep.push(g, v, self.worker_id, PushTag(e, self.client_id, self._seq, reply_params))
                    for ep, g, v, e in zip(self.endpoints, self.layout.split(grad), labels, epochs)]
         if not wait:
             self._in_flight = pending
@@ -206,10 +205,10 @@ class ParameterClient:
         return self._collect(pending)
 
     def _collect(self, pending: list[Pending[PushResult]]) -> ClientPush:
-        outcomes, applied, refreshed, server_version = [], False, False, -1
+        outcomes, applied, refreshed, server_versions = [], False, False, []
         for i, p in enumerate(pending):
             result = p.result(self.timeout_s)
-            server_version = result.version if server_version < 0 else min(server_version, result.version)
+            server_versions.append(result.version)
             outcomes.append(result.outcome)
             self.outcomes[result.outcome] += 1
             if result.reason is not None:
@@ -223,7 +222,7 @@ class ParameterClient:
                 self.versions[i] = -1
         self.behind = any(outcome != "counted" for outcome in outcomes)
         if self.barrier or (self.wait_when_behind and self.behind):
-            self._needed = max(self._needed, server_version)
+            self._needed = max(self._needed, min(server_versions))
         return ClientPush(tuple(outcomes), applied, refreshed)
 
     def close(self) -> None:
