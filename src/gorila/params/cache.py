@@ -11,13 +11,10 @@ actors of that node read it from shared memory.
                                                     CachedSource of each actor ────┘  │  │  (reads)
 
 A :class:`ParamCache`'s upstream is anything with ``wait_version()`` and ``pull()``: the server
-(:class:`~gorila.params.tiers.ServerUpstream`) or another cache (chaining, so many nodes do not each read from the
-learner: :mod:`gorila.params.tiers`). The cache learns of a new version by a long-poll: it asks
-its upstream for a version newer than the one it holds and the upstream answers when that version
-exists (a Ray shard awaits it on its loop), or after a bounded wait. An actor's :class:`~gorila.core.ParamSource` is a :class:`CachedSource` instead of a
-``ParameterClient`` (``server.source(worker_id)``); its code does not change. When the node's cache
-is gone (no buffer, or a buffer whose heartbeat stopped) the source reads the server itself until a
-cache (restarted) beats again.
+(:class:`~gorila.params.tiers.ServerUpstream`) or another cache (chaining: :mod:`gorila.params.tiers`).
+It learns of a new version by a long-poll, answered when that version exists or after a bounded wait.
+Actors read through a :class:`CachedSource` (``server.source(k)``; A3C's workers through
+``server.client(k, cached=True)``), which reads the server while the node's cache is gone.
 """
 
 from __future__ import annotations
@@ -29,13 +26,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing import resource_tracker, shared_memory
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import _posixshmem  # type: ignore[import-not-found]  # CPython's own module: typeshed has no stub
 import numpy as np
-
-if TYPE_CHECKING:
-    from gorila.params.client import ParameterClient
 
 # Header slots (int64): the sequence counter (odd while a write is under way), the version in the
 # buffer, the newest version the cache saw upstream at its last probe, and the cache's heartbeat
@@ -61,6 +55,13 @@ class Upstream(Protocol):
 
     def wait_version(self, at_least: int, wait_s: float) -> int: ...
     def pull(self) -> tuple[np.ndarray, int]: ...
+
+
+class ServerReader(Protocol):
+    """How a source reads the server while its cache is gone (a ``ParameterClient``)."""
+    @property
+    def version(self) -> int: ...
+    def pull(self) -> np.ndarray: ...
 
 
 class HasUpstream(Protocol):
@@ -333,7 +334,7 @@ class CachedSource:
     staleness of each read: how many versions the cache had seen upstream beyond the one read.
     """
 
-    def __init__(self, spec: CacheSpec, fallback: ParameterClient, out: np.ndarray | None = None):
+    def __init__(self, spec: CacheSpec, fallback: ServerReader, out: np.ndarray | None = None):
         self.spec, self.fallback = spec, fallback
         self._flat = out if out is not None else np.zeros(spec.size, np.float32)  # out: a vector to read into
         self._version = -1
