@@ -205,10 +205,9 @@ class ParameterClient:
         return self._collect(pending)
 
     def _collect(self, pending: list[Pending[PushResult]]) -> ClientPush:
-        outcomes, applied, refreshed, server_versions = [], False, False, []
-        for i, p in enumerate(pending):
-            result = p.result(self.timeout_s)
-            server_versions.append(result.version)
+        results = [p.result(self.timeout_s) for p in pending]
+        outcomes, applied, refreshed = [], False, False
+        for i, result in enumerate(results):
             outcomes.append(result.outcome)
             self.outcomes[result.outcome] += 1
             if result.reason is not None:
@@ -221,8 +220,8 @@ class ParameterClient:
             elif self.barrier and result.outcome != "rejected" and result.version == self.versions[i]:
                 self.versions[i] = -1
         self.behind = any(outcome != "counted" for outcome in outcomes)
-        if self.barrier or (self.wait_when_behind and self.behind):
-            self._needed = max(self._needed, min(server_versions))
+        if self.reader is not None and (self.barrier or (self.wait_when_behind and self.behind)):
+            self._needed = max(self._needed, min(result.version for result in results))
         return ClientPush(tuple(outcomes), applied, refreshed)
 
     def close(self) -> None:
