@@ -43,7 +43,7 @@ from gorila.metrics.progress import Limits
 from gorila.metrics.terminal import Terminal
 from gorila.params import merge_stats
 from gorila.params.server import check_optimizer_state, check_shard_state
-from gorila.runtime import make_runtime
+from gorila.runtime import make_runtime, preload
 
 #: Called after every row; returning False stops the run there (``stop_reason: "on_chunk"``).
 OnChunk = Callable[[Placed], bool | None]
@@ -104,6 +104,10 @@ def run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChun
     # chunks and evaluation, the summary's reports, the runtime's shutdown): a run ends sooner.
     with StopSignals() as signals, ThreadPoolExecutor(max_workers=1, thread_name_prefix="learning-curve") as plotter, \
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan") as builder:
+        if beside:
+            # Ray's import first: beside the plan's, the two would share this process's one GIL,
+            # and Ray's start, which waits on it, is the longer path to the first env step.
+            preload(run_config.runtime)
         planned = builder.submit(_built, plan, terminal) if beside else None
         with terminal.stage(_runtime_stage(run_config)):
             runtime = make_runtime(run_config.runtime, run_config.address,

@@ -25,4 +25,11 @@ def make_runtime(name: str, address: str | None = None, *, call_timeout_s: float
     return RayRuntime(address=address, call_timeout_s=call_timeout_s, verbose=verbose)
 
 
-__all__ = ["RUNTIMES", "LocalRuntime", "make_runtime"]
+def preload(name: str) -> None:
+    """Import what ``make_runtime(name)`` imports (Ray, for ``ray``) now, so that a caller can have
+    it done before it starts threads that import other modules."""
+    if name != "local":
+        import gorila.runtime.ray_runtime  # noqa: F401
+
+
+__all__ = ["RUNTIMES", "LocalRuntime", "make_runtime", "preload"]

@@ -17,13 +17,12 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psutil
 
 from gorila.core import ServiceFactory, WorkerFactory
 from gorila.errors import ClusterUnreachableError, ConfigError, SchedulingError
@@ -65,32 +64,45 @@ def start_embedded_ray(num_cpus: int | None = None, verbose: bool = False) -> No
     # wakes to get a core. At 0 they compete as the local runtime's one process does, and a
     # group's own nice (Ape-X's actors) lowers it below the learners' as meant.
     os.environ.setdefault("RAY_worker_niceness", "0")
-    ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
-             logging_level=logging.INFO if verbose else logging.ERROR, log_to_driver=verbose)
+    with _node_without(UNUSED_HELPERS if verbose else (*UNUSED_HELPERS, LOG_MONITOR)):
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
+                 logging_level=logging.INFO if verbose else logging.ERROR, log_to_driver=verbose)
     _embedded["node_id"] = ray.get_runtime_context().get_node_id()
-    kill_children(AUTOSCALER_MONITOR, DASHBOARD_HEAD, *(() if verbose else (LOG_MONITOR,)))
 
 
-#: Helper processes of an embedded Ray that a gorila run never uses, by a part of their command
-#: line; each holds ~50 MiB. The autoscaler monitor has nothing to scale on one machine (as with
-#: ``ray start --no-monitor``), and on SIGTERM it sleeps out its update interval, which
-#: ``ray.shutdown`` waited a second for. The log monitor forwards the workers' output to drivers
-#: that asked for it (``log_to_driver``: gorila's ``--verbose`` only).
-AUTOSCALER_MONITOR = "autoscaler/_private/monitor.py"
-LOG_MONITOR = "_private/log_monitor.py"
-#: Without a dashboard Ray still starts its dashboard's head process in minimal mode (job submission
-#: and usage statistics, ~50 MiB), which a gorila run never calls; unlike the node's agents, which
-#: the raylet shares its fate with, nothing waits on it.
-DASHBOARD_HEAD = "dashboard/dashboard.py"
+#: Helper processes that an embedded Ray starts and a gorila run never uses, by the method of
+#: Ray's ``Node`` that starts each. The autoscaler monitor has nothing to scale on one machine (as
+#: with ``ray start --no-monitor``). The dashboard head, started in minimal mode even without a
+#: dashboard, serves job submission and usage statistics, and ``ray.init`` waits for it to answer.
+#: With the log monitor they took ~2 CPU-seconds of ``ray.init`` on 2 cores; without them the first
+#: env step of ``gorila bench startup`` came 2 s sooner (with :func:`gorila.runtime.preload`).
+UNUSED_HELPERS = ("start_monitor", "start_api_server")
+#: The log monitor forwards the workers' output to drivers that asked for it (``log_to_driver``:
+#: gorila's ``--verbose`` only).
+LOG_MONITOR = "start_log_monitor"
 
 
-def kill_children(*parts: str) -> None:
-    """Kill this process's children whose command line holds one of ``parts``; wait for them."""
-    for child in psutil.Process().children():
-        with contextlib.suppress(psutil.Error):
-            if any(part in arg for arg in child.cmdline() for part in parts):
-                child.kill()
-                child.wait(timeout=5)
+@contextlib.contextmanager
+def _node_without(helpers: tuple[str, ...]) -> Iterator[None]:
+    """Within: a Ray node started by this process starts none of ``helpers`` (see
+    :data:`UNUSED_HELPERS`). ``ray.init`` has no option for them (``ray start`` has
+    ``--no-monitor`` only), so their methods are replaced for the start. A Ray whose node names
+    them otherwise starts them as it always does, and ``tests/integration/test_ray_helpers_ray.py``
+    fails."""
+    from ray._private.node import Node
+
+    saved = {name: Node.__dict__[name] for name in helpers if name in Node.__dict__}
+    try:
+        for name in saved:
+            setattr(Node, name, _started_nothing)
+        yield
+    finally:
+        for name, method in saved.items():
+            setattr(Node, name, method)
+
+
+def _started_nothing(node: Any, **_: Any) -> None:
+    """Stands in for a ``Node`` method that would start a helper process (:func:`_node_without`)."""
 
 
 def embedded_ray_is_up() -> bool:
