@@ -24,6 +24,19 @@ def test_evaluation_epsilon_is_the_algorithms_unless_given():
     assert given.config["eval_epsilon"] == 0.0 and given.evaluation.epsilon == 0.0
 
 
+@pytest.mark.parametrize("algo, runtime, given, every_s", [
+    ("a3c", "ray", None, 0.0), ("impala", "ray", None, 0.0), ("ppo", "ray", None, 0.0),  # back to back
+    ("a3c", "local", None, 1.0),  # where an evaluation takes the training's own time
+    ("dqn", "ray", None, 1.0), ("apex", "ray", None, 1.0),
+    ("a3c", "ray", 2.5, 2.5), ("dqn", "local", 0.0, 0.0)])  # --eval-every-s wins
+def test_the_evaluation_cadence_is_the_algorithms_on_ray_unless_given(algo, runtime, given, every_s):
+    entry = ALGORITHMS[algo]
+    configs = [cls() for cls in entry.config_classes()]
+    configs = [RLConfig(eval_every_s=given) if isinstance(c, RLConfig) else c for c in configs]
+    plan = entry.plan_fn()(RunConfig(algo=algo, runtime=runtime), *configs)
+    assert plan.evaluation.every_s == every_s and plan.config["eval_every_s"] == every_s
+
+
 def test_the_config_record_holds_the_algorithms_and_the_rl_settings_and_the_inference_chosen():
     plan = apex_plan(RunConfig(algo="apex"), ApexConfig(actors=2), RLConfig(total_steps=1234, inference="central"))
     assert plan.config["actors"] == 2 and plan.config["total_steps"] == 1234

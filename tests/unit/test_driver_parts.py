@@ -86,6 +86,32 @@ def test_the_workers_of_a_stalled_chunk_are_restarted_once_each():
                         "actor 1 made no progress for 0 s: restarting it"]
 
 
+class _Reply:
+    """A reply that is in once ``ready_after`` checks have seen it not in."""
+
+    def __init__(self, ready_after: int):
+        self.checks, self.ready_after = 0, ready_after
+
+    def ready(self) -> bool:
+        self.checks += 1
+        return self.checks > self.ready_after
+
+
+def test_the_wait_for_a_chunk_ends_when_an_awaited_reply_comes_in_and_counts_no_chunk():
+    """An evaluation in its own process is judged when it comes in, not when the chunk under way ends."""
+    evaluation = _Reply(ready_after=2)
+    chunks = Chunks({"actor": _HungGroup()}, _NothingReady(), _plan(budget=100, chunk=5),
+                    Progress.resumed("env_steps", {}), Patience(call_s=5.0), print)
+    chunks.start_idle()
+    assert chunks.collect(wake=[evaluation]) == set()
+    assert evaluation.checks == 3 and "actor" in chunks.running  # the chunk is still under way
+    alone = Chunks({"actor": _HungGroup()}, _NothingReady(), _plan(budget=100, chunk=5),
+                   Progress.resumed("env_steps", {}), Patience(call_s=0.2), print)
+    alone.start_idle()
+    with pytest.raises(WorkerTimeoutError):  # without a reply to wake for, the wait is for the chunk
+        alone.collect()
+
+
 class _Down:
     """The reply of a service being restarted."""
 

@@ -40,7 +40,9 @@ class RLConfig:
     eval_epsilon: float | None = field(default=None, metadata={
         "help": "exploration rate during evaluation (the DQN papers evaluate with 0.05; policy-gradient methods greedily)"})
     eval_noop_max: int = field(default=30, metadata={"help": "evaluation episodes start after 0..N no-op actions"})
-    eval_every_s: float = field(default=1.0, metadata={"help": "at most one evaluation per this many seconds"})
+    eval_every_s: float | None = field(default=None, metadata={
+        "help": "at most one evaluation per this many seconds (default: 1; on Ray 0, back to back, for a3c, impala and "
+                "ppo, whose evaluator then plays in its own process without pause)"})
     eval_every_steps: int | None = field(default=None, metadata={
         "help": "evaluate every this many env steps instead of by the clock, so that where a run is judged does not "
                 "depend on the machine's speed; on --runtime local each evaluation is then played whole where it "
@@ -85,7 +87,8 @@ class RLConfig:
         if self.eval_epsilon is not None:
             validate.number("eval_epsilon", self.eval_epsilon, low=0.0, high=1.0)
         validate.integer("eval_noop_max", self.eval_noop_max, low=0)
-        validate.number("eval_every_s", self.eval_every_s, low=0.0)
+        if self.eval_every_s is not None:
+            validate.number("eval_every_s", self.eval_every_s, low=0.0)
         if self.eval_every_steps is not None:
             validate.integer("eval_every_steps", self.eval_every_steps, low=1)
         validate.choice("device", self.device, DEVICES)

@@ -79,10 +79,12 @@ class Chunks:
                 raise WorkerTimeoutError(f"the chunks of {', '.join(self.running)} did not come back within the "
                                          "time limit and its overshoot")
 
-    def collect(self, until: float | None = None) -> set[str]:
-        """Wait until at least one group's chunk is complete; take in its reports. Returns the
-        groups whose chunks completed (and are no longer running): none once ``until`` (a
+    def collect(self, until: float | None = None, wake: list[Pending[Any]] | None = None) -> set[str]:
+        """Wait until at least one group's chunk is complete, or one of the replies ``wake`` is in;
+        take in the completed chunks' reports. Returns the groups whose chunks completed (and are no
+        longer running): none when only a ``wake`` reply came in, or once ``until`` (a
         ``time.perf_counter()``, the time limit's end) has passed with none complete."""
+        wake = wake or []
         timeout_s, stall_s = self.patience.call_s, self.patience.stall_s
         deadline = time.perf_counter() + timeout_s
         while True:
@@ -93,10 +95,10 @@ class Chunks:
             done = {name for name, flags in ready.items() if all(flags)}
             if done:
                 break
-            if until is not None and time.perf_counter() >= until:
+            if any(p.ready() for p in wake) or (until is not None and time.perf_counter() >= until):
                 return set()
             waiting = [p for name, pending in self.running.items() for p, flag in zip(pending, ready[name])
-                       if not flag]
+                       if not flag] + wake
             wait_s = timeout_s if stall_s is None else min(timeout_s, stall_s / 4)
             if until is not None:
                 wait_s = max(0.0, min(wait_s, until - time.perf_counter()))

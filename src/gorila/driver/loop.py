@@ -229,7 +229,7 @@ def train(plan: Plan, chunks: Chunks, report: Report, stops: Stops) -> tuple[flo
     while True:
         evaluation.before_chunk(progress.now())
         chunks.start_idle()
-        finished |= chunks.collect(until)
+        finished |= chunks.collect(until, wake=evaluation.awaited())
         report.began_stepping()
         report.judged(evaluation.after_chunk())
         train_s = progress.train_s()

@@ -24,7 +24,7 @@ import numpy as np
 
 from gorila import validate
 from gorila.core import Runtime, ServiceFactory, ServiceGroup, ShardGroup, WorkerFactory, WorkerGroup
-from gorila.reply import ServiceEndpoint
+from gorila.reply import Pending, ServiceEndpoint
 from gorila.params import ParameterServer, ServerSpec
 from gorila.params.tiers import CacheTiers
 
@@ -109,6 +109,7 @@ class Evaluation(Protocol):
         evaluation.before_chunk(now)                 # may start a judgement in parallel; now:
                                                      # {unit: used, "train_time_s": seconds}
         score = evaluation.after_chunk()             # a finished judgement, or None
+        evaluation.awaited()                         # replies the driver's wait for a chunk also ends on
         evaluation.finish(within_s)                  # the last one in flight (given within_s), or None
         evaluation.state_dict()                      # what a checkpoint keeps (JSON-like)
 
@@ -126,6 +127,7 @@ class Evaluation(Protocol):
               stall_s: float | None = None) -> None: ...
     def before_chunk(self, now: dict[str, float]) -> None: ...
     def after_chunk(self) -> Score | None: ...
+    def awaited(self) -> list[Pending[Any]]: ...
     def finish(self, within_s: float | None = None) -> Score | None: ...
     def summary(self) -> dict[str, Any]: ...
     def state_dict(self) -> dict[str, Any]: ...

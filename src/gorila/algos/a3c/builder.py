@@ -55,7 +55,7 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
 
     return rl_plan(
         run, rl, algo="a3c", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_mlp=numpy_policy(net),
-        eval_epsilon=cfg.EVAL_EPSILON,
+        eval_epsilon=cfg.EVAL_EPSILON, eval_every_s=cfg.EVAL_EVERY_S,
         central=central, config=asdict(cfg),
         # policy and value parameters keep their own learning rates
         spec=run.server_spec(run.rule(num_workers=cfg.workers), cfg.optimizer,

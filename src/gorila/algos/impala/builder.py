@@ -57,7 +57,7 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
 
     return rl_plan(
         run, rl, algo="impala", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_mlp=numpy_policy(net),
-        eval_epsilon=cfg.EVAL_EPSILON,
+        eval_epsilon=cfg.EVAL_EPSILON, eval_every_s=cfg.EVAL_EVERY_S,
         central=central, config=asdict(cfg),
         spec=run.server_spec(rule, cfg.optimizer, cfg.lr),
         groups=trajectory_groups(actor, learner, cfg.actors, cfg.learners, central, learner_gpus),

@@ -55,6 +55,10 @@ class LossEvaluation:
                      "distance": float(np.linalg.norm(w - self.w_star)), "version": min(versions)}
         return Score(loss - self.best, loss - self.best <= self.target, row=dict(self.last))
 
+    def awaited(self) -> list:
+        """None: the judging happens after each chunk, in the driver."""
+        return []
+
     def finish(self, within_s: float | None = None) -> None:
         """The latest chunk was judged already."""
 

@@ -77,7 +77,7 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
     # chunk, never scaled up toward chunk_seconds, keeps each batch acted on the newest parameters.
     return rl_plan(
         run, rl, algo="ppo", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_mlp=numpy_policy(net),
-        eval_epsilon=cfg.EVAL_EPSILON,
+        eval_epsilon=cfg.EVAL_EPSILON, eval_every_s=cfg.EVAL_EVERY_S,
         central=central, config=asdict(cfg), spec=run.server_spec(rule, cfg.optimizer, learning_rate(cfg, rl, rule)),
         groups=trajectory_groups(actor, learner, cfg.actors, cfg.learners, central, learner_gpus),
         services=(ServiceSpec(QUEUES, queue, cfg.learners), *inference),
