@@ -33,7 +33,7 @@ from torch import nn
 from gorila.actors import ExplorationSchedule, QActorSpec, ReplayActor
 from gorila.actors.nstep import NStepReturns
 from gorila.actors.rollout import CentralQActorSpec
-from gorila.algos.rl_config import RLConfig, resolve_device
+from gorila.algos.rl_config import ONE_A_SECOND, RLConfig, resolve_device
 from gorila.config import RunConfig
 from gorila.reply import ServiceEndpoint
 from gorila.driver.plan import Budget, Plan, ServiceSpec, WorkerSpec
@@ -102,13 +102,13 @@ def sampled_inference(network_fn: Callable[[], nn.Module], rl: RLConfig, total_e
 def rl_plan(run: RunConfig, rl: RLConfig, *, algo: str, net: nn.Module, network_fn: Callable[[], nn.Module],
             policy_fn: Callable[[nn.Module], Any], eval_epsilon: float, central: bool, config: dict,
             metrics: tuple[str, ...] = (), eval_mlp: NumpyMLP | None = None, cache_readers: str = "actor",
-            eval_every_s: float = 1.0, **plan: Any) -> Plan:
+            eval_every_s: float = ONE_A_SECOND, **plan: Any) -> Plan:
     """A :class:`Plan` with the fields every RL algorithm fills the same way; ``plan`` holds the
     algorithm's own (``spec``, ``groups``, ``services``, ``processes``, ``chunk_steps``, ...).
 
     ``eval_epsilon`` is the algorithm's evaluation ε, used unless ``--eval-epsilon`` is given;
     ``eval_every_s`` its evaluation cadence on Ray, unless ``--eval-every-s`` is given (on the
-    local runtime, where an evaluation takes the training's own time, 1 s);
+    local runtime :data:`~gorila.algos.rl_config.ONE_A_SECOND`);
     ``config`` the algorithm's own settings for ``config.json`` (the RL settings are added);
     ``eval_mlp`` the network's greedy policy in numpy, where it is an MLP (a plain Q-network's,
     :func:`gorila.nets.q.numpy_q_network`, or an actor-critic's policy head,
@@ -120,12 +120,13 @@ def rl_plan(run: RunConfig, rl: RLConfig, *, algo: str, net: nn.Module, network_
     if rl.eval_every_s is not None:
         eval_every_s = rl.eval_every_s
     elif run.runtime == "local":
-        eval_every_s = 1.0
+        eval_every_s = ONE_A_SECOND
     evaluation = PolicyEvaluation(rl.env, network_fn, policy_fn, episodes=rl.eval_episodes, epsilon=epsilon,
                                   seed=run.seed, noop_max=rl.eval_noop_max, every_s=eval_every_s,
                                   every_steps=rl.eval_every_steps, numpy_policy=eval_mlp,
                                   target=rl.target() if rl.target_on == "eval" else None)
-    record = {**config, **asdict(rl), "eval_epsilon": epsilon, "eval_every_s": eval_every_s, "inference": "central" if central else "local"}
+    record = {**config, **asdict(rl), "eval_epsilon": epsilon, "eval_every_s": eval_every_s,
+              "inference": "central" if central else "local"}
     # The local runtime's chunks keep their size: rows then fall at the same steps in every run of a
     # seed, resumed or not (chunks timed to CHUNK_SECONDS would follow the machine's load).
     plan.setdefault("chunk_seconds", None if run.runtime == "local" else CHUNK_SECONDS)

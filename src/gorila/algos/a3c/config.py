@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from gorila import validate
+from gorila.algos.rl_config import BACK_TO_BACK
 from gorila.params import OPTIMIZERS
 
 
@@ -28,10 +29,7 @@ class A3CConfig:
     """
 
     EVAL_EPSILON: ClassVar[float] = 0.0  # a policy-gradient method is judged by its greedy policy
-    # On Ray its evaluator plays back to back: an actor-critic's greedy return swings from one
-    # version to the next (CartPole: 468, 332, 108, 430, 500 a second apart), and a judgement
-    # a second misses most of the versions that reach the target (`--eval-every-s` overrides it).
-    EVAL_EVERY_S: ClassVar[float] = 0.0
+    EVAL_EVERY_S: ClassVar[float] = BACK_TO_BACK  # its evaluation cadence on Ray
 
     workers: int = field(default=2, metadata={"help": "A3C workers, each with its own environments"})
     envs_per_actor: int = field(default=8, metadata={"help": "vectorised environments each worker steps",

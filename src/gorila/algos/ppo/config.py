@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from gorila import validate
+from gorila.algos.rl_config import BACK_TO_BACK
 from gorila.params import OPTIMIZERS
 
 LR_DECAYS = ("none", "linear")
@@ -25,10 +26,7 @@ class PPOConfig:
     """
 
     EVAL_EPSILON: ClassVar[float] = 0.0  # a policy-gradient method is judged by its greedy policy
-    # On Ray its evaluator plays back to back: an actor-critic's greedy return swings from one
-    # version to the next (CartPole: 468, 332, 108, 430, 500 a second apart), and a judgement
-    # a second misses most of the versions that reach the target (`--eval-every-s` overrides it).
-    EVAL_EVERY_S: ClassVar[float] = 0.0
+    EVAL_EVERY_S: ClassVar[float] = BACK_TO_BACK  # its evaluation cadence on Ray
 
     actors: int = field(default=2, metadata={"help": "actors, each stepping its own environments with its own policy copy"})
     envs_per_actor: int = field(default=8, metadata={"help": "vectorised environments each actor steps"})
