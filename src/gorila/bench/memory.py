@@ -147,7 +147,8 @@ def main(argv: list[str]) -> int:
     validate.number("every_s", args.every_s, low=0.0, low_open=True)
     out = bench_dir(args.out, "memory")
     command = ["--algo", args.algo, "--time-limit-s", str(args.time_limit_s), *train_flags]
-    limit, _ = measure(["-m", "gorila.runtime.bare_ray", "--idle", "--hold-s", str(args.hold_s)], args.every_s)
+    limit, _ = measure(["-m", "gorila.runtime.bare_ray", "--torch", "0", "--plain", "1", "--hold-s", str(args.hold_s)],
+                       args.every_s)
     with tempfile.TemporaryDirectory() as tmp:
         run, _ = measure(["-m", "gorila.cli", "train", *command, "--run-dir", str(Path(tmp) / "run")], args.every_s)
     print(f"gorila bench memory: gorila train {' '.join(command)}; peaks over readings every {args.every_s} s")
