@@ -13,12 +13,22 @@ What a run shows on the terminal is in :mod:`gorila.metrics.terminal` and :mod:`
 Checkpoints live in :mod:`gorila.checkpoint`.
 """
 
-from gorila.metrics.cputime import CpuClock, process_cpu_seconds
-from gorila.metrics.curves import RunCurve, read_series
-from gorila.metrics.plots import plot_learning_curve, plot_predictions, plot_runs, plot_speedup
-from gorila.metrics.run_logger import SHOWN_COLUMNS, RunLogger
+import importlib
+from typing import Any
 
-__all__ = [
-    "SHOWN_COLUMNS", "CpuClock", "RunCurve", "RunLogger", "plot_learning_curve", "plot_predictions", "plot_runs",
-    "plot_speedup", "process_cpu_seconds", "read_series",
-]
+#: Each name this package gives, by the module that defines it. They are imported when first asked
+#: for: every worker process reads its CPU clock from :mod:`gorila.metrics.cputime`, and importing
+#: the package must not load the logger, the terminal's progress (rich) and the plots there too.
+_MODULE_OF = {
+    "CpuClock": "cputime", "process_cpu_seconds": "cputime", "RunCurve": "curves", "read_series": "curves",
+    "plot_learning_curve": "plots", "plot_predictions": "plots", "plot_runs": "plots", "plot_speedup": "plots",
+    "SHOWN_COLUMNS": "run_logger", "RunLogger": "run_logger",
+}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_MODULE_OF[name]}"), name)

@@ -6,8 +6,9 @@ when a Ray runtime is made. The protocols they implement are in :mod:`gorila.cor
 
 from __future__ import annotations
 
+from typing import Any
+
 from gorila.core import Runtime
-from gorila.runtime.local import LocalRuntime
 
 RUNTIMES = ("local", "ray")
 
@@ -19,6 +20,8 @@ def make_runtime(name: str, address: str | None = None, *, call_timeout_s: float
     how long the local runtime lets a worker's step run before it rebuilds the worker (on Ray the
     driver restarts a stalled worker's process itself)."""
     if name == "local":
+        from gorila.runtime.local import LocalRuntime
+
         return LocalRuntime(call_timeout_s=call_timeout_s, stall_s=stall_s)
     from gorila.runtime.ray_runtime import RayRuntime
 
@@ -30,6 +33,16 @@ def preload(name: str) -> None:
     it done before it starts threads that import other modules."""
     if name != "local":
         import gorila.runtime.ray_runtime  # noqa: F401
+
+
+def __getattr__(name: str) -> Any:
+    # LocalRuntime when first asked for: a Ray worker process imports this package for its host
+    # modules and never runs the local runtime, whose modules it need not load.
+    if name == "LocalRuntime":
+        from gorila.runtime.local import LocalRuntime
+
+        return LocalRuntime
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["RUNTIMES", "LocalRuntime", "make_runtime", "preload"]
