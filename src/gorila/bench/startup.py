@@ -4,8 +4,8 @@ Ray process importing torch.
 
 A second figure, the run's layout, is the floor beneath this run's own start: a bare ``ray.init``
 plus as many Ray processes as the run starts, all at once, its workers importing torch and its
-shards and evaluator importing nothing (as a run on an MLP's env does; services such as Ape-X's
-replay are not counted, so the floor errs low). Where cores are fewer than the run's processes,
+shards and evaluator importing nothing (as a run on an MLP's env does, its shards in processes of
+their own as by default; services such as Ape-X's replay are not counted, so the floor errs low). Where cores are fewer than the run's processes,
 they share them, and the first env step cannot come before this layout is up."""
 
 from __future__ import annotations

@@ -3,9 +3,8 @@ it — timed in a fresh interpreter: ``python -m gorila.runtime.bare_ray`` print
 that interpreter started. ``gorila bench startup`` uses it as its limit.
 
 ``--torch N --plain M`` starts N processes that import torch and M that import nothing, all at once,
-and waits for every one: with a run's own counts (its workers; its shards, services and
-evaluator) it is what the run's layout of processes alone costs this machine, the floor beneath
-that run's start. ``--torch 0 --plain 1`` (an idle Ray process) with ``--hold-s S``, which keeps Ray
+and waits for every one: with a run's own counts (its workers; its shards and evaluator) it is
+what the run's layout of processes alone costs this machine, the floor beneath that run's start. ``--torch 0 --plain 1`` (an idle Ray process) with ``--hold-s S``, which keeps Ray
 up S seconds once the processes are up, is what ``gorila bench memory`` reads as its limit."""
 
 import argparse
