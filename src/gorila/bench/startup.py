@@ -5,8 +5,9 @@ Ray process importing torch.
 A second figure, the run's layout, is the floor beneath this run's own start: a bare ``ray.init``
 plus as many Ray processes as the run starts, all at once, its workers importing torch and its
 shards and evaluator importing nothing (as a run on an MLP's env does, its shards in processes of
-their own as by default; services such as Ape-X's replay are not counted, so the floor errs low). Where cores are fewer than the run's processes,
-they share them, and the first env step cannot come before this layout is up."""
+their own as by default; services such as Ape-X's replay are not counted, so the floor errs low).
+Where cores are fewer than the run's processes, they share them, and the first env step cannot come
+before this layout is up."""
 
 from __future__ import annotations
 
@@ -56,28 +57,29 @@ def main(argv: list[str]) -> int:
     out = bench_dir(args.out, "startup")
     command = ["--algo", args.algo, "--total-steps", "3000", "--no-stop-at-target", "--eval-every-s", "1000",
                *train_flags]
-    runs, limits, floors = [], [], []
+    runs, limits, layouts = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for repeat in range(args.repeats):
             limits.append(time_limit())
             run, layout = time_command(command, Path(tmp) / f"run{repeat}")
             runs.append(run)
-            floors.append(time_limit(*layout))
-    limit, floor = statistics.median(limits), statistics.median(floors)
+            layouts.append(time_limit(*layout))
+    limit, layout_s = statistics.median(limits), statistics.median(layouts)
     stages = {stage: statistics.median(r.get(stage, float("nan")) for r in runs) for stage in STAGES}
     print(f"gorila bench startup: gorila train {' '.join(command)}; medians of {args.repeats} interleaved runs")
     print(f"  limit: embedded ray.init + one Ray process importing torch   {limit:6.2f} s")
-    layout_label = f"the run's layout: ray.init + {layout[0]} with torch, {layout[1]} without"
-    print(f"  {layout_label:<58} {floor:6.2f} s  {floor / limit:5.2f} x limit")
+    torch, plain = layout  # the same in every run of the command
+    layout_label = f"the run's layout: ray.init + {torch} with torch, {plain} without"
+    print(f"  {layout_label:<58} {layout_s:6.2f} s  {layout_s / limit:5.2f} x limit")
     labels = {"plan_s": "imports and the plan built", "runtime_s": "Ray up", "processes_s": "every process up",
               "first_step_s": "first env step", "first_update_s": "first applied update"}
     for stage, seconds in stages.items():
         print(f"  {labels[stage]:<58} {seconds:6.2f} s  {seconds / limit:5.2f} x limit")
     against = "first env step against the run's layout"
-    print(f"  {against:<58} {stages['first_step_s'] / floor:6.2f} x layout")
+    print(f"  {against:<58} {stages['first_step_s'] / layout_s:6.2f} x layout")
     write_bench_json(out, "startup", vars(args),
-                     [{"limit_s": lim, "layout_s": flo, **run} for lim, flo, run in zip(limits, floors, runs)],
-                     limit_s=limit, ratio=stages["first_step_s"] / limit, layout_s=floor,
-                     layout_processes={"torch": layout[0], "plain": layout[1]},
-                     layout_ratio=stages["first_step_s"] / floor, **stages)
+                     [{"limit_s": lim, "layout_s": lay, **run} for lim, lay, run in zip(limits, layouts, runs)],
+                     limit_s=limit, ratio=stages["first_step_s"] / limit, layout_s=layout_s,
+                     layout_processes={"torch": torch, "plain": plain},
+                     layout_ratio=stages["first_step_s"] / layout_s, **stages)
     return 0

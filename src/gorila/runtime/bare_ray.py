@@ -4,8 +4,9 @@ that interpreter started. ``gorila bench startup`` uses it as its limit.
 
 ``--torch N --plain M`` starts N processes that import torch and M that import nothing, all at once,
 and waits for every one: with a run's own counts (its workers; its shards and evaluator) it is
-what the run's layout of processes alone costs this machine, the floor beneath that run's start. ``--torch 0 --plain 1`` (an idle Ray process) with ``--hold-s S``, which keeps Ray
-up S seconds once the processes are up, is what ``gorila bench memory`` reads as its limit."""
+what the run's layout of processes alone costs this machine, the floor beneath that run's start.
+``--torch 0 --plain 1`` (an idle Ray process) with ``--hold-s S``, which keeps Ray up S seconds once
+the processes are up, is what ``gorila bench memory`` reads as its limit."""
 
 import argparse
 import os
