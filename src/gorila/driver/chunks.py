@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,12 +79,11 @@ class Chunks:
                 raise WorkerTimeoutError(f"the chunks of {', '.join(self.running)} did not come back within the "
                                          "time limit and its overshoot")
 
-    def collect(self, until: float | None = None, wake: list[Pending[Any]] | None = None) -> set[str]:
+    def collect(self, until: float | None = None, wake: Sequence[Pending[Any]] = ()) -> set[str]:
         """Wait until at least one group's chunk is complete, or one of the replies ``wake`` is in;
         take in the completed chunks' reports. Returns the groups whose chunks completed (and are no
         longer running): none when only a ``wake`` reply came in, or once ``until`` (a
         ``time.perf_counter()``, the time limit's end) has passed with none complete."""
-        wake = wake or []
         timeout_s, stall_s = self.patience.call_s, self.patience.stall_s
         deadline = time.perf_counter() + timeout_s
         while True:
@@ -98,7 +97,7 @@ class Chunks:
             if any(p.ready() for p in wake) or (until is not None and time.perf_counter() >= until):
                 return set()
             waiting = [p for name, pending in self.running.items() for p, flag in zip(pending, ready[name])
-                       if not flag] + wake
+                       if not flag] + list(wake)
             wait_s = timeout_s if stall_s is None else min(timeout_s, stall_s / 4)
             if until is not None:
                 wait_s = max(0.0, min(wait_s, until - time.perf_counter()))
