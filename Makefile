@@ -19,7 +19,12 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev,atari,box2d,video,minatar]"
 	touch $@
 
+# An editable install leaves gorila's modules uncompiled, and where PYTHONDONTWRITEBYTECODE is set (as
+# container images often set it) Python never caches them: every process of a run, the driver and
+# each Ray worker, would compile them again as it starts. Compiled here, as pip compiles an installed
+# package; a module edited since is compiled again in memory, as ever.
 setup: $(VENV)/.installed
+	$(BIN)/python -m compileall -q src
 
 run: setup
 	$(BIN)/gorila train
