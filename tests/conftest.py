@@ -25,7 +25,7 @@ def ray_local():
     (starting one takes seconds), and shut down before the first test that does not."""
     import ray
 
-    from gorila.runtime.ray_runtime import start_embedded_ray
+    from gorila.runtime.embedded_ray import start_embedded_ray
 
     if not _shared_ray["up"]:
         start_embedded_ray(num_cpus=2)

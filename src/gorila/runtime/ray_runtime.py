@@ -10,14 +10,13 @@ Ray's processes down should this process be killed; otherwise it joins that clus
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from gorila.metrics.cputime import process_cpu_seconds
 from gorila.params import ParameterServer, ServerSpec
 from gorila.params.tiers import CacheTiers
 from gorila.runtime.allreduce import SpreadShards
+from gorila.runtime.embedded_ray import ONE_THREAD, embedded_ray_is_up, start_embedded_ray
 from gorila.runtime.ray_caches import CACHE_CPUS, start_caches
 from gorila.runtime.ray_calls import NamedActor, RayPending, ray
 from gorila.runtime.ray_messages import show_retry_lines
@@ -40,75 +40,6 @@ from gorila.runtime.shard_recovery import ShardRecovery
 from gorila.runtime.placement import alive_nodes, fitting_share, node_cpus, pinned
 
 from ray.exceptions import GetTimeoutError  # noqa: E402  (after ray_calls: the environment is set)
-
-# One BLAS / torch thread per process (torch reads OMP_NUM_THREADS when it is imported): parallelism
-# comes from processes, and oversubscribed threads would make every speedup measurement lie.
-_ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
-
-
-# The node of the embedded Ray this process started last (its id is unique to that start).
-_embedded = {"node_id": None}
-
-
-def start_embedded_ray(num_cpus: int | None = None, verbose: bool = False) -> None:
-    """Start Ray inside this process, on loopback, as ``gorila train`` does without ``--address``.
-    Its processes inherit one thread each from here; runtimes made while it is up (a benchmark's
-    runs, a test's) join it and start their processes the same way."""
-    os.environ.update(_ONE_THREAD)
-    # Nothing reads task events without a dashboard; recorded, they fill the GCS (up to 100,000
-    # tasks' worth) over a long run.
-    os.environ.setdefault("RAY_task_events_report_interval_ms", "0")
-    # Ray starts its workers at nice 15, behind its own raylet and GCS. Here the workers are the
-    # run: at 15 every learner, shard and actor yields to any process of ordinary priority (the
-    # driver, the raylet, whatever else the machine runs), and each push waits for the shard it
-    # wakes to get a core. At 0 they compete as the local runtime's one process does, and a
-    # group's own nice (Ape-X's actors) lowers it below the learners' as meant.
-    os.environ.setdefault("RAY_worker_niceness", "0")
-    with _node_without(UNUSED_HELPERS if verbose else (*UNUSED_HELPERS, LOG_MONITOR)):
-        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
-                 logging_level=logging.INFO if verbose else logging.ERROR, log_to_driver=verbose)
-    _embedded["node_id"] = ray.get_runtime_context().get_node_id()
-
-
-#: Helper processes that an embedded Ray starts and a gorila run never uses, by the method of
-#: Ray's ``Node`` that starts each. The autoscaler monitor has nothing to scale on one machine (as
-#: with ``ray start --no-monitor``). The dashboard head, started in minimal mode even without a
-#: dashboard, serves job submission and usage statistics, and ``ray.init`` waits for it to answer.
-#: With the log monitor they took ~2 CPU-seconds of ``ray.init`` on 2 cores; without them the first
-#: env step of ``gorila bench startup`` came 2 s sooner (with :func:`gorila.runtime.preload`).
-UNUSED_HELPERS = ("start_monitor", "start_api_server")
-#: The log monitor forwards the workers' output to drivers that asked for it (``log_to_driver``:
-#: gorila's ``--verbose`` only).
-LOG_MONITOR = "start_log_monitor"
-
-
-@contextlib.contextmanager
-def _node_without(helpers: tuple[str, ...]) -> Iterator[None]:
-    """Within: a Ray node started by this process starts none of ``helpers`` (see
-    :data:`UNUSED_HELPERS`). ``ray.init`` has no option for them (``ray start`` has
-    ``--no-monitor`` only), so their methods are replaced for the start. A Ray whose node names
-    them otherwise starts them as it always does, and ``tests/integration/test_ray_helpers_ray.py``
-    fails."""
-    from ray._private.node import Node
-
-    saved = {name: Node.__dict__[name] for name in helpers if name in Node.__dict__}
-    try:
-        for name in saved:
-            setattr(Node, name, _started_nothing)
-        yield
-    finally:
-        for name, method in saved.items():
-            setattr(Node, name, method)
-
-
-def _started_nothing(node: Any, **_: Any) -> None:
-    """Stands in for a ``Node`` method that would start a helper process (:func:`_node_without`)."""
-
-
-def embedded_ray_is_up() -> bool:
-    """Whether the Ray this process is connected to is one :func:`start_embedded_ray` started."""
-    return ray.is_initialized() and ray.get_runtime_context().get_node_id() == _embedded["node_id"]
-
 
 def check_reachable(address: str, source: str, timeout_s: float) -> None:
     """Raise :class:`ClusterUnreachableError` unless a gRPC server (as Ray's GCS and Ray Client
@@ -205,7 +136,7 @@ class RayRuntime:
         # Processes of an embedded Ray inherit one thread per process from this one, and reuse the
         # Python workers Ray starts in advance (four workers importing torch came up in ~3 s instead
         # of ~7 s); elsewhere they get it through a runtime_env, which makes Ray start fresh ones.
-        self._runtime_env: dict | None = None if embedded_ray_is_up() else {"env_vars": _ONE_THREAD}
+        self._runtime_env: dict | None = None if embedded_ray_is_up() else {"env_vars": ONE_THREAD}
         self.cpus_per_process = 1.0
         self._handles: list[Any] = []  # every process this runtime started, ended by shutdown()
         self._pending_start: list[tuple[Any, list, str, float]] = []
