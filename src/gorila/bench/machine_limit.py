@@ -25,9 +25,7 @@ import numpy as np
 from gorila.algos.lstsq.config import LstsqConfig
 from gorila.envs.least_squares import LeastSquares
 from gorila.learners.lstsq import local_gradient
-
-# One BLAS thread per process, as in gorila's own workers: the processes are the parallelism.
-_ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+from gorila.runtime import ONE_THREAD
 
 
 def _timed_map(cfg: LstsqConfig, seed: int, num_workers: int, worker_id: int, rounds: int, synchronized: bool,
@@ -56,8 +54,8 @@ def map_seconds(cfg: LstsqConfig, seed: int, num_workers: int, rounds: int, sync
 def start_one_thread(ctx: Any, target: Callable, args: list[tuple]) -> list:
     """One started process of ``ctx`` (a multiprocessing context) per tuple of ``args``, each with
     one BLAS / OpenMP thread: set in the environment they inherit, then restored here."""
-    saved = {k: os.environ.get(k) for k in _ONE_THREAD}
-    os.environ.update(_ONE_THREAD)
+    saved = {k: os.environ.get(k) for k in ONE_THREAD}
+    os.environ.update(ONE_THREAD)
     try:
         procs = [ctx.Process(target=target, args=a) for a in args]
         for proc in procs:

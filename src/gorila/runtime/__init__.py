@@ -12,6 +12,11 @@ from gorila.core import Runtime
 
 RUNTIMES = ("local", "ray")
 
+#: One BLAS / torch thread per process (torch reads OMP_NUM_THREADS when it is imported), in the
+#: environment a runtime's processes, and a benchmark's bare ones, inherit: parallelism comes from
+#: processes, and oversubscribed threads would make every speedup measurement lie.
+ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+
 
 def make_runtime(name: str, address: str | None = None, *, call_timeout_s: float = 600.0,
                  verbose: bool = False, stall_s: float | None = None) -> Runtime:
@@ -45,4 +50,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["RUNTIMES", "LocalRuntime", "make_runtime", "preload"]
+__all__ = ["ONE_THREAD", "RUNTIMES", "LocalRuntime", "make_runtime", "preload"]

@@ -16,11 +16,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from gorila.runtime import ONE_THREAD
 from gorila.runtime.ray_calls import ray
-
-# One BLAS / torch thread per process (torch reads OMP_NUM_THREADS when it is imported): parallelism
-# comes from processes, and oversubscribed threads would make every speedup measurement lie.
-ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 
 #: Helper processes that an embedded Ray starts and a gorila run never uses, by the method of
 #: Ray's ``Node`` that starts each. The autoscaler monitor has nothing to scale on one machine (as
@@ -89,13 +86,10 @@ def _lean_node(helpers: tuple[str, ...]) -> Iterator[None]:
     fails."""
     from ray._private.node import Node
 
-    replacements: dict[str, Callable[..., None]] = {name: _started_nothing for name in helpers}
-    if "start_ray_processes" in Node.__dict__:
-        replacements["start_ray_processes"] = _registered_after(Node.__dict__["start_ray_processes"])
-    saved = {name: Node.__dict__[name] for name in replacements if name in Node.__dict__}
+    saved = {name: Node.__dict__[name] for name in (*helpers, "start_ray_processes") if name in Node.__dict__}
     try:
-        for name in saved:
-            setattr(Node, name, replacements[name])
+        for name, method in saved.items():
+            setattr(Node, name, _registered_after(method) if name == "start_ray_processes" else _started_nothing)
         yield
     finally:
         for name, method in saved.items():

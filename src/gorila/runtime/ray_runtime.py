@@ -29,7 +29,8 @@ from gorila.metrics.cputime import process_cpu_seconds
 from gorila.params import ParameterServer, ServerSpec
 from gorila.params.tiers import CacheTiers
 from gorila.runtime.allreduce import SpreadShards
-from gorila.runtime.embedded_ray import ONE_THREAD, embedded_ray_is_up, start_embedded_ray
+from gorila.runtime import ONE_THREAD
+from gorila.runtime.embedded_ray import embedded_ray_is_up, start_embedded_ray
 from gorila.runtime.ray_caches import CACHE_CPUS, start_caches
 from gorila.runtime.ray_calls import NamedActor, RayPending, ray
 from gorila.runtime.ray_messages import show_retry_lines
