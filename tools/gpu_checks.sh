@@ -79,9 +79,10 @@ export -f simulate
 wanted curves && step simulate 60 bash -c simulate
 
 # 2. Pong with IMPALA, central inference and the learner on the GPU, for what is left of the budget: batches of
-#    4 segments of 20 steps x 8 envs (640 env steps a gradient, the IMPALA paper's 32 x 20), Adam at 2.5e-4.
+#    4 segments of 20 steps x 8 envs (640 env steps a gradient, the IMPALA paper's 32 x 20), Adam at 2.5e-4; four
+#    learners and shards, as one learner made 14.5 updates/s there, too few to learn Pong in 10 minutes.
 wanted pong && (( BUDGET - $(elapsed) > 100 )) && step pong_impala 560 gorila train --algo impala --env ALE/Pong-v5 --inference central --device cuda \
-    --inference-device cuda --actors 12 --envs-per-actor 8 --unroll-length 20 --batch-size 4 --optimizer adam \
+    --inference-device cuda --actors 12 --learners 4 --shards 4 --envs-per-actor 8 --unroll-length 20 --batch-size 4 --optimizer adam \
     --lr 0.00025 --entropy-coef 0.01 --max-grad-norm 40 --eval-every-s 45 --eval-episodes 3 --total-steps 100000000 \
     --time-limit-s $(( BUDGET - $(elapsed) - 90 )) --run-dir "$W/pong_impala"
 echo "done in $(elapsed)s"
