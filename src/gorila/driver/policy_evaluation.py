@@ -34,6 +34,9 @@ MIN_SLICE_S = 0.02
 #: long (and at most half that timeout), so that a slice that outlasts the timeout is a hang, not a
 #: long evaluation.
 SLICE_S = 5.0
+#: A back-to-back evaluator (``every_s`` 0) always has an evaluation to play: at this niceness it
+#: plays on the CPU that training leaves (A3C on 2 cores: 30 % more env steps/s, as many evaluations).
+BACKGROUND_NICE = 10
 
 
 class Evaluator:
@@ -160,10 +163,10 @@ class TorchPlayer:
 
 class PolicyEvaluation:
     """The :class:`~gorila.driver.plan.Evaluation` of RL plans: at most one evaluation every
-    ``every_s`` seconds (or every ``every_steps`` env steps), played by an :class:`Evaluator` worker in parallel with training (in
-    slices between the chunks, on a runtime that runs everything in one process, or there whole
-    between two chunks with ``every_steps``); the run
-    reaches its target when an evaluation's mean return reaches ``target``::
+    ``every_s`` seconds (or every ``every_steps`` env steps), played by an :class:`Evaluator` worker
+    in parallel with training (in slices between the chunks, on a runtime that runs everything in one
+    process, or there whole between two chunks with ``every_steps``); the run reaches its target
+    when an evaluation's mean return reaches ``target``::
 
         evaluation = PolicyEvaluation("CartPole-v1", network_fn, greedy_policy, episodes=10,
                                       epsilon=0.05, seed=0, noop_max=30, every_s=1.0, target=475.0)
@@ -243,8 +246,9 @@ class PolicyEvaluation:
         local = self.runtime.name == "local"
         share = IN_PROCESS_SHARE if local and self.every_steps is None else None
         slice_s = None if local or self.stall_s is None else min(SLICE_S, self.stall_s / 2)
+        nice = BACKGROUND_NICE if self.every_s == 0 and self.every_steps is None else 0
         self.group = self.runtime.start_workers(functools.partial(self.factory, share=share, slice_s=slice_s), 1,
-                                                self.server, name="evaluator", wait=False)
+                                                self.server, name="evaluator", nice=nice, wait=False)
 
     def before_chunk(self, now: dict[str, float]) -> None:
         """Go on with the evaluation under way, or start one if it is time; ``now`` (the budget used
