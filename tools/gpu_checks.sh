@@ -17,7 +17,9 @@ START=$(date +%s)
 export PYTHONUNBUFFERED=1 RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
 
 elapsed() { echo $(( $(date +%s) - START )); }
-pack() { tar czf "$OUT/results.tgz" --exclude='checkpoints' --exclude='*.safetensors' -C "$W" . 2>/dev/null; }
+# written aside and renamed: the minute's pack of a long step and the pack after it never write one file at once
+pack() { local part; part=$(mktemp "$OUT/.results.XXXX")
+         tar czf "$part" --exclude='checkpoints' --exclude='*.safetensors' -C "$W" . 2>/dev/null; mv -f "$part" "$OUT/results.tgz"; }
 # step NAME SECONDS COMMAND...: the command's output in $W/NAME.log; skipped when too little budget is left.
 step() {
     local name=$1 limit=$2; shift 2

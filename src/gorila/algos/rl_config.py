@@ -22,12 +22,11 @@ TARGET_ON = ("eval", "train100")
 
 #: Evaluation cadences, seconds from one evaluation's start to the next's (``--eval-every-s``
 #: overrides them). One a second is the default, and the local runtime's always: there an evaluation
-#: takes the training's own time.
+#: takes the training's own time. The actor-critics (a3c, impala, ppo) evaluate back to back on Ray
+#: (:data:`~gorila.driver.policy_evaluation.BACK_TO_BACK`): their greedy return swings from one
+#: version to the next (CartPole: 468, 332, 108, 430, 500 a second apart), and a judgement a second
+#: misses most of the versions that reach the target.
 ONE_A_SECOND = 1.0
-#: The actor-critics' (a3c, impala, ppo) on Ray: their greedy return swings from one version to the
-#: next (CartPole: 468, 332, 108, 430, 500 a second apart), and a judgement a second misses most of
-#: the versions that reach the target, so their evaluator plays back to back in its own process.
-BACK_TO_BACK = 0.0
 
 @dataclass(frozen=True)
 class RLConfig:

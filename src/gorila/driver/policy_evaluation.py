@@ -30,13 +30,13 @@ if TYPE_CHECKING:
 #: this share of the wall time, so that a long evaluation (Atari) never stalls training.
 IN_PROCESS_SHARE = 1 / 3
 MIN_SLICE_S = 0.02
-#: In a process of its own, with ``--actor-timeout-s``, the evaluator plays in slices of at most this
-#: long (and at most half that timeout), so that a slice that outlasts the timeout is a hang, not a
-#: long evaluation.
+#: In a process of its own, with ``--actor-timeout-s``, the evaluator plays in slices of at most this long (and
+#: at most half that timeout), so that a slice that outlasts the timeout is a hang, not a long evaluation.
 SLICE_S = 5.0
-#: A back-to-back evaluator (``every_s`` 0) always has an evaluation to play: at this niceness it
-#: plays on the CPU training leaves (2 cores: A3C, IMPALA, PPO 20-40 % more env steps/s, as many evaluations).
-BACKGROUND_NICE = 10
+#: The cadence (``every_s``) of an evaluator that starts the next evaluation as soon as one is in;
+#: it always has one to play, so it plays at this niceness, on the CPU training leaves (2 cores:
+#: A3C, IMPALA, PPO 20-40 % more env steps/s, as many evaluations).
+BACK_TO_BACK, BACKGROUND_NICE = 0.0, 10
 
 
 class Evaluator:
@@ -246,7 +246,7 @@ class PolicyEvaluation:
         local = self.runtime.name == "local"
         share = IN_PROCESS_SHARE if local and self.every_steps is None else None
         slice_s = None if local or self.stall_s is None else min(SLICE_S, self.stall_s / 2)
-        nice = BACKGROUND_NICE if self.every_s == 0 and self.every_steps is None else 0
+        nice = BACKGROUND_NICE if self.every_s == BACK_TO_BACK and self.every_steps is None else 0
         self.group = self.runtime.start_workers(functools.partial(self.factory, share=share, slice_s=slice_s), 1,
                                                 self.server, name="evaluator", nice=nice, wait=False)
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from gorila import validate
+from gorila.driver.policy_evaluation import BACK_TO_BACK
 from gorila.errors import ConfigError
-from gorila.algos.rl_config import BACK_TO_BACK
 from gorila.params import OPTIMIZERS
 
 VTRACE = ("on", "off")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from gorila import validate
-from gorila.algos.rl_config import BACK_TO_BACK
+from gorila.driver.policy_evaluation import BACK_TO_BACK
 from gorila.params import OPTIMIZERS
 
 LR_DECAYS = ("none", "linear")
