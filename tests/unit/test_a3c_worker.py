@@ -174,6 +174,21 @@ def test_a_run_to_the_episodes_ends_starts_with_a_chunk_of_one_rollout():
     assert _plan(COUNTING, A3CConfig(unroll_length=5)).chunk_steps(0) == 20
 
 
+def test_actions_are_drawn_from_the_policy_it_pulled():
+    """A policy whose logits are (0, ln 3) for every observation takes action 1 three times in four."""
+    plan = _plan(COUNTING, CFG)
+    params = plan.initial_params()
+    slices = FlatParams(make_network(COUNTING, CFG.hidden, False, 0)).slices()
+    params[slices["policy.2.weight"]] = 0.0
+    params[slices["policy.2.bias"]] = [0.0, np.log(3.0)]
+    shards = plan.spec.build(params)
+    worker = _worker(ParameterServer(tuple(LocalEndpoint(s) for s in shards), plan.spec.layout(params.size),
+                                     plan.spec.rule))
+    worker.refresh()
+    actions = np.concatenate([worker.collect().actions.ravel() for _ in range(100)])  # 1,400 draws
+    assert abs(actions.mean() - 0.75) < 0.05  # 4 standard deviations of 1,400 draws
+
+
 def test_target_value_network_moves_by_tau_once_per_new_version():
     cfg = A3CConfig(envs_per_actor=1, unroll_length=2, hidden=(4,), target_tau=0.25)
     shards, server, _ = _server(COUNTING, cfg)

@@ -15,7 +15,7 @@ from gorila.algos.a3c.networks import GreedyPolicy, make_network
 from gorila.algos.registry import ALGORITHMS
 from gorila.config import RunConfig
 from gorila.nets import FlatParams
-from gorila.nets.actor_critic import ActorCritic, ConvActorCritic, numpy_policy
+from gorila.nets.actor_critic import ActorCritic, ConvActorCritic, PolicySampler, numpy_policy
 from gorila.nets.minatar import MinAtarActorCritic
 from gorila.nets.numpy_mlp import NumpyMLP
 from gorila.nets.q import VectorQNetwork, greedy_policy, make_q_network, mlp_widths
@@ -128,3 +128,26 @@ def test_the_evaluator_a_builder_makes_for_cartpole_plays_without_torch(tmp_path
     done = subprocess.run([sys.executable, "-c", EVALUATOR], input=shipped, capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout.decode().split() == ["2", "False"]  # both episodes played, and torch never loaded
+
+
+@pytest.mark.parametrize("net", [ActorCritic(4, 3, (8,)), MinAtarActorCritic(3, in_channels=2, image_size=(5, 5))],
+                         ids=["mlp, in numpy", "cnn, through torch"])
+def test_the_sampler_draws_from_pi_and_gives_the_log_probability_of_each_draw(net):
+    with torch.no_grad():  # logits (0, 1, 2) whatever the observation: pi = (0.09, 0.24, 0.67), far from uniform
+        out = net.policy if isinstance(net.policy, torch.nn.Linear) else net.policy[-1]
+        out.weight.zero_()
+        out.bias.copy_(torch.tensor([0.0, 1.0, 2.0]))
+    flat = FlatParams(net)
+    sampler = PolicySampler(net, seed=0)
+    sampler.set(flat.get())
+    obs = np.random.default_rng(1).uniform(0, 1, size=(1, *_obs_shape(net))).astype(np.float32)
+    actions, log_probs = sampler.sample(np.repeat(obs, 4000, axis=0))
+    with torch.no_grad():
+        expected = torch.log_softmax(net(torch.as_tensor(obs))[0], -1)[0].numpy()
+    np.testing.assert_allclose(log_probs, expected[actions], rtol=1e-4, atol=1e-5)
+    frequencies = np.bincount(actions, minlength=3) / len(actions)
+    np.testing.assert_allclose(frequencies, np.exp(expected), atol=0.03)  # 4 standard deviations at most
+
+
+def _obs_shape(net) -> tuple[int, ...]:
+    return (4,) if isinstance(net, ActorCritic) else (2, 5, 5)

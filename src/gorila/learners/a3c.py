@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
-import torch
 from torch import nn
 
 from gorila.actors.rollout import RolloutWorker
@@ -21,6 +20,7 @@ from gorila.envs.vector import Transitions
 from gorila.learners.replay_learner import lag_bins
 from gorila.learners.straggler import Straggler
 from gorila.losses.a3c import A3CLoss, Rollout
+from gorila.nets.actor_critic import PolicySampler
 from gorila.nets.flat import FlatParams, soft_update
 from gorila.params import OUTCOMES, ParameterServer
 
@@ -40,7 +40,8 @@ class A3CWorker:
     steps of every environment, actions sampled from pi) and one push of the gradient of that
     rollout. Environment ``i`` of worker ``k`` is seeded ``seed + 1000 k + i``; actions come from a
     generator seeded the same way, so a worker's rollouts depend only on its seed and the
-    parameters it pulls. Given ``inference`` (the endpoint of an inference server, with
+    parameters it pulls (:class:`~gorila.nets.actor_critic.PolicySampler`: an MLP policy acts in
+    numpy). Given ``inference`` (the endpoint of an inference server, with
     ``--inference central``), a :class:`~gorila.actors.rollout.RolloutWorker` steps the envs in two
     alternating groups and the server samples the actions with the parameters it last pulled; the
     gradient is still computed here, on the parameters this worker pulled. ``straggler > 1`` makes
@@ -61,7 +62,7 @@ class A3CWorker:
         self.target_net = copy.deepcopy(self.net)
         self.flat, self.target_flat = FlatParams(self.net), FlatParams(self.target_net)
         self.client = server.client(worker_id, cached=True)  # through the node's cache, where there is one
-        self.generator = torch.Generator().manual_seed(worker_seed)
+        self.sampler = PolicySampler(self.net, worker_seed)
         self.slow = Straggler.for_worker(worker_id, straggler)
         self._target: np.ndarray | None = None
         self._target_version = -1
@@ -76,6 +77,7 @@ class A3CWorker:
         towards them (``w- <- tau w + (1 - tau) w-``) once per new version."""
         params = self.client.params()
         self.flat.set(params)
+        self.sampler.set(params)
         version = self.client.version
         if version != self._target_version:
             # The first pull starts the target at the server's parameters, not at random weights.
@@ -133,10 +135,7 @@ class A3CWorker:
             return
         t = 0
         while more(t):
-            with torch.no_grad():
-                logits, _ = self.net(torch.as_tensor(self.runner.observations, dtype=torch.float32))
-                chosen = torch.multinomial(torch.softmax(logits, -1), 1, generator=self.generator)
-            step = self.runner.step(chosen.squeeze(-1).numpy())
+            step = self.runner.step(self.sampler.sample(self.runner.observations)[0])
             yield (t, dataclasses.replace(step, policy_version=np.full(len(step), self._target_version, np.int64)),
                    self.runner.dropped)
             t += 1
