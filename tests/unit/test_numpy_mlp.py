@@ -132,21 +132,17 @@ def test_the_evaluator_a_builder_makes_for_cartpole_plays_without_torch(tmp_path
 
 @pytest.mark.parametrize("net", [ActorCritic(4, 3, (8,)), MinAtarActorCritic(3, in_channels=2, image_size=(5, 5))],
                          ids=["mlp, in numpy", "cnn, through torch"])
-def test_the_sampler_draws_from_pi_and_gives_the_log_probability_of_each_draw(net):
+def test_the_sampler_draws_from_pi(net):
     with torch.no_grad():  # logits (0, 1, 2) whatever the observation: pi = (0.09, 0.24, 0.67), far from uniform
         out = net.policy if isinstance(net.policy, torch.nn.Linear) else net.policy[-1]
         out.weight.zero_()
         out.bias.copy_(torch.tensor([0.0, 1.0, 2.0]))
-    flat = FlatParams(net)
     sampler = PolicySampler(net, seed=0)
-    sampler.set(flat.get())
-    obs = np.random.default_rng(1).uniform(0, 1, size=(1, *_obs_shape(net))).astype(np.float32)
-    actions, log_probs = sampler.sample(np.repeat(obs, 4000, axis=0))
-    with torch.no_grad():
-        expected = torch.log_softmax(net(torch.as_tensor(obs))[0], -1)[0].numpy()
-    np.testing.assert_allclose(log_probs, expected[actions], rtol=1e-4, atol=1e-5)
-    frequencies = np.bincount(actions, minlength=3) / len(actions)
-    np.testing.assert_allclose(frequencies, np.exp(expected), atol=0.03)  # 4 standard deviations at most
+    sampler.set(FlatParams(net).get())
+    obs = np.random.default_rng(1).uniform(0, 1, size=(4000, *_obs_shape(net))).astype(np.float32)
+    frequencies = np.bincount(sampler.sample(obs), minlength=3) / len(obs)
+    np.testing.assert_allclose(frequencies, np.exp([0.0, 1.0, 2.0]) / np.exp([0.0, 1.0, 2.0]).sum(),
+                               atol=0.03)  # 4 standard deviations of 4,000 draws at most
 
 
 def _obs_shape(net) -> tuple[int, ...]:

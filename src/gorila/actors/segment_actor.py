@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
+import torch
 from torch import nn
 
 from gorila.actors.rollout import RolloutWorker
@@ -18,7 +19,6 @@ from gorila.reply import Pending, ServiceEndpoint
 from gorila.envs.spec import EnvSpec
 from gorila.envs.vector import Transitions
 from gorila.errors import WorkerTimeoutError
-from gorila.nets.actor_critic import PolicySampler
 from gorila.nets.flat import FlatParams
 from gorila.params import ParameterServer
 from gorila.params.cache import CachedSource
@@ -77,7 +77,7 @@ class SegmentActor:
         self.queue_index = worker_id % len(queues)
         self.queue = queues[self.queue_index]
         self.unroll_length, self.refresh_every, self.gamma = unroll_length, refresh_every, gamma
-        self.sampler = None if self.net is None else PolicySampler(self.net, actor_seed)
+        self.generator = torch.Generator().manual_seed(actor_seed)
         self.writer = f"actor{worker_id}-{uuid.uuid4().hex}"  # a restarted actor is a new writer
         self.seq = 0
         self.version = -1
@@ -130,9 +130,7 @@ class SegmentActor:
             # A round's segment is acted on the version the round waited for: a node cache that has
             # not yet got it is passed over for the server.
             source = self.source
-            params = source.pull(self.round_target) if isinstance(source, CachedSource) else source.pull()
-            self.flat.set(params)
-            self.sampler.set(params)
+            self.flat.set(source.pull(self.round_target) if isinstance(source, CachedSource) else source.pull())
             self.version = self.source.version
             self.segments_since_refresh = 0
         self.segments_since_refresh += 1
@@ -180,10 +178,14 @@ class SegmentActor:
                 yield filled[group], step, self.rollout.log_probs, self.rollout.dropped
                 filled[group] += 1
             return
-        assert self.runner is not None and self.sampler is not None
+        assert self.runner is not None and self.net is not None
         for t in range(self.unroll_length):
-            chosen, chosen_logp = self.sampler.sample(self.runner.observations)
-            step = self.runner.step(chosen)
+            with torch.no_grad():
+                logits, _ = self.net(torch.as_tensor(self.runner.observations, dtype=torch.float32))
+                logp = torch.log_softmax(logits, -1)
+                chosen = torch.multinomial(logp.exp(), 1, generator=self.generator).squeeze(-1)
+                chosen_logp = logp.gather(-1, chosen.unsqueeze(-1)).squeeze(-1).numpy()
+            step = self.runner.step(chosen.numpy())
             step = dataclasses.replace(step, policy_version=np.full(len(step), self.version, np.int64))
             yield t, step, chosen_logp[step.env_index], self.runner.dropped
 

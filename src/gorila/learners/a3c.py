@@ -135,7 +135,7 @@ class A3CWorker:
             return
         t = 0
         while more(t):
-            step = self.runner.step(self.sampler.sample(self.runner.observations)[0])
+            step = self.runner.step(self.sampler.sample(self.runner.observations))
             yield (t, dataclasses.replace(step, policy_version=np.full(len(step), self._target_version, np.int64)),
                    self.runner.dropped)
             t += 1

@@ -143,14 +143,14 @@ def numpy_policy(net: nn.Module) -> NumpyMLP | None:
 
 
 class PolicySampler:
-    """Draws an action per observation from pi(.|obs) of an :class:`ActorCritic`, with its log-probability::
+    """Draws an action per observation from pi(.|obs) of an :class:`ActorCritic`::
 
         sampler = PolicySampler(net, seed=1003)
-        sampler.set(flat)                            # the vector just loaded into ``net``
-        actions, log_probs = sampler.sample(obs)     # (N,) int64, (N,) float32
+        sampler.set(flat)                 # the vector just loaded into ``net``
+        actions = sampler.sample(obs)     # (N,) int64
 
     An MLP policy (:func:`numpy_policy`) is played in numpy, the action drawn by the Gumbel-max
-    trick: for the few observations of one actor's step torch's per-call cost dominates (CartPole,
+    trick: for the few observations of one worker's step torch's per-call cost dominates (CartPole,
     8 envs: 15 us a step in numpy, 137 us through torch, which also ran the value network). Any
     other network (a CNN) samples through torch from ``net``'s own parameters. Either way the draws
     come from a generator seeded with ``seed``."""
@@ -165,16 +165,11 @@ class PolicySampler:
         if self.policy is not None:
             self.policy.set(flat)
 
-    def sample(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def sample(self, obs: np.ndarray) -> np.ndarray:
         if self.policy is not None:
             logits = self.policy(obs)
             # Gumbel-max: argmax(logits + G), with G ~ Gumbel(0, 1) per entry, is a draw from softmax(logits).
-            actions = np.argmax(logits + self.rng.gumbel(size=logits.shape), axis=1)
-            shifted = logits - logits.max(axis=1, keepdims=True)
-            log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-            return actions, log_probs[np.arange(len(actions)), actions].astype(np.float32)
+            return np.argmax(logits + self.rng.gumbel(size=logits.shape), axis=1)
         with torch.no_grad():
             logits, _ = self.net(torch.as_tensor(obs, dtype=torch.float32))
-            log_probs = torch.log_softmax(logits, -1)
-            chosen = torch.multinomial(log_probs.exp(), 1, generator=self.generator).squeeze(-1)
-            return chosen.numpy(), log_probs.gather(-1, chosen.unsqueeze(-1)).squeeze(-1).numpy()
+            return torch.multinomial(torch.softmax(logits, -1), 1, generator=self.generator).squeeze(-1).numpy()
