@@ -64,9 +64,10 @@ def _plan(env_id, cfg, num_shards=1):
     return make_plan(run, cfg, RLConfig(env=env_id))
 
 
-def _server(env_id, cfg, num_shards=1):
+def _server(env_id, cfg, num_shards=1, params=None):
+    """In-process shards holding ``params`` (default: the plan's initial parameters)."""
     plan = _plan(env_id, cfg, num_shards)
-    params = plan.initial_params()
+    params = plan.initial_params() if params is None else params
     shards = plan.spec.build(params)
     endpoints = [RecordingEndpoint(s) for s in shards]
     return shards, ParameterServer(tuple(endpoints), plan.spec.layout(params.size), plan.spec.rule), endpoints
@@ -176,14 +177,11 @@ def test_a_run_to_the_episodes_ends_starts_with_a_chunk_of_one_rollout():
 
 def test_actions_are_drawn_from_the_policy_it_pulled():
     """A policy whose logits are (0, ln 3) for every observation takes action 1 three times in four."""
-    plan = _plan(COUNTING, CFG)
-    params = plan.initial_params()
+    params = _plan(COUNTING, CFG).initial_params()
     slices = FlatParams(make_network(COUNTING, CFG.hidden, False, 0)).slices()
     params[slices["policy.2.weight"]] = 0.0
     params[slices["policy.2.bias"]] = [0.0, np.log(3.0)]
-    shards = plan.spec.build(params)
-    worker = _worker(ParameterServer(tuple(LocalEndpoint(s) for s in shards), plan.spec.layout(params.size),
-                                     plan.spec.rule))
+    worker = _worker(_server(COUNTING, CFG, params=params)[1])
     worker.refresh()
     actions = np.concatenate([worker.collect().actions.ravel() for _ in range(100)])  # 1,400 draws
     assert abs(actions.mean() - 0.75) < 0.05  # 4 standard deviations of 1,400 draws

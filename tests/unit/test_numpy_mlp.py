@@ -130,20 +130,17 @@ def test_the_evaluator_a_builder_makes_for_cartpole_plays_without_torch(tmp_path
     assert done.stdout.decode().split() == ["2", "False"]  # both episodes played, and torch never loaded
 
 
-@pytest.mark.parametrize("net", [ActorCritic(4, 3, (8,)), MinAtarActorCritic(3, in_channels=2, image_size=(5, 5))],
+@pytest.mark.parametrize("net, obs_shape", [(ActorCritic(4, 3, (8,)), (4,)),
+                                            (MinAtarActorCritic(3, in_channels=2, image_size=(5, 5)), (2, 5, 5))],
                          ids=["mlp, in numpy", "cnn, through torch"])
-def test_the_sampler_draws_from_pi(net):
+def test_the_sampler_draws_from_pi(net, obs_shape):
     with torch.no_grad():  # logits (0, 1, 2) whatever the observation: pi = (0.09, 0.24, 0.67), far from uniform
         out = net.policy if isinstance(net.policy, torch.nn.Linear) else net.policy[-1]
         out.weight.zero_()
         out.bias.copy_(torch.tensor([0.0, 1.0, 2.0]))
     sampler = PolicySampler(net, seed=0)
     sampler.set(FlatParams(net).get())
-    obs = np.random.default_rng(1).uniform(0, 1, size=(4000, *_obs_shape(net))).astype(np.float32)
+    obs = np.random.default_rng(1).uniform(0, 1, size=(4000, *obs_shape)).astype(np.float32)
     frequencies = np.bincount(sampler.sample(obs), minlength=3) / len(obs)
     np.testing.assert_allclose(frequencies, np.exp([0.0, 1.0, 2.0]) / np.exp([0.0, 1.0, 2.0]).sum(),
                                atol=0.03)  # 4 standard deviations of 4,000 draws at most
-
-
-def _obs_shape(net) -> tuple[int, ...]:
-    return (4,) if isinstance(net, ActorCritic) else (2, 5, 5)
