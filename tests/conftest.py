@@ -3,6 +3,7 @@ builder and the driver as ``gorila train`` does, and the ``gorila`` command run 
 
 import contextlib
 import os
+import pickle
 import queue
 import signal
 import subprocess
@@ -194,3 +195,35 @@ def gorila_process():
     yield start
     for job in started:
         job.kill()
+
+
+class _WriteFile:
+    """A pickled payload that writes a file when unpickled: what a shared run directory could hold."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        from gorila.atomic import write_bytes
+
+        return write_bytes, (self.path, b"owned")
+
+
+@pytest.fixture
+def tampered_run(tmp_path):
+    """A small local A3C run whose newest checkpoint's workers' snapshot was replaced by a pickled
+    payload and sealed again (a plain hash protects against damage, not against whoever rewrites
+    the file): ``(run_dir, marker)``, where the payload would write ``marker``."""
+    import numpy as np
+
+    import gorila
+    from gorila.checkpoint import load_checkpoint, save_checkpoint
+
+    run_dir, marker = tmp_path / "run", tmp_path / "written"
+    gorila.train("a3c", run_dir=run_dir, runtime="local", seed=3, total_steps=400, stop_at_target=False, workers=2,
+                 envs_per_actor=2, unroll_length=5, eval_episodes=2, checkpoint_every_s=1000.0)
+    arrays, meta = load_checkpoint(run_dir / "checkpoints")
+    assert "workers.snapshot" in arrays
+    arrays["workers.snapshot"] = np.frombuffer(pickle.dumps({"workers": _WriteFile(marker)}), dtype=np.uint8)
+    save_checkpoint(run_dir / "checkpoints", arrays, meta)
+    return run_dir, marker

@@ -127,3 +127,11 @@ def test_an_a3c_run_that_crashed_resumes_from_the_checkpoint_its_failure_saved(t
     assert _work(resumed[:3]) == _work(whole[:3])
     steps = [int(row["step"]) for row in resumed]
     assert steps == sorted(set(steps)) and steps[-1] == int(whole[-1]["step"])
+
+
+
+def test_a_run_directory_whose_snapshot_holds_code_runs_none_of_it(tampered_run):
+    run_dir, marker = tampered_run
+    with pytest.raises(CheckpointError, match="snapshot"):
+        gorila.train(resume=run_dir, total_steps=800)
+    assert not marker.exists()

@@ -1,15 +1,20 @@
-"""The local runtime's snapshots: objects come back whole (views still views, RNGs where they were,
-shared objects joined to this run's), and a snapshot that names other code is refused."""
+"""The local runtime's snapshots are data: objects come back whole (views still views, RNGs where
+they were, shared objects joined to this run's), state is loaded into the objects this run builds,
+code comes only from this run, and a snapshot that names code is refused without running it."""
 
+import json
 import os
 import pickle
+import struct
 import threading
 
 import numpy as np
 import pytest
+import safetensors.numpy
 import torch
 from torch import nn
 
+from gorila import atomic
 from gorila.errors import CheckpointError
 from gorila.nets import FlatParams
 from gorila.runtime import snapshot
@@ -17,7 +22,7 @@ from gorila.runtime import snapshot
 
 def _worker(shard) -> dict:
     """A stand-in for a worker: arrays and their views, a network over a flat buffer, RNGs, a lock,
-    and a reference to something shared (a shard). (A dict: a snapshot names no test module's class.)"""
+    and a reference to something shared (a shard)."""
     flat = np.arange(6, dtype=np.float32)
     net = nn.Linear(3, 2)
     return {"flat": flat, "parts": [flat[:2], flat[2:]], "net": net, "params": FlatParams(net),
@@ -25,11 +30,16 @@ def _worker(shard) -> dict:
             "lock": threading.Lock(), "shard": shard}
 
 
+def _round_trip(value, shared=None, fresh=None, new_shared=None):
+    data = snapshot.dumps({"part": value}, shared or {})
+    return snapshot.loads(data, new_shared if new_shared is not None else shared or {}).read("part", fresh=fresh)
+
+
 def test_views_tensors_rngs_and_locks_come_back_as_they_were():
     shard, new_shard = object(), object()
     held = _worker(shard)
     held["rng"].random(3), torch.rand(2, generator=held["generator"])  # mid-stream
-    back = snapshot.loads(snapshot.dumps(held, {"shard0": shard}), {"shard0": new_shard})
+    back = _round_trip(held, {"shard0": shard}, new_shared={"shard0": new_shard})
     assert back["shard"] is new_shard  # joined to this run's, not a copy
     back["parts"][1][:] = 9.0  # a view still writes through to its array
     assert back["flat"].tolist() == [0, 1, 9, 9, 9, 9]
@@ -43,43 +53,80 @@ def test_views_tensors_rngs_and_locks_come_back_as_they_were():
 
 
 def test_flat_gradients_come_back_as_views_of_their_buffer():
-    net = nn.Linear(3, 1)
-    params = FlatParams(net)
-    back = snapshot.loads(snapshot.dumps(params, {}), {})
+    params = FlatParams(nn.Linear(3, 1))
+    back = _round_trip(params)
     back.zero_grad()
     back.module(torch.ones(1, 3)).sum().backward()
     assert back.grad().tolist() == [1.0, 1.0, 1.0, 1.0]
 
 
-class Exploit:
-    def __reduce__(self):
-        return os.system, ("true",)
+def test_state_is_loaded_into_the_objects_this_run_built():
+    saved, fresh = FlatParams(nn.Linear(3, 2)), FlatParams(nn.Linear(3, 2))
+    saved.set(np.arange(saved.size, dtype=np.float32))
+    buffer = fresh.module.weight.data_ptr()
+    back = _round_trip({"params": saved}, fresh={"params": fresh})["params"]
+    assert back is fresh and back.module.weight.data_ptr() == buffer  # the same objects, the same memory
+    assert back.get().tolist() == list(range(saved.size))
+    back.zero_grad()
+    back.module(torch.ones(1, 3)).sum().backward()  # its gradient views still see backward's sums
+    assert back.grad().sum() == 2 * 4
 
 
-def test_a_snapshot_that_names_other_code_is_refused():
-    data = pickle.dumps({"worker": Exploit()})
-    with pytest.raises(CheckpointError, match="posix.system|os.system"):
-        snapshot.loads(data, {})
+def test_code_is_never_saved_and_comes_from_this_run():
+    saved = {"step": os.system, "factory": np.add}
+    data = snapshot.dumps({"part": saved}, {})
+    assert b"system" not in data and b"add" not in data
+    mine = {"step": len, "factory": np.maximum}
+    assert snapshot.loads(data, {}).read("part", fresh=mine) == mine
+    with pytest.raises(CheckpointError, match="marks code there, and this run builds none"):
+        snapshot.loads(data, {}).read("part")
 
 
-def test_a_snapshot_may_not_reach_other_code_through_a_trusted_module():
-    # GLOBAL opcodes by hand: a dotted name walks attributes (gorila.runtime.snapshot imports
-    # pickle), and a name imported into a trusted module is not defined there
-    for module, name in ((b"gorila.runtime.snapshot", b"pickle.loads"), (b"gorila.runtime.snapshot", b"pickle"),
-                         (b"gorila.envs.vector", b"functools")):
-        with pytest.raises(CheckpointError, match="may not name"):
-            snapshot.loads(b"c" + module + b"\n" + name + b"\n.", {})
-    assert snapshot.loads(b"cgorila.nets.flat\nFlatParams\n.", {}) is FlatParams  # defined there: read
+def _crafted(table, part=None) -> bytes:
+    """A snapshot written by hand, as someone who shares a run directory might."""
+    tree = json.dumps({"format": "gorila-snapshot/2", "parts": {"part": part or {"$": "ref", "i": 0}},
+                       "table": table}).encode()
+    return struct.pack("<Q", len(tree)) + tree + safetensors.numpy.save({"m0": np.zeros(1, np.uint8)})
+
+
+@pytest.mark.parametrize("name", ["posix:system", "builtins:eval", "gymnasium.envs.registration:load_env_creator",
+                                  "gorila.atomic:write_bytes", "gorila.atomic:os", "subprocess:Popen",
+                                  "gorila.runtime.snapshot:_Decoder.decode"])
+def test_a_snapshot_that_names_code_is_refused(name):
+    data = _crafted([{"$": "object", "cls": name, "state": {}}])
+    with pytest.raises(CheckpointError, match="may not create|names a class"):
+        snapshot.loads(data, {}).read("part")
+
+
+def test_a_pickle_is_never_read(tmp_path):
+    marker = tmp_path / "written"
+
+    class Payload:
+        def __reduce__(self):
+            return atomic.write_bytes, (marker, b"x")
+
+    with pytest.raises(CheckpointError, match="cannot be read|not a gorila-snapshot"):
+        snapshot.loads(pickle.dumps({"workers": Payload()}), {})
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("node", [{"$": "array", "mem": 0, "offset": 0, "shape": [4], "strides": [8],
+                                   "dtype": "|O", "writeable": True},
+                                  {"$": "dict", "kind": "defaultdict", "factory": "eval", "k": [], "v": []},
+                                  {"$": "npgen", "bit": "os", "state": {}}])
+def test_a_snapshot_that_asks_for_what_it_may_not_hold_is_refused(node):
+    with pytest.raises(CheckpointError):
+        snapshot.loads(_crafted([node]), {}).read("part")
 
 
 def test_a_snapshot_that_refers_to_what_the_run_lacks_is_refused():
     shard = object()
-    data = snapshot.dumps({"shard": shard}, {"shard3": shard})
+    data = snapshot.dumps({"part": {"shard": shard}}, {"shard3": shard})
     with pytest.raises(CheckpointError, match="shard3"):
-        snapshot.loads(data, {})
+        snapshot.loads(data, {}).read("part")
 
 
 def test_a_thread_is_not_saved():
     thread = threading.Thread(target=lambda: None, name="gorila-prefetch")
-    with pytest.raises(pickle.PicklingError, match="gorila-prefetch"):
-        snapshot.dumps({"worker": thread}, {})
+    with pytest.raises(TypeError, match="Thread"):
+        snapshot.dumps({"worker": {"prefetch": thread}}, {})

@@ -11,7 +11,7 @@ run was in: each worker whole (its envs mid-episode, its replay and n-step windo
 network, its RNGs, its exploration schedule and counts; the evaluator, an evaluation half-played
 included), the services (replay shards, trajectory queues), the driver's :class:`Counters` (the
 latest episodes' returns) and chunk pace (which cuts the budget's last chunk), and Python's, numpy's and torch's global RNGs. The snapshot is one array
-of bytes, ``workers.snapshot``, among the checkpoint's arrays, under its checksum
+of bytes, ``workers.snapshot``, among the checkpoint's arrays: data only, a JSON tree and arrays, never pickle
 (:mod:`gorila.runtime.snapshot` says what it may name). The shards' parameters, versions and
 optimizer state are the checkpoint's other arrays, as on every runtime.
 
@@ -21,7 +21,6 @@ timing decides the order of pushes, so no resume could promise the same rows the
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,7 +67,7 @@ class WorkerState:
                  "evaluation": evaluation.in_flight() if isinstance(evaluation, PolicyEvaluation) else {}}
         try:
             data = self.runtime.snapshot(extra)
-        except (pickle.PicklingError, TypeError, AttributeError) as err:
+        except (TypeError, AttributeError) as err:
             self.runtime = None
             self.message(f"the workers cannot be saved ({err}): --resume will start them afresh")
             return {}

@@ -180,40 +180,47 @@ class LocalRuntime:
         self._shards: LocalShards | None = None
         self._groups: dict[str, LocalWorkers] = {}
         self._services: dict[str, LocalServices] = {}
-        self._restored: dict[str, Any] = {"workers": {}, "services": {}}
+        self._restored: Any = None  # a snapshot read back (an exact resume)
+        self._rngs: dict[str, Any] = {}
 
     def snapshot(self, extra: dict[str, Any]) -> bytes:
         """Every worker and service placed so far, with ``extra`` and this process's global RNGs
-        (Python's, numpy's, torch's), as bytes (:mod:`gorila.runtime.snapshot`); taken between
+        (Python's, numpy's, torch's), as data (:mod:`gorila.runtime.snapshot`); taken between
         chunks, when no worker is stepping. The shards are referred to, not saved: a checkpoint
-        holds them. Raises ``TypeError`` or ``pickle.PicklingError`` for what cannot be saved (a
-        parameter cache in shared memory, an inference server's sockets and thread)."""
+        holds them. Raises ``TypeError`` for what cannot be saved (a parameter cache in shared
+        memory, an inference server's sockets and thread)."""
         if self._caches:
             raise TypeError("a parameter cache lives in shared memory and cannot be saved")
-        state = {"workers": {name: group.workers for name, group in self._groups.items()},
-                 "services": {name: group.services for name, group in self._services.items()},
-                 "rng": {"python": random.getstate(), "numpy": np.random.get_state(),
-                         "torch": sys.modules["torch"].get_rng_state() if "torch" in sys.modules else None},
-                 "extra": extra}
-        return _snapshot().dumps(state, self._shared())
+        parts: dict[str, Any] = {"rng": _global_rngs(), "extra": extra}
+        parts.update((f"workers/{name}", group.workers) for name, group in self._groups.items())
+        parts.update((f"services/{name}", group.services) for name, group in self._services.items())
+        return _snapshot().dumps(parts, self._shared())
 
     def restore(self, data: bytes) -> dict[str, Any]:
         """Read a :meth:`snapshot` back once the shards are started (and restored): the global RNGs
-        are set at once; the workers and services are used, instead of being built, by the next
-        ``start_workers`` / ``start_services`` of their name. Returns the snapshot's ``extra``."""
-        state = _snapshot().loads(data, self._shared())
-        rng = state["rng"]
-        random.setstate(rng["python"])
-        np.random.set_state(rng["numpy"])
-        if rng["torch"] is not None:
-            sys.modules["torch"].set_rng_state(rng["torch"])
-        self._restored = {"workers": dict(state["workers"]), "services": dict(state["services"])}
-        return state["extra"]
+        are set at once; the next ``start_workers`` / ``start_services`` of each saved group builds
+        it as ever and loads the saved state into what it built (code always comes from this run,
+        never from the snapshot). Returns the snapshot's ``extra``."""
+        self._restored = _snapshot().loads(data, self._shared())
+        self._rngs = self._restored.read("rng")
+        _set_global_rngs(self._rngs)
+        return self._restored.read("extra")
 
-    def _take_restored(self, kind: str, name: str, count: int) -> list[Any] | None:
-        """The restored snapshot's group ``name``, once; refused unless it has ``count`` members."""
-        restored = self._restored[kind].pop(name, None)
-        if restored is not None and len(restored) != count:
+    def _built(self, kind: str, name: str, count: int, build: Callable[[int], Any]) -> list[Any]:
+        """Group ``name`` built; with a restored snapshot that holds it, loaded with the saved state
+        (refused unless it has ``count`` members). Building draws on the global RNGs (a network's
+        initial weights) and pulls from the shards (which count what they send), so the saved RNGs
+        and the shards' state are put back after it: the run goes on as if never stopped."""
+        part = f"{kind}/{name}"
+        if self._restored is None or part not in self._restored:
+            return [build(k) for k in range(count)]
+        assert self._shards is not None  # restore() needs them
+        shards = self._shards.state_dict()
+        fresh = [build(k) for k in range(count)]
+        restored = self._restored.read(part, fresh=fresh)
+        self._shards.load_state_dict(shards)
+        _set_global_rngs(self._rngs)
+        if len(restored) != count:
             raise CheckpointError(f"the checkpoint holds {len(restored)} in the {kind[:-1]} group {name!r}, "
                                   f"this run asks for {count}: resume with the settings it was saved with")
         return restored
@@ -254,9 +261,8 @@ class LocalRuntime:
     def start_services(self, factory: ServiceFactory, count: int, *, name: str, wait: bool = True,
                        node_of: Callable[[int], int] | None = None, gpus: float = 0.0) -> LocalServices:
         """Built at once, in this process (one node: ``node_of`` and ``gpus`` mean nothing here; a
-        service on cuda uses this process's GPU), or those of that name a restored snapshot holds."""
-        restored = self._take_restored("services", name, count)
-        group = LocalServices(restored if restored is not None else [factory(k) for k in range(count)])
+        service on cuda uses this process's GPU); a restored snapshot's state loaded into them."""
+        group = LocalServices(self._built("services", name, count, factory))
         self._services[name] = group
         self._owned += group.services  # closed at shutdown too (an inference server's thread)
         return group
@@ -266,11 +272,10 @@ class LocalRuntime:
                       node_of: Callable[[int], int] | None = None, gpus: float = 0.0,
                       spread: bool = False) -> LocalWorkers:
         """Built at once, in this process (``nice``, ``wait``, ``node_of``, ``gpus`` and ``spread``
-        mean nothing here), or those of that name a restored snapshot holds."""
+        mean nothing here); a restored snapshot's state loaded into them."""
         if "torch" in sys.modules:  # checked, not imported: lstsq workers never load torch
             sys.modules["torch"].set_num_threads(1)
-        restored = self._take_restored("workers", name, count)
-        group = LocalWorkers(restored if restored is not None else [factory(k, server) for k in range(count)],
+        group = LocalWorkers(self._built("workers", name, count, lambda k: factory(k, server)),
                              self._caches, name=name, factory=functools.partial(_rebuilt, factory, server, self._owned),
                              stepper=self.stepper)
         self._groups[name] = group
@@ -306,6 +311,19 @@ def _rebuilt(factory: WorkerFactory, server: ParameterServer, owned: list[Any], 
     worker = factory(index, server)
     owned.append(worker)
     return worker
+
+
+def _global_rngs() -> dict[str, Any]:
+    torch = sys.modules.get("torch")  # checked, not imported: lstsq runs never load torch
+    return {"python": random.getstate(), "numpy": np.random.get_state(),
+            "torch": torch.get_rng_state() if torch is not None else None}
+
+
+def _set_global_rngs(rngs: dict[str, Any]) -> None:
+    random.setstate(rngs["python"])
+    np.random.set_state(rngs["numpy"])
+    if rngs["torch"] is not None:
+        sys.modules["torch"].set_rng_state(rngs["torch"])
 
 
 def _snapshot() -> Any:
