@@ -15,6 +15,7 @@ from pathlib import Path
 from gorila import validate
 from gorila.errors import ConfigError
 from gorila.params import OPTIMIZERS, ServerSpec, UpdateRule
+from gorila.params.owned import Publication
 from gorila.params.server import PLACEMENTS
 from gorila.params.rule import MODES
 from gorila.runtime import RUNTIMES
@@ -29,6 +30,11 @@ CALL_TIMEOUT_FLOOR_S = 60.0
 #: How far past --time-limit-s a run may go: one chunk (the plan's chunk seconds) and this grace, in
 #: which the chunks under way and the last evaluation come in; what is not in by then is given up.
 TIME_LIMIT_GRACE_S = 30.0
+#: --server: where the shards live (``PLACEMENTS``), or ``learner``: the learner owns them and the
+#: shards are the store its actors read (:mod:`gorila.params.owned`).
+SERVERS = (*PLACEMENTS, "learner")
+#: The algorithms whose learner can own the parameters: one learner fed by trajectory queues.
+LEARNER_OWNED = ("impala", "ppo")
 # The semi-async preset, whose numbers the help shows (they live in params/rule.py only).
 _SEMI_ASYNC = UpdateRule.semi_async()
 
@@ -47,8 +53,13 @@ class RunConfig:
                 "semi-async (aggregate counted pushes, tolerate bounded staleness)", "choices": MODES})
     shards: int = field(default=1, metadata={"help": "parameter-server shards"})
     server: str = field(default="process", metadata={
-        "help": "where the shards live: process (each in its own process) or workers (--mode sync on one node: "
-                "spread over the workers, rounds meet in shared memory)", "choices": PLACEMENTS})
+        "help": "where the shards live: process (each in its own process), workers (--mode sync on one node: "
+                "spread over the workers, rounds meet in shared memory) or learner (impala, ppo: the learner "
+                "owns the parameters and its optimizer, applies its gradients where it computes them, and "
+                "publishes its parameters to the shards, which its actors read)", "choices": SERVERS})
+    publish_every: int = field(default=1, metadata={
+        "help": "--server learner: updates between the learner's publications of its parameters (one is also "
+                "made once 0.1 s has passed with an update since the last; never while one is still on its way)"})
     runtime: str = field(default="ray", metadata={
         "help": "ray (embedded local Ray unless --address / RAY_ADDRESS) or local (one process)",
         "choices": RUNTIMES})
@@ -119,7 +130,11 @@ class RunConfig:
         if self.actor_timeout_s is not None:
             validate.number("actor_timeout_s", self.actor_timeout_s, low=0.0, low_open=True)
         rule = self.rule(num_workers=1)  # e.g. --count-within 5 --accept-within 3 is refused here, before anything starts
-        validate.choice("server", self.server, PLACEMENTS)
+        validate.choice("server", self.server, SERVERS)
+        validate.integer("publish_every", self.publish_every, low=1, high=1_000_000)
+        if self.server == "learner" and self.algo not in LEARNER_OWNED:
+            raise ConfigError("server", f"learner (the learner owns the parameters) is for --algo "
+                                        f"{' and '.join(LEARNER_OWNED)}, not {self.algo}: use process or workers")
         if self.server == "workers" and (not rule.barrier or self.runtime != "ray"):
             raise ConfigError("server", "workers spreads a synchronous server over worker processes: it needs "
                                         f"--mode sync and --runtime ray (got --mode {self.mode} --runtime {self.runtime})")
@@ -148,7 +163,11 @@ class RunConfig:
         """The parameter server this run asks for: ``--shards``, ``--server`` and ``--optimizer``
         (else the algorithm's ``default_optimizer``) around the algorithm's rule and rates."""
         return ServerSpec(rule=rule, num_shards=self.shards, optimizer=self.optimizer or default_optimizer, lr=lr,
-                          placement=self.server)
+                          placement="process" if self.server == "learner" else self.server)
+
+    def publication(self) -> Publication | None:
+        """With ``--server learner``, when the learner publishes its parameters; else None."""
+        return Publication(every_updates=self.publish_every) if self.server == "learner" else None
 
     def resolved_run_dir(self, label: str) -> Path:
         """``resume``, ``run_dir`` or ``runs/<algo>-<label>-<time>``; a new run in a directory

@@ -12,15 +12,16 @@ from gorila.driver.loop import run
 MAX_ENV_STEPS = 200_000  # the default config reaches 475 within ~20-60k steps on these seeds
 
 
-def impala(tmp_path, mode="async", steps=MAX_ENV_STEPS, seed=0, rl=None, **overrides):
-    run_config = RunConfig(algo="impala", runtime="local", mode=mode, seed=seed, run_dir=tmp_path)
+def impala(tmp_path, mode="async", steps=MAX_ENV_STEPS, seed=0, rl=None, server="process", **overrides):
+    run_config = RunConfig(algo="impala", runtime="local", mode=mode, seed=seed, run_dir=tmp_path, server=server)
     rl = rl or RLConfig(total_steps=steps, eval_every_s=0.5)
     return run(run_config, make_plan(run_config, ImpalaConfig(**overrides), rl))
 
 
-@pytest.mark.parametrize("mode, learners", [("async", 1), ("sync", 2)])
-def test_impala_learns_cartpole(tmp_path, mode, learners):
-    summary = impala(tmp_path, mode=mode, learners=learners)
+@pytest.mark.parametrize("mode, learners, server", [("async", 1, "process"), ("sync", 2, "process"),
+                                                    ("async", 1, "learner")])
+def test_impala_learns_cartpole(tmp_path, mode, learners, server):
+    summary = impala(tmp_path, mode=mode, learners=learners, server=server)
     assert summary["reached_target"] and summary["best_eval_return"] >= 475, summary["evaluations"][-3:]
     assert summary["env_steps"] < MAX_ENV_STEPS
     assert summary["workers"] == {"actor": 2, "learner": learners}

@@ -47,6 +47,9 @@ from gorila.learners.replay_learner import ReplayLearner
 from gorila.learners.target import TargetUpdate
 from gorila.nets import FlatParams
 from gorila.nets.numpy_mlp import NumpyMLP
+from gorila.errors import ConfigError
+from gorila.params.owned import owning_learner
+from gorila.params.server import ServerSpec
 from gorila.params.tiers import CacheTiers
 from gorila.replay import RemoteReplay, ShardedReplaySpec
 from gorila.trajectory import RemoteQueue
@@ -225,6 +228,18 @@ class ReplayTopology:
 
 #: The service group of the trajectory queues (IMPALA, PPO): one queue per learner.
 QUEUES = "trajectories"
+
+
+def learner_factory(learner: Callable[..., Any], run: RunConfig, spec: ServerSpec, learners: int) -> Callable[..., Any]:
+    """The learner group's factory: ``learner`` on the server's shards; with ``--server learner``,
+    ``learner`` on parameters it owns, publishing them to the shards (:mod:`gorila.params.owned`)."""
+    publication = run.publication()
+    if publication is None:
+        return learner
+    if learners != 1:
+        raise ConfigError("learners", "--server learner runs one learner, which owns the parameters: "
+                                      "give --learners 1, or --server process for several")
+    return functools.partial(owning_learner, learner, spec, publication)
 
 
 def trajectory_groups(actor: Callable[..., Any], learner: Callable[..., Any], actors: int, learners: int,

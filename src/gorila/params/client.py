@@ -31,6 +31,14 @@ class ShardEndpoint(Protocol):
         """Set up this process's transport to the shard now, rather than on the first push or pull."""
 
 
+class StoreEndpoint(ShardEndpoint, Protocol):
+    """A shard a learner that owns the parameters publishes to (``--server learner``): its whole
+    state to start from, and publications to take (see :mod:`gorila.params.owned`)."""
+
+    def state_dict(self) -> Pending[dict[str, np.ndarray]]: ...
+    def publish(self, state: dict[str, np.ndarray]) -> Pending[None]: ...
+
+
 class LocalEndpoint:
     """A shard in this process; replies are immediate. Each push and pull holds the shard's lock:
     a thread of this process (a central inference server's) may pull while a worker pushes, and
@@ -57,6 +65,17 @@ class LocalEndpoint:
 
     def connect(self) -> None:
         """Nothing to set up: the shard is in this process."""
+
+    def state_dict(self) -> Done[dict[str, np.ndarray]]:
+        """The shard's whole state (what a learner that owns the parameters starts from)."""
+        with self.lock:
+            return Done(self.shard.state_dict())
+
+    def publish(self, state: dict[str, np.ndarray]) -> Done[None]:
+        """Take the owning learner's publication (:meth:`ParameterShard.publish`)."""
+        with self.lock:
+            self.shard.publish(state)
+        return Done(None)
 
 
 @dataclass(frozen=True)

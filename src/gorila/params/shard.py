@@ -344,33 +344,49 @@ class ParameterShard:
             self.stats.updates_rolled_back += 1
         return True
 
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """Parameters, pending aggregate, counters and optimizer state, as numpy arrays only."""
+    def state_dict(self, *, pending: bool = True, optimizer: bool = True) -> dict[str, np.ndarray]:
+        """Parameters, pending aggregate, counters and optimizer state, as numpy arrays only; a
+        publication (:meth:`publish`) leaves out the pending aggregate and may leave out the optimizer."""
         hist = sorted(self.stats.staleness.items())
         state = {
             "params": self._params.copy(),
-            "pending": self._pending.copy(),
             "counters": np.array([self._version, self._joined, self._counted], np.int64),
             "stats": np.array([getattr(self.stats, f) for f in _STAT_FIELDS], np.int64),
             "staleness": np.array(hist, np.int64).reshape(-1, 2),
         }
-        state.update({f"optim.{k}": v for k, v in self._optimizer.state_dict().items()})
+        if pending:
+            state["pending"] = self._pending.copy()
+        if optimizer:
+            state.update({f"optim.{k}": v for k, v in self._optimizer.state_dict().items()})
         return state
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        """Take ``state`` (a :meth:`state_dict`), refusing one of another size or one no shard
-        reaches (:func:`check_state`) before anything changes."""
+        """Take ``state`` (a :meth:`state_dict`; one without the pending aggregate or the optimizer
+        state keeps this shard's), refusing one of another size or one no shard reaches
+        (:func:`check_state`) before anything changes."""
         if state["params"].shape != self._params.shape:
             raise GradientError(f"shard {self.shard_id}: checkpoint has {state['params'].shape} "
                                 f"parameters, shard has {self._params.shape}")
         check_state(state, self.shard_id)
         np.copyto(self._params, state["params"])
-        np.copyto(self._pending, state["pending"])
+        if "pending" in state:
+            np.copyto(self._pending, state["pending"])
         self._version, self._joined, self._counted = (int(x) for x in state["counters"])
         self.stats = ShardStats(**dict(zip(_STAT_FIELDS, (int(x) for x in state["stats"]))),
                                 staleness=Counter({int(k): int(v) for k, v in state["staleness"]}))
-        self._optimizer.load_state_dict(
-            {k[len("optim."):]: v for k, v in state.items() if k.startswith("optim.")})
+        optim = {k[len("optim."):]: v for k, v in state.items() if k.startswith("optim.")}
+        if optim:
+            self._optimizer.load_state_dict(optim)
+
+    def publish(self, state: dict[str, np.ndarray]) -> None:
+        """Take what the learner that owns the parameters sends (``--server learner``, see
+        :mod:`gorila.params.owned`): its parameters, version, update and push counts and, where
+        given, optimizer state. This shard is then a store the actors read: it counts their pulls,
+        and the parameters published as the bytes it took in."""
+        pulls, bytes_out, bytes_in = self.stats.pulls, self.stats.bytes_out, self.stats.bytes_in
+        self.load_state_dict(state)
+        self.stats.pulls, self.stats.bytes_out = pulls, bytes_out
+        self.stats.bytes_in = bytes_in + state["params"].nbytes
 
     def restore(self, state: dict[str, np.ndarray], epoch: int) -> None:
         """Come back from ``state`` (a checkpoint) after a crash, in a new ``epoch``.

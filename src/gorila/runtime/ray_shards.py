@@ -158,6 +158,14 @@ class ShardProcess:
         with self.host.locked() as shard:
             shard.load_state_dict(state)
 
+    async def publish(self, state: dict[str, np.ndarray]) -> None:
+        """Take the owning learner's publication (``--server learner``); its version wakes the
+        calls waiting for one (a cache's long-poll)."""
+        await self._ready()
+        with self.host.locked() as shard:
+            shard.publish(state)
+        self._advanced()
+
     def cpu_seconds(self) -> float:
         return self.cpu.seconds()
 
@@ -274,6 +282,14 @@ class RayShardEndpoint:
         """The shard's version once it is ``at_least`` (or after ``wait_s``), answered by the
         shard process when it is reached: one Ray call, no payload."""
         return RayPending(self.handle.wait_version.remote(at_least, wait_s), f"shard {self.shard_id} wait_version")
+
+    def state_dict(self) -> RayPending:
+        """The shard's whole state (what a learner that owns the parameters starts from)."""
+        return RayPending(self.handle.state_dict.remote(), f"shard {self.shard_id} state_dict")
+
+    def publish(self, state: dict[str, np.ndarray]) -> RayPending:
+        """Send the owning learner's publication (``--server learner``)."""
+        return RayPending(self.handle.publish.remote(state), f"shard {self.shard_id} publish")
 
     def close(self) -> None:
         """Close this process's fast path (later calls go through Ray)."""

@@ -16,7 +16,7 @@ from dataclasses import asdict
 from gorila.actors.segment_actor import SegmentActor
 from gorila.algos.a3c.networks import greedy_policy, make_network
 from gorila.algos.impala.config import ImpalaConfig
-from gorila.algos.kit import QUEUES, rl_plan, sampled_inference, trajectory_groups
+from gorila.algos.kit import QUEUES, learner_factory, rl_plan, sampled_inference, trajectory_groups
 from gorila.algos.rl_config import RLConfig, resolve_device
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, ServiceSpec
@@ -45,8 +45,11 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
     rule = run.rule(num_workers=cfg.learners)
     check_sync_learners(run, cfg.learners)
     learner_gpus, server_gpus = rl.gpu_shares(run.runtime, cfg.learners, central)
-    learner = functools.partial(ImpalaLearner, network_fn=network_fn, loss=loss, batch_size=cfg.batch_size,
-                                device=resolve_device(rl.device, runtime=run.runtime))
+    spec = run.server_spec(rule, cfg.optimizer, cfg.lr)
+    learner = learner_factory(functools.partial(ImpalaLearner, network_fn=network_fn, loss=loss,
+                                                batch_size=cfg.batch_size,
+                                                device=resolve_device(rl.device, runtime=run.runtime)),
+                              run, spec, cfg.learners)
     queue = functools.partial(TrajectoryQueue, capacity=cfg.queue_capacity, max_policy_lag=cfg.max_policy_lag)
     # Central inference: a segment is 2 x --unroll-length batches (the groups alternate), so the
     # server pulling every that many x --actor-refresh batches keeps --actor-refresh's policy lag.
@@ -59,7 +62,7 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
         run, rl, algo="impala", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_mlp=numpy_policy(net),
         eval_epsilon=cfg.EVAL_EPSILON, eval_every_s=cfg.EVAL_EVERY_S,
         central=central, config=asdict(cfg),
-        spec=run.server_spec(rule, cfg.optimizer, cfg.lr),
+        spec=spec,
         groups=trajectory_groups(actor, learner, cfg.actors, cfg.learners, central, learner_gpus),
         services=(ServiceSpec(QUEUES, queue, cfg.learners), *inference),
         processes=cfg.actors + 2 * cfg.learners + len(inference), chunk_steps=lambda updates: STEPS_PER_CHUNK,

@@ -22,7 +22,7 @@ from dataclasses import asdict
 from gorila.actors.segment_actor import SegmentActor
 from gorila.algos.a3c.networks import greedy_policy, make_network
 from gorila.algos.impala.builder import check_sync_learners
-from gorila.algos.kit import CHUNK_SECONDS, QUEUES, rl_plan, sampled_inference, trajectory_groups
+from gorila.algos.kit import CHUNK_SECONDS, QUEUES, learner_factory, rl_plan, sampled_inference, trajectory_groups
 from gorila.algos.ppo.config import PPOConfig
 from gorila.algos.rl_config import RLConfig, resolve_device
 from gorila.config import RunConfig
@@ -63,9 +63,11 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
                               # one learner, one update a push: its batch's pushes are the versions of a round
                               round_versions=cfg.epochs * cfg.minibatches if rounds else None)
     learner_gpus, server_gpus = rl.gpu_shares(run.runtime, cfg.learners, central)
-    learner = functools.partial(PPOLearner, network_fn=network_fn, loss=loss, batch_size=batch_size,
-                                epochs=cfg.epochs, minibatches=cfg.minibatches, seed=run.seed,
-                                device=resolve_device(rl.device, runtime=run.runtime))
+    spec = run.server_spec(rule, cfg.optimizer, learning_rate(cfg, rl, rule))
+    learner = learner_factory(functools.partial(PPOLearner, network_fn=network_fn, loss=loss, batch_size=batch_size,
+                                                epochs=cfg.epochs, minibatches=cfg.minibatches, seed=run.seed,
+                                                device=resolve_device(rl.device, runtime=run.runtime)),
+                              run, spec, cfg.learners)
     queue = functools.partial(TrajectoryQueue, capacity=cfg.queue_capacity, max_policy_lag=cfg.max_policy_lag)
     # Central inference: the server pulls once per segment (2 x --unroll-length batches, the groups
     # alternating), as the actors of local inference do.
@@ -78,7 +80,7 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
     return rl_plan(
         run, rl, algo="ppo", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_mlp=numpy_policy(net),
         eval_epsilon=cfg.EVAL_EPSILON, eval_every_s=cfg.EVAL_EVERY_S,
-        central=central, config=asdict(cfg), spec=run.server_spec(rule, cfg.optimizer, learning_rate(cfg, rl, rule)),
+        central=central, config=asdict(cfg), spec=spec,
         groups=trajectory_groups(actor, learner, cfg.actors, cfg.learners, central, learner_gpus),
         services=(ServiceSpec(QUEUES, queue, cfg.learners), *inference),
         processes=cfg.actors + 2 * cfg.learners + len(inference),

@@ -1,0 +1,176 @@
+"""A learner that owns its parameters (``--server learner``): the shards live in the learner's
+process, and the run's shards are the store its actors read.
+
+The textbook's server (many learners, one server) makes every update a round trip: pull the whole
+vector, push a gradient, let the shard's optimizer apply it in another process, on its CPU. With
+one learner that round trip is pure downtime. Here the learner builds the same shards itself (the
+run's :class:`~gorila.params.server.ServerSpec`: the same optimizer, update rule, safeguards and
+state layout) from the store's state, applies each gradient where it was computed, and counts a
+version per update. It *sends* its parameters to the store (Ape-X's broadcast, Menger's "the
+learner only sends the updated model"): every ``every_updates`` updates, or once ``every_s``
+has passed since the last publication with an update since; never with one still on its way, so
+the learner never waits for the store. Every ``state_every_s`` a publication carries the optimizer
+state too, so a checkpoint of the store (and a learner restarted from it) has all of it::
+
+    learner = functools.partial(ImpalaLearner, network_fn=..., loss=..., batch_size=4)
+    owning = functools.partial(owning_learner, learner, spec, Publication(every_updates=1))
+    worker = owning(0, store)          # store: the run's ParameterServer, which actors pull from
+
+Actors, parameter caches and inference servers read the store exactly as they read a server; the
+version they see is the learner's, so policy lag and ``--max-policy-lag`` mean what they did.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gorila import validate
+from gorila.errors import ConfigError
+from gorila.params.client import StoreEndpoint
+from gorila.params.server import ParameterServer, ServerSpec
+from gorila.params.shard import ParameterShard, PushResult, PushTag
+from gorila.reply import Done, Pending
+
+
+@dataclass(frozen=True)
+class Publication:
+    """When an owning learner sends its parameters to the store::
+
+        Publication(every_updates=4, every_s=0.1, state_every_s=10.0)
+    """
+
+    every_updates: int = 1
+    every_s: float = 0.1
+    state_every_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        validate.integer("publish_every", self.every_updates, low=1)
+        validate.number("every_s", self.every_s, low=0.0)
+        validate.number("state_every_s", self.state_every_s, low=0.0)
+
+
+class OwnedEndpoint:
+    """Shard ``j`` as the learner that owns it reaches it: in its own process, each push applied at
+    once; its state sent to the store's shard ``j`` when :class:`Publication` says so. Plays
+    :class:`~gorila.params.client.ShardEndpoint` for the learner's client::
+
+        endpoint = OwnedEndpoint(shard, store_endpoint, Publication())
+        endpoint.push(grad, version, worker_id, tag).result(1.0)
+    """
+
+    def __init__(self, shard: ParameterShard, store: StoreEndpoint, publication: Publication, timeout_s: float):
+        self.shard, self.store, self.publication, self.timeout_s = shard, store, publication, timeout_s
+        self.published_version = self.state_version = shard.version  # what the store holds
+        self.published_at = self.state_sent_at = time.monotonic()
+        self.in_flight: Pending[None] | None = None
+        self.publications = 0
+
+    def push(self, grad: np.ndarray, version: int, worker_id: int, tag: PushTag | None = None) -> Done[PushResult]:
+        result = self.shard.push(grad, version, worker_id, tag=tag)
+        if result.applied:
+            self.publish_if_due()
+        return Done(result)
+
+    def pull(self) -> Done[tuple[np.ndarray, int]]:
+        return Done(self.shard.pull())
+
+    def version(self) -> Done[int]:
+        return Done(self.shard.version)
+
+    def wait_version(self, at_least: int, wait_s: float) -> Done[int]:
+        """The version at once: only this learner moves it on, and it is the one asking."""
+        return Done(self.shard.version)
+
+    def connect(self) -> None:
+        self.store.connect()
+
+    def publish_if_due(self) -> bool:
+        """Send the shard's state to the store if the publication's period says so and the last
+        one has arrived (a store that is slow is sent the newer version next time instead)."""
+        now = time.monotonic()
+        behind = self.shard.version - self.published_version
+        due = behind >= self.publication.every_updates or (behind > 0 and now - self.published_at
+                                                             >= self.publication.every_s)
+        if not due:
+            return False
+        if self.in_flight is not None:
+            if not self.in_flight.ready():
+                return False
+            self.in_flight.result(self.timeout_s)  # a store that refused it says so here
+        with_state = now - self.state_sent_at >= self.publication.state_every_s
+        self.in_flight = self.store.publish(self.shard.state_dict(pending=False, optimizer=with_state))
+        self.published_version, self.published_at = self.shard.version, now
+        if with_state:
+            self.state_sent_at, self.state_version = now, self.shard.version
+        self.publications += 1
+        return True
+
+    def flush(self) -> None:
+        """Publish the newest version with the optimizer state now, unless the store has both, and
+        wait for it (the end of a chunk: a row or a checkpoint may come next)."""
+        if self.in_flight is not None:
+            self.in_flight.result(self.timeout_s)
+            self.in_flight = None
+        if self.state_version == self.shard.version:
+            return
+        self.store.publish(self.shard.state_dict(pending=False)).result(self.timeout_s)
+        self.published_version = self.state_version = self.shard.version
+        self.published_at = self.state_sent_at = time.monotonic()
+        self.publications += 1
+
+
+def owned_server(store: ParameterServer, spec: ServerSpec, publication: Publication) -> ParameterServer:
+    """A server whose shards live in this process, built from ``spec`` and started from the
+    store's state (a new run's initial parameters, a resumed run's checkpoint, or what this
+    learner published before it was restarted); ``store`` stays where actors read."""
+    endpoints: list[OwnedEndpoint] = []
+    for j, endpoint in enumerate(store.endpoints):
+        if not hasattr(endpoint, "publish"):
+            raise ConfigError("server", "learner needs shards a learner can publish to: not --server workers")
+        store_endpoint: StoreEndpoint = endpoint  # type: ignore[assignment]  # checked just above
+        state = store_endpoint.state_dict().result(store.timeout_s)
+        shard = spec.build_shard(np.array(state["params"], np.float32), store.layout.size, j)
+        shard.load_state_dict({k: np.array(v) for k, v in state.items()})  # arrays from Ray are read-only
+        endpoints.append(OwnedEndpoint(shard, store_endpoint, publication, store.timeout_s))
+    return ParameterServer(tuple(endpoints), store.layout, spec.rule, store.timeout_s)
+
+
+def owning_learner(learner: Callable[..., Any], spec: ServerSpec, publication: Publication, worker_id: int,
+                   store: ParameterServer, **learner_args: Any) -> PublishingWorker:
+    """``learner(worker_id, server, **learner_args)`` (a worker factory and what the plan adds to it,
+    its queues) built on parameters it owns (:func:`owned_server`), each of its chunks ending with
+    a publication: the learner group's factory under ``--server learner``."""
+    server = owned_server(store, spec, publication)
+    endpoints = [e for e in server.endpoints if isinstance(e, OwnedEndpoint)]
+    return PublishingWorker(learner(worker_id, server, **learner_args), endpoints)
+
+
+class PublishingWorker:
+    """A learner worker whose parameters are its own: its steps are the learner's, and its report,
+    which ends every chunk, first publishes its newest version with the optimizer state (so the
+    driver's rows and checkpoints, and the actors' next chunk, see it)::
+
+        worker = PublishingWorker(learner, endpoints); worker.step(); worker.report()
+    """
+
+    def __init__(self, learner: Any, endpoints: list[OwnedEndpoint]):
+        self.learner, self.endpoints = learner, endpoints
+
+    def step(self) -> Any:
+        return self.learner.step()
+
+    def report(self) -> dict[str, Any]:
+        for endpoint in self.endpoints:
+            endpoint.flush()
+        report = dict(self.learner.report())
+        report["publications"] = sum(e.publications for e in self.endpoints)
+        return report
+
+    def close(self) -> None:
+        if hasattr(self.learner, "close"):
+            self.learner.close()

@@ -1,0 +1,150 @@
+"""A learner that owns its parameters (``--server learner``): it applies its gradients in its own
+shards, sends its parameters to the store actors read when its publication says so and never
+waits for the store, and starts from what the store holds."""
+
+import numpy as np
+import pytest
+
+from gorila.params import ServerSpec, UpdateRule
+from gorila.params.client import LocalEndpoint
+from gorila.params.owned import OwnedEndpoint, Publication, owned_server
+from gorila.params.server import ParameterServer
+from gorila.params.shard import PushTag
+
+SIZE = 6
+SPEC = ServerSpec(rule=UpdateRule.asynchronous(), optimizer="adam", lr=0.1)
+
+
+def _store(params=None) -> ParameterServer:
+    shard = SPEC.build(np.arange(SIZE, dtype=np.float32) if params is None else params)[0]
+    return ParameterServer((LocalEndpoint(shard),), SPEC.layout(SIZE), SPEC.rule, timeout_s=5.0)
+
+
+def _push(server: ParameterServer, value: float = 1.0):
+    endpoint = server.endpoints[0]
+    return endpoint.push(np.full(SIZE, value, np.float32), endpoint.version().result(1.0), 0, PushTag()).result(1.0)
+
+
+def _held(server: ParameterServer) -> tuple[np.ndarray, int]:
+    return server.endpoints[0].pull().result(1.0)
+
+
+def test_each_update_is_applied_by_the_learner_and_published_to_the_store():
+    store = _store()
+    owned = owned_server(store, SPEC, Publication(every_updates=1, every_s=1e9))
+    for version in (1, 2, 3):
+        assert _push(owned).applied
+        params, published = _held(store)
+        assert published == version and np.array_equal(params, _held(owned)[0])
+    assert not np.array_equal(_held(store)[0], np.arange(SIZE, dtype=np.float32))  # Adam moved them
+
+
+def test_the_store_sees_every_nth_version():
+    store = _store()
+    owned = owned_server(store, SPEC, Publication(every_updates=3, every_s=1e9))
+    seen = []
+    for _ in range(7):
+        _push(owned)
+        seen.append(_held(store)[1])
+    assert seen == [0, 0, 3, 3, 3, 6, 6]
+
+
+class SlowStore(LocalEndpoint):
+    """The store's shard, whose publications arrive only when released (a busy store process)."""
+
+    def __init__(self, shard):
+        super().__init__(shard)
+        self.held = []
+
+    def publish(self, state):
+        reply = Held(lambda: super(SlowStore, self).publish(state))
+        self.held.append(reply)
+        return reply
+
+
+class Held:
+    def __init__(self, deliver):
+        self.deliver, self.arrived = deliver, False
+
+    def release(self):
+        self.deliver()
+        self.arrived = True
+
+    def ready(self):
+        return self.arrived
+
+    def result(self, timeout_s):
+        assert self.arrived, "waited for a publication that had not arrived"
+
+
+def test_the_learner_never_waits_for_a_publication_and_sends_the_newest_next():
+    shard = SPEC.build(np.zeros(SIZE, np.float32))[0]
+    store = SlowStore(shard)
+    owned = OwnedEndpoint(SPEC.build(np.zeros(SIZE, np.float32))[0], store, Publication(every_s=1e9), 5.0)
+    server = ParameterServer((owned,), SPEC.layout(SIZE), SPEC.rule, 5.0)
+    for _ in range(3):  # the first publication is on its way: the learner goes on, sending no second
+        assert _push(server).applied
+    assert len(store.held) == 1 and shard.version == 0
+    store.held[0].release()
+    _push(server)  # version 4: the publication after the one that arrived is the newest
+    store.held[1].release()
+    assert shard.version == 4 and np.array_equal(shard.pull()[0], owned.shard.pull()[0])
+
+
+def test_a_flush_sends_the_optimizer_state_and_a_new_learner_starts_from_it():
+    store = _store()
+    owned = owned_server(store, SPEC, Publication(every_s=1e9, state_every_s=1e9))
+    for value in (1.0, -2.0, 3.0):
+        _push(owned, value)
+    mine = owned.endpoints[0].shard.state_dict()
+    assert any(not np.array_equal(v, mine[k]) for k, v in store.endpoints[0].shard.state_dict().items()
+               if k.startswith("optim."))
+    owned.endpoints[0].flush()
+    restarted = owned_server(store, SPEC, Publication())  # a learner restarted from the store
+    again = restarted.endpoints[0].shard.state_dict()
+    for key in [k for k in mine if k.startswith(("params", "counters", "optim."))]:
+        assert np.array_equal(again[key], mine[key]), key
+
+
+def test_a_non_finite_gradient_changes_nothing_and_publishes_nothing():
+    store = _store()
+    owned = owned_server(store, SPEC, Publication())
+    before = _held(owned)[0].copy()
+    assert not _push(owned, float("nan")).applied
+    assert np.array_equal(_held(owned)[0], before) and _held(store)[1] == 0
+
+
+def test_the_store_counts_its_own_pulls_and_the_parameters_published():
+    store = _store()
+    owned = owned_server(store, SPEC, Publication())
+    for _ in range(3):
+        _held(store)  # an actor's pull
+    _push(owned)
+    stats = store.endpoints[0].shard.stats
+    assert stats.pulls == 3 and stats.updates == 1 and stats.pushes_counted == 1
+    assert stats.bytes_in == SIZE * 4
+
+
+def test_workers_placement_cannot_be_published_to():
+    class Unpublishable:
+        pass
+
+    store = ParameterServer((Unpublishable(),), SPEC.layout(SIZE), SPEC.rule, 5.0)
+    with pytest.raises(Exception, match="publish"):
+        owned_server(store, SPEC, Publication())
+
+
+def test_only_a_single_queue_fed_learner_may_own_the_parameters():
+    from gorila.algos.impala.builder import make_plan
+    from gorila.algos.impala.config import ImpalaConfig
+    from gorila.algos.rl_config import RLConfig
+    from gorila.config import RunConfig
+    from gorila.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="impala and ppo, not dqn") as err:
+        RunConfig(algo="dqn", server="learner")
+    assert err.value.field == "server"
+    run = RunConfig(algo="impala", runtime="local", server="learner")
+    with pytest.raises(ConfigError, match="one learner") as err:
+        make_plan(run, ImpalaConfig(learners=2, actors=2), RLConfig())
+    assert err.value.field == "learners"
