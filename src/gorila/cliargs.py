@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import re
 import sys
 import types
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gorila.errors import ConfigError
+from gorila.validate import excerpt
 
 T = TypeVar("T")
 
@@ -51,17 +53,32 @@ def _parser_for(hint: Any):
         return _path
     if hasattr(base, "parse"):  # a value object with a spelling of its own (TargetUpdate: "hard:200")
         return _reported(base.parse)
-    return base
+    return _integer if base is int else base
+
+
+#: The most digits an integer setting is read with: more than any setting's range (int64's 19).
+_INT_DIGITS = 30
+
+
+def _integer(text: str) -> int:
+    """An integer flag's value; text of more than :data:`_INT_DIGITS` characters is refused unread
+    (Python's ``int`` takes quadratic time on long text) and the error shows only its start."""
+    if len(text.strip()) > _INT_DIGITS:
+        raise argparse.ArgumentTypeError(f"expects an integer, got {len(text):,} characters: {excerpt(text)}")
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expects an integer, got {excerpt(text)}") from None
 
 
 def _comma_list(item: type) -> Callable[[str], tuple]:
     """A tuple flag's parser (``--hidden 64,64``), whose error says what it expects."""
     def parse(text: str) -> tuple:
         try:
-            return tuple(item(part) for part in text.split(",") if part.strip())
-        except ValueError:
+            return tuple((_integer if item is int else item)(part) for part in text.split(",") if part.strip())
+        except (ValueError, argparse.ArgumentTypeError):
             raise argparse.ArgumentTypeError(f"expects comma-separated {item.__name__} values such as "
-                                             f"{'64,64' if item is int else '0.1,0.2'}, got {text!r}") from None
+                                             f"{'64,64' if item is int else '0.1,0.2'}, got {excerpt(text)}") from None
     return parse
 
 
@@ -202,6 +219,45 @@ def parse_value(classes: list[type], name: str, text: str) -> Any:
                 return text.lower() == "true"
             return text if base is str else _parser_for(hints[name])(text)
     raise ValueError(f"{name} is no field of {', '.join(c.__name__ for c in classes)}")
+
+
+#: What a setting of each plain type may be given as, and how an error names it.
+_KINDS: dict[Any, tuple[tuple[type, ...], str]] = {
+    str: ((str,), "a string"), int: ((int,), "an integer"), float: ((int, float), "a number"),
+    bool: ((bool,), "true or false"), Path: ((str, os.PathLike), "a path"),
+}
+
+# How a value's type is named to someone who wrote it in YAML or JSON.
+_TYPE_WORDS = {"tuple": "a list", "list": "a list", "dict": "a mapping", "NoneType": "null", "int": "the integer",
+               "float": "the number", "str": "the string", "bool": ""}
+
+
+def check_types(classes: list[type], values: Mapping[str, Any]) -> None:
+    """Raise a :class:`ConfigError` naming the first of ``values`` (field name -> value, of one of
+    ``classes``) whose value is not of its field's type: before any value is used, so that ``env:
+    5`` or ``algo: [dqn]`` in a config file is refused by name rather than failing where it is
+    first read. A tuple field takes a list too (JSON has no tuples), a field with a spelling of its
+    own (``target_update``) its text; the ranges are the dataclasses' to check."""
+    hints: dict[str, Any] = {}
+    for cls in classes:
+        hints.update(typing.get_type_hints(cls))
+    for name, value in values.items():
+        if name not in hints:
+            continue
+        base, optional = _base_type(hints[name])
+        if value is None and optional:
+            continue
+        if typing.get_origin(base) is tuple:
+            allowed, kind = (tuple, list), "a list"
+        elif base in _KINDS:
+            allowed, kind = _KINDS[base]
+        elif hasattr(base, "parse"):
+            allowed, kind = (str, base), f"{base.__name__} text"
+        else:
+            continue
+        if isinstance(value, bool) and bool not in allowed or not isinstance(value, allowed):
+            what = _TYPE_WORDS.get(type(value).__name__, type(value).__name__)
+            raise ConfigError(name, f"must be {kind}, got {what + ' ' if what else ''}{excerpt(value)}")
 
 
 def count_list(text: str) -> list[int]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
+import os
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -23,11 +23,14 @@ from typing import Any
 
 from gorila.algos.presets import source, with_preset
 from gorila.algos.registry import ALGORITHMS
-from gorila.cliargs import from_flags, parse_value, renamed
+from gorila.cliargs import check_types, from_flags, parse_value, renamed
 from gorila.config import RunConfig, values_from_json
 from gorila.driver.stop import StopSignals
 from gorila.errors import ConfigError
 from gorila.metrics.terminal import Terminal
+from gorila.settings_file import read_settings
+from gorila.sizing import check_fits
+from gorila.validate import excerpt
 
 
 def settings(algo: str) -> set[str]:
@@ -49,6 +52,7 @@ def configs_from_values(algo: str, values: dict[str, Any]) -> tuple[RunConfig, l
         other = sorted(a for a in ALGORITHMS if a != algo and name in settings(a))
         hint = f" (it is a setting of {', '.join(other)})" if other else ""
         raise ConfigError(name, f"not a setting of {algo}{hint}")
+    check_types([RunConfig, *ALGORITHMS[algo].config_classes()], values)  # before any of them is read
     # JSON and Python callers give lists where configs hold tuples (hidden=[64, 64]).
     namespace = argparse.Namespace(**values_from_json(with_preset(algo, values)))
     run = from_flags(RunConfig, namespace, algo=algo, preset_source=source(values.get("preset")))
@@ -75,13 +79,9 @@ def current_names(algo: str, values: dict[str, Any], *, where: str = "", warn: b
 def saved_values(run_dir: Path) -> tuple[str, dict[str, Any]]:
     """The algorithm and settings a run was started with (its ``config.json``), to resume it."""
     path = Path(run_dir) / "config.json"
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise ConfigError("resume", f"{run_dir} has no config.json: not a gorila run directory")
-    try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ConfigError("resume", f"{path} cannot be read as JSON ({err}): it was damaged or edited; "
-                                    "start a new run, or restore the file") from None
+    saved = read_settings(path, "resume", inside=Path(run_dir))
     algo, values = _recorded_values("resume", path, saved)
     return algo, {**values, "run_dir": None}  # the directory is the resumed one
 
@@ -90,7 +90,8 @@ def _recorded_values(field: str, path: Path, saved: Any) -> tuple[str, dict[str,
     """The algorithm and settings of a run's ``config.json`` record (what is no setting, such as
     the run's time stamp or the rule it resolved, left out)."""
     algo = saved.get("algo") if isinstance(saved, dict) else None
-    if algo not in ALGORITHMS or not isinstance(saved.get("run"), dict) or not isinstance(saved.get(algo, {}), dict):
+    if (not isinstance(algo, str) or algo not in ALGORITHMS or not isinstance(saved.get("run"), dict)
+            or not isinstance(saved.get(algo, {}), dict)):
         raise ConfigError(field, f"{path} does not describe a gorila training run")
     names = settings(algo)
     recorded = current_names(algo, {**saved["run"], **saved.get(algo, {})}, warn=False)
@@ -104,15 +105,8 @@ def file_values(path: Path, algo: str | None = None) -> tuple[str, dict[str, Any
     was written (its directory and resume left out: the file describes a new run). Settings are
     named as the flags are (``time-limit-s`` or ``time_limit_s``); a value written as text is read
     as its flag reads it (``lr: 1e-4``, ``hidden: 64,64``); the dataclasses check the rest."""
-    import yaml  # only a run given --config pays for it
-
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, yaml.YAMLError) as err:
-        raise ConfigError("config", f"{path} cannot be read as {'JSON' if path.suffix == '.json' else 'YAML'}: "
-                                    f"{err}") from None
+    data = read_settings(path, "config")  # its size, depth and aliases bounded before it is parsed
     if not isinstance(data, dict):
         raise ConfigError("config", f"{path} holds a {type(data).__name__}, not a mapping of settings")
     if isinstance(data.get("run"), dict):  # a run's config.json
@@ -121,8 +115,8 @@ def file_values(path: Path, algo: str | None = None) -> tuple[str, dict[str, Any
     else:
         values = {str(k).replace("-", "_"): v for k, v in data.items()}
         saved_algo = values.pop("algo", None) or RunConfig.algo
-        if saved_algo not in ALGORITHMS:
-            raise ConfigError("config", f"{path}: unknown algorithm {saved_algo!r}; choose from "
+        if not isinstance(saved_algo, str) or saved_algo not in ALGORITHMS:
+            raise ConfigError("config", f"{path}: unknown algorithm {excerpt(saved_algo)}; choose from "
                                         f"{', '.join(sorted(ALGORITHMS))}")
     algo = algo or saved_algo
     values = current_names(algo, values, where=f"{path}: ")
@@ -148,6 +142,8 @@ def launch(run: RunConfig, configs: list, terminal: Terminal,
 
     algorithm = ALGORITHMS[run.algo]
     run_dir = run.resolved_run_dir(algorithm.label(configs))
+    # A run this machine cannot hold is refused first: nothing started, nothing written.
+    check_fits(run, configs)
     terminal.line(f"run directory: {run_dir}")
     if run.preset is not None:
         terminal.line(f"preset {run.preset}: {run.preset_source}")

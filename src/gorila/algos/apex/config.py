@@ -14,6 +14,7 @@ from gorila.errors import ConfigError
 from gorila.learners.target import TargetUpdate
 from gorila.losses.kinds import LOSS_KINDS, TARGET_KINDS
 from gorila.replay.shard import REPLAY_PLACEMENTS
+from gorila.validate import MAX_PROCESSES
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,10 @@ class ApexConfig:
                 "when a crashed shard is restarted)"})
 
     def __post_init__(self) -> None:
-        for name in ("actors", "envs_per_actor", "learners", "replay_shards", "replay_capacity", "batch_size",
-                     "prefetch", "n_step", "actor_refresh", "add_every"):
+        for name in ("actors", "learners", "replay_shards"):
+            validate.integer(name, getattr(self, name), low=1, high=MAX_PROCESSES)
+        for name in ("envs_per_actor", "replay_capacity", "batch_size", "prefetch", "n_step", "actor_refresh",
+                     "add_every"):
             validate.integer(name, getattr(self, name), low=1)
         validate.integer("learning_starts", self.learning_starts, low=1)
         if self.replay_shards > self.actors:
@@ -91,9 +94,8 @@ class ApexConfig:
         if isinstance(self.target_update, str):  # the CLI's spelling, or config.json's
             object.__setattr__(self, "target_update", TargetUpdate.parse(self.target_update))
         if not isinstance(self.target_update, TargetUpdate):
-            raise ConfigError("target_update", f"must be hard:N or soft:TAU, got {self.target_update!r}")
+            raise ConfigError("target_update", f"must be hard:N or soft:TAU, got {validate.excerpt(self.target_update)}")
         validate.number("lr", self.lr, low=0.0, low_open=True)
         if self.max_grad_norm is not None:
             validate.number("max_grad_norm", self.max_grad_norm, low=0.0, low_open=True)
-        if not self.hidden or any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in self.hidden):
-            raise ConfigError("hidden", f"must be one or more integers >= 1, got {self.hidden!r}")
+        validate.widths("hidden", self.hidden)

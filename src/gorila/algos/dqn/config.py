@@ -16,6 +16,7 @@ from gorila.errors import ConfigError
 from gorila.learners.target import TargetUpdate
 from gorila.losses.kinds import LOSS_KINDS, TARGET_KINDS
 from gorila.replay.shard import REPLAY_PLACEMENTS
+from gorila.validate import MAX_PROCESSES
 
 if TYPE_CHECKING:
     from gorila.algos.rl_config import RLConfig
@@ -85,14 +86,14 @@ class DQNConfig:
                 "--resume goes on exactly as the run would have"})
 
     def __post_init__(self) -> None:
-        validate.integer("actors", self.actors, low=1)
+        validate.integer("actors", self.actors, low=1, high=MAX_PROCESSES)
         validate.choice("replay", self.replay, REPLAY_MODES)
         if self.learners is not None:
-            validate.integer("learners", self.learners, low=1)
+            validate.integer("learners", self.learners, low=1, high=MAX_PROCESSES)
             if self.replay == "local" and self.learners != self.actors:
                 raise ConfigError("learners", f"with --replay local each bundle has one actor and one learner, "
                                               f"so --learners must equal --actors ({self.actors})")
-        validate.integer("replay_shards", self.replay_shards, low=1)
+        validate.integer("replay_shards", self.replay_shards, low=1, high=MAX_PROCESSES)
         if self.replay == "global" and self.replay_shards > self.actors:
             raise ConfigError("replay_shards", f"each shard is fed by its own actors, so at most --actors "
                                                f"({self.actors}) shards; got {self.replay_shards}")
@@ -114,7 +115,7 @@ class DQNConfig:
         if isinstance(self.target_update, str):  # the CLI's spelling, or config.json's
             object.__setattr__(self, "target_update", TargetUpdate.parse(self.target_update))
         if not isinstance(self.target_update, TargetUpdate):
-            raise ConfigError("target_update", f"must be hard:N or soft:TAU, got {self.target_update!r}")
+            raise ConfigError("target_update", f"must be hard:N or soft:TAU, got {validate.excerpt(self.target_update)}")
         self.exploration()  # eps_start, eps_end, eps_decay_updates and eps_alpha are checked here
         if self.actor_refresh is None:
             # Resolved here so every consumer and config.json see the number. With global replay the
@@ -125,8 +126,7 @@ class DQNConfig:
         if self.outlier_k is not None:
             validate.number("outlier_k", self.outlier_k, low=0.0, low_open=True)
         validate.number("lr", self.lr, low=0.0, low_open=True)
-        if not self.hidden or any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in self.hidden):
-            raise ConfigError("hidden", f"must be one or more integers >= 1, got {self.hidden!r}")
+        validate.widths("hidden", self.hidden)
         if self.max_grad_norm is not None:
             validate.number("max_grad_norm", self.max_grad_norm, low=0.0, low_open=True)
 
