@@ -29,7 +29,10 @@ def write_bytes(path: Path, data: bytes) -> Path:
     # (checkpoints by sequence number) also removes temp files a crash left behind.
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with open(tmp, "wb") as f:
+        # A new file, never an old one opened through a link planted at the temp name (which would
+        # truncate whatever it points at); the rename then replaces a link at ``path`` itself.
+        tmp.unlink(missing_ok=True)
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666), "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())

@@ -22,7 +22,7 @@ from gorila import __version__
 from gorila.algos.registry import ALGORITHMS
 from gorila.cliargs import add_flags, command_parser
 from gorila.config import RunConfig
-from gorila.errors import ClusterUnreachableError, ConfigError, GorilaError
+from gorila.errors import CheckpointError, ClusterUnreachableError, ConfigError, GorilaError
 
 EXIT_USAGE = 2
 
@@ -200,6 +200,10 @@ def cmd_eval(argv: list[str]) -> int:
         name = {"run_dir": "RUN_DIR", "eval_episodes": "--episodes", "eval_epsilon": "--epsilon"}.get(
             err.field, err.flag)
         parser.exit(EXIT_USAGE, f"gorila eval: error: {name}: {err.message}\n")
+    except CheckpointError as err:  # no checkpoint of the run's that can be played: the directory is at fault
+        parser.exit(EXIT_USAGE, f"gorila eval: error: RUN_DIR: {err}\n")
+    if "checkpoint_fallback" in report:
+        print(f"gorila eval: {report['checkpoint_fallback']}", file=sys.stderr)
     print(json.dumps(report, indent=2))
     return 0
 

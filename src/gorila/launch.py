@@ -28,6 +28,7 @@ from gorila.config import RunConfig, values_from_json
 from gorila.driver.stop import StopSignals
 from gorila.errors import ConfigError
 from gorila.metrics.terminal import Terminal
+from gorila.run_files import check_run_dir
 from gorila.settings_file import read_settings
 from gorila.sizing import check_fits
 from gorila.validate import excerpt
@@ -142,8 +143,10 @@ def launch(run: RunConfig, configs: list, terminal: Terminal,
 
     algorithm = ALGORITHMS[run.algo]
     run_dir = run.resolved_run_dir(algorithm.label(configs))
-    # A run this machine cannot hold is refused first: nothing started, nothing written.
+    # A run this machine cannot hold, and a run directory it could not write or that is damaged,
+    # are refused first: nothing started, nothing written.
     check_fits(run, configs)
+    check_run_dir(run_dir, "resume" if run.resume is not None else "run_dir", resume=run.resume is not None)
     terminal.line(f"run directory: {run_dir}")
     if run.preset is not None:
         terminal.line(f"preset {run.preset}: {run.preset_source}")

@@ -24,6 +24,7 @@ from gorila.envs import evaluation
 from gorila.envs.make import env_spaces, is_atari, make_env
 from gorila.errors import ConfigError
 from gorila.nets import FlatParams
+from gorila.validate import clipped
 
 
 class Policy:
@@ -37,8 +38,9 @@ class Policy:
 
     ``network`` is the PyTorch module, with the checkpoint's weights; ``epsilon`` the exploration
     rate the run was evaluated with (``gorila eval`` plays with it, calling the policy does not);
-    ``checkpoint`` which checkpoint it holds (``best`` or ``last``) and ``meta`` that checkpoint's
-    record (a best one's: ``version``, ``eval_return``, and the ``episodes``, ``seed``, ``epsilon``
+    ``checkpoint`` which checkpoint it holds (``best`` or ``last``; ``fallback`` says why a damaged
+    best one was passed over) and ``meta`` that checkpoint's record (a best one's: ``version``,
+    ``eval_return``, and the ``episodes``, ``seed``, ``epsilon``
     and ``noop_max`` it was judged with).
     """
 
@@ -49,6 +51,7 @@ class Policy:
         self.run_dir, self.algo = saved.run_dir, saved.algo
         self.env_steps = saved.meta.get("env_steps", saved.meta.get("eval_env_steps"))
         self.checkpoint, self.meta = saved.checkpoint, saved.meta
+        self.fallback = saved.fallback  # why the best checkpoint is not the one held, if it is not
 
     def __call__(self, obs: Any) -> int | np.ndarray:
         obs = np.asarray(obs)
@@ -65,23 +68,27 @@ class Policy:
 
 def load_policy(run_dir: Path | str, checkpoint: str = "best") -> Policy:
     """The greedy policy of the run in ``run_dir`` (or its ``checkpoints/``): by default the
-    parameters of its best evaluation (the newest good checkpoint while it has none), with
-    ``checkpoint="last"`` its newest good periodic checkpoint."""
+    parameters of its best evaluation (the newest good checkpoint while it has none, or where its
+    best one is damaged), with ``checkpoint="last"`` its newest good periodic checkpoint."""
     saved = SavedRun.open(run_dir, checkpoint)
     algorithm = ALGORITHMS[saved.algo]
     if not algorithm.is_rl:
         raise ConfigError("run_dir", f"{saved.run_dir} is a {saved.algo} run: it has no policy")
     values = values_from_json(saved.config[saved.algo])
-    run = RunConfig(**{k: v for k, v in saved.config["run"].items() if k not in ("run_dir", "resume")})
-    configs = [cls(**{k: v for k, v in values.items() if k in cls.__dataclass_fields__})
-               for cls in algorithm.config_classes()]
+    try:
+        run = RunConfig(**{k: v for k, v in saved.config["run"].items() if k not in ("run_dir", "resume")})
+        configs = [cls(**{k: v for k, v in values.items() if k in cls.__dataclass_fields__})
+                   for cls in algorithm.config_classes()]
+        epsilon = values["eval_epsilon"]  # builders record the evaluation's exploration rate they resolved
+    except (TypeError, KeyError, ConfigError) as err:  # a setting it does not have, or one out of range
+        raise ConfigError("run_dir", f"{saved.run_dir / 'config.json'} was damaged or edited: "
+                                     f"{err if isinstance(err, ConfigError) else clipped(str(err))}") from None
     env_id = configs[-1].env
     network_fn, policy_fn = algorithm.policy_fn()(run, *configs)
     net = network_fn().eval()
     FlatParams(net).set(saved.params)
     shape = tuple(env_spaces(env_id)[0].shape)
-    # builders record the evaluation's exploration rate they resolved
-    return Policy(net, policy_fn(net), env_id=env_id, observation_shape=shape, epsilon=values["eval_epsilon"],
+    return Policy(net, policy_fn(net), env_id=env_id, observation_shape=shape, epsilon=epsilon,
                   saved=saved)
 
 
@@ -99,7 +106,7 @@ def evaluate(run_dir: Path | str, episodes: int = 10, *, epsilon: float | None =
            "checkpoint": policy.checkpoint, "checkpoint_env_steps": policy.env_steps,
            "checkpoint_version": policy.meta.get("version"), "episodes": episodes, "epsilon": epsilon,
            "mean": float(np.mean(scores)), "min": float(np.min(scores)), "max": float(np.max(scores)),
-           "scores": scores}
+           "scores": scores, **({"checkpoint_fallback": policy.fallback} if policy.fallback else {})}
     if video_dir is not None:
         out["videos"] = sorted(str(p) for p in Path(video_dir).glob("*.mp4"))
     if is_atari(policy.env_id):

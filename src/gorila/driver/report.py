@@ -137,6 +137,7 @@ class Report:
         self.best_train_return: float | None = resumed.get("best_train_return")
         #: what the ``best`` checkpoint holds: the version and score of the best evaluation so far
         self.best_checkpoint: dict[str, Any] | None = resumed.get("best_checkpoint")
+        self._best_score: Score | None = None  # what the best checkpoint holds, to save it again if deleted
         self._network: Any = None  # plan.network_fn()'s FlatParams, built at the first checkpoint
 
     def began_stepping(self) -> None:
@@ -242,7 +243,7 @@ class Report:
         meta = {"env_steps": self.progress.counters.total("env_steps"), "train_time_s": train_s,
                 "time_to_target_s": self.time_to_target, "train_time_to_target_s": self.train_time_to_target,
                 "target_version": self.target_version, "wall_time_s": self.wall_before_s + self.out.terminal.elapsed(),
-                "updates": self.progress.stats.updates, "best_checkpoint": self.best_checkpoint,
+                "updates": self.progress.stats.updates, "best_checkpoint": self._kept_best(),
                 "best_train_return": self.best_train_return,
                 "evaluation": self.plan.evaluation.state_dict()}
         for name in self.plan.checkpoint_services:
@@ -263,6 +264,23 @@ class Report:
                                exports=self._exports(arrays))
         self.best_checkpoint = {"version": meta.get("version"), "eval_return": score.value,
                                 "path": str(path.relative_to(self.out.run_dir))}
+        self._best_score = score
+
+    def _kept_best(self) -> dict[str, Any] | None:
+        """``best_checkpoint``, its file checked first: one deleted under the running run
+        (``checkpoints/`` removed) is saved again from the parameters it judged, or where this run
+        does not hold them (a resumed run's earlier best) is dropped, with a line saying which."""
+        best = self.best_checkpoint
+        if best is None or "path" not in best or (self.out.run_dir / str(best["path"])).is_file():
+            return best
+        if self._best_score is not None:
+            self._save_best(self._best_score)
+            self.out.logger.message(f"the best checkpoint {best['path']} was deleted: saved again as "
+                                    f"{self.best_checkpoint['path']}")
+        else:
+            self.best_checkpoint = None
+            self.out.logger.message(f"the best checkpoint {best['path']} was deleted; the run names none now")
+        return self.best_checkpoint
 
     def _exports(self, arrays: dict[str, Any]) -> dict[str, dict[str, Any]]:
         """The network's named state_dict (``model``), for use without gorila; none for lstsq."""
@@ -299,7 +317,7 @@ class Report:
             "pushes_rejected_outlier": int(counters.total("pushes_rejected_outlier")),
             "bytes_pushed": stats.bytes_in, "bytes_pulled": stats.bytes_out, "server_pulls": stats.pulls,
             "time_to_target_s": self.time_to_target, "train_time_to_target_s": self.train_time_to_target,
-            "reached_target": self.time_to_target is not None, "best_checkpoint": self.best_checkpoint,
+            "reached_target": self.time_to_target is not None, "best_checkpoint": self._kept_best(),
             **({"eval_latency_s_mean": float(np.mean(self.eval_latencies)),
                 "eval_latency_s_max": float(np.max(self.eval_latencies)),
                 "target_eval_latency_s": self.target_eval_latency} if self.eval_latencies else {}),

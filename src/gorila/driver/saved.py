@@ -7,7 +7,7 @@ evaluation so far, saved as that evaluation judged them (``best``).
 
 from __future__ import annotations
 
-import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +15,7 @@ import numpy as np
 
 from gorila.checkpoint import load_checkpoint
 from gorila.driver.progress import check_run_meta
-from gorila.errors import ConfigError
+from gorila.errors import CheckpointError, ConfigError
 from gorila.params.server import server_params
 
 
@@ -38,8 +38,10 @@ class SavedRun:
         SavedRun.open(path, checkpoint="last")                       # the newest periodic checkpoint
 
     ``checkpoint="best"`` (the default) reads the best evaluation's parameters, or the ``last``
-    checkpoint where the run has no best one yet (no evaluation finished, or lstsq);
-    ``checkpoint`` then says which was read.
+    checkpoint where the run has no best one yet (no evaluation finished, or lstsq) or where its
+    best one is damaged (``fallback`` then says why); ``checkpoint`` says which was read. A
+    ``config.json`` that is damaged, edited or a link out of the directory is a ``ConfigError``
+    naming ``run_dir``.
     """
 
     run_dir: Path
@@ -47,6 +49,7 @@ class SavedRun:
     params: np.ndarray
     meta: dict
     checkpoint: str = "last"
+    fallback: str | None = None  # why the best checkpoint was not the one read
 
     @property
     def algo(self) -> str:
@@ -57,10 +60,31 @@ class SavedRun:
         path = Path(path)
         run_dir = path.parent if path.name == "checkpoints" else path
         config_path = run_dir / "config.json"
-        if not config_path.is_file():
+        if not os.path.lexists(config_path):
             raise ConfigError("run_dir", f"{path} is neither a run directory nor its checkpoints/ (no {config_path})")
+        config = _read_config(config_path, run_dir)
         directory = checkpoint_dir(run_dir, checkpoint)
-        if checkpoint == "best" and not any(directory.glob("ckpt-*.json")):
+        fallback = None
+        if checkpoint == "best" and any(directory.glob("ckpt-*.json")):
+            try:
+                arrays, meta = load_checkpoint(directory)
+                return cls(run_dir, config, server_params(arrays), meta, checkpoint)
+            except CheckpointError as err:
+                fallback = f"the best checkpoint is damaged, so the last good one is played ({err})"
+        if checkpoint == "best":
             checkpoint, directory = "last", checkpoint_dir(run_dir, "last")
-        arrays, meta = load_checkpoint(directory, check=check_run_meta if checkpoint == "last" else None)
-        return cls(run_dir, json.loads(config_path.read_text()), server_params(arrays), meta, checkpoint)
+        arrays, meta = load_checkpoint(directory, check=check_run_meta)
+        return cls(run_dir, config, server_params(arrays), meta, checkpoint, fallback)
+
+
+def _read_config(path: Path, run_dir: Path) -> dict:
+    """A run's ``config.json`` (not through a link), refused by name unless it describes a run."""
+    from gorila.algos.registry import ALGORITHMS
+    from gorila.settings_file import read_settings
+
+    config = read_settings(path, "run_dir", inside=run_dir)
+    algo = config.get("algo") if isinstance(config, dict) else None
+    if (not isinstance(algo, str) or algo not in ALGORITHMS or not isinstance(config.get("run"), dict)
+            or not isinstance(config.get(algo), dict)):
+        raise ConfigError("run_dir", f"{path} does not describe a gorila run: it was damaged or edited")
+    return config

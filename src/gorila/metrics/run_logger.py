@@ -20,13 +20,17 @@ import io
 import math
 import numbers
 import operator
+import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
 from gorila.atomic import jsonable, write_json
+from gorila.errors import ConfigError
 from gorila.metrics.progress import Display, NoProgress
+from gorila.run_files import open_inside
+from gorila.validate import clipped, excerpt
 
 #: Unless ``shown`` says which, the first this-many columns are shown beside the progress display.
 SHOWN_COLUMNS = 4
@@ -80,7 +84,9 @@ class RunLogger:
         fresh = elapsed_before is None
 
         write_json(self.run_dir / "config.json", config)
-        self._file = open(self.csv_path, "a", newline="", encoding="utf-8")
+        # Never through a link planted in the run directory: the run would write to where it points.
+        fd = open_inside(self.csv_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "resume" if resume else "run_dir")
+        self._file = open(fd, "a", newline="", encoding="utf-8")
         self._csv = csv.writer(self._file)
         if fresh:
             self._write(header)
@@ -230,28 +236,60 @@ def _prepare_resume(csv_path: Path, header: list[str], resume_at: float | None) 
     """Check ``csv_path``'s header, drop a half-written last line and the rows after step
     ``resume_at``; returns its last ``time_s``.
 
-    ``None`` when the file holds no complete line (not even the header): start it afresh.
+    ``None`` when the file holds no complete line (not even the header): start it afresh. A
+    damaged file is a :class:`ConfigError` naming it (see :func:`read_metrics`).
     """
-    data = csv_path.read_bytes()
-    if not data.endswith(b"\n"):
-        # A run killed mid-write leaves a partial row; the resumed run starts on a clean line.
-        data = data[: data.rfind(b"\n") + 1]
-        with open(csv_path, "r+b") as f:
-            f.truncate(len(data))
-    if not data:
-        return None
-    lines = data.decode("utf-8").splitlines(keepends=True)
-    rows = list(csv.reader(io.StringIO(data.decode("utf-8"))))
-    if rows[0] != header:
-        raise ValueError(f"cannot resume {csv_path}: its header is {','.join(rows[0])}, this run logs "
-                         f"{','.join(header)}")
+    size, lines, rows = read_metrics(csv_path)
+    kept = len(lines)
+    if rows and rows[0] != header:
+        raise ConfigError("resume", f"cannot resume {csv_path}: its header is {clipped(','.join(rows[0]), 1000)}, this "
+                                    f"run logs {','.join(header)}")
     if resume_at is not None and len(rows) == len(lines):  # one line per row: no cell holds a newline
         kept = next((k for k, row in enumerate(rows) if k and float(row[0]) > resume_at), len(rows))
-        if kept < len(rows):
-            rows = rows[:kept]
-            with open(csv_path, "r+b") as f:
-                f.truncate(len("".join(lines[:kept]).encode("utf-8")))
+        rows = rows[:kept]
+    length = len("".join(lines[:kept]).encode("utf-8"))
+    if length < size:
+        # A run killed mid-write leaves a partial row, and rows after the checkpoint are work the
+        # resumed run does again: the file is cut back, on a clean line.
+        fd = open_inside(csv_path, os.O_WRONLY, "resume")
+        try:
+            os.ftruncate(fd, length)
+        finally:
+            os.close(fd)
+    if not rows:
+        return None
     return float(rows[-1][1]) if len(rows) > 1 else 0.0
+
+
+def read_metrics(csv_path: Path) -> tuple[int, list[str], list[list[str]]]:
+    """``metrics.csv``'s size in bytes, its complete lines and their rows (a half-written last line
+    left out), read without following a link; a file that is not UTF-8, not CSV, or whose rows do not
+    start with ``step,time_s`` and two numbers is a :class:`ConfigError` naming it (``resume``)."""
+    fd = open_inside(csv_path, os.O_RDONLY, "resume")
+    with open(fd, "rb") as f:
+        data = f.read()
+    complete = data[: data.rfind(b"\n") + 1]
+
+    def damaged(why: str) -> ConfigError:
+        return ConfigError("resume", f"{csv_path} is damaged ({why}): move it aside to resume without its rows, "
+                                     "or start a new run")
+
+    try:
+        text = complete.decode("utf-8")
+        rows = list(csv.reader(io.StringIO(text)))
+    except UnicodeDecodeError as err:
+        raise damaged(f"not UTF-8 text at byte {err.start:,}") from None
+    except csv.Error as err:
+        raise damaged(f"not CSV: {err}") from None
+    if rows and rows[0][:2] != list(_RESERVED):
+        raise damaged(f"its header starts {clipped(','.join(rows[0][:2]))}, not step,time_s")
+    for number, row in enumerate(rows[1:], start=2):
+        try:
+            if len(row) < 2 or not all(math.isfinite(float(cell)) for cell in row[:2]):
+                raise ValueError
+        except ValueError:
+            raise damaged(f"line {number} does not start with a step and a time: {excerpt(','.join(row[:3]))}") from None
+    return len(data), text.splitlines(keepends=True), rows
 
 
 def _number(name: str, value: object) -> float:
