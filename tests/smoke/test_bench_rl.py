@@ -81,3 +81,16 @@ def test_bench_learner_of_impala_and_ppo_writes_samples_per_s_beside_the_bare_lo
                    "--batch-size", "2", "--seconds", "0.4", "--rounds", "2")
     assert_rows(report, "samples_per_s", ["local"])
     assert report["rows"][0]["algo"] == algo and report["settings"]["batch_size"] == 2
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("algo", ["impala", "dqn"])
+def test_bench_pipeline_writes_the_runs_steady_rate_beside_the_limit_of_its_parts(tmp_path, algo):
+    report = bench(tmp_path, "pipeline", "--algo", algo, "--env", "CartPole-v1", "--runtime", "local",
+                   "--seconds", "5", "--limit-seconds", "0.3")
+    (row,) = report["rows"]
+    parts = [row[f"{name}_us_per_frame"] for name in ("env", "act", "learn")]
+    assert row["frames_per_s"] > 0 and all(us > 0 for us in parts)
+    assert row["limit_frames_per_s"] == pytest.approx(row["cores"] / (sum(parts) / 1e6))
+    assert row["ratio"] == pytest.approx(row["frames_per_s"] / row["limit_frames_per_s"])
+    assert row["busy_cores"] > 0 and row["updates_per_frame"] > 0

@@ -101,6 +101,9 @@ def main(argv: list[str]) -> int:
                              f"(default: {DQNConfig.batch_size} for dqn, 1 for impala and ppo)")
     parser.add_argument("--fill", type=int, default=5_000, help="dqn: transitions of random play in the replay")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="dqn: the learner's device")
+    parser.add_argument("--server", default="process", choices=("process", "learner"),
+                        help="impala, ppo: where the learner's updates are applied: process (pushed to a shard) or "
+                             "learner (the learner owns its parameters and publishes them to the shard)")
     parser.add_argument("--device-copy", default="both", choices=(*DEVICE_COPIES, "both"),
                         help="dqn on cuda: the next minibatch copied ahead (async), when used (sync), or both in turn")
     add_common_flags(parser, seconds=10.0)
@@ -108,6 +111,8 @@ def main(argv: list[str]) -> int:
     names = check_common_flags(args)
     if args.batch_size is not None:
         validate.integer("batch_size", args.batch_size, low=1)
+    if args.server != "process" and args.algo == "dqn":
+        raise ConfigError("server", "learner is measured for --algo impala and ppo")
     if args.algo != "dqn":
         from gorila.bench import segment_learner
 

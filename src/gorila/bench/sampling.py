@@ -118,9 +118,10 @@ def placed_workers(runtime_name: str, address: str | None, plan: Plan, factory: 
         runtime.shutdown()
 
 
-def bench_run_config(runtime: str, address: str | None, seed: int) -> RunConfig:
+def bench_run_config(runtime: str, address: str | None, seed: int, algo: str = "dqn",
+                     server: str = "process") -> RunConfig:
     """The run settings a benchmark's plan is built with: asynchronous, one shard."""
-    return RunConfig(algo="dqn", mode="async", runtime=runtime, address=address, seed=seed)
+    return RunConfig(algo=algo, mode="async", runtime=runtime, address=address, seed=seed, server=server)
 
 
 def learner_table(names: list[str], address: str | None, plan: Plan, factory: WorkerFactory, seconds: float,

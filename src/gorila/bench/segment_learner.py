@@ -24,6 +24,7 @@ from gorila.losses.impala import ImpalaLoss
 from gorila.losses.ppo_targets import PPOLoss
 from gorila.nets.flat import FlatParams
 from gorila.params import ParameterServer
+from gorila.params.owned import PublishingWorker
 from gorila.runtime.local import LocalService
 from gorila.trajectory import RemoteQueue, Segment, TrajectoryQueue
 
@@ -58,7 +59,9 @@ class SegmentLearnerWorker:
         collector = actor(worker_id, server, queues=queues)
         self.segments: list[Segment] = [collector.collect() for _ in range(SEGMENTS)]
         collector.close()
-        self.learner: ImpalaLearner = learner(worker_id, server, queues=queues)
+        built = learner(worker_id, server, queues=queues)
+        # --server learner wraps the learner in a PublishingWorker: its steps publish as they apply
+        self.learner: ImpalaLearner = built.learner if isinstance(built, PublishingWorker) else built
         self.batch_size, self.pushes_per_batch = batch_size, pushes_per_batch
         self.samples_per_batch = sum(s.steps for s in self.segments[:batch_size])
         self.seq = itertools.count()
@@ -126,7 +129,8 @@ def run(args: argparse.Namespace, names: list[str]) -> int:
     from gorila.algos.ppo import builder as ppo
     from gorila.algos.ppo.config import PPOConfig
 
-    run_config, rl = bench_run_config("local", None, args.seed), RLConfig(env=args.env, device="cpu", inference="local")
+    run_config = bench_run_config("local", None, args.seed, args.algo, args.server)
+    rl = RLConfig(env=args.env, device="cpu", inference="local")
     cfg: ImpalaConfig | PPOConfig
     if args.algo == "impala":
         cfg = ImpalaConfig(actors=1, batch_size=args.batch_size or 1)
@@ -143,8 +147,10 @@ def run(args: argparse.Namespace, names: list[str]) -> int:
     print(f"gorila bench learner --algo {args.algo}: {args.env}, {size:,} parameters, batches of {args.batch_size or 1} "
           f"segment(s) of {cfg.unroll_length} steps x {cfg.envs_per_actor} envs, 1 torch thread per process, "
           f"medians of {args.rounds} alternating rounds, {args.seconds:g} s per figure")
+    where = ("applied by the learner, which owns its parameters, and published to 1 shard" if args.server == "learner"
+             else "pushed to 1 parameter-server shard")
     print(f"  pipeline: the {args.algo} learner taking batches from a trajectory queue kept full, its gradients "
-          f"pushed to 1 parameter-server shard ({cfg.optimizer}, asynchronous)")
+          f"{where} ({cfg.optimizer}, asynchronous)")
     print(f"  limit:    the same network, loss and batches; backward and a torch {cfg.optimizer} step in the "
           "learner's process")
     out = bench_dir(args.out, "learner")

@@ -1,0 +1,191 @@
+"""``gorila bench pipeline --algo A --env E``: a real training run's steady-state frames/s beside
+the machine's limit for it, measured in the same command.
+
+The run is ``gorila train`` with the flags given (``--seconds`` of training, no stop at the
+target). Its steady rate is read from its metrics rows after the first quarter of its training
+time (start-up, the first chunks and the replay's warm-up are not steady). The limit is what the
+machine's cores allow if they did nothing but the work each frame needs, each part timed alone in
+this process on one thread after the run::
+
+    limit = cores / (env step + acting forward pass at the actors' batch + learner work per frame)
+
+The learner's work per frame is its bare PyTorch loop on the same network, loss and batches
+(:mod:`gorila.bench.learner`'s limit): for IMPALA and PPO the frames it learns from per second (PPO's
+epochs included), for DQN and Ape-X its updates per second times the run's updates per frame (the
+replay ratio). The report also says where each kind of process spent the run (CPU seconds over
+training seconds, and the learner's share of time waiting for data).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import functools
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from gorila import validate
+from gorila.bench.report import bench_dir, write_bench_json
+from gorila.cliargs import command_parser
+from gorila.errors import ConfigError
+
+ALGOS = ("impala", "ppo", "dqn", "apex")
+#: The share of the run's training time left out of the steady rate, from its start.
+WARM_UP = 0.25
+
+
+def main(argv: list[str]) -> int:
+    parser = command_parser("gorila bench pipeline", __doc__)
+    parser.add_argument("--algo", default="impala", choices=ALGOS)
+    parser.add_argument("--env", default="MinAtar/Breakout-v1")
+    parser.add_argument("--seconds", type=float, default=40.0, help="training seconds of the run")
+    parser.add_argument("--runtime", default="ray", choices=("ray", "local"))
+    parser.add_argument("--server", default="process", choices=("process", "learner"))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--limit-seconds", type=float, default=3.0, help="timing of each part of the limit")
+    parser.add_argument("--out", default=None, help="directory for bench.json and the run (default: bench/pipeline)")
+    args = parser.parse_args(argv)
+    validate.number("seconds", args.seconds, low=5.0)
+    validate.number("limit_seconds", args.limit_seconds, low=0.2)
+    out = bench_dir(args.out, "pipeline")
+    figures = measure(args, out)
+    write_bench_json(out, "pipeline", vars(args), [figures])
+    return 0
+
+
+def measure(args: Any, out: Path) -> dict[str, Any]:
+    import gorila
+
+    load = os.getloadavg()[0]
+    print(f"gorila bench pipeline --algo {args.algo} --env {args.env} --runtime {args.runtime} --server "
+          f"{args.server}: {args.seconds:g} s of training (load average {load:.2f} before)")
+    run_dir = out / "run"
+    summary = gorila.train(args.algo, env=args.env, runtime=args.runtime, server=args.server, seed=args.seed,
+                           time_limit_s=args.seconds, stop_at_target=False, run_dir=run_dir,
+                           eval_every_s=args.seconds)
+    steady = steady_rate(run_dir / "metrics.csv")
+    updates_per_frame = summary["updates"] / max(summary["env_steps"], 1)
+    parts = limit_parts(args, updates_per_frame)
+    cores = os.cpu_count() or 1
+    limit = cores / (sum(parts.values()) / 1e6)
+    train_s = summary["train_time_s"]
+    busy = {kind: cpu / train_s for kind, cpu in summary["cpu_s_by_process_kind"].items()}
+    figures = {"frames_per_s": steady, "limit_frames_per_s": limit, "ratio": steady / limit, "cores": cores,
+               **{f"{name}_us_per_frame": us for name, us in parts.items()},
+               "updates_per_frame": updates_per_frame, "load_before": load,
+               "busy_cores_by_process_kind": busy, "busy_cores": summary["cpu_time_s"] / train_s,
+               "learner_wait_fraction": summary.get("learner_wait_fraction"),
+               "policy_lag_mean": summary.get("learner_policy_lag_mean"),
+               "final_train_return": summary.get("final_train_return")}
+    print(f"  run:   {steady:,.0f} frames/s steady ({summary['env_steps']:,} frames, {summary['updates']:,} "
+          f"updates in {train_s:.1f} s of training), {figures['busy_cores']:.2f} of {cores} cores busy")
+    print("  where: " + ", ".join(f"{kind} {share:.2f} cores" for kind, share in busy.items())
+          + (f"; learner waiting for data {figures['learner_wait_fraction']:.0%} of its time"
+             if figures["learner_wait_fraction"] is not None else ""))
+    print(f"  limit: {cores} cores / ({' + '.join(f'{us:.1f} µs {name}' for name, us in parts.items())} a frame)"
+          f" = {limit:,.0f} frames/s")
+    print(f"  ratio: {figures['ratio']:.2f} of the limit")
+    return figures
+
+
+def steady_rate(metrics: Path) -> float:
+    """Frames per training second between the first row past :data:`WARM_UP` of the run's
+    training time and its last row."""
+    with open(metrics, newline="") as f:
+        rows = [(float(r["time_s"]), int(r["env_steps"])) for r in csv.DictReader(f) if r["env_steps"]]
+    if len(rows) < 3:
+        raise ConfigError("seconds", f"the run logged {len(rows)} rows: too short to read a steady rate")
+    end_t, end_frames = rows[-1]
+    start_t, start_frames = next((t, n) for t, n in rows if t >= WARM_UP * end_t)
+    if end_t <= start_t:
+        start_t, start_frames = rows[0]
+    return (end_frames - start_frames) / (end_t - start_t)
+
+
+def limit_parts(args: Any, updates_per_frame: float) -> dict[str, float]:
+    """Microseconds of one core a frame costs, each part timed alone in this process."""
+    torch.set_num_threads(1)
+    plan, cfg = _plan(args)
+    network = plan.network_fn()
+    envs = cfg.envs_per_actor
+    return {"env": _env_us(args.env, envs, args.seed, args.limit_seconds),
+            "act": _act_us(network, args.env, envs, args.algo, args.limit_seconds),
+            "learn": _learn_us(args, plan, cfg, updates_per_frame)}
+
+
+def _plan(args: Any, algo: str | None = None) -> tuple[Any, Any]:
+    """The plan ``gorila train`` builds for ``algo`` (default ``args.algo``) on ``args.env`` with its
+    presets, on the local runtime with one actor: whose network, batches and learner are timed."""
+    from gorila.algos.registry import ALGORITHMS
+    from gorila.launch import configs_from_values
+
+    name = algo or args.algo
+    run, configs = configs_from_values(name, {"env": args.env, "runtime": "local", "seed": args.seed, "actors": 1,
+                                              "device": "cpu", "inference": "local"})
+    return ALGORITHMS[name].plan_fn()(run, *configs), configs[0]
+
+
+def _env_us(env_id: str, envs: int, seed: int, seconds: float) -> float:
+    from gorila.envs.spec import EnvSpec
+
+    runner = EnvSpec(env_id, envs).runner(seed)
+    rng = np.random.default_rng(seed)
+    space = runner.action_space
+    frames, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        runner.step(rng.integers(space.n, size=envs))
+        frames += envs
+    elapsed = time.perf_counter() - t0
+    runner.close()
+    return elapsed / frames * 1e6
+
+
+def _act_us(network: torch.nn.Module, env_id: str, envs: int, algo: str, seconds: float) -> float:
+    """The acting forward pass at the actors' batch, and the action drawn from it."""
+    from gorila.envs.spec import EnvSpec
+
+    runner = EnvSpec(env_id, envs).runner(0)
+    obs = torch.as_tensor(np.asarray(runner.observations), dtype=torch.float32)
+    runner.close()
+    calls, t0 = 0, time.perf_counter()
+    with torch.no_grad():
+        while time.perf_counter() - t0 < seconds:
+            out = network(obs)
+            logits = out[0] if isinstance(out, tuple) else out
+            if algo in ("impala", "ppo"):
+                torch.distributions.Categorical(logits=logits).sample()
+            else:
+                logits.argmax(dim=-1)
+            calls += 1
+    return (time.perf_counter() - t0) / (calls * envs) * 1e6
+
+
+def _learn_us(args: Any, plan: Any, cfg: Any, updates_per_frame: float) -> float:
+    from gorila.bench.sampling import placed_workers
+
+    if args.algo in ("impala", "ppo"):
+        from gorila.algos.kit import QUEUES
+        from gorila.bench.segment_learner import SegmentLearnerWorker
+
+        batch = getattr(cfg, "batch_size", None) or 1
+        actor_spec, learner_spec = plan.groups({QUEUES: []})
+        factory = functools.partial(SegmentLearnerWorker, actor=actor_spec.factory, learner=learner_spec.factory,
+                                    batch_size=batch, pushes_per_batch=1, optimizer=cfg.optimizer, lr=cfg.lr)
+        with placed_workers("local", None, dataclasses.replace(plan, services=()), factory, 1, "learner") as group:
+            group.call("limit_rate", 0.5)  # warm-up: first calls pay for page faults
+            (frames_per_s,) = group.call("limit_rate", args.limit_seconds)
+        return 1e6 / frames_per_s
+    from gorila.bench.learner import LearnerWorker
+    from gorila.bench.sampling import bundle_factory
+
+    dqn_plan, _ = _plan(args, "dqn")  # Ape-X's learner is DQN's: the same network, loss and batch
+    factory = functools.partial(LearnerWorker, bundle=bundle_factory(dqn_plan), fill=2_000)
+    with placed_workers("local", None, dqn_plan, factory, 1, "learner") as group:
+        group.call("limit_rate", 0.5)
+        (updates_per_s,) = group.call("limit_rate", args.limit_seconds)
+    return updates_per_frame * 1e6 / updates_per_s
