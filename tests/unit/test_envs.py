@@ -218,15 +218,16 @@ def test_an_evaluation_played_in_slices_scores_as_one_played_whole():
         return np.zeros(len(obs_batch), np.int64)
 
     whole = evaluate(greedy, "gorila/Counting-v0", episodes=6, epsilon=0.0, seed=4, noop_max=3)
-    steps, calls = len(calls), []
+    whole_calls, calls = calls, []
     ticks = itertools.count()
     played = EvaluationEpisodes("gorila/Counting-v0", episodes=6, epsilon=0.0, seed=4, noop_max=3)
     slices = 1
-    while not played.play(greedy, seconds=0.5, clock=lambda: next(ticks)):  # a tick per read: one step a slice
+    while not played.play(greedy, seconds=0.5, clock=lambda: next(ticks)):  # a tick per read: one env step a slice
         slices += 1
     played.close()
     assert played.returns == whole
-    assert slices == len(calls) == steps > 1
+    assert calls == whole_calls and len(calls) > 1  # the same rounds, the same batches, however sliced
+    assert slices == 6 * 5  # every env step of the 6 five-step episodes (no-ops included) a slice of its own
 
 
 def test_a_video_needs_an_env_that_renders_frames(tmp_path):

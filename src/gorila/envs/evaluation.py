@@ -7,6 +7,7 @@ import os
 import re
 import time
 import warnings
+from collections import deque
 from collections.abc import Callable
 from functools import cache
 from importlib import resources
@@ -16,8 +17,8 @@ import gymnasium as gym
 import numpy as np
 
 from gorila import validate
-from gorila.envs.faults import EnvFailures, observation_fault, reward_fault
-from gorila.envs.make import ATARI_FRAME_SKIP, is_atari, make_env
+from gorila.envs.faults import EnvCheck, EnvFailures, reward_fault
+from gorila.envs.make import ATARI_FRAME_SKIP, close_env, is_atari, make_env
 from gorila.errors import ConfigError
 
 
@@ -57,9 +58,16 @@ class EvaluationEpisodes:
     there by Gymnasium's ``RecordVideo`` (``eval-<i>-episode-0.mp4``; the env must render
     ``rgb_array`` frames, and MoviePy be installed: ``pip install 'gorila[video]'``).
 
-    Environments fail as training's do (:mod:`gorila.envs.faults`): one that fails is rebuilt and
-    its episode dropped and played again, ``failures`` counts them, and too many within its window
-    fail the evaluation with :class:`~gorila.errors.EnvFailedError` (see :meth:`play`).
+    Environments fail as training's do, judged by the same checks (:mod:`gorila.envs.faults`): one
+    that fails is rebuilt and its episode dropped and played again, ``failures`` counts them, and
+    too many within its window fail the evaluation with :class:`~gorila.errors.EnvFailedError` (see
+    :meth:`play`). Actions are sent as training sends them (a ``Discrete(n, start=s)`` env gets
+    ``s..s+n-1``; its no-op is ``s``).
+
+    Every step of every episode counts toward a slice's time, no-ops included, and a slice may end
+    between two episodes' steps of a round (the rest of the round is stepped first in the next
+    one, with the actions already chosen): an env of seconds per step plays in slices as short as
+    one step, and the episodes are the same however they were sliced.
     """
 
     def __init__(self, env_id: str, episodes: int, epsilon: float, seed: int, noop_max: int = 30,
@@ -92,40 +100,33 @@ class EvaluationEpisodes:
     def _start(self, noop_max: int) -> None:
         self.n_actions = self.envs[0].action_space.n
         self.space = self.envs[0].observation_space
+        self.check = EnvCheck(self.env_id, self.space, self.envs[0].action_space)
         if not has_noop(self.envs[0]):
             noop_max = 0  # action 0 is a real move (CartPole: push left), not "do nothing"
         self.noop_max = noop_max
         self.rng = np.random.default_rng(self.seed)
         self.totals = np.zeros(len(self.envs))
         self.live = np.ones(len(self.envs), bool)
+        self.noops = np.zeros(len(self.envs), np.int64)  # no-ops each episode has still to play
         self.obs: list = [None] * len(self.envs)
+        self._round: deque[tuple[int, int]] = deque()  # (episode, action) of the round under way, still to step
         for i in range(len(self.envs)):
             self._begin(i)
 
     def _begin(self, i: int) -> None:
-        """Start episode ``i``: reset its env and play its no-ops; an env that fails meanwhile is
-        rebuilt and the episode started again."""
+        """Start episode ``i``: reset its env (rebuilt and reset again while it fails) and draw its
+        no-ops, which its next rounds play."""
         while True:
             # A dropped episode is played again from another start, not from the one that failed.
             seed = self.seed + i + len(self.envs) * self.failures.count
-            total, live, fault = 0.0, True, None
             try:
                 o, _ = self.envs[i].reset(seed=seed)
-                fault = observation_fault(self.env_id, i, o, self.space)
-                for _ in range(int(self.rng.integers(0, self.noop_max + 1)) if fault is None else 0):
-                    o, reward, terminated, truncated, _ = self.envs[i].step(0)
-                    self._steps += 1
-                    fault = observation_fault(self.env_id, i, o, self.space) or reward_fault(self.env_id, i, reward)
-                    if fault is not None:
-                        break
-                    total += float(reward)
-                    if terminated or truncated:
-                        live = False
-                        break
+                fault = self.check.observation(i, o)
             except Exception as err:  # noqa: BLE001 - any failure of the env's own code: rebuild it
                 fault = f"{self.env_id} env {i}: {type(err).__name__} in reset: {err}"
             if fault is None:
-                self.obs[i], self.totals[i], self.live[i] = o, total, live
+                self.obs[i], self.totals[i], self.live[i] = o, 0.0, True
+                self.noops[i] = int(self.rng.integers(0, self.noop_max + 1))
                 return
             self._rebuild(i, fault)
 
@@ -133,10 +134,7 @@ class EvaluationEpisodes:
         """Count env ``i``'s failure (raising :class:`~gorila.errors.EnvFailedError` at the
         failures' limit), drop its episode and build the env again."""
         self.failures.record(fault, self._steps)
-        try:
-            self.envs[i].close()
-        except Exception:  # noqa: BLE001, S110 - a broken env may fail to close too; it is dropped
-            pass
+        close_env(self.envs[i], f"{self.env_id} env {i}")  # a broken env may fail to close too; it is dropped
         self.envs[i] = self._build(i)
 
     @property
@@ -150,33 +148,46 @@ class EvaluationEpisodes:
 
     def play(self, policy_fn: Callable[[np.ndarray], np.ndarray], seconds: float | None = None,
              clock: Callable[[], float] = time.perf_counter) -> bool:
-        """Step every live episode until all have ended, or until ``seconds`` have passed (at least
+        """Step the live episodes until all have ended, or until ``seconds`` have passed (at least
         one step); returns whether all have ended. An env that raises, or returns an observation
-        outside its space or a NaN reward, is rebuilt and its episode played again from a new start
-        (each failure, and so each dropped episode, counted in ``failures``); ``failures.limit`` of them within its window
-        raise :class:`~gorila.errors.EnvFailedError`: the evaluation has failed."""
+        outside its space or a reward that is not a finite number, is rebuilt and its episode played
+        again from a new start (each failure, and so each dropped episode, counted in ``failures``);
+        ``failures.limit`` of them within its window raise :class:`~gorila.errors.EnvFailedError`:
+        the evaluation has failed."""
         deadline = None if seconds is None else clock() + seconds
         while not self.done:
-            idx = np.flatnonzero(self.live)
-            explore = self.rng.random(len(idx)) < self.epsilon
-            actions = self.rng.integers(self.n_actions, size=len(idx))
-            if not explore.all():
-                greedy = np.asarray(policy_fn(np.stack([self.obs[i] for i in idx[~explore]])))
-                actions[~explore] = greedy
-            for i, action in zip(idx, actions):
-                self._step(int(i), int(action))
+            if not self._round:
+                self._round = self._next_round(policy_fn)
+            while self._round:
+                i, action = self._round.popleft()
+                self._step(i, action)
+                if deadline is not None and self._round and clock() >= deadline:
+                    return False  # within a round: the next slice steps the rest of it first
             if deadline is not None and clock() >= deadline:
                 break
         return self.done
 
+    def _next_round(self, policy_fn: Callable[[np.ndarray], np.ndarray]) -> deque[tuple[int, int]]:
+        """One action for every live episode: a no-op while it has some to play, else ε-greedy."""
+        idx = np.flatnonzero(self.live)
+        explore = self.rng.random(len(idx)) < self.epsilon
+        actions = self.rng.integers(self.n_actions, size=len(idx))
+        noop = self.noops[idx] > 0
+        actions[noop] = 0
+        self.noops[idx[noop]] -= 1
+        greedy = ~explore & ~noop
+        if greedy.any():
+            actions[greedy] = np.asarray(policy_fn(np.stack([self.obs[i] for i in idx[greedy]])))
+        return deque(zip(idx.tolist(), actions.tolist()))
+
     def _step(self, i: int, action: int) -> None:
         self._steps += 1
         try:
-            obs, reward, terminated, truncated, _ = self.envs[i].step(action)
+            obs, reward, terminated, truncated, _ = self.envs[i].step(self.check.env_action(action))
         except Exception as err:  # noqa: BLE001 - any failure of the env's own code: rebuild it
             fault: str | None = f"{self.env_id} env {i}: {type(err).__name__} in step: {err}"
         else:
-            fault = observation_fault(self.env_id, i, obs, self.space) or reward_fault(self.env_id, i, reward)
+            fault = self.check.observation(i, obs) or reward_fault(self.env_id, i, reward)
         if fault is not None:
             self._rebuild(i, fault)
             self._begin(i)
@@ -186,9 +197,9 @@ class EvaluationEpisodes:
         self.live[i] = not (terminated or truncated)
 
     def close(self) -> None:
-        """Close the environments (and write their videos)."""
-        for env in self.envs:
-            env.close()
+        """Close the environments (and write their videos); an error a close raises is logged and ignored."""
+        for i, env in enumerate(self.envs):
+            close_env(env, f"{self.env_id} env {i}")
         self.envs = []
 
 
@@ -196,7 +207,7 @@ def _check_renders(env_id: str) -> None:
     """Refuse an env that cannot draw ``rgb_array`` frames (asked for one, it would fail or warn)."""
     env = make_env(env_id, seed=0, training=False)
     modes = env.metadata.get("render_modes", [])
-    env.close()
+    close_env(env, env_id)
     if "rgb_array" not in modes:
         raise ConfigError("video", f"{env_id} does not render rgb_array frames (its render modes: "
                                    f"{', '.join(modes) or 'none'})")

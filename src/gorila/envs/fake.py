@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import gymnasium as gym
@@ -20,20 +21,25 @@ class CountingEnv(gym.Env):
     Tests use it to check which steps reached a consumer: a transition ``(obs=[k], next_obs=[k+1])``
     can only come from step ``k`` of an episode. With ``truncate=True`` the last step reports
     ``truncated`` instead of ``terminated`` (a time limit, where the bootstrap must not be cut).
-    ``reward`` is paid on every step, so returns are ``reward * episode_length``.
+    ``reward`` is paid on every step, so returns are ``reward * episode_length``. ``step_s`` makes
+    every step take that long (``gorila/Slow-v0``: 0.2 s), as a slow simulator's steps do. With
+    ``action_start`` the actions are ``Discrete(n_actions, start=action_start)``, and an action
+    outside them raises (``actions_taken`` lists those taken); with ``close_raises``, ``close()`` raises.
     """
 
     metadata = {"render_modes": []}
 
     def __init__(self, episode_length: int = 5, reward: float = 1.0, truncate: bool = False,
-                 n_actions: int = 2):
+                 n_actions: int = 2, step_s: float = 0.0, action_start: int = 0, close_raises: bool = False):
         if episode_length < 1:
             raise ValueError(f"episode_length must be >= 1, got {episode_length}")
         self.episode_length = episode_length
         self.reward = float(reward)
         self.truncate = truncate
+        self.step_s, self.close_raises = step_s, close_raises
         self.observation_space = gym.spaces.Box(0.0, np.inf, shape=(1,), dtype=np.float32)
-        self.action_space = gym.spaces.Discrete(n_actions)
+        self.action_space = gym.spaces.Discrete(n_actions, start=action_start)
+        self.actions_taken: list[int] = []
         self._t = 0
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -42,10 +48,19 @@ class CountingEnv(gym.Env):
         return self._obs(), {}
 
     def step(self, action):
+        if self.step_s:
+            time.sleep(self.step_s)  # the env's own pace, not a wait for anything
+        if self.action_space.start and not self.action_space.contains(action):
+            raise ValueError(f"action {action!r} is not in {self.action_space}")
+        self.actions_taken.append(int(action))
         self._t += 1
         end = self._t >= self.episode_length
         terminated, truncated = (False, end) if self.truncate else (end, False)
         return self._obs(), self.reward, terminated, truncated, {}
+
+    def close(self) -> None:
+        if self.close_raises:
+            raise RuntimeError("emulator lost while closing")
 
     def get_action_meanings(self) -> list[str]:
         """Action 0 does nothing, as in Atari, so evaluation's no-op starts apply."""
@@ -62,6 +77,10 @@ class FlakyEnv(CountingEnv):
         env = FlakyEnv(fail_every=7, how="raise")        # some FlakyEnv's 7th, 14th, ... step raises
         env = FlakyEnv(fail_every=7, how="nan_obs")      # returns [nan] there instead
         env = FlakyEnv(fail_every=7, how="nan_reward")   # returns a reward of nan there
+        env = FlakyEnv(fail_every=7, how="str_obs")      # ["7"]: an observation of strings
+        env = FlakyEnv(fail_every=7, how="array_reward") # [1.0]: a reward that is an array
+        env = FlakyEnv(fail_every=7, how="str_reward")   # "1.0": a reward that is a string
+        env = FlakyEnv(fail_every=7, how="out_of_box")   # [-1.]: below the Box's low of 0
 
     The steps are counted over the process (``FlakyEnv.steps_in_process``; a test sets it back to
     0), not per copy, so that a copy rebuilt after a failure is not spared: the faults keep coming
@@ -70,11 +89,12 @@ class FlakyEnv(CountingEnv):
     """
 
     steps_in_process = 0
+    HOWS = ("raise", "nan_obs", "nan_reward", "str_obs", "array_reward", "str_reward", "out_of_box")
 
     def __init__(self, episode_length: int = 5, fail_every: int = 7, how: str = "raise"):
         super().__init__(episode_length=episode_length)
-        if how not in ("raise", "nan_obs", "nan_reward"):
-            raise ValueError(f"how must be raise, nan_obs or nan_reward, got {how!r}")
+        if how not in self.HOWS:
+            raise ValueError(f"how must be one of {', '.join(self.HOWS)}, got {how!r}")
         self.fail_every, self.how = fail_every, how
 
     def step(self, action):
@@ -83,10 +103,11 @@ class FlakyEnv(CountingEnv):
         if FlakyEnv.steps_in_process % self.fail_every == 0:
             if self.how == "raise":
                 raise RuntimeError(f"emulator lost at step {FlakyEnv.steps_in_process}")
-            if self.how == "nan_obs":
-                obs = np.array([np.nan], np.float32)
-            else:
-                reward = float("nan")
+            bad = {"nan_obs": ("obs", np.array([np.nan], np.float32)), "nan_reward": ("reward", float("nan")),
+                   "str_obs": ("obs", obs.astype(str)), "array_reward": ("reward", np.array([reward])),
+                   "str_reward": ("reward", str(reward)), "out_of_box": ("obs", np.array([-1.0], np.float32))}
+            which, value = bad[self.how]
+            obs, reward = (value, reward) if which == "obs" else (obs, value)
         return obs, reward, terminated, truncated, info
 
 

@@ -1,15 +1,19 @@
 """What an actor does about an environment that fails: count it, judge whether to go on.
 
 An environment that raises in ``step`` or ``reset``, or returns an observation that does not fit
-its ``observation_space`` (another shape, NaN or infinity) or a NaN or infinite reward, is rebuilt
+its ``observation_space`` (not numbers, another shape, NaN or infinity, outside the Box's bounds) or a
+reward that is not a finite number (NaN, infinity, a string, an array), is rebuilt
 by the vector backend and its episode so far is dropped; :class:`EnvFailures` counts the failures
 and, once ``limit`` of them fall within ``window_steps`` steps, raises :class:`~gorila.errors.EnvFailedError` naming the
 last one, so the actor fails and is restarted like any crashed worker::
 
     failures = EnvFailures(limit=5, window_steps=1000)
     failures.record("CartPole-v1 env 2: RuntimeError: ...", step=1234)   # raises at the 5th in 1000 steps
-    message = observation_fault("CartPole-v1", 2, obs, env.observation_space)   # None when it fits
-    message = reward_fault("CartPole-v1", 2, reward)                            # None when finite
+    check = EnvCheck("CartPole-v1", env.observation_space, env.action_space)
+    message = check.observation(2, obs)          # None when it fits
+    batch = check.observations([obs0, obs1])     # the stacked batch, or None when one does not fit
+    message = reward_fault("CartPole-v1", 2, reward)                            # None when a finite number
+    env.step(check.env_action(a))                # the action index a as the env takes it (Discrete.start)
 
 Training's actors (:mod:`gorila.envs.vector`) and evaluation (:mod:`gorila.envs.evaluation`) both
 judge their environments with these, so a fault is the same fault wherever it happens.
@@ -18,7 +22,9 @@ judge their environments with these, so a fault is the same fault wherever it ha
 from __future__ import annotations
 
 import math
+import numbers
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import gymnasium as gym
@@ -54,30 +60,94 @@ class EnvFailures:
                                  f"the last: {message}")
 
 
-def observation_fault(env_id: str, index: int, obs: object, space: gym.Space) -> str | None:
-    """Why ``obs`` from env ``index`` of ``env_id`` does not fit ``space`` (a Box), or None."""
-    if not isinstance(space, gym.spaces.Box):
+class EnvCheck:
+    """The checks of one env id's observations and the actions sent to it, as training's vector
+    backend and evaluation both make them (one check, so an observation accepted in training is
+    accepted in evaluation)::
+
+        check = EnvCheck("CartPole-v1", env.observation_space, env.action_space)
+
+    An observation fits a Box when it holds numbers (bool, integers or floats: not strings, not
+    objects), has the Box's shape, holds no NaN or infinity (float Boxes) and lies within the Box's
+    bounds. Other spaces are not judged. Policies choose action indices ``0..n-1``; a
+    ``Discrete(n, start=s)`` env takes ``s..s+n-1``, so :meth:`env_action` adds ``s``.
+    """
+
+    def __init__(self, env_id: str, observation_space: gym.Space, action_space: gym.Space | None = None):
+        self.env_id, self.space = env_id, observation_space
+        self.box = isinstance(observation_space, gym.spaces.Box)
+        self.start = int(action_space.start) if isinstance(action_space, gym.spaces.Discrete) else 0
+        if self.box:
+            self.dtype, self.shape = observation_space.dtype, observation_space.shape
+            self.finite = self.dtype.kind == "f"
+            if self.finite:
+                # Infinite bounds as the dtype's largest values: one pair of comparisons then refuses
+                # NaN and infinity as well as values outside the bounds (cheaper than both tests apart).
+                largest = np.finfo(self.dtype).max
+                self.low = np.maximum(observation_space.low, -largest)
+                self.high = np.minimum(observation_space.high, largest)
+            else:
+                self.low, self.high = observation_space.low, observation_space.high
+            # Bounds that are the dtype's own range (Atari's uint8 0..255, MinAtar's bools) hold every
+            # value of it: compared only for observations of another dtype.
+            info = np.iinfo(self.dtype) if self.dtype.kind in "iu" else None
+            self.bounded = self.finite or (info is not None and bool((self.low > info.min).any()
+                                                                     or (self.high < info.max).any()))
+
+    def observation(self, index: int, obs: object) -> str | None:
+        """Why ``obs`` from env ``index`` does not fit the observation space, or None."""
+        if not self.box:
+            return None
+        try:
+            array = np.asarray(obs)
+        except (TypeError, ValueError):  # ragged nests
+            return f"{self.env_id} env {index} returned an observation that is not an array of numbers"
+        return self._misfit(array, array.shape, f"{self.env_id} env {index} returned an observation")
+
+    def observations(self, obs_list: Sequence[object]) -> np.ndarray | None:
+        """The observations of several envs stacked in the space's dtype, or None when any of them
+        does not fit (then :meth:`observation` says which and why)."""
+        try:
+            batch = np.array(obs_list)
+        except (TypeError, ValueError):  # observations of several shapes do not stack
+            return None
+        if self.box and (batch.ndim == 0 or self._misfit(batch, batch.shape[1:], "") is not None):
+            return None
+        dtype = self.space.dtype
+        return batch if dtype is None else batch.astype(dtype, copy=False)
+
+    def _misfit(self, array: np.ndarray, shape: tuple, what: str) -> str | None:
+        """Why ``array`` (one observation of ``shape``, or a batch of them) does not fit, or None."""
+        if array.dtype.kind not in "biuf":  # strings, objects, complex: no network reads them
+            return f"{what} of {array.dtype} values, not numbers: {_brief(array)}"
+        if shape != self.shape:
+            return f"{what} of shape {shape}; its observation_space has {self.shape}"
+        # count_nonzero of one mask: on a step's few values, a third of the time of two .all() calls
+        if (self.bounded or array.dtype != self.dtype) and np.count_nonzero(
+                (array >= self.low) & (array <= self.high)) != array.size:
+            if self.finite and not np.isfinite(array).all():
+                return f"{what} of shape {shape} holding NaN or infinity"
+            return f"{what} outside its observation_space {self.space}: {_brief(array)}"
         return None
-    shape = np.shape(obs)
-    if shape != space.shape:
-        return f"{env_id} env {index} returned an observation of shape {shape}; its observation_space has {space.shape}"
-    # dtype.kind, not np.issubdtype: this runs at every reset, and issubdtype costs more than the reset's check
-    if space.dtype.kind == "f" and not np.isfinite(obs).all():
-        return f"{env_id} env {index} returned an observation of shape {shape} holding NaN or infinity"
-    return None
+
+    def env_action(self, action: int) -> int:
+        """The action index a policy chose as the env takes it."""
+        return action + self.start
+
+
+def _brief(array: np.ndarray) -> str:
+    return np.array2string(np.asarray(array).ravel(), threshold=6, edgeitems=2)
 
 
 def reward_fault(env_id: str, index: int, reward: object) -> str | None:
-    """Why ``reward`` from env ``index`` of ``env_id`` is unusable (NaN or infinite), or None."""
-    try:
-        # Checked on every step: math.isfinite is the cheapest test of a Python or numpy scalar.
-        finite = math.isfinite(reward)  # type: ignore[arg-type]
-    except TypeError:  # not a scalar: a one-element array still passes, anything else is a fault
-        try:
-            values = np.asarray(reward, dtype=np.float64)
-        except (TypeError, ValueError):
-            values = np.full(2, np.nan)
-        if values.size != 1:
-            return f"{env_id} env {index} returned a reward that is not a number: {reward!r}"
-        finite = bool(np.isfinite(values).all())
-    return None if finite else f"{env_id} env {index} returned a reward of {reward}"
+    """Why ``reward`` from env ``index`` of ``env_id`` is unusable, or None: a reward is one finite
+    number (a Python or numpy scalar, or a 0-d numeric array), not NaN or infinity, not a string
+    such as ``"1.0"`` and not an array such as ``[1.0]``."""
+    # Checked on every step: a Python float or int is the common case, and math.isfinite its cheapest test.
+    if type(reward) is float or type(reward) is int:
+        return None if math.isfinite(reward) else f"{env_id} env {index} returned a reward of {reward}"
+    if isinstance(reward, np.ndarray) and reward.ndim == 0 and reward.dtype.kind in "biuf":
+        reward = reward.item()
+    elif not isinstance(reward, (numbers.Real, np.integer, np.floating, np.bool_)):
+        return f"{env_id} env {index} returned a reward that is not a number: {reward!r} ({type(reward).__name__})"
+    return None if math.isfinite(float(reward)) else f"{env_id} env {index} returned a reward of {reward}"

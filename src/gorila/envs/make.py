@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import logging
 from importlib import metadata
 
 import gymnasium as gym
@@ -17,6 +18,8 @@ RAW_REWARD = "raw_reward"
 
 ATARI_FRAME_STACK = 4
 ATARI_FRAME_SKIP = 4
+
+_log = logging.getLogger(__name__)
 
 
 def is_atari(env_id: str) -> bool:
@@ -110,7 +113,16 @@ def env_spaces(env_id: str) -> tuple[gym.Space, gym.Space]:
     try:
         return env.observation_space, env.action_space
     finally:
+        close_env(env, env_id)
+
+
+def close_env(env: gym.Env, what: str) -> None:
+    """Close ``env`` (``what`` names it in the log); an error its ``close()`` raises is logged and
+    ignored: an env that is done with cannot hold a run up, before training or after it."""
+    try:
         env.close()
+    except Exception as err:  # noqa: BLE001 - any failure of the env's own code
+        _log.warning("%s: closing it raised %s: %s (ignored)", what, type(err).__name__, err)
 
 
 def _make_atari(env_id: str, *, training: bool, terminal_on_life_loss: bool, noop_max: int,

@@ -19,8 +19,8 @@ import gymnasium as gym
 import numpy as np
 
 from gorila import validate
-from gorila.envs.faults import EnvFailures, observation_fault, reward_fault
-from gorila.envs.make import RAW_REWARD, is_atari, make_env
+from gorila.envs.faults import EnvCheck, EnvFailures, reward_fault
+from gorila.envs.make import RAW_REWARD, close_env, is_atari, make_env
 from gorila.errors import ConfigError
 
 BACKENDS = ("auto", "gymnasium", "envpool")
@@ -101,8 +101,10 @@ class GymnasiumBackend:
     (np.array of the list: a third of the time np.stack takes for small observations).
 
     An environment that raises in ``step`` or ``reset``, or returns an observation that does not
-    fit the observation space or a reward that is NaN or infinite, is closed and built again from its function (see
-    :mod:`gorila.envs.faults`); its row in that step is a fresh reset, listed in ``broken``.
+    fit the observation space or a reward that is not a finite number, is closed and built again from its function
+    (see :mod:`gorila.envs.faults`, whose :class:`~gorila.envs.faults.EnvCheck` evaluation shares); its row in that
+    step is a fresh reset, listed in ``broken``. Actions are indices ``0..n-1``, sent to a
+    ``Discrete(n, start=s)`` env as ``s..s+n-1``.
     """
 
     same_step_reset = True
@@ -115,8 +117,7 @@ class GymnasiumBackend:
         self.num_envs = len(self.envs)
         self.single_observation_space = self.envs[0].observation_space
         self.single_action_space = self.envs[0].action_space
-        self._obs_dtype = self.single_observation_space.dtype
-        self._float_obs = np.issubdtype(self._obs_dtype, np.floating)
+        self.check = EnvCheck(env_id, self.single_observation_space, self.single_action_space)
         self.broken: list[int] = []
         self._steps = 0
 
@@ -129,12 +130,12 @@ class GymnasiumBackend:
             obs = self.envs[i].reset()[0]
         except Exception as err:  # noqa: BLE001 - any failure of the env's own code: rebuild it
             return self._rebuilt(i, f"{self.env_id} env {i}: {type(err).__name__} in reset: {err}")
-        fault = observation_fault(self.env_id, i, obs, self.single_observation_space)
+        fault = self.check.observation(i, obs)
         return obs if fault is None else self._rebuilt(i, fault)
 
     def _step(self, i: int, action: object) -> tuple:
         try:
-            result = self.envs[i].step(action)
+            result = self.envs[i].step(action)  # action: the env's own (Discrete.start added in step())
         except Exception as err:  # noqa: BLE001 - any failure of the env's own code: rebuild it
             fault: str | None = f"{self.env_id} env {i}: {type(err).__name__} in step: {err}"
         else:
@@ -149,42 +150,36 @@ class GymnasiumBackend:
         first observation."""
         while True:
             self.failures.record(why, self._steps)  # raises at the limit
-            try:
-                self.envs[i].close()
-            except Exception:  # noqa: BLE001, S110 - a broken env may fail to close too; it is dropped
-                pass
+            close_env(self.envs[i], f"{self.env_id} env {i}")  # a broken env may fail to close too; it is dropped
             try:
                 self.envs[i] = self.env_fns[i]()
                 obs = self.envs[i].reset()[0]
             except Exception as err:  # noqa: BLE001
                 why = f"{self.env_id} env {i}: {type(err).__name__} while rebuilding: {err}"
                 continue
-            why = observation_fault(self.env_id, i, obs, self.single_observation_space)
+            why = self.check.observation(i, obs)
             if why is None:
                 return obs
 
     def _checked(self, obs_list: Sequence) -> np.ndarray:
         """The batch of observations; one that does not fit the observation space is never
         handed out: its env is rebuilt and the reset observation takes its place."""
-        try:
-            obs = np.array(obs_list, dtype=self._obs_dtype)
-            fits = obs.shape[1:] == self.single_observation_space.shape and (
-                not self._float_obs or bool(np.isfinite(obs).all()))
-        except (ValueError, TypeError):  # observations of several shapes do not stack
-            fits = False
-        if fits:
+        obs = self.check.observations(obs_list)
+        if obs is not None:
             return obs
         obs_list = list(obs_list)
         for i, o in enumerate(obs_list):
-            fault = observation_fault(self.env_id, i, o, self.single_observation_space)
+            fault = self.check.observation(i, o)
             if fault is not None:
                 self.broken.append(i)
                 obs_list[i] = self._rebuilt(i, fault)
-        return np.array(obs_list, dtype=self._obs_dtype)
+        return np.array(obs_list, dtype=self.single_observation_space.dtype)
 
     def step(self, actions):
         self._steps += 1
         self.broken = []
+        if self.check.start:
+            actions = np.asarray(actions) + self.check.start
         obs, reward, terminated, truncated, infos = zip(*[self._step(i, a) for i, a in enumerate(actions)])
         obs = self._checked(obs)
         if self.broken:  # their rows are fresh resets, not steps: no reward, no episode end
@@ -207,8 +202,8 @@ class GymnasiumBackend:
         return obs, reward, raw, terminated, truncated, current
 
     def close(self) -> None:
-        for env in self.envs:
-            env.close()
+        for i, env in enumerate(self.envs):
+            close_env(env, f"{self.env_id} env {i}")
 
 
 class EnvPoolBackend:
