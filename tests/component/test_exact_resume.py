@@ -67,8 +67,9 @@ def test_a_dqn_run_interrupted_and_resumed_logs_the_uninterrupted_runs_rows(tmp_
 def test_an_a3c_run_interrupted_and_resumed_logs_the_uninterrupted_runs_rows(tmp_path):
     # a checkpoint after every row: taking one changes nothing of the run; stopped before its last
     # row, the resumed run cuts its one chunk to the budget as the whole run did
-    whole, resumed = _interrupted_and_resumed("a3c", {**A3C, "checkpoint_every_s": 1e-3}, tmp_path, rows=[3, 7])
-    assert len(whole) == 8 and [int(r["step"]) for r in whole[-2:]] == [2800, 3000]
+    whole, resumed = _interrupted_and_resumed("a3c", {**A3C, "checkpoint_every_s": 1e-3}, tmp_path, rows=[3, 9])
+    # two one-step chunks first (driver/chunks.py's PROBE_CHUNKS: 20 env steps each), then 200 a row
+    assert len(whole) == 10 and [int(r["step"]) for r in whole[-2:]] == [2840, 3000]
     assert len(_evaluations(whole)) >= 4
     assert _work(resumed[0]) == _work(whole) and _work(resumed[1]) == _work(whole)
 

@@ -40,12 +40,54 @@ def test_a_chunk_never_asks_for_more_than_the_budget_has_left():
     groups = {"actor": runtime.start_workers(_Stepper, 2, shards.server, name="actor")}
     progress = Progress.resumed("env_steps", {})
     chunks = Chunks(groups, runtime, _plan(budget=120, chunk=50), progress, Patience(call_s=10.0), print)
+    for used in (2, 4):  # the first chunks are a step each, which measure the group's pace
+        chunks.start_idle()
+        assert chunks.collect() == {"actor"} and progress.used() == used
     chunks.start_idle()
-    assert chunks.collect() == {"actor"} and progress.used() == 100
-    chunks.start_idle()  # 20 env steps left, two workers: 10 steps each, not the plan's 50
-    assert chunks.pace["actor"].asked == 10
+    assert chunks.collect() == {"actor"} and progress.used() == 104
+    chunks.start_idle()  # 16 env steps left, two workers: 8 steps each, not the plan's 50
+    assert chunks.pace["actor"].asked == 8
     chunks.drain()
     assert progress.used() == 120
+
+
+class _Clock:
+    """A clock that only the steps of :class:`_SlowStepper` move."""
+
+    now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _SlowStepper(_Stepper):
+    """A worker whose every step takes ``STEP_S`` on :class:`_Clock`, as a slow env's do."""
+
+    STEP_S = 0.5
+    clock = _Clock()
+
+    def step(self) -> None:
+        _SlowStepper.clock.now += self.STEP_S
+        super().step()
+
+
+def test_chunks_are_sized_by_time_so_a_slow_env_is_never_asked_for_the_plans_100_steps(monkeypatch):
+    """Issue 44, item 5: a chunk of the plan's 100 steps of a 0.2 s env took 20 s per worker, so
+    that no row, no stop and no timeout could come in between."""
+    import gorila.driver.chunks as chunks_module
+
+    monkeypatch.setattr(chunks_module.time, "perf_counter", _SlowStepper.clock)
+    runtime = LocalRuntime()
+    shards = runtime.start_shards(ServerSpec(rule=UpdateRule.asynchronous()), np.zeros(1, np.float32))
+    groups = {"actor": runtime.start_workers(_SlowStepper, 1, shards.server, name="actor")}
+    progress = Progress.resumed("env_steps", {})
+    chunks = Chunks(groups, runtime, _plan(budget=10_000, chunk=100), progress, Patience(call_s=10.0), print)
+    asked = []
+    for _ in range(4):
+        chunks.start_idle()
+        asked.append(chunks.pace["actor"].asked)
+        assert chunks.collect() == {"actor"}
+    assert asked == [1, 1] + 2 * [int(chunks_module.LONGEST_CHUNK_S / _SlowStepper.STEP_S)]
 
 
 class _Hung:

@@ -9,7 +9,11 @@ collected, and the restart of workers whose chunk stalls. The chunk loop
                                # WorkerTimeoutError naming the groups not back)
 
 A group gets its next chunk as soon as its reports are in, so groups of different speeds (actors
-and a learner) never wait for each other at the driver.
+and a learner) never wait for each other at the driver. Chunks are sized by time: a group's first
+:data:`PROBE_CHUNKS` chunks are one step each, which measure its pace, and no chunk after them
+asks for more steps than take :data:`LONGEST_CHUNK_S` at the group's fastest pace so far, so that
+an environment of seconds per step still trains, shows progress and stops near the time limit, as
+a fast one does.
 """
 
 from __future__ import annotations
@@ -25,6 +29,18 @@ from gorila.reply import Pending
 from gorila.driver.plan import Plan
 from gorila.driver.progress import Progress
 from gorila.errors import WorkerTimeoutError
+
+#: The longest a chunk is asked to last, at its group's pace so far. A chunk is the driver's unit of
+#: waiting: rows, the progress line, stops and checkpoints come between chunks, and a chunk of the
+#: plan's steps in a slow environment (0.2 s a step) took minutes, past every timeout. Plans whose
+#: chunks last less (every plan of a fast environment) keep their steps, and so the local runtime's
+#: rows fall at the same steps in every run of a seed.
+LONGEST_CHUNK_S = 2.0
+#: One-step chunks a group starts with. The first step of a process carries its warm-up (imports,
+#: a network's first call: 50 ms and more where a step then takes 1 ms), so its pace is read from
+#: the fastest step so far, which the second chunk gives: a fast plan's chunks then never shrink
+#: for a machine's passing load, and keep their steps.
+PROBE_CHUNKS = 2
 
 
 @dataclass(frozen=True)
@@ -45,8 +61,10 @@ class _Pace:
     size: int | None = None  # its chunk, once it adapts to the plan's chunk_seconds
     started: float = 0.0  # when its chunk under way began
     asked: int = 0  # steps per worker of its chunk under way
-    took: float | None = None  # how long its last chunk took
+    took: float | None = None  # how long its last chunk took (None: no chunk in yet)
     per_step: float | None = None  # budget used per worker step in its last chunk
+    chunks_in: int = 0  # its chunks in so far
+    fastest: float | None = None  # the fewest seconds a step took, over its chunks so far
 
 
 class Chunks:
@@ -60,6 +78,10 @@ class Chunks:
         self.running: dict[str, list[Pending[dict[str, Any]]]] = {}
         self.pace = {name: _Pace() for name in groups}
         self.restarted_in_chunk: set[tuple[str, int]] = set()  # stalled workers restarted, by group and index
+        # Probes measure environments (a budget of env steps; lstsq's steps are its own arithmetic).
+        # A run resumed without its pace (a Ray run, a failed one) starts at the plan's chunks, as its
+        # first life went on: the local runtime's rows then fall where that life's would have.
+        self.probing = plan.budget.unit == "env_steps" and progress.used() == 0
 
     def start_idle(self) -> None:
         """Give every group whose last chunk is in its next one."""
@@ -114,7 +136,9 @@ class Chunks:
                 if "restart_reason" in report:
                     self.message(report.pop("restart_reason"))
             self.progress.counters.update(name, reports)
-            pace.took = time.perf_counter() - pace.started
+            pace.took, pace.chunks_in = time.perf_counter() - pace.started, pace.chunks_in + 1
+            step_s = pace.took / max(pace.asked, 1)
+            pace.fastest = step_s if pace.fastest is None else min(pace.fastest, step_s)
             pace.per_step = (self.progress.used() - before) / max(pace.asked * len(reports), 1)
         return done
 
@@ -136,14 +160,22 @@ class Chunks:
         return restarted
 
     def _chunk_steps(self, group: str) -> int:
-        """The plan's chunk size; with ``chunk_seconds``, scaled toward that duration from the
-        group's last chunk (at most doubling or halving at once). A chunk never asks for more than
-        the budget has left, shared among the group's workers, so a run stops near its budget."""
+        """How many steps each of ``group``'s workers takes in its next chunk. The first
+        :data:`PROBE_CHUNKS` are one step: a chunk of the plan's size is blind to the environment's
+        pace (100 steps of a 0.2 s env are 20 s with nothing to show, and a stop cannot come
+        sooner). After them, the plan's chunk size; with ``chunk_seconds``, scaled toward that
+        duration from the group's last chunk (at most doubling or halving at once). Either way no
+        more steps than take :data:`LONGEST_CHUNK_S` at the group's fastest pace, and never more
+        than the budget has left, shared among the group's workers, so a run stops near its budget."""
         pace, chunk_seconds = self.pace[group], self.plan.chunk_seconds
+        if self.probing and pace.chunks_in < PROBE_CHUNKS:
+            return 1
         steps = pace.size or self.plan.chunk_steps(self.progress.stats.updates)
-        if chunk_seconds is not None and pace.took is not None:
+        if chunk_seconds is not None and pace.size is not None and pace.took is not None:
             scale = min(2.0, max(0.5, chunk_seconds / max(pace.took, 1e-6)))
             steps = max(1, round(steps * scale))
+        if pace.fastest is not None:
+            steps = min(steps, max(1, math.floor(LONGEST_CHUNK_S / max(pace.fastest, 1e-9))))
         if chunk_seconds is not None:
             pace.size = steps
         if pace.per_step:  # this group's steps use the budget (actors' env steps; not a learner's updates)
