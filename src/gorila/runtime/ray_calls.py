@@ -6,8 +6,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from gorila.runtime.cluster_auth import prefer_token_auth
+
 # Must be in the environment before Ray starts: then every Ray socket binds to 127.0.0.1.
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+# Ray reads RAY_AUTH_MODE once, as it is imported: a driver joining a cluster by its address sends
+# the token at hand only if it is set (see cluster_auth).
+prefer_token_auth(os.environ)
 
 import ray  # noqa: E402
 from ray.exceptions import GetTimeoutError  # noqa: E402

@@ -11,7 +11,6 @@ Ray's processes down should this process be killed; otherwise it joins that clus
 from __future__ import annotations
 
 import itertools
-import logging
 import os
 import socket
 import time
@@ -40,6 +39,7 @@ from gorila.runtime.reaper import Reaper
 from gorila.runtime.shard_recovery import ShardRecovery
 from gorila.runtime.placement import alive_nodes, fitting_share, node_cpus, pinned
 
+from gorila.runtime.cluster_auth import join_cluster
 from ray.exceptions import GetTimeoutError  # noqa: E402  (after ray_calls: the environment is set)
 
 def check_reachable(address: str, source: str, timeout_s: float) -> None:
@@ -125,8 +125,7 @@ class RayRuntime:
             try:
                 if address:
                     check_reachable(address, source, connect_timeout_s)
-                    ray.init(address=address, logging_level=logging.INFO if verbose else logging.ERROR,
-                             log_to_driver=verbose)
+                    join_cluster(address, source, connect_timeout_s, verbose)
                 else:
                     start_embedded_ray(num_cpus, verbose)
                     self._reaper = Reaper.start()  # Ray's own processes must not outlive a killed driver
