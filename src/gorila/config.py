@@ -33,8 +33,9 @@ TIME_LIMIT_GRACE_S = 30.0
 #: --server: where the shards live (``PLACEMENTS``), or ``learner``: the learner owns them and the
 #: shards are the store its actors read (:mod:`gorila.params.owned`).
 SERVERS = (*PLACEMENTS, "learner")
-#: The algorithms whose learner can own the parameters: one learner fed by trajectory queues.
-LEARNER_OWNED = ("impala", "ppo")
+#: The algorithms whose learner can own the parameters: one learner, fed by actors through trajectory
+#: queues or replay shards.
+LEARNER_OWNED = ("apex", "impala", "ppo")
 # The semi-async preset, whose numbers the help shows (they live in params/rule.py only).
 _SEMI_ASYNC = UpdateRule.semi_async()
 
@@ -54,7 +55,7 @@ class RunConfig:
     shards: int = field(default=1, metadata={"help": "parameter-server shards"})
     server: str = field(default="process", metadata={
         "help": "where the shards live: process (each in its own process), workers (--mode sync on one node: "
-                "spread over the workers, rounds meet in shared memory) or learner (impala, ppo: the learner "
+                "spread over the workers, rounds meet in shared memory) or learner (apex, impala, ppo: the learner "
                 "owns the parameters and its optimizer, applies its gradients where it computes them, and "
                 "publishes its parameters to the shards, which its actors read)", "choices": SERVERS})
     publish_every: int = field(default=1, metadata={

@@ -18,7 +18,7 @@ A3C = dict(runtime="local", seed=3, total_steps=3_000, stop_at_target=False, wor
            unroll_length=5, eval_episodes=2, eval_every_steps=600, checkpoint_every_s=1000.0)
 
 #: The columns that measure time: the rest is decided by the run's own work.
-TIMED = ("time_s", "env_steps_per_s", "updates_per_s", "eval_train_time_s")
+TIMED = ("time_s", "env_steps_per_s", "updates_per_s", "eval_train_time_s", "learner_wait_fraction")
 
 
 def _rows(run_dir):
@@ -136,3 +136,13 @@ def test_a_run_directory_whose_snapshot_holds_code_runs_none_of_it(tampered_run)
     with pytest.raises(CheckpointError, match="snapshot"):
         gorila.train(resume=run_dir, total_steps=800)
     assert not marker.exists()
+
+
+def test_an_impala_run_whose_learner_owns_its_parameters_resumes_exactly(tmp_path):
+    """The learner's own shards, optimizer state and publication counts are in the snapshot, and
+    the store's parameters in the checkpoint: the resumed run logs the uninterrupted run's rows."""
+    settings = dict(runtime="local", seed=3, total_steps=6_000, stop_at_target=False, server="learner",
+                    eval_episodes=2, eval_every_steps=600, checkpoint_every_s=1e-3)
+    whole, (resumed,) = _interrupted_and_resumed("impala", settings, tmp_path, rows=[4])
+    assert len(whole) > 5 and any(r["loss"] for r in whole[:4])
+    assert _work(resumed) == _work(whole)

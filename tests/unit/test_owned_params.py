@@ -141,7 +141,7 @@ def test_only_a_single_queue_fed_learner_may_own_the_parameters():
     from gorila.config import RunConfig
     from gorila.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="impala and ppo, not dqn") as err:
+    with pytest.raises(ConfigError, match="apex and impala and ppo, not dqn") as err:
         RunConfig(algo="dqn", server="learner")
     assert err.value.field == "server"
     run = RunConfig(algo="impala", runtime="local", server="learner")

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
 from torch import nn
@@ -240,6 +240,12 @@ def learner_factory(learner: Callable[..., Any], run: RunConfig, spec: ServerSpe
         raise ConfigError("learners", "--server learner runs one learner, which owns the parameters: "
                                       "give --learners 1, or --server process for several")
     return functools.partial(owning_learner, learner, spec, publication)
+
+
+def owned_learners(groups: list[WorkerSpec], run: RunConfig, spec: ServerSpec, learners: int) -> list[WorkerSpec]:
+    """``groups`` with the learner group's factory given to :func:`learner_factory`."""
+    return [replace(group, factory=learner_factory(group.factory, run, spec, learners)) if group.name == "learner"
+            else group for group in groups]
 
 
 def trajectory_groups(actor: Callable[..., Any], learner: Callable[..., Any], actors: int, learners: int,

@@ -25,7 +25,7 @@ from gorila.actors.nstep import NStepReturns
 from gorila.algos.apex.config import ApexConfig
 from gorila.algos.dqn.networks import build_q_network
 from gorila.algos.kit import (CHUNK_SECONDS, INFERENCE, REPLAY_TRAFFIC, ReplayTopology, greedy_q_inference, q_actor,
-                              q_learner, rl_plan)
+                              owned_learners, q_learner, rl_plan)
 from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan
@@ -74,12 +74,13 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
                               actor_nice=ACTOR_NICE, by_node=cfg.replay_placement == "node",
                               learner_gpus=learner_gpus)
     learner = q_learner(network_fn, cfg, rl, run.runtime)
+    spec = run.server_spec(run.rule(num_workers=cfg.learners), cfg.optimizer, cfg.lr)
     return rl_plan(
         run, rl, algo="apex", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_mlp=numpy_q_network(net),
         eval_epsilon=cfg.EVAL_EPSILON,
         central=central, config={**asdict(cfg), "target_update": str(cfg.target_update)},
-        spec=run.server_spec(run.rule(num_workers=cfg.learners), cfg.optimizer, cfg.lr),
-        groups=lambda services: topology.groups(actor, learner, services),
+        spec=spec, groups=lambda services: owned_learners(topology.groups(actor, learner, services), run, spec,
+                                                          cfg.learners),
         services=(topology.service(), *inference),
         processes=topology.processes + len(inference), chunk_steps=lambda updates: STEPS_PER_CHUNK,
         metrics=METRICS, histograms=("learner.policy_lag",),
