@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import MutableMapping
 from pathlib import Path
 
@@ -53,10 +54,13 @@ def token_source(environ: MutableMapping[str, str] | None = None) -> tuple[str, 
 
 
 def prefer_token_auth(environ: MutableMapping[str, str] | None = None) -> bool:
-    """Set ``RAY_AUTH_MODE=token`` where it is unset and a token is at hand (see the module doc);
-    whether the driver will send one. ``RAY_AUTH_MODE`` set by the user is left as it is."""
+    """Set ``RAY_AUTH_MODE=token`` where it is unset, a token is at hand (see the module doc) and
+    Ray is not imported yet; whether the driver will send one. ``RAY_AUTH_MODE`` set by the user
+    is left as it is."""
     environ = os.environ if environ is None else environ
-    if MODE not in environ and token_source(environ) is not None:
+    # Ray read the mode when it was imported: set now, it would reach only the processes this one
+    # starts (an embedded Ray's GCS would ask for a token this driver never sends).
+    if MODE not in environ and "ray" not in sys.modules and token_source(environ) is not None:
         environ[MODE] = "token"
     return environ.get(MODE, "").lower() == "token"
 
