@@ -82,3 +82,8 @@ class ClusterUnreachableError(GorilaError, ConnectionError):
 
 class CheckpointError(GorilaError, RuntimeError):
     """A checkpoint is missing, corrupt (checksum mismatch) or of another run."""
+
+
+class RunDirLockedError(ConfigError):
+    """The run directory is held by a live run (its lock, ``RUN_DIR/run.lock``); the message names
+    its PID. A usage error (exit 2): the directory chosen is the thing to change, or to wait for."""

@@ -25,6 +25,7 @@ from gorila.algos.presets import source, with_preset
 from gorila.algos.registry import ALGORITHMS
 from gorila.cliargs import check_types, from_flags, parse_value, renamed
 from gorila.config import RunConfig, values_from_json
+from gorila.driver.run_lock import hold_run_dir
 from gorila.driver.stop import StopSignals
 from gorila.errors import ConfigError
 from gorila.metrics.terminal import Terminal
@@ -138,9 +139,8 @@ def launch(run: RunConfig, configs: list, terminal: Terminal,
            callback: Callable[[dict[str, float]], bool | None] | None = None) -> dict[str, Any]:
     """Announce the run directory, build the plan, run it; returns the summary (see
     :func:`gorila.driver.loop.run`, which also says what an interrupt raises, and what
-    ``callback``, its ``on_row``, is given)."""
-    from gorila.driver.loop import run as run_plan
-
+    ``callback``, its ``on_row``, is given). A run directory that a live run holds is a
+    :class:`~gorila.errors.RunDirLockedError` (see :mod:`gorila.driver.run_lock`)."""
     algorithm = ALGORITHMS[run.algo]
     run_dir = run.resolved_run_dir(algorithm.label(configs))
     # A run this machine cannot hold, and a run directory it could not write or that is damaged,
@@ -152,6 +152,17 @@ def launch(run: RunConfig, configs: list, terminal: Terminal,
         terminal.line(f"preset {run.preset}: {run.preset_source}")
     if run.resume is None:
         run = dataclasses.replace(run, run_dir=run_dir)
+    # One live run per directory, held before anything is built or written (a second run there is
+    # refused at once, exit 2, rather than after Ray's start); the driver holds it again inside.
+    with hold_run_dir(run_dir, "resume" if run.resume is not None else "run_dir", terminal.line):
+        return _launch(run, configs, terminal, callback)
+
+
+def _launch(run: RunConfig, configs: list, terminal: Terminal,
+            callback: Callable[[dict[str, float]], bool | None] | None) -> dict[str, Any]:
+    from gorila.driver.loop import run as run_plan
+
+    algorithm = ALGORITHMS[run.algo]
     what = " (PyTorch, the env, the network)" if algorithm.is_rl else " (the data)"
     if run.runtime == "local":
         with StopSignals(), terminal.stage(f"building the {run.algo} plan{what}"):

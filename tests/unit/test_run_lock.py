@@ -1,0 +1,60 @@
+"""One live run per run directory: the lock a second run is refused by, and taken over from a dead one."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gorila.driver.run_lock import LOCK_NAME, hold_run_dir
+from gorila.errors import ConfigError, RunDirLockedError
+
+# Holds RUN_DIR's lock in another process until its stdin closes; prints "held" once it has it.
+HOLDER = """
+import sys
+from gorila.driver.run_lock import hold_run_dir
+with hold_run_dir(sys.argv[1]):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def _holder(run_dir):
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(run_dir)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "held\n"
+    return proc
+
+
+def test_a_directory_held_by_a_live_run_is_refused_naming_its_pid(tmp_path):
+    holder = _holder(tmp_path / "run")
+    try:
+        with pytest.raises(RunDirLockedError, match=f"in use by a live run \\(PID {holder.pid}\\)") as refused:
+            with hold_run_dir(tmp_path / "run", "resume"):
+                pass
+        assert isinstance(refused.value, ConfigError) and refused.value.flag == "--resume"  # exit 2
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    lines = []
+    with hold_run_dir(tmp_path / "run", message=lines.append):  # released at the holder's exit
+        assert (tmp_path / "run" / LOCK_NAME).read_text().split()[0] == str(os.getpid())
+    assert lines == []  # released cleanly: nothing to take over
+    assert (tmp_path / "run" / LOCK_NAME).read_text() == ""
+
+
+def test_the_lock_of_a_killed_run_is_taken_over_with_a_message(tmp_path):
+    holder = _holder(tmp_path / "run")
+    holder.kill()  # the kernel releases the lock; the file still names the dead owner
+    holder.wait(timeout=30)
+    lines = []
+    with hold_run_dir(tmp_path / "run", message=lines.append):
+        pass
+    assert len(lines) == 1 and f"taking over the lock of PID {holder.pid}" in lines[0], lines
+
+
+def test_holding_is_reentrant_within_a_process(tmp_path):
+    with hold_run_dir(tmp_path / "run"), hold_run_dir(tmp_path / "run" / "." ):
+        assert (tmp_path / "run" / LOCK_NAME).read_text().split()[0] == str(os.getpid())
+    with hold_run_dir(tmp_path / "run"):  # and released after the outer block
+        pass
