@@ -44,7 +44,8 @@ test-heavy: setup
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m heavy
 
 # The long chaos run: kills a process every 10 s while DQN learns CartPole, beside a run without (prints figures);
-# then the evaluator killed again and again while its env raises in evaluation.
+# then the evaluator killed again and again while its env raises in evaluation; then runs on Ray ended by SIGHUP
+# and by a double Ctrl-C, each continued by --resume.
 chaos: setup
 	$(BIN)/python -m pytest -m slow -s tests/integration/test_chaos.py
 

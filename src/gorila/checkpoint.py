@@ -142,21 +142,23 @@ class CheckpointTimer:
                 save_checkpoint(...)
 
     The clock is monotonic (wall-clock jumps don't trigger or starve checkpoints); the first
-    checkpoint is due ``every_s`` after construction.
+    checkpoint is due ``first_s`` after construction (default ``every_s``), so that a run can have
+    one soon after it starts and the rest at its pace.
     """
 
-    def __init__(self, every_s: float, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, every_s: float, clock: Callable[[], float] = time.monotonic, first_s: float | None = None):
         validate.number("every_s", every_s, low=0.0, low_open=True)
         self.every_s = float(every_s)
         self._clock = clock
-        self._last = clock()
+        self._next = clock() + (self.every_s if first_s is None else float(first_s))
 
     def due(self) -> bool:
-        """True at most once per ``every_s``; saying so starts the next interval."""
+        """True at most once per ``every_s`` (the first time ``first_s`` in); saying so starts the
+        next interval."""
         now = self._clock()
-        if now - self._last < self.every_s:
+        if now < self._next:
             return False
-        self._last = now
+        self._next = now + self.every_s
         return True
 
 

@@ -2,7 +2,7 @@
 
 Invalid flags are refused before anything starts, naming the flag, with exit code 2. Progress and
 logs go to stderr; stdout carries only the result (``train``: the summary as JSON). A run stopped
-by SIGINT or SIGTERM saves everything, prints its summary and exits with 130 or 143.
+by SIGINT, SIGTERM or SIGHUP saves everything, prints its summary and exits with 130, 143 or 129.
 """
 
 from __future__ import annotations
@@ -126,23 +126,28 @@ def _has_flag(algo: str, flag: str) -> bool:
 
 
 def cmd_train(argv: list[str]) -> int:
-    from gorila.driver.stop import Interrupted
+    from gorila.driver.stop import Interrupted, StopSignals
     from gorila.launch import launch
     from gorila.metrics.terminal import Terminal
 
-    run, configs, verbosity = _configs(argv)
-    terminal = Terminal(verbosity)
     try:
-        with _stdout_kept_for_the_summary():
-            summary = launch(run, configs, terminal)
+        # From the first moment, not only once the run starts: SIGTERM or SIGHUP while the flags
+        # are read and the modules load ends the command with 143 or 129 as well (SIGINT: 130).
+        with StopSignals():
+            run, configs, verbosity = _configs(argv)
+            terminal = Terminal(verbosity)
+            with _stdout_kept_for_the_summary():
+                summary = launch(run, configs, terminal)
     except Interrupted as stop:
-        if stop.summary is None:  # stopped while starting: nothing was trained or saved
-            print(f"gorila train: {stop} while starting; nothing was trained", file=sys.stderr)
-            return stop.exit_code
-        _print_summary(stop.summary)
-        print(f"gorila train: {stop}; everything is saved in {stop.summary['run_dir']} "
-              f"(continue with gorila train --resume {stop.summary['run_dir']})", file=sys.stderr)
-        terminal.stamp("exiting")
+        # A SIGHUP may mean the terminal is gone: what is left to say is said where it can be.
+        with contextlib.suppress(OSError):
+            if stop.summary is None:  # stopped while starting: nothing was trained or saved
+                print(f"gorila train: {stop} while starting; nothing was trained", file=sys.stderr)
+                return stop.exit_code
+            _print_summary(stop.summary)
+            print(f"gorila train: {stop}; everything is saved in {stop.summary['run_dir']} "
+                  f"(continue with gorila train --resume {stop.summary['run_dir']})", file=sys.stderr)
+            terminal.stamp("exiting")
         return stop.exit_code
     _print_summary(summary)
     terminal.stamp("exiting")  # the last of the run's end's stages (--verbose), as summary.json's shutdown has them
@@ -338,8 +343,9 @@ def command() -> NoReturn:
     # after the run is over (a stopped run promises its exit within seconds). Only the buffered
     # output and the log handlers need flushing; the process ends here.
     logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError):  # a terminal gone (SIGHUP) takes nothing more
+            stream.flush()
     os._exit(code)
 
 

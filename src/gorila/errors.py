@@ -87,3 +87,8 @@ class CheckpointError(GorilaError, RuntimeError):
 class RunDirLockedError(ConfigError):
     """The run directory is held by a live run (its lock, ``RUN_DIR/run.lock``); the message names
     its PID. A usage error (exit 2): the directory chosen is the thing to change, or to wait for."""
+
+
+class ClusterLostError(GorilaError, ConnectionError):
+    """The Ray cluster the run was on stopped answering while it trained (its head node died, the
+    network to it went down); the run saved what the driver held, and the message says where."""

@@ -1,9 +1,11 @@
 """What the driver leaves behind (local runtime): everything saved when a signal or ``on_chunk``
 stops a run, and TensorBoard scalars grouped as users look for them."""
 
+import dataclasses
 import json
 import os
 import signal
+import time
 
 import pytest
 
@@ -11,7 +13,7 @@ from gorila.algos.a3c.builder import make_plan
 from gorila.algos.a3c.config import A3CConfig
 from gorila.checkpoint import load_checkpoint
 from gorila.config import RunConfig
-from gorila.driver.loop import run
+from gorila.driver.loop import FIRST_CHECKPOINT_S, run
 from gorila.algos.rl_config import RLConfig
 from gorila.driver.stop import Interrupted
 from gorila.metrics.terminal import QUIET, Terminal
@@ -26,7 +28,7 @@ def _a3c(run_dir, **rl):
     return run_config, make_plan(run_config, A3CConfig(), rl)
 
 
-@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_a_signal_stops_the_run_after_its_chunk_and_everything_is_saved(tmp_path, signum, code):
     run_config, plan = _a3c(tmp_path / "run", total_steps=10_000_000)
     before = signal.getsignal(signum)
@@ -50,6 +52,47 @@ def test_a_signal_stops_the_run_after_its_chunk_and_everything_is_saved(tmp_path
     assert meta["env_steps"] == summary["env_steps"] and meta["updates"] == summary["updates"]
     assert (tmp_path / "run" / "learning_curve.png").stat().st_size > 0
     assert signal.getsignal(signum) == before
+
+
+def test_a_second_signal_still_saves_the_final_checkpoint_and_the_full_summary(tmp_path):
+    """A double Ctrl-C: the second comes while the run is stopping; nothing is cut short half-way,
+    the final checkpoint holds what the summary counts, and the exit code is the first signal's."""
+    run_config, plan = _a3c(tmp_path / "run", total_steps=10_000_000)
+    chunks = []
+
+    def on_chunk(placed):
+        chunks.append(1)
+        if len(chunks) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(Interrupted) as stopped:
+        run(run_config, plan, on_chunk, terminal=Terminal(QUIET))
+    summary = stopped.value.summary
+    assert summary is not None and stopped.value.exit_code == 130 and len(chunks) == 2
+    saved = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert saved["stop_reason"] == "interrupted" and saved["signal"] == "SIGINT"
+    assert all(saved[name] is not None for name in COUNTERS) and saved["env_steps"] > 0
+    _, meta = load_checkpoint(tmp_path / "run" / "checkpoints")
+    assert meta["env_steps"] == summary["env_steps"] and meta["updates"] == summary["updates"]
+
+
+def test_the_first_periodic_checkpoint_comes_seconds_after_training_starts(tmp_path):
+    """With checkpoints a minute apart (the default), a run still has one a few seconds in: one
+    killed early on has something to resume from."""
+    run_config, plan = _a3c(tmp_path / "run", total_steps=10_000_000)
+    run_config = dataclasses.replace(run_config, checkpoint_every_s=60.0)
+    started = []
+
+    def on_chunk(placed):
+        started[:] = started or [time.monotonic()]
+        first = tmp_path / "run" / "checkpoints" / "ckpt-000001.json"
+        return not first.exists() and time.monotonic() - started[0] < 20  # stop at the row after it (or give up)
+
+    summary = run(run_config, plan, on_chunk, terminal=Terminal(QUIET))
+    first = json.loads((tmp_path / "run" / "checkpoints" / "ckpt-000001.json").read_text())["meta"]
+    assert first["train_time_s"] <= FIRST_CHECKPOINT_S + 2.0, first["train_time_s"]
+    assert 0 < first["env_steps"] <= summary["env_steps"]
 
 
 def test_on_chunk_returning_false_stops_the_run_at_that_row_with_everything_saved(tmp_path):

@@ -12,6 +12,7 @@ import json
 import os
 import random
 import signal
+import subprocess
 import sys
 import time
 
@@ -235,3 +236,30 @@ def test_chaos_the_evaluator_killed_again_and_again_while_its_env_raises(ray_loc
     assert summary["worker_restarts"] == 5
     assert returns and set(returns) == {5.0} and summary["evaluations_failed"] == 0
     assert summary["eval_env_failures"] >= len(returns)  # 15 steps an evaluation: two 7th steps at least
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("signals", [(signal.SIGHUP,), (signal.SIGINT, signal.SIGINT)], ids=["sighup", "double-ctrl-c"])
+def test_chaos_an_abrupt_ending_leaves_a_run_that_resume_continues(gorila_process, tmp_path, signals):
+    """A hung-up terminal (SIGHUP) or a double Ctrl-C, seconds into training on Ray: the run ends
+    with 128 + the first signal, a full summary and a final checkpoint, and ``--resume`` continues
+    it from there to more env steps."""
+    run_dir = tmp_path / "run"
+    job = gorila_process("train", "--algo", "a3c", "--workers", "2", "--total-steps", "100000000",
+                         "--no-stop-at-target", "--run-dir", str(run_dir))
+    job.wait_for("training until", timeout_s=180)
+    job.signal(signals[0])
+    if len(signals) > 1:
+        job.wait_for(": stopping", timeout_s=60)
+        job.signal(signals[1])
+    code, _ = job.finish(timeout_s=60)
+    assert code == 128 + signals[0], "".join(job.stderr)
+    stopped = json.loads((run_dir / "summary.json").read_text())
+    assert stopped["stop_reason"] == "interrupted" and stopped["env_steps"] > 0
+    more = stopped["env_steps"] + 5_000
+    resumed = subprocess.run([sys.executable, "-m", "gorila", "train", "--resume", str(run_dir), "--total-steps",
+                              str(more)], capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"] == "budget" and summary["env_steps"] >= more

@@ -137,6 +137,21 @@ def test_timer_is_due_once_per_interval():
         CheckpointTimer(every_s=0)
 
 
+def test_timer_can_have_its_first_checkpoint_sooner_than_the_interval():
+    """A run's first checkpoint comes seconds after it starts, not an interval later: a run that
+    ends abruptly in its first minute leaves one to resume from."""
+    now = [100.0]
+    timer = CheckpointTimer(every_s=60, clock=lambda: now[0], first_s=5)
+    now[0] = 104.9
+    assert not timer.due()
+    now[0] = 105.0
+    assert timer.due()
+    now[0] = 164.9
+    assert not timer.due()  # then at the interval's pace
+    now[0] = 165.0
+    assert timer.due()
+
+
 def test_exports_are_written_beside_their_checkpoint_and_pruned_with_it(tmp_path):
     for step in (1, 2, 3):
         weights = {"body.0.weight": np.full((2, 3), step, np.float32)}

@@ -19,6 +19,7 @@ workers), :mod:`~gorila.driver.report` (rows, evaluations, checkpoints, the summ
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
@@ -32,19 +33,23 @@ from gorila.checkpoint import CheckpointTimer, load_checkpoint
 from gorila.config import RunConfig
 from gorila.driver.chunks import Chunks, Patience
 from gorila.driver.exact import Restored, WorkerState, restore_workers
+from gorila.driver.failure import cluster_lost, save_after_failure
 from gorila.driver.plan import Placed, Plan, WorkerSpec
 from gorila.driver.progress import Progress, resumable
 from gorila.driver.report import Outputs, Report
 from gorila.driver.run_log import open_log, plot, prepare_plot
+from gorila.driver.run_lock import hold_run_dir
 from gorila.driver.stop import Interrupted, StopSignals
 from gorila.core import Runtime
-from gorila.errors import EnvFailedError, NonFiniteError, WorkerTimeoutError
 from gorila.metrics.progress import Limits
 from gorila.metrics.terminal import Terminal
 from gorila.params import merge_stats
 from gorila.params.server import check_optimizer_state, check_shard_state
 from gorila.runtime import make_runtime, preload
 
+#: How soon after training starts the first periodic checkpoint is due (at most ``--checkpoint-every-s``):
+#: a run killed, hung up or cut off in its first minute still leaves a checkpoint to resume from.
+FIRST_CHECKPOINT_S = 5.0
 #: Called after every row; returning False stops the run there (``stop_reason: "on_chunk"``).
 OnChunk = Callable[[Placed], bool | None]
 #: Called with every logged row (``step``, ``time_s`` and the filled columns); returning False
@@ -68,6 +73,9 @@ class Stops:
     on_row: OnRow | None = None
     end_s: float | None = None  # with a time limit: the training seconds by which the run ends (its overshoot)
     on_stop: Callable[[], Any] | None = None  # called once the loop stops, before the chunks under way are in
+    # Whether a second signal may give up the chunks under way: on Ray they run in other processes;
+    # the local runtime's run on a thread of this one, whose chunk must end before anything is saved.
+    abandon: bool = False
 
 
 def run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChunk | None = None, *,
@@ -86,15 +94,24 @@ def run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChun
     ``terminal`` shows the start-up and the progress (default: on
     stderr, times counted from the start of this process).
     With ``--resume`` the shards start from the newest good checkpoint and counting continues.
-    SIGINT or SIGTERM stops the run after the chunks under way: everything is saved as at any
-    other stop (``stop_reason: "interrupted"``) and :class:`~gorila.driver.stop.Interrupted` is
-    raised with the summary. A run that fails while it trains (a worker that cannot be restarted or
+    SIGINT, SIGTERM or SIGHUP stops the run after the chunks under way: everything is saved as at
+    any other stop (``stop_reason: "interrupted"``) and :class:`~gorila.driver.stop.Interrupted` is
+    raised with the summary; a second signal gives up the chunks under way on Ray and saves all
+    the same. The run directory is held (:mod:`gorila.driver.run_lock`) from before anything is
+    written there until the end. A run that fails while it trains (a worker that cannot be restarted or
     does not answer in time, environments or gradients failing past their limits) saves what it
     can first: a final checkpoint of the shards' parameters and the full summary, ``status:
     "failed"`` with the ``stop_reason`` and the ``error``; then the error is raised. A resumed
     run that fails before its first chunk is in leaves the run's earlier ``summary.json`` as it was.
+    A Ray cluster that stops answering is a :class:`~gorila.errors.ClusterLostError`, after the
+    summary that the driver can write without it (the last checkpoint stays the one to resume).
     """
-    terminal = terminal or Terminal()
+    with contextlib.ExitStack() as held:  # the run directory's lock, released once all is written
+        return _run(run_config, plan, on_chunk, terminal or Terminal(), on_row, held)
+
+
+def _run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChunk | None, terminal: Terminal,
+         on_row: OnRow | None, held: contextlib.ExitStack) -> dict[str, Any]:
     startup: dict[str, float] = {}
     beside = callable(plan) and not isinstance(plan, Plan) and run_config.runtime != "local"
     if not beside:
@@ -109,14 +126,20 @@ def run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChun
             # and Ray's start, which waits on it, is the longer path to the first env step.
             preload(run_config.runtime)
         planned = builder.submit(_built, plan, terminal) if beside else None
-        with terminal.stage(_runtime_stage(run_config)):
-            runtime = make_runtime(run_config.runtime, run_config.address,
-                                   call_timeout_s=run_config.call_timeout(plan.chunk_seconds if isinstance(plan, Plan)
-                                                                          else None),
-                                   verbose=terminal.verbose, stall_s=run_config.actor_timeout_s)
+        started: list[Runtime] = []
+        try:  # starting Ray installs a SIGTERM handler of its own (sys.exit(15)): a signal still ends it here
+            with terminal.stage(_runtime_stage(run_config)), signals.foreign():
+                started.append(make_runtime(run_config.runtime, run_config.address,
+                                            call_timeout_s=run_config.call_timeout(plan.chunk_seconds
+                                                                                   if isinstance(plan, Plan) else None),
+                                            verbose=terminal.verbose, stall_s=run_config.actor_timeout_s))
+        except Interrupted:
+            for made in started:
+                made.shutdown()
+            raise
+        runtime = started[0]
         # The local runtime watches its workers' steps itself; on Ray the driver restarts a stalled process.
         stall_s = None if runtime.name == "local" else run_config.actor_timeout_s
-        signals.install()  # again: starting Ray installs a SIGTERM handler of its own
         startup["runtime_s"] = terminal.elapsed()
         try:
             if planned is not None:
@@ -124,6 +147,8 @@ def run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChun
             assert isinstance(plan, Plan)
             runtime.call_timeout_s = run_config.call_timeout(plan.chunk_seconds)  # the plan's chunks now known
             run_dir = run_config.resolved_run_dir(plan.label)
+            held.enter_context(hold_run_dir(run_dir, "run_dir" if run_config.resume is None else "resume",
+                                            terminal.line))
             initial = plan.initial_params()
             shard_processes = plan.spec.num_shards if plan.spec.placement == "process" else 0
             runtime.plan(plan.processes + shard_processes + 1, plan.param_cache)  # + the shards and the evaluation
@@ -183,12 +208,15 @@ def run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChun
                         run_config.time_limit_s, run_config.checkpoint_every_s, signals,
                         None if on_chunk is None else functools.partial(on_chunk, placed), on_row,
                         end_s=run_config.time_limit_end(plan.chunk_seconds),
-                        on_stop=functools.partial(plotter.submit, prepare_plot)))
+                        on_stop=functools.partial(plotter.submit, prepare_plot), abandon=runtime.name != "local"))
                 except Exception as error:
+                    lost = cluster_lost(runtime, report, error)  # then nothing can be asked of the shards
                     if run_config.resume is not None and not progress.counters.last:
                         logger.discard()  # nothing trained: the run's earlier summary stays
                     else:
-                        logger.close(save_after_failure(report, runtime, error))
+                        logger.close(save_after_failure(report, runtime, lost or error, offline=lost is not None))
+                    if lost is not None:
+                        raise lost from error
                     raise
                 plotted = plotter.submit(plot, run_dir, plan, run_config)  # metrics.csv has its final row
                 summary = report.summary(runtime, train_s, stop_reason, _signal_name(signals))
@@ -222,14 +250,16 @@ def train(plan: Plan, chunks: Chunks, report: Report, stops: Stops) -> tuple[flo
         report.out.logger.message(done[1])
         report.out.stamp("stop_s", f"stopping ({done[0]}) before training")
         return progress.train_s(), done[0]
-    timer = CheckpointTimer(stops.checkpoint_every_s)
+    # The first checkpoint within seconds: a run that ends abruptly early on still leaves one to resume.
+    timer = CheckpointTimer(stops.checkpoint_every_s, first_s=min(FIRST_CHECKPOINT_S, stops.checkpoint_every_s))
+    hurry = stops.signals.abandonable if stops.signals is not None and stops.abandon else _wait
     stop_reason = "budget"
     progress.stats = merge_stats(report.placed.shards.stats())
     finished: set[str] = set()  # groups that finished a chunk since the last row
     while True:
         evaluation.before_chunk(progress.now())
         chunks.start_idle()
-        finished |= chunks.collect(until, wake=evaluation.awaited())
+        finished |= hurry(functools.partial(chunks.collect, until, wake=evaluation.awaited())) or set()
         report.began_stepping()
         report.judged(evaluation.after_chunk())
         train_s = progress.train_s()
@@ -245,8 +275,9 @@ def train(plan: Plan, chunks: Chunks, report: Report, stops: Stops) -> tuple[flo
                 break
         if stops.signals is not None and stops.signals.received is not None:
             stop_reason = "interrupted"
-            report.out.logger.message(f"{_signal_name(stops.signals)}: stopping; saving a final "
-                                      "checkpoint and the summary (send it again to quit at once)")
+            report.out.logger.message(f"{_signal_name(stops.signals)}: stopping; saving a final checkpoint and "
+                                      "the summary (send it again to give up the chunks under way, a third time "
+                                      "to quit at once)")
             break
         if timer.due():
             report.checkpoint(train_s)
@@ -261,7 +292,11 @@ def train(plan: Plan, chunks: Chunks, report: Report, stops: Stops) -> tuple[flo
     report.out.stamp("stop_s", f"stopping ({stop_reason}): the chunks under way finish")
     if stops.on_stop is not None:
         stops.on_stop()
-    chunks.drain(until)  # every worker's counts are in
+    hurry(chunks.drain, until)  # every worker's counts are in, unless a second signal gave them up
+    if stops.signals is not None and stops.signals.hurried:
+        report.hurried = True  # the summary asks nothing more of the workers
+        report.out.logger.message("signalled again: saving the final checkpoint and the summary now"
+                                  + (", the chunks under way given up" if stops.abandon else ""))
     report.out.stamp("last_chunk_s", "every chunk in")
     if stop_reason not in ("target", "interrupted"):  # an interrupt does not wait for an evaluation
         report.judged(evaluation.finish(None if until is None else max(0.0, until - time.perf_counter())))
@@ -273,33 +308,9 @@ def train(plan: Plan, chunks: Chunks, report: Report, stops: Stops) -> tuple[flo
     return train_s, stop_reason
 
 
-#: ``stop_reason`` of a run that failed, by the error that ended it.
-FAILURE_REASONS = ((WorkerTimeoutError, "timeout"), (EnvFailedError, "env_failures"),
-                   (NonFiniteError, "nonfinite_gradients"))
-
-
-def save_after_failure(report: Report, runtime: Runtime, error: Exception) -> dict[str, Any]:
-    """What a failed run keeps: a final row, a final checkpoint of the shards' parameters (the last
-    good ones: a shard never applies a non-finite update) and the full summary, ``status: "failed"``, its
-    ``stop_reason`` (the kind of failure) and ``error``; each part as far as it can be had (a part
-    that fails says why in the summary instead)."""
-    reason = next((name for kind, name in FAILURE_REASONS if isinstance(error, kind)), "error")
-    failed: dict[str, Any] = {"status": "failed", "stop_reason": reason, "error": f"{type(error).__name__}: {error}"}
-    train_s = report.progress.train_s()
-    report.out.logger.message(f"the run failed ({failed['error']}): saving a final checkpoint and the summary")
-    try:
-        report.row(train_s, final=True)  # the servers' counters as they are now, for the checkpoint too
-    except Exception as err:
-        failed["final_row_error"] = f"{type(err).__name__}: {err}"
-    report.workers = None  # a worker may have failed part-way through a step: its state is not saved
-    try:
-        report.checkpoint(train_s)
-    except Exception as err:  # a dead shard: the checkpoints before stay the last
-        failed["final_checkpoint_error"] = f"{type(err).__name__}: {err}"
-    try:
-        return {**report.summary(runtime, train_s, reason), **failed}
-    except Exception as err:
-        return {**failed, "summary_error": f"{type(err).__name__}: {err}"}
+def _wait(wait: Callable[..., Any], *args: Any) -> Any:
+    """``wait(*args)``: a wait that no signal gives up (the local runtime's chunks)."""
+    return wait(*args)
 
 
 def _shutdown_s(stamps: dict[str, float]) -> float | None:

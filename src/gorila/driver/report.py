@@ -139,6 +139,11 @@ class Report:
         self.best_checkpoint: dict[str, Any] | None = resumed.get("best_checkpoint")
         self._best_score: Score | None = None  # what the best checkpoint holds, to save it again if deleted
         self._network: Any = None  # plan.network_fn()'s FlatParams, built at the first checkpoint
+        # After a second signal (the chunks under way given up) or with the cluster gone, the summary
+        # asks the workers nothing: their counts are those of the reports already in.
+        self.hurried = False
+        #: the last checkpoint this run saved (``path`` in the run directory, ``progress``), what a resume continues from
+        self.last_checkpoint: dict[str, str] | None = None
 
     def began_stepping(self) -> None:
         """Note when the first worker began stepping, from the command's start (now, where workers
@@ -253,7 +258,9 @@ class Report:
                                {**arrays, **(self.workers.arrays() if self.workers is not None else {})}, meta,
                                exports=self._exports(arrays))
         steps = f"{meta['env_steps']:,} env steps, " if self.plan.budget.unit == "env_steps" else ""
-        self.out.logger.message(f"checkpoint {path.name}: {steps}{meta['updates']:,} updates")
+        progress = f"{steps}{meta['updates']:,} updates"
+        self.last_checkpoint = {"path": str(path.relative_to(self.out.run_dir)), "progress": progress}
+        self.out.logger.message(f"checkpoint {path.name}: {progress}")
 
     def _save_best(self, score: Score) -> None:
         """The judged parameters as the run's ``best`` checkpoint (what ``gorila eval`` plays by
@@ -292,11 +299,14 @@ class Report:
             self._network = FlatParams(self.plan.network_fn())
         return {"model": self._network.state_dict(server_params(arrays))}
 
-    def summary(self, runtime: Runtime, train_s: float, stop_reason: str, signal: str | None = None) -> dict[str, Any]:
-        """``summary.json``'s dict; ``signal`` names the signal that stopped the run, if one did."""
+    def summary(self, runtime: Runtime, train_s: float, stop_reason: str, signal: str | None = None, *,
+                offline: bool = False) -> dict[str, Any]:
+        """``summary.json``'s dict; ``signal`` names the signal that stopped the run, if one did.
+        ``offline``: the shards cannot be asked (their cluster is gone), so the servers' counters
+        are those of the last row."""
         plan, run_config, counters, shards = self.plan, self.run_config, self.progress.counters, self.placed.shards
-        stats = merge_stats(shards.stats())
-        cpu_by_kind = {"driver": runtime.cpu_seconds(), "parameter shards": shards.cpu_seconds()}
+        stats = self.progress.stats if offline else merge_stats(shards.stats())
+        cpu_by_kind = {"driver": runtime.cpu_seconds(), "parameter shards": 0.0 if offline else shards.cpu_seconds()}
         for (group, _), report in counters.last.items():
             cpu_by_kind[group] = cpu_by_kind.get(group, 0.0) + report.get("cpu_s", 0.0)
         env_steps = counters.total("env_steps")
@@ -340,6 +350,8 @@ class Report:
     def _workers(self, name: str, group: Any) -> int:
         """How many workers ``group`` has: as many as answer, or (one that cannot be restarted
         does not) as many as ever reported."""
+        if self.hurried:
+            return sum(1 for g, _ in self.progress.counters.last if g == name)
         try:
             return len(group.reports())
         except Exception:  # a failed run's summary is written all the same

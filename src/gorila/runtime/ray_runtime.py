@@ -68,6 +68,8 @@ def check_reachable(address: str, source: str, timeout_s: float) -> None:
             "default, or ray://HOST:10001), or leave out --address and RAY_ADDRESS to run on an embedded Ray")
 
 
+#: How long a run whose call failed gives its cluster's GCS to answer before it takes the cluster for gone.
+LOST_PROBE_S = 5.0
 #: How long a server that accepted the connection has to answer the HTTP/2 preface: a gRPC server
 #: answers from its network thread at once, however busy its workers are.
 GRPC_ANSWER_S = 3.0
@@ -272,6 +274,16 @@ class RayRuntime:
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0) if ready else (ready, None)
         done = {r.hex() for r in ready}
         return [k for k, ref in enumerate(refs) if ref.hex() in done]
+
+    def cluster_lost(self) -> str | None:
+        """The address of this runtime's cluster if its GCS no longer answers (the head node died,
+        or the network to it), else None: what a failed call into the run's processes means."""
+        address = ray.get_runtime_context().gcs_address
+        try:
+            check_reachable(address, "the cluster", LOST_PROBE_S)
+        except ClusterUnreachableError:
+            return address
+        return None
 
     def cpu_seconds(self) -> float:
         """This (driver) process's CPU time; groups report their own."""
