@@ -41,12 +41,13 @@ WARM_UP = 0.25
 
 def main(argv: list[str]) -> int:
     parser = command_parser("gorila bench pipeline", __doc__)
-    parser.add_argument("--algo", default="impala", choices=ALGOS)
-    parser.add_argument("--env", default="MinAtar/Breakout-v1")
+    parser.add_argument("--algo", default="impala", choices=ALGOS, help="the algorithm trained")
+    parser.add_argument("--env", default="MinAtar/Breakout-v1", help="Gymnasium id")
     parser.add_argument("--seconds", type=float, default=40.0, help="training seconds of the run")
-    parser.add_argument("--runtime", default="ray", choices=("ray", "local"))
-    parser.add_argument("--server", default="process", choices=("process", "learner"))
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--runtime", default="ray", choices=("ray", "local"), help="where the run's processes run")
+    parser.add_argument("--server", default="process", choices=("process", "learner"),
+                        help="where the updates are applied: process (the shards) or learner (it owns its parameters)")
+    parser.add_argument("--seed", type=int, default=0, help="the run's seed")
     parser.add_argument("--limit-seconds", type=float, default=3.0, help="timing of each part of the limit")
     parser.add_argument("--out", default=None, help="directory for bench.json and the run (default: bench/pipeline)")
     args = parser.parse_args(argv)
