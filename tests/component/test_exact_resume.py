@@ -57,6 +57,7 @@ def _interrupted_and_resumed(algo, settings, tmp_path, rows):
     return _rows(tmp_path / "whole"), resumed
 
 
+@pytest.mark.heavy
 def test_a_dqn_run_interrupted_and_resumed_logs_the_uninterrupted_runs_rows(tmp_path):
     whole, (resumed,) = _interrupted_and_resumed("dqn", DQN, tmp_path, rows=[5])
     assert len(whole) > 7 and any(r["loss"] for r in whole[:5])  # it learnt before the stop
@@ -64,6 +65,7 @@ def test_a_dqn_run_interrupted_and_resumed_logs_the_uninterrupted_runs_rows(tmp_
     assert _work(resumed) == _work(whole)
 
 
+@pytest.mark.heavy
 def test_an_a3c_run_interrupted_and_resumed_logs_the_uninterrupted_runs_rows(tmp_path):
     # a checkpoint after every row: taking one changes nothing of the run; stopped before its last
     # row, the resumed run cuts its one chunk to the budget as the whole run did

@@ -15,6 +15,7 @@ CFG = dict(actors=2, envs_per_actor=4, replay_shards=2, learning_starts=400, bat
            samples_per_insert=4.0)
 
 
+@pytest.mark.heavy
 def test_apex_runs_its_actors_replay_shards_and_learner_as_ray_workers(ray_local, tmp_path, train):
     summary = train(RunConfig(algo="apex", runtime="ray", run_dir=tmp_path, call_timeout_s=60.0),
                     ApexConfig(**CFG), RLConfig(env="CartPole-v1", total_steps=6000, eval_episodes=2,

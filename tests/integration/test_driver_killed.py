@@ -34,6 +34,7 @@ def _tree(job):
     return [driver, *driver.children(recursive=True)]
 
 
+@pytest.mark.heavy
 def test_row15_every_listening_socket_is_on_loopback_and_the_fast_path_is_private(running):
     """Row 15 (network exposure): the run's processes listen on 127.0.0.1 only, nothing on the
     dashboard's port; the shard's fast-path sockets live in a directory only this user can open."""

@@ -24,6 +24,7 @@ def test_impala_trains_on_ray(ray_local, tmp_path, train, mode, learners):
     assert sum(lag.values()) == summary["pushes_counted"] * 20 * 8 and summary["updates"] == summary["pushes_counted"]
 
 
+@pytest.mark.heavy
 def test_ppo_trains_on_ray(ray_local, tmp_path, train):
     from gorila.algos.ppo.config import PPOConfig
 

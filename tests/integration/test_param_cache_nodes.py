@@ -42,6 +42,7 @@ def _probe(worker_id, server):
     return Probe()
 
 
+@pytest.mark.heavy
 def test_each_node_reads_its_own_cache_and_falls_back_when_it_is_killed(two_nodes, wait_until):
     from multiprocessing import shared_memory
 

@@ -13,7 +13,8 @@ RL = RLConfig(env="CartPole-v1", total_steps=2000, stop_at_target=False, eval_ep
 SEMI = dict(aggregate=2, count_within=1, accept_within=2)
 
 
-@pytest.mark.parametrize("algo, cfg", [("dqn", DQNConfig(actors=2, learning_starts=100)), ("a3c", A3CConfig())])
+@pytest.mark.parametrize("algo, cfg", [pytest.param("dqn", DQNConfig(actors=2, learning_starts=100),
+                                                   marks=pytest.mark.heavy), ("a3c", A3CConfig())])
 @pytest.mark.parametrize("mode", ["sync", pytest.param("semi-async", marks=pytest.mark.heavy)])
 def test_rl_algorithms_train_on_ray(ray_local, tmp_path, train, algo, cfg, mode):
     run = RunConfig(algo=algo, mode=mode, runtime="ray", run_dir=tmp_path, **(SEMI if mode == "semi-async" else {}))

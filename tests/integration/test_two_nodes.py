@@ -9,6 +9,7 @@ from gorila.config import RunConfig
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 
+@pytest.mark.heavy
 def test_shards_on_both_nodes_and_training_converges(two_nodes, tmp_path, train):
     from gorila.params import ServerSpec, UpdateRule
     from gorila.runtime.ray_runtime import RayRuntime

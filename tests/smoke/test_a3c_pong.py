@@ -10,6 +10,7 @@ from gorila.cli import main
 pytestmark = pytest.mark.smoke
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("inference", ["local", "central"])
 def test_a3c_on_pong_runs_end_to_end_with_either_inference(tmp_path, inference):
     assert main(["train", "--algo", "a3c", "--env", "ALE/Pong-v5", "--runtime", "local", "--workers", "2",

@@ -16,6 +16,7 @@ def gorila(*args, timeout=300):
                           timeout=timeout)
 
 
+@pytest.mark.heavy
 def test_dqn_on_pong_runs_end_to_end_and_evaluates(tmp_path, capsys):
     from gorila.cli import main
 
@@ -43,6 +44,7 @@ def test_dqn_on_pong_runs_end_to_end_and_evaluates(tmp_path, capsys):
     assert report["dqn_normalized"] == pytest.approx(100 * (report["mean"] - PONG_RANDOM) / (PONG_DQN - PONG_RANDOM))
 
 
+@pytest.mark.heavy
 def test_a2c_on_embedded_ray_from_the_command_line(tmp_path):
     result = gorila("train", "--algo", "a3c", "--env", "CartPole-v1", "--mode", "semi-async", "--workers", "2",
                     "--aggregate", "2", "--count-within", "1", "--accept-within", "2", "--total-steps", "2000",
@@ -56,6 +58,7 @@ def test_a2c_on_embedded_ray_from_the_command_line(tmp_path):
     assert summary["target_return"] == 475.0 and summary["eval_epsilon"] == 0.0  # a3c: greedy evaluation
 
 
+@pytest.mark.heavy
 def test_apex_on_pong_runs_end_to_end_with_frames_stored_once(tmp_path, capsys):
     from gorila.cli import main
 

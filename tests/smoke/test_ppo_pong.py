@@ -9,6 +9,7 @@ from gorila.cli import main
 pytestmark = pytest.mark.smoke
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_ppo_on_pong_runs_end_to_end(tmp_path, mode):
     assert main(["train", "--algo", "ppo", "--mode", mode, "--env", "ALE/Pong-v5", "--runtime", "local",

@@ -146,6 +146,7 @@ def test_the_check_refuses_what_the_command_refuses(argv, tmp_path, monkeypatch,
         check(argv, monkeypatch, capsys, yaml_block="algo: a3c\nworkerz: 2\n")
 
 
+@pytest.mark.heavy
 def test_the_resume_recipe_runs_and_writes_the_layout_the_readme_shows(tmp_path):
     recipe = next(block for block in _blocks(ROOT / "README.md") if "--resume runs/a3c-long" in block)
     for words in _commands(recipe):

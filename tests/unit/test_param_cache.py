@@ -100,6 +100,7 @@ def test_the_cache_pulls_once_per_version_and_chains():
         node_a.close()
 
 
+@pytest.mark.heavy
 def test_a_started_cache_is_told_of_each_new_version_by_its_upstream_without_polling():
     """The cache waits at its upstream up to 60 s a time: a timed probe would not see version 1
     within the test's 30 s, and a cache that asked again and again would have probed many times."""
