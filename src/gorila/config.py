@@ -33,6 +33,9 @@ TIME_LIMIT_GRACE_S = 30.0
 #: --server: where the shards live (``PLACEMENTS``), or ``learner``: the learner owns them and the
 #: shards are the store its actors read (:mod:`gorila.params.owned`).
 SERVERS = (*PLACEMENTS, "learner")
+#: --server learner on Ray: the shortest time between two publications (each is a Ray call carrying
+#: the parameters; see gorila.params.owned).
+PUBLISH_S = 0.1
 #: The algorithms whose learner can own the parameters: one learner, fed by actors through trajectory
 #: queues or replay shards.
 LEARNER_OWNED = ("apex", "impala", "ppo")
@@ -59,8 +62,8 @@ class RunConfig:
                 "owns the parameters and its optimizer, applies its gradients where it computes them, and "
                 "publishes its parameters to the shards, which its actors read)", "choices": SERVERS})
     publish_every: int = field(default=1, metadata={
-        "help": "--server learner: updates between the learner's publications of its parameters (one is also "
-                "made once 0.1 s has passed with an update since the last; never while one is still on its way)"})
+        "help": "--server learner: updates between the learner's publications of its parameters (on Ray at most "
+                "one each 0.1 s; never while one is still on its way; each chunk ends with one)"})
     runtime: str = field(default="ray", metadata={
         "help": "ray (embedded local Ray unless --address / RAY_ADDRESS) or local (one process)",
         "choices": RUNTIMES})
@@ -168,7 +171,9 @@ class RunConfig:
 
     def publication(self) -> Publication | None:
         """With ``--server learner``, when the learner publishes its parameters; else None."""
-        return Publication(every_updates=self.publish_every) if self.server == "learner" else None
+        if self.server != "learner":
+            return None
+        return Publication(every_updates=self.publish_every, every_s=0.0 if self.runtime == "local" else PUBLISH_S)
 
     def resolved_run_dir(self, label: str) -> Path:
         """``resume``, ``run_dir`` or ``runs/<algo>-<label>-<time>``; a new run in a directory

@@ -31,7 +31,7 @@ def _held(server: ParameterServer) -> tuple[np.ndarray, int]:
 
 def test_each_update_is_applied_by_the_learner_and_published_to_the_store():
     store = _store()
-    owned = owned_server(store, SPEC, Publication(every_updates=1, every_s=1e9))
+    owned = owned_server(store, SPEC, Publication(every_updates=1, every_s=0.0))
     for version in (1, 2, 3):
         assert _push(owned).applied
         params, published = _held(store)
@@ -39,9 +39,19 @@ def test_each_update_is_applied_by_the_learner_and_published_to_the_store():
     assert not np.array_equal(_held(store)[0], np.arange(SIZE, dtype=np.float32))  # Adam moved them
 
 
+def test_publications_come_at_most_once_every_every_s():
+    store = _store()
+    owned = owned_server(store, SPEC, Publication(every_updates=1, every_s=1e9))
+    for _ in range(3):
+        _push(owned)
+    assert _held(store)[1] == 0  # none yet: the last (the owned server's start) was less than every_s ago
+    owned.endpoints[0].flush()  # the end of a chunk publishes whatever the period
+    assert _held(store)[1] == 3
+
+
 def test_the_store_sees_every_nth_version():
     store = _store()
-    owned = owned_server(store, SPEC, Publication(every_updates=3, every_s=1e9))
+    owned = owned_server(store, SPEC, Publication(every_updates=3, every_s=0.0))
     seen = []
     for _ in range(7):
         _push(owned)
@@ -80,7 +90,7 @@ class Held:
 def test_the_learner_never_waits_for_a_publication_and_sends_the_newest_next():
     shard = SPEC.build(np.zeros(SIZE, np.float32))[0]
     store = SlowStore(shard)
-    owned = OwnedEndpoint(SPEC.build(np.zeros(SIZE, np.float32))[0], store, Publication(every_s=1e9), 5.0)
+    owned = OwnedEndpoint(SPEC.build(np.zeros(SIZE, np.float32))[0], store, Publication(every_s=0.0), 5.0)
     server = ParameterServer((owned,), SPEC.layout(SIZE), SPEC.rule, 5.0)
     for _ in range(3):  # the first publication is on its way: the learner goes on, sending no second
         assert _push(server).applied
@@ -93,7 +103,7 @@ def test_the_learner_never_waits_for_a_publication_and_sends_the_newest_next():
 
 def test_a_flush_sends_the_optimizer_state_and_a_new_learner_starts_from_it():
     store = _store()
-    owned = owned_server(store, SPEC, Publication(every_s=1e9, state_every_s=1e9))
+    owned = owned_server(store, SPEC, Publication(every_s=0.0, state_every_s=1e9))
     for value in (1.0, -2.0, 3.0):
         _push(owned, value)
     mine = owned.endpoints[0].shard.state_dict()
@@ -108,7 +118,7 @@ def test_a_flush_sends_the_optimizer_state_and_a_new_learner_starts_from_it():
 
 def test_a_non_finite_gradient_changes_nothing_and_publishes_nothing():
     store = _store()
-    owned = owned_server(store, SPEC, Publication())
+    owned = owned_server(store, SPEC, Publication(every_s=0.0))
     before = _held(owned)[0].copy()
     assert not _push(owned, float("nan")).applied
     assert np.array_equal(_held(owned)[0], before) and _held(store)[1] == 0
@@ -116,7 +126,7 @@ def test_a_non_finite_gradient_changes_nothing_and_publishes_nothing():
 
 def test_the_store_counts_its_own_pulls_and_the_parameters_published():
     store = _store()
-    owned = owned_server(store, SPEC, Publication())
+    owned = owned_server(store, SPEC, Publication(every_s=0.0))
     for _ in range(3):
         _held(store)  # an actor's pull
     _push(owned)

@@ -7,9 +7,10 @@ one learner that round trip is pure downtime. Here the learner builds the same s
 run's :class:`~gorila.params.server.ServerSpec`: the same optimizer, update rule, safeguards and
 state layout) from the store's state, applies each gradient where it was computed, and counts a
 version per update. It *sends* its parameters to the store (Ape-X's broadcast, Menger's "the
-learner only sends the updated model"): every ``every_updates`` updates, or once ``every_s``
-has passed since the last publication with an update since; never with one still on its way, so
-the learner never waits for the store. Every ``state_every_s`` a publication carries the optimizer
+learner only sends the updated model"): every ``every_updates`` updates, at most once every
+``every_s`` (a publication through Ray costs the learner a serialised copy of its parameters:
+publishing every update made IMPALA's learner on MinAtar 0.67 of its bare loop, against 1.04 for
+the server), and never with one still on its way, so the learner never waits for the store. Every ``state_every_s`` a publication carries the optimizer
 state too, so a checkpoint of the store (and a learner restarted from it) has all of it::
 
     learner = functools.partial(ImpalaLearner, network_fn=..., loss=..., batch_size=4)
@@ -39,7 +40,9 @@ from gorila.reply import Done, Pending
 
 @dataclass(frozen=True)
 class Publication:
-    """When an owning learner sends its parameters to the store::
+    """When an owning learner sends its parameters to the store: every ``every_updates`` updates,
+    at most once every ``every_s`` (0 on the local runtime, where a publication is a copy and the
+    rows must not depend on time), the optimizer state at most every ``state_every_s``::
 
         Publication(every_updates=4, every_s=0.1, state_every_s=10.0)
     """
@@ -94,9 +97,7 @@ class OwnedEndpoint:
         one has arrived (a store that is slow is sent the newer version next time instead)."""
         now = time.monotonic()
         behind = self.shard.version - self.published_version
-        due = behind >= self.publication.every_updates or (behind > 0 and now - self.published_at
-                                                             >= self.publication.every_s)
-        if not due:
+        if behind < self.publication.every_updates or now - self.published_at < self.publication.every_s:
             return False
         if self.in_flight is not None:
             if not self.in_flight.ready():
