@@ -14,32 +14,15 @@ from gorila.envs.evaluation import EvaluationEpisodes
 from gorila.envs.fake import CountingEnv, FlakyEnv
 from gorila.envs.make import env_spaces
 from gorila.envs.vector import EnvRunner, GymnasiumBackend
+from evaluation_fakes import Watching, registered
 from gorila.errors import EnvFailedError
 
 BAD_VALUES = ["str_obs", "array_reward", "str_reward", "out_of_box"]
 
 
-def registered(name: str, entry_point, **kwargs) -> str:
-    env_id = f"gorila-test/{name}-v0"
-    if env_id not in gym.registry:
-        gym.register(env_id, entry_point=entry_point, kwargs=kwargs)
-    return env_id
-
-
 @pytest.fixture(autouse=True)
 def _count_from_zero():
     FlakyEnv.steps_in_process = 0
-
-
-class Watching:
-    """A policy (always action 0) that keeps every observation it is shown."""
-
-    def __init__(self):
-        self.seen = []
-
-    def __call__(self, obs):
-        self.seen.append(np.array(obs))
-        return np.zeros(len(obs), np.int64)
 
 
 def _clean(obs: np.ndarray) -> bool:

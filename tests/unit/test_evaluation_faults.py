@@ -4,7 +4,6 @@ too many failures fail that evaluation with a clear message, not the run (issue 
 import functools
 import itertools
 
-import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -12,6 +11,7 @@ from gorila.algos.dqn.networks import build_q_network
 from gorila.driver.policy_evaluation import PolicyEvaluation
 from gorila.envs.evaluation import EvaluationEpisodes
 from gorila.envs.fake import FlakyEnv
+from evaluation_fakes import Watching, registered
 from gorila.errors import EnvFailedError
 from gorila.nets import FlatParams
 from gorila.nets.q import greedy_policy
@@ -20,26 +20,12 @@ from gorila.runtime import LocalRuntime
 
 
 def flaky_id(how: str, fail_every: int) -> str:
-    env_id = f"gorila-test/Flaky-{how}-{fail_every}-v0"
-    if env_id not in gym.registry:
-        gym.register(env_id, entry_point=FlakyEnv, kwargs={"how": how, "fail_every": fail_every})
-    return env_id
+    return registered(f"Flaky-{how}-{fail_every}", FlakyEnv, how=how, fail_every=fail_every)
 
 
 @pytest.fixture(autouse=True)
 def _count_from_zero():
     FlakyEnv.steps_in_process = 0
-
-
-class Watching:
-    """A policy (always action 0) that keeps every observation it is shown."""
-
-    def __init__(self):
-        self.seen = []
-
-    def __call__(self, obs):
-        self.seen.append(np.array(obs))
-        return np.zeros(len(obs), np.int64)
 
 
 @pytest.mark.parametrize("how", ["raise", "nan_obs", "nan_reward"])

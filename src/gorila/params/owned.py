@@ -32,7 +32,7 @@ import numpy as np
 
 from gorila import validate
 from gorila.errors import ConfigError
-from gorila.params.client import StoreEndpoint
+from gorila.params.client import LocalEndpoint, StoreEndpoint
 from gorila.params.server import ParameterServer, ServerSpec
 from gorila.params.shard import ParameterShard, PushResult, PushTag
 from gorila.reply import Done, Pending
@@ -57,37 +57,28 @@ class Publication:
         validate.number("state_every_s", self.state_every_s, low=0.0)
 
 
-class OwnedEndpoint:
-    """Shard ``j`` as the learner that owns it reaches it: in its own process, each push applied at
-    once; its state sent to the store's shard ``j`` when :class:`Publication` says so. Plays
-    :class:`~gorila.params.client.ShardEndpoint` for the learner's client::
+class OwnedEndpoint(LocalEndpoint):
+    """Shard ``j`` as the learner that owns it reaches it: in its own process (a
+    :class:`~gorila.params.client.LocalEndpoint`), each push applied at once; its state sent to
+    the store's shard ``j`` when :class:`Publication` says so::
 
         endpoint = OwnedEndpoint(shard, store_endpoint, Publication())
         endpoint.push(grad, version, worker_id, tag).result(1.0)
     """
 
     def __init__(self, shard: ParameterShard, store: StoreEndpoint, publication: Publication, timeout_s: float):
-        self.shard, self.store, self.publication, self.timeout_s = shard, store, publication, timeout_s
+        super().__init__(shard)
+        self.store, self.publication, self.timeout_s = store, publication, timeout_s
         self.published_version = self.state_version = shard.version  # what the store holds
         self.published_at = self.state_sent_at = time.monotonic()
         self.in_flight: Pending[None] | None = None
         self.publications = 0
 
     def push(self, grad: np.ndarray, version: int, worker_id: int, tag: PushTag | None = None) -> Done[PushResult]:
-        result = self.shard.push(grad, version, worker_id, tag=tag)
-        if result.applied:
+        result = super().push(grad, version, worker_id, tag)
+        if result.result(0.0).applied:
             self.publish_if_due()
-        return Done(result)
-
-    def pull(self) -> Done[tuple[np.ndarray, int]]:
-        return Done(self.shard.pull())
-
-    def version(self) -> Done[int]:
-        return Done(self.shard.version)
-
-    def wait_version(self, at_least: int, wait_s: float) -> Done[int]:
-        """The version at once: only this learner moves it on, and it is the one asking."""
-        return Done(self.shard.version)
+        return result
 
     def connect(self) -> None:
         self.store.connect()
