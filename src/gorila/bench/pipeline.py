@@ -110,13 +110,17 @@ def steady_rate(metrics: Path) -> float:
 
 def limit_parts(args: Any, updates_per_frame: float) -> dict[str, float]:
     """Microseconds of one core a frame costs, each part timed alone in this process."""
+    from gorila.envs.spec import EnvSpec
+
     torch.set_num_threads(1)
     plan, cfg = _plan(args)
-    network = plan.network_fn()
-    envs = cfg.envs_per_actor
-    return {"env": _env_us(args.env, envs, args.seed, args.limit_seconds),
-            "act": _act_us(network, args.env, envs, args.algo, args.limit_seconds),
-            "learn": _learn_us(args, plan, cfg, updates_per_frame)}
+    runner = EnvSpec(args.env, cfg.envs_per_actor).runner(args.seed)  # the actors' envs, as one actor steps them
+    try:
+        env = _env_us(runner, args.seed, args.limit_seconds)
+        act = _act_us(plan.network_fn(), runner.observations, args.algo, args.limit_seconds)
+    finally:
+        runner.close()
+    return {"env": env, "act": act, "learn": _learn_us(args, plan, cfg, updates_per_frame)}
 
 
 def _plan(args: Any, algo: str | None = None) -> tuple[Any, Any]:
@@ -131,28 +135,21 @@ def _plan(args: Any, algo: str | None = None) -> tuple[Any, Any]:
     return ALGORITHMS[name].plan_fn()(run, *configs), configs[0]
 
 
-def _env_us(env_id: str, envs: int, seed: int, seconds: float) -> float:
-    from gorila.envs.spec import EnvSpec
-
-    runner = EnvSpec(env_id, envs).runner(seed)
+def _env_us(runner: Any, seed: int, seconds: float) -> float:
+    """The env step of ``runner``'s envs with random actions, per frame."""
     rng = np.random.default_rng(seed)
-    space = runner.action_space
+    envs, actions = runner.num_envs, runner.action_space.n
     frames, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
-        runner.step(rng.integers(space.n, size=envs))
+        runner.step(rng.integers(actions, size=envs))
         frames += envs
-    elapsed = time.perf_counter() - t0
-    runner.close()
-    return elapsed / frames * 1e6
+    return (time.perf_counter() - t0) / frames * 1e6
 
 
-def _act_us(network: torch.nn.Module, env_id: str, envs: int, algo: str, seconds: float) -> float:
+def _act_us(network: torch.nn.Module, observations: np.ndarray, algo: str, seconds: float) -> float:
     """The acting forward pass at the actors' batch, and the action drawn from it."""
-    from gorila.envs.spec import EnvSpec
-
-    runner = EnvSpec(env_id, envs).runner(0)
-    obs = torch.as_tensor(np.asarray(runner.observations), dtype=torch.float32)
-    runner.close()
+    obs = torch.as_tensor(np.asarray(observations), dtype=torch.float32)
+    envs = len(obs)
     calls, t0 = 0, time.perf_counter()
     with torch.no_grad():
         while time.perf_counter() - t0 < seconds:

@@ -5,13 +5,13 @@ https://docs.ray.io/en/latest/ray-security/token-auth.html)::
     prefer_token_auth(os.environ)             # before Ray is imported (gorila.runtime.ray_calls does it)
     join_cluster("10.0.0.5:6379", "--address", timeout_s=10.0)   # ray.init(address=...), refusals in one line
 
-Ray (2.5x) starts a cluster with token authentication when a token is at hand: ``ray.init()``
-without an address always, and ``ray start --head`` when ``~/.ray/auth_token`` exists, as it does
+Ray (2.5x) starts a cluster with token authentication when a token is at hand: an ``init`` that
+starts a cluster of its own always, and ``ray start --head`` when ``~/.ray/auth_token`` exists, as it does
 on any machine where an embedded Ray ran once. A driver given an address, though, sends its token
 only with ``RAY_AUTH_MODE=token``, which Ray reads once, when it is imported: without it,
 ``gorila train --address`` met 20 s of ``InvalidAuthToken`` lines and a traceback.
 :func:`prefer_token_auth` therefore sets ``RAY_AUTH_MODE=token`` where it is unset and a token is
-at hand, as Ray itself does for ``ray start`` and for ``ray.init()`` without an address (a cluster
+at hand, as Ray itself does for ``ray start`` and for an ``init`` that starts its cluster (a cluster
 without authentication ignores the token). A cluster that still refuses the driver (no token, or
 another one) is told by :func:`check_authenticated` in one line that says what to set.
 Imports no Ray at import (:func:`join_cluster` does, when called).
