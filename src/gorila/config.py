@@ -113,6 +113,9 @@ class RunConfig:
                 "sources); a flag given still wins; --algo defaults to the preset's", "metavar": "NAME"})
     # Where the preset comes from (paper, table), filled in with it: config.json and summary.json name it.
     preset_source: str | None = None
+    # Where an RL run's --total-steps comes from (the flag, a preset, the env's published budget or
+    # gorila's default), filled in with it: the run's first lines and config.json say it.
+    budget_source: str | None = None
     # When the run was configured: the default run directory's name, the same however often asked.
     stamp: str = field(default_factory=lambda: time.strftime("%Y%m%d-%H%M%S"))
 

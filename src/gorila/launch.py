@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gorila.algos.presets import source, with_preset
+from gorila.algos.presets import budget_source, source, with_preset
 from gorila.algos.registry import ALGORITHMS
 from gorila.cliargs import check_types, from_flags, parse_value, renamed
 from gorila.config import RunConfig, values_from_json
@@ -57,10 +57,46 @@ def configs_from_values(algo: str, values: dict[str, Any]) -> tuple[RunConfig, l
     check_types([RunConfig, *ALGORITHMS[algo].config_classes()], values)  # before any of them is read
     # JSON and Python callers give lists where configs hold tuples (hidden=[64, 64]).
     namespace = argparse.Namespace(**values_from_json(with_preset(algo, values)))
-    run = from_flags(RunConfig, namespace, algo=algo, preset_source=source(values.get("preset")))
     configs = [from_flags(cls, namespace) for cls in ALGORITHMS[algo].config_classes()]
+    budget = (None if "total_steps" not in settings(algo) else RESUMED_BUDGET if values.get("resume") is not None
+              else budget_source(values, _default_env(configs)))
+    run = from_flags(RunConfig, namespace, algo=algo, preset_source=source(values.get("preset")), budget_source=budget)
     ALGORITHMS[algo].check(configs)
     return run, configs
+
+
+#: Where a resumed run's budget comes from: its config.json holds the total it was started with (where
+#: that came from is in its first run's lines), which --total-steps given again replaces.
+RESUMED_BUDGET = "the run's own, or --total-steps given again"
+
+
+def _default_env(configs: list) -> str:
+    """The env a run given none steps: the default of its configs' ``env``."""
+    return next(f.default for c in configs for f in dataclasses.fields(c) if f.name == "env")
+
+
+def budget_line(run: RunConfig, configs: list) -> str | None:
+    """The run's step budget, where it came from and what ends the run sooner, as its first lines
+    say it (None for a run without env steps, lstsq)::
+
+        budget: 5,000,000 env steps (MinAtar's published budget, Young & Tian 2019); stops early at --target-return 10
+    """
+    from gorila.algos.rl_config import RLConfig
+
+    rl = next((c for c in configs if isinstance(c, RLConfig)), None)
+    if rl is None or run.budget_source is None:
+        return None
+    # A resumed run's budget is its total, the steps before the resume included (see --resume).
+    in_all = " in all, the steps before this resume included" if run.resume else ""
+    line = f"budget: {rl.total_steps:,} env steps{in_all} ({run.budget_source})"
+    target = rl.target()
+    if rl.stop_at_target and target is not None:
+        given = "--target-return" if rl.target_return is not None else "the env's reward threshold"
+        judged = "the latest 100 training episodes' mean reaches " if rl.target_on == "train100" else ""
+        line += f"; stops early {'when ' + judged if judged else 'at '}{given} {target:g}"
+    if run.time_limit_s is not None:
+        line += f"; or after {run.time_limit_s:g} s of training (--time-limit-s)"
+    return line
 
 
 def current_names(algo: str, values: dict[str, Any], *, where: str = "", warn: bool = True) -> dict[str, Any]:
@@ -150,6 +186,9 @@ def launch(run: RunConfig, configs: list, terminal: Terminal,
     terminal.line(f"run directory: {run_dir}")
     if run.preset is not None:
         terminal.line(f"preset {run.preset}: {run.preset_source}")
+    budget = budget_line(run, configs)
+    if budget is not None:
+        terminal.line(budget)
     if run.resume is None:
         run = dataclasses.replace(run, run_dir=run_dir)
     # One live run per directory, held before anything is built or written (a second run there is

@@ -21,6 +21,10 @@ longer exploration. The numbers follow Young & Tian (2019) — batch 32, a 100 k
 to 0.1, a hard target update every 1000 updates, no no-op starts (MinAtar's sticky actions already
 randomise episodes), AC(λ) with λ = 0.8 — with shorter schedules and higher learning rates, since
 on a 2-core machine a run sees a few hundred thousand frames, not 5 M.
+
+A family with a published step budget (MinAtar's 5 M frames) also gives its ids that budget as
+``--total-steps`` unless given, for every RL algorithm, and :func:`budget_source` says where a
+run's budget came from (its first lines and ``config.json``).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from gorila.algos.registry import ALGORITHMS
 from gorila.envs.make import is_atari, is_minatar
 from gorila.errors import ConfigError
 
@@ -44,6 +49,28 @@ MINATAR: dict[str, dict[str, Any]] = {
     "apex": {**_MINATAR_RL, "lr": 5e-4, "batch_size": 32, "dueling": True, "target_update": "hard:1000",
              "learning_starts": 2_000},
     "a3c": {**_MINATAR_RL, "lr_policy": 1e-3, "lr_value": 1e-3, "gae_lambda": 0.8, "unroll_length": 16},
+}
+
+
+
+@dataclass(frozen=True)
+class PublishedBudget:
+    """The env steps at which a family's published results are read, which its ids get as
+    ``--total-steps`` unless it is given (a run then ends where the papers' curves end, and stops
+    sooner at its target)::
+
+        PUBLISHED_BUDGETS["minatar"].steps    # 5_000_000
+        PUBLISHED_BUDGETS["minatar"].source   # "MinAtar's published budget, Young & Tian 2019"
+    """
+
+    steps: int
+    source: str
+
+
+#: MinAtar steps one frame per env step (no frame skip), so Young & Tian's 5 M frames are 5 M env
+#: steps; gorila/data/minatar_reference.json reads its reference scores at the same frames.
+PUBLISHED_BUDGETS: dict[str, PublishedBudget] = {
+    "minatar": PublishedBudget(5_000_000, "MinAtar's published budget, Young & Tian 2019"),
 }
 
 ATARI_FRAMES = (4, 84, 84)  # a replay row's stacked frames (DQN's preprocessing), uint8
@@ -221,8 +248,30 @@ PRESETS: dict[str, Preset] = {p.name: p for p in _PRESETS}
 
 
 def preset(algo: str, env: str | None) -> dict[str, Any]:
-    """The settings ``algo`` gets on ``env`` unless given (empty for envs without a preset)."""
-    return dict(MINATAR.get(algo, {})) if env is not None and is_minatar(env) else {}
+    """The settings ``algo`` gets on ``env`` unless given (empty for envs without a preset): the
+    family's settings, and its published step budget for every RL algorithm."""
+    if env is None or not is_minatar(env) or algo not in ALGORITHMS or not ALGORITHMS[algo].is_rl:
+        return {}
+    return {**MINATAR.get(algo, {}), "total_steps": PUBLISHED_BUDGETS["minatar"].steps}
+
+
+def budget_source(values: Mapping[str, Any], default_env: str) -> str:
+    """Where an RL run's ``--total-steps`` comes from, given the settings it was given (``values``,
+    as :func:`with_preset` takes them; ``default_env`` for a run given no env): the flag itself,
+    the named preset, the env family's published budget, or gorila's default::
+
+        budget_source({"env": "MinAtar/Breakout-v1"}, "CartPole-v1")   # "MinAtar's published budget, ..."
+        budget_source({"env": "CartPole-v1"}, "CartPole-v1")           # "gorila's default"
+    """
+    if "total_steps" in values:
+        return "--total-steps given"
+    named_settings = PRESETS[values["preset"]].settings if values.get("preset") in PRESETS else {}
+    if "total_steps" in named_settings:
+        return f"preset {values['preset']}"  # whose source the line before names
+    env = values.get("env", named_settings.get("env", default_env))
+    if is_minatar(env):
+        return PUBLISHED_BUDGETS["minatar"].source
+    return "gorila's default"
 
 
 def algo_of(name: str | None) -> str | None:
@@ -270,4 +319,5 @@ def table() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-__all__ = ["MINATAR", "PRESETS", "Machine", "Preset", "algo_of", "named", "preset", "source", "table", "with_preset"]
+__all__ = ["MINATAR", "PRESETS", "PUBLISHED_BUDGETS", "Machine", "Preset", "PublishedBudget", "algo_of",
+           "budget_source", "named", "preset", "source", "table", "with_preset"]

@@ -37,7 +37,9 @@ class RLConfig:
     """
 
     env: str = field(default="CartPole-v1", metadata={"help": "Gymnasium env id (ALE/<Game>-v5 for Atari)"})
-    total_steps: int = field(default=1_000_000, metadata={"help": "stop after this many env steps"})
+    total_steps: int = field(default=1_000_000, metadata={
+        "help": "stop after this many env steps (MinAtar ids: 5,000,000 unless given, Young & Tian's published "
+                "budget; a preset may set its own)"})
     target_return: float | None = field(default=None, metadata={
         "help": "the return that counts as solved, judged as --target-on says (default: the env's reward threshold)"})
     target_on: str = field(default="eval", metadata={
