@@ -7,13 +7,14 @@ import torch
 
 from gorila.algos.a3c.builder import make_plan
 from gorila.algos.a3c.config import A3CConfig
-from gorila.algos.a3c.networks import greedy_policy, learning_rates, make_network
+from gorila.algos.a3c.networks import greedy_policy, learning_rates, make_network, network_for
 from gorila.config import RunConfig
 from gorila.algos.rl_config import RLConfig
 from gorila.envs import CountingEnv
 from gorila.errors import ConfigError
 from gorila.losses.a3c import a3c_gradients, rollout_targets
 from gorila.nets.flat import FlatParams
+from gorila.nets.heads import GaussianHead
 from gorila.params import LocalEndpoint, ParameterServer
 
 # Counting-v0 episodes last 5 steps; a 7-step rollout crosses an end, then a hidden reset step.
@@ -227,8 +228,18 @@ def test_greedy_policy_takes_the_argmax_of_the_logits():
     np.testing.assert_array_equal(greedy_policy(net)(obs), logits.argmax(-1).numpy())
 
 
-@pytest.mark.parametrize("env_id", ["Pendulum-v1", IMAGE])
-def test_only_vector_observations_and_discrete_actions(env_id):
-    with pytest.raises(ConfigError, match="a3c supports discrete actions and vector or") as e:
-        make_network(env_id, (64, 64), False, 0)
+def test_only_vector_or_image_observations():
+    with pytest.raises(ConfigError, match="a3c takes vector or") as e:
+        make_network(IMAGE, (64, 64), False, 0)
+    assert e.value.field == "env"
+
+
+def test_box_actions_get_a_gaussian_policy_named_by_its_algorithm():
+    net = make_network("Pendulum-v1", (8,), False, 0, algo="ppo")
+    assert net.head == GaussianHead(1)
+    out, value = net(torch.zeros(5, 3))
+    assert out.shape == (5, 2) and value.shape == (5,)
+    np.testing.assert_array_equal(out[:, 1].detach().numpy(), 0.0)  # log-std starts at 0
+    with pytest.raises(ConfigError, match="ppo takes Discrete or Box actions") as e:
+        network_for(gym.spaces.Box(0, 1, (3,)), gym.spaces.MultiBinary(2), (8,), False, algo="ppo")
     assert e.value.field == "env"

@@ -48,11 +48,13 @@ class RolloutWorker:
         self.offsets = np.cumsum((0, *sizes[:-1]))
         self.runners = [dataclasses.replace(envs, num_envs=n).runner(seed + int(offset))
                         for n, offset in zip(sizes, self.offsets)]
-        space = self.runners[0].observation_space
-        self.client = InferenceClient(endpoint, SlotLayout(tuple(space.shape), np.dtype(space.dtype).str, sizes),
-                                      timeout_s)
+        space, actions = self.runners[0].observation_space, self.runners[0].action_space
+        # Box actions travel as the flat float32 vectors a Gaussian policy samples (nets/heads.py)
+        box = isinstance(actions, gym.spaces.Box)
+        action_shape = (int(np.prod(actions.shape, dtype=np.int64)),) if box else ()
+        self.client = InferenceClient(endpoint, SlotLayout(tuple(space.shape), np.dtype(space.dtype).str, sizes,
+                                                           action_shape, "<f4" if box else "<i8"), timeout_s)
         self.exploration, self.index = exploration, index
-        self.n_actions = int(self.runners[0].action_space.n)
         self.rng = np.random.default_rng(seed)
         self.version = -1
         self.next_group = 0
@@ -82,9 +84,9 @@ class RolloutWorker:
         group = self.next_group
         self.next_group = (group + 1) % len(self.runners)
         actions, log_probs, self.version = self.client.sampled(group)
-        if self.exploration is not None:
-            actions = epsilon_greedy(actions, self.epsilon, self.n_actions, self.rng)
         runner = self.runners[group]
+        if self.exploration is not None:
+            actions = epsilon_greedy(actions, self.epsilon, int(runner.action_space.n), self.rng)
         t = runner.step(actions)
         self.dropped = [int(self.offsets[group]) + i for i in runner.dropped]
         self.log_probs = log_probs[t.env_index]  # the runner's rows are indexed within the group

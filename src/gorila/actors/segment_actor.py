@@ -20,6 +20,7 @@ from gorila.envs.spec import EnvSpec
 from gorila.envs.vector import Transitions
 from gorila.errors import WorkerTimeoutError
 from gorila.nets.flat import FlatParams
+from gorila.nets.heads import head_for
 from gorila.params import ParameterServer
 from gorila.params.cache import CachedSource
 from gorila.trajectory import RemoteQueue, Segment
@@ -74,6 +75,7 @@ class SegmentActor:
         self.flat = None if self.net is None else FlatParams(self.net)
         self.source = server.source(worker_id) if self.rollout is None else None
         self.envs: Any = self.rollout if self.runner is None else self.runner  # both count and close alike
+        self.head = head_for(self.envs.action_space)  # how one action is stored
         self.queue_index = worker_id % len(queues)
         self.queue = queues[self.queue_index]
         self.unroll_length, self.refresh_every, self.gamma = unroll_length, refresh_every, gamma
@@ -137,7 +139,7 @@ class SegmentActor:
         T, N, space = self.unroll_length, self.envs.num_envs, self.envs.observation_space
         obs = np.zeros((T, N, *space.shape), space.dtype)
         cut_at: list[tuple[int, int, np.ndarray]] = []  # (time, env, the observation a truncated step was cut at)
-        actions = np.zeros((T, N), np.int64)
+        actions = np.zeros((T, N, *self.head.action_shape), self.head.action_dtype)
         rewards = np.zeros((T, N), np.float32)
         discounts = np.zeros((T, N), np.float32)
         truncated = np.zeros((T, N), bool)
@@ -181,10 +183,9 @@ class SegmentActor:
         assert self.runner is not None and self.net is not None
         for t in range(self.unroll_length):
             with torch.no_grad():
-                logits, _ = self.net(torch.as_tensor(self.runner.observations, dtype=torch.float32))
-                logp = torch.log_softmax(logits, -1)
-                chosen = torch.multinomial(logp.exp(), 1, generator=self.generator).squeeze(-1)
-                chosen_logp = logp.gather(-1, chosen.unsqueeze(-1)).squeeze(-1).numpy()
+                out, _ = self.net(torch.as_tensor(self.runner.observations, dtype=torch.float32))
+                chosen, logp = self.head.sample(out, self.generator)  # a Box action unclipped, as logp is of it
+                chosen_logp = logp.numpy()
             step = self.runner.step(chosen.numpy())
             step = dataclasses.replace(step, policy_version=np.full(len(step), self.version, np.int64))
             yield t, step, chosen_logp[step.env_index], self.runner.dropped

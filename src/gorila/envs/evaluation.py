@@ -98,7 +98,12 @@ class EvaluationEpisodes:
         return env if self.video_dir is None else _recorded(env, self.env_id, Path(self.video_dir), i)
 
     def _start(self, noop_max: int) -> None:
-        self.n_actions = self.envs[0].action_space.n
+        actions = self.envs[0].action_space
+        # Box actions: the policy's action (its mean, clipped by the check) at every step, no ε, no no-ops
+        self.n_actions = int(actions.n) if isinstance(actions, gym.spaces.Discrete) else None
+        if self.n_actions is None and self.epsilon > 0:
+            raise ConfigError("eval_epsilon", f"{self.env_id} has Box actions, evaluated with the policy's own "
+                                              f"action: eval_epsilon must be 0, got {self.epsilon}")
         self.space = self.envs[0].observation_space
         self.check = EnvCheck(self.env_id, self.space, self.envs[0].action_space)
         if not has_noop(self.envs[0]):
@@ -170,6 +175,9 @@ class EvaluationEpisodes:
     def _next_round(self, policy_fn: Callable[[np.ndarray], np.ndarray]) -> deque[tuple[int, int]]:
         """One action for every live episode: a no-op while it has some to play, else ε-greedy."""
         idx = np.flatnonzero(self.live)
+        if self.n_actions is None:
+            chosen = np.asarray(policy_fn(np.stack([self.obs[i] for i in idx])))
+            return deque(zip(idx.tolist(), list(chosen)))
         explore = self.rng.random(len(idx)) < self.epsilon
         actions = self.rng.integers(self.n_actions, size=len(idx))
         noop = self.noops[idx] > 0

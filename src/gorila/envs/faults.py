@@ -26,6 +26,7 @@ import numbers
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -70,13 +71,16 @@ class EnvCheck:
     An observation fits a Box when it holds numbers (bool, integers or floats: not strings, not
     objects), has the Box's shape, holds no NaN or infinity (float Boxes) and lies within the Box's
     bounds. Other spaces are not judged. Policies choose action indices ``0..n-1``; a
-    ``Discrete(n, start=s)`` env takes ``s..s+n-1``, so :meth:`env_action` adds ``s``.
+    ``Discrete(n, start=s)`` env takes ``s..s+n-1``, so :meth:`env_action` adds ``s``. For a ``Box``
+    of actions a policy chooses flat float vectors, which :meth:`env_actions` reshapes to the Box's
+    shape and clips to its bounds.
     """
 
     def __init__(self, env_id: str, observation_space: gym.Space, action_space: gym.Space | None = None):
         self.env_id, self.space = env_id, observation_space
         self.box = isinstance(observation_space, gym.spaces.Box)
         self.start = int(action_space.start) if isinstance(action_space, gym.spaces.Discrete) else 0
+        self.action_box = action_space if isinstance(action_space, gym.spaces.Box) else None
         if self.box:
             self.dtype, self.shape = observation_space.dtype, observation_space.shape
             self.finite = self.dtype.kind == "f"
@@ -130,9 +134,21 @@ class EnvCheck:
             return f"{what} outside its observation_space {self.space}: {_brief(array)}"
         return None
 
-    def env_action(self, action: int) -> int:
-        """The action index a policy chose as the env takes it."""
-        return action + self.start
+    def env_action(self, action: Any) -> Any:
+        """The action a policy chose as the env takes it (see :meth:`env_actions`)."""
+        return action + self.start if self.action_box is None else self.env_actions(np.asarray(action)[None])[0]
+
+    def env_actions(self, actions: np.ndarray) -> np.ndarray:
+        """A batch of the actions policies chose as the envs take them: indices plus ``start``, or
+        Box vectors in the Box's shape, clipped to its bounds and in its dtype. Clipping (as SB3's
+        and CleanRL's PPO do) leaves the policy's sample, and so its Gaussian log-probability, exact:
+        the sample is what is stored and learnt from, the env only sees it bounded. Squashing it
+        through tanh instead would change the distribution and need a Jacobian correction."""
+        if self.action_box is None:
+            return actions + self.start if self.start else actions
+        box = self.action_box
+        shaped = np.asarray(actions).reshape(len(actions), *box.shape)
+        return np.clip(shaped, box.low, box.high).astype(box.dtype, copy=False)
 
 
 def _brief(array: np.ndarray) -> str:

@@ -178,8 +178,7 @@ class GymnasiumBackend:
     def step(self, actions):
         self._steps += 1
         self.broken = []
-        if self.check.start:
-            actions = np.asarray(actions) + self.check.start
+        actions = self.check.env_actions(np.asarray(actions))  # Discrete.start added, Box actions clipped
         obs, reward, terminated, truncated, infos = zip(*[self._step(i, a) for i, a in enumerate(actions)])
         obs = self._checked(obs)
         if self.broken:  # their rows are fresh resets, not steps: no reward, no episode end

@@ -43,29 +43,38 @@ _DIR_PREFIX = "gorila-inference-"
 
 @dataclass(frozen=True)
 class SlotLayout:
-    """One client's block: for each group of ``groups[g]`` envs, their observations, their int64
-    actions, then the float32 log-probability of each action under the policy that chose it."""
+    """One client's block: for each group of ``groups[g]`` envs, their observations, their actions
+    (an int64 index each, or with ``action_shape`` a float32 vector each: a Gaussian policy's), then
+    the float32 log-probability of each action under the policy that chose it."""
 
     obs_shape: tuple[int, ...]
     obs_dtype: str
     groups: tuple[int, ...]
+    action_shape: tuple[int, ...] = ()
+    action_dtype: str = "<i8"
 
     @property
     def obs_nbytes(self) -> int:
         return int(np.prod(self.obs_shape, dtype=np.int64)) * np.dtype(self.obs_dtype).itemsize
 
     @property
+    def action_nbytes(self) -> int:
+        return int(np.prod(self.action_shape, dtype=np.int64)) * np.dtype(self.action_dtype).itemsize
+
+    @property
     def nbytes(self) -> int:
-        return sum(n * (self.obs_nbytes + 8 + 4) for n in self.groups)
+        return sum(n * (self.obs_nbytes + self.action_nbytes + 4) for n in self.groups)
 
     def encode(self) -> bytes:
         return json.dumps({"obs_shape": list(self.obs_shape), "obs_dtype": self.obs_dtype,
-                           "groups": list(self.groups)}).encode()
+                           "groups": list(self.groups), "action_shape": list(self.action_shape),
+                           "action_dtype": self.action_dtype}).encode()
 
     @classmethod
     def decode(cls, data: bytes) -> SlotLayout:
         fields = json.loads(data)
-        return cls(tuple(fields["obs_shape"]), str(fields["obs_dtype"]), tuple(fields["groups"]))
+        return cls(tuple(fields["obs_shape"]), str(fields["obs_dtype"]), tuple(fields["groups"]),
+                   tuple(fields["action_shape"]), str(fields["action_dtype"]))
 
 
 class Slots:
@@ -81,8 +90,10 @@ class Slots:
             self.obs.append(np.frombuffer(buffer, layout.obs_dtype, n * int(np.prod(layout.obs_shape)), offset)
                             .reshape(n, *layout.obs_shape))
             offset += n * layout.obs_nbytes
-            self.actions.append(np.frombuffer(buffer, np.int64, n, offset))
-            offset += 8 * n
+            size = n * int(np.prod(layout.action_shape, dtype=np.int64))
+            self.actions.append(np.frombuffer(buffer, layout.action_dtype, size, offset)
+                                .reshape(n, *layout.action_shape))
+            offset += n * layout.action_nbytes
             self.log_probs.append(np.frombuffer(buffer, np.float32, n, offset))
             offset += 4 * n
 

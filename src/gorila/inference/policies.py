@@ -7,6 +7,7 @@ Both are built in the server's process from a picklable ``network_fn``::
     greedy.load(flat_params); sampled.load(flat_params)
     actions = greedy(obs)                                    # int64, one per observation
     actions, log_probs = sampled(obs)                        # and log pi(a|s) of each, float32
+                                                             # (Box actions: float32 vectors, unclipped)
 """
 
 from __future__ import annotations
@@ -43,17 +44,17 @@ class GreedyQPolicy(_NetworkPolicy):
 
 
 class SampledPolicy(_NetworkPolicy):
-    """An action sampled from an actor-critic's ``pi(.|s)`` (its logits are the first output), and
-    its log-probability: the behaviour policy's ``log mu(a|x)`` that V-trace and PPO's ratio need."""
+    """An action sampled from an actor-critic's ``pi(.|s)`` (its first output, as its ``head``
+    reads it), and its log-probability: the behaviour policy's ``log mu(a|x)`` that V-trace and
+    PPO's ratio need. A Gaussian's sample is sent unclipped; the rollout worker's env clips it."""
 
     def __init__(self, network_fn: Callable[[], nn.Module], device: str = "cpu", seed: int = 0):
         super().__init__(network_fn, device)
         self.generator = torch.Generator(self.device).manual_seed(seed)
 
     def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        logits, _ = self._forward(obs)
-        logp = torch.log_softmax(logits.float(), -1)
-        chosen = torch.multinomial(logp.exp(), 1, generator=self.generator)
-        chosen_logp = logp.gather(-1, chosen).squeeze(-1)
-        return (chosen.squeeze(-1).cpu().numpy().astype(np.int64),
-                chosen_logp.cpu().numpy().astype(np.float32))
+        out, _ = self._forward(obs)
+        head = self.net.head
+        chosen, chosen_logp = head.sample(out, self.generator)
+        return (chosen.cpu().numpy().astype(head.action_dtype, copy=False),
+                chosen_logp.cpu().numpy().astype(np.float32, copy=False))

@@ -21,6 +21,7 @@ from gorila.learners.replay_learner import lag_bins
 from gorila.learners.straggler import Straggler
 from gorila.losses.a3c import A3CLoss, Rollout
 from gorila.nets.actor_critic import PolicySampler
+from gorila.nets.heads import ActionHead
 from gorila.nets.flat import FlatParams, soft_update
 from gorila.params import OUTCOMES, ParameterServer
 
@@ -100,7 +101,7 @@ class A3CWorker:
         """
         space = self.runner.observation_space if self.rollout is None else self.rollout.observation_space
         N = self.runner.num_envs if self.rollout is None else self.rollout.num_envs
-        slots = _Slots(self.rollout_steps or _FIRST_CAPACITY, N, space.shape, space.dtype)
+        slots = _Slots(self.rollout_steps or _FIRST_CAPACITY, N, space.shape, space.dtype, self.net.head)
         ended = np.zeros(N, bool)  # envs whose episode ended in this rollout (--unroll-length 0 waits for all)
         steps = 0
         for t, step, dropped in self._steps(ended):
@@ -180,11 +181,11 @@ class _Slots:
     """A rollout's arrays, ``(T, N, ...)``, with room for more steps when ``T`` is not known ahead
     (``--unroll-length 0``); observations keep the space's dtype (frames stay bytes)."""
 
-    def __init__(self, capacity: int, num_envs: int, shape: tuple[int, ...], dtype: Any):
+    def __init__(self, capacity: int, num_envs: int, shape: tuple[int, ...], dtype: Any, head: ActionHead):
         T, N = capacity, num_envs
         self.obs = np.zeros((T, N, *shape), dtype)
         self.final_obs = np.zeros((T, N, *shape), dtype)
-        self.actions = np.zeros((T, N), np.int64)
+        self.actions = np.zeros((T, N, *head.action_shape), head.action_dtype)  # Box actions unclipped
         self.rewards = np.zeros((T, N), np.float32)
         self.terminated = np.zeros((T, N), bool)
         self.truncated = np.zeros((T, N), bool)

@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from gorila.nets.flat import FlatParams
+from gorila.nets.heads import ActionHead, CategoricalHead
 
 Array = torch.Tensor | np.ndarray
 
@@ -53,7 +54,7 @@ class Rollout:
     """
 
     obs: Array            # (T, N, *obs_shape)
-    actions: Array        # (T, N) integer actions
+    actions: Array        # (T, N) integer actions, or (T, N, size) unclipped Box actions
     rewards: Array        # (T, N)
     dones: Array          # (T, N) bool
     last_obs: Array       # (N, *obs_shape): the observation after step T - 1
@@ -97,10 +98,11 @@ def n_step_returns(rewards: torch.Tensor, dones: torch.Tensor, bootstrap_value: 
 
 def a3c_loss(logits: torch.Tensor, values: torch.Tensor, actions: torch.Tensor,
              returns: torch.Tensor, entropy_coef: float,
-             mask: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+             mask: torch.Tensor | None = None, head: ActionHead | None = None) -> tuple[torch.Tensor, dict[str, float]]:
     """The A2C loss, averaged over every step (or over the steps where ``mask`` is true).
 
-    ``logits (..., A)``, ``values``, ``actions``, ``returns`` and ``mask`` of the same leading
+    ``logits (..., A)`` (the policy output ``head`` reads: categorical logits unless it says
+    otherwise), ``values``, ``actions``, ``returns`` and ``mask`` of the same leading
     shape; ``returns`` are the targets y (no gradient flows into them). Returns ``(loss, info)``;
     ``info`` holds the floats ``policy_loss``, ``value_loss``, ``entropy`` and ``advantage``
     (the mean of y - v).
@@ -113,13 +115,13 @@ def a3c_loss(logits: torch.Tensor, values: torch.Tensor, actions: torch.Tensor,
 
         def mean(x: torch.Tensor) -> torch.Tensor:
             return (x * weight).sum() / count
+    head = head or CategoricalHead(logits.shape[-1])
     returns = returns.detach()
-    log_probs = torch.log_softmax(logits, dim=-1)
-    log_pi = log_probs.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+    log_pi = head.log_prob(logits, actions)
     advantage = (returns - values).detach()
     policy_loss = -mean(advantage * log_pi)
     value_loss = 0.5 * mean((values - returns).pow(2))
-    entropy = mean(-(log_probs.exp() * log_probs).sum(-1))
+    entropy = mean(head.entropy(logits))
     loss = policy_loss + value_loss - entropy_coef * entropy
     info = {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
             "entropy": entropy.item(), "advantage": mean(advantage).item()}
@@ -164,7 +166,8 @@ def a3c_gradients(net: nn.Module, target_net: nn.Module, rollout: Rollout, gamma
                   lam: float = 1.0) -> tuple[np.ndarray, dict[str, float]]:
     """The gradient of :func:`a3c_loss` on ``rollout`` as one flat float32 vector (a copy).
 
-    ``net(obs) -> (logits, value)`` is the online network whose parameters ``flat`` covers;
+    ``net(obs) -> (logits, value)`` is the online network whose parameters ``flat`` covers (its
+    ``head`` reads the policy output);
     ``target_net`` gives the values the targets bootstrap from (:func:`rollout_targets`, with
     ``lam``).
     Invalid slots are left out of the loss. With ``max_grad_norm`` the vector is scaled down
@@ -177,7 +180,7 @@ def a3c_gradients(net: nn.Module, target_net: nn.Module, rollout: Rollout, gamma
     mask = None if rollout.valid is None else torch.as_tensor(rollout.valid, dtype=torch.bool)
     flat.zero_grad()  # in place: the gradients stay views of flat's buffer
     logits, values = net(torch.as_tensor(rollout.obs, dtype=torch.float32))
-    loss, info = a3c_loss(logits, values, torch.as_tensor(rollout.actions), returns, entropy_coef, mask)
+    loss, info = a3c_loss(logits, values, torch.as_tensor(rollout.actions), returns, entropy_coef, mask, net.head)
     loss.backward()
     info.update(loss=loss.item(), grad_norm=flat.clip_grad_norm_(max_grad_norm))
     return flat.grad().copy(), info

@@ -69,17 +69,16 @@ class ImpalaLoss:
         count = weight.sum().clamp(min=1.0)
         rewards, discounts, bootstrap = bootstrap_inputs(net, segment)
         flat.zero_grad()  # in place: the gradients stay views of flat's buffer
-        logits, values = net(obs)
-        log_probs = torch.log_softmax(logits, -1)
-        actions = torch.as_tensor(segment.actions, device=device).long()
-        log_pi = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        out, values = net(obs)
+        head = net.head  # the actor-critic's action distribution (nets/heads.py)
+        log_pi = head.log_prob(out, torch.as_tensor(segment.actions, device=device))
         behaviour = torch.as_tensor(segment.log_probs, dtype=torch.float32, device=device)
         log_rhos = (log_pi.detach() - behaviour) * weight if self.vtrace else torch.zeros_like(log_pi)
         vs, pg_advantages = vtrace_targets(log_rhos, discounts, rewards, values.detach(), bootstrap,
                                            self.rho_bar, self.c_bar, self.pg_rho_bar)
         policy_loss = -(pg_advantages * log_pi * weight).sum() / count
         value_loss = 0.5 * ((vs - values).pow(2) * weight).sum() / count
-        entropy = (-(log_probs.exp() * log_probs).sum(-1) * weight).sum() / count
+        entropy = (head.entropy(out) * weight).sum() / count
         loss = policy_loss + self.value_coef * value_loss - self.entropy_coef * entropy
         loss.backward()
         info = {"loss": loss.item(), "policy_loss": policy_loss.item(), "value_loss": value_loss.item(),

@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import torch
 
+from gorila.nets.heads import ActionHead, CategoricalHead
+
 
 def ppo_loss(logits: torch.Tensor, values: torch.Tensor, actions: torch.Tensor, old_log_probs: torch.Tensor,
              advantages: torch.Tensor, returns: torch.Tensor, clip: float = 0.2, value_coef: float = 0.5,
              entropy_coef: float = 0.0, old_values: torch.Tensor | None = None,
-             value_clip: float | None = None) -> tuple[torch.Tensor, dict[str, float]]:
-    """The loss over a minibatch (any leading shape; ``logits`` has the actions last) and floats
+             value_clip: float | None = None,
+             head: ActionHead | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """The loss over a minibatch (any leading shape; ``logits`` has the actions last: the policy
+    output ``head`` reads, categorical logits unless it says otherwise) and floats
     ``policy_loss``, ``value_loss``, ``entropy``, ``clip_fraction`` and ``approx_kl``.
     ``advantages``, ``returns`` and ``old_*`` carry no gradient."""
+    head = head or CategoricalHead(logits.shape[-1])
     advantages, returns, old_log_probs = advantages.detach(), returns.detach(), old_log_probs.detach()
-    log_probs = torch.log_softmax(logits, dim=-1)
-    log_pi = log_probs.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+    log_pi = head.log_prob(logits, actions)
     log_ratio = log_pi - old_log_probs
     ratio = torch.exp(log_ratio)
     surrogate = torch.min(ratio * advantages, ratio.clamp(1.0 - clip, 1.0 + clip) * advantages)
@@ -34,7 +38,7 @@ def ppo_loss(logits: torch.Tensor, values: torch.Tensor, actions: torch.Tensor, 
         clipped = old_values + (values - old_values).clamp(-value_clip, value_clip)
         value_error = torch.max(value_error, (clipped - returns).pow(2))
     value_loss = 0.5 * value_error.mean()
-    entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
+    entropy = head.entropy(logits).mean()
     loss = policy_loss + value_coef * value_loss - entropy_coef * entropy
     with torch.no_grad():
         info = {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.item(),

@@ -68,13 +68,13 @@ class PPOLoss:
         rewards, discounts, bootstrap = bootstrap_inputs(net, segment)
         device = module_device(net)
         obs = observation_tensor(segment.obs, device)
-        actions = torch.as_tensor(segment.actions, device=device).long()
+        actions = torch.as_tensor(segment.actions, device=device)
         behaviour = torch.as_tensor(segment.log_probs, dtype=torch.float32, device=device)
         valid = torch.as_tensor(segment.valid, device=device)
         with torch.no_grad():
-            logits, values = net(obs)
+            out, values = net(obs)
             if self.advantages == "vtrace":
-                log_pi = torch.log_softmax(logits, -1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+                log_pi = net.head.log_prob(out, actions)
                 log_rhos = (log_pi - behaviour) * valid.float()
                 returns, advantages = vtrace_targets(log_rhos, discounts, rewards, values, bootstrap,
                                                      self.rho_bar, self.c_bar, self.rho_bar)
@@ -92,7 +92,8 @@ class PPOLoss:
         flat.zero_grad()
         logits, values = net(batch.obs)
         loss, info = ppo_loss(logits, values, batch.actions, batch.old_log_probs, batch.advantages, batch.returns,
-                              self.clip, self.value_coef, self.entropy_coef, batch.old_values, self.value_clip)
+                              self.clip, self.value_coef, self.entropy_coef, batch.old_values, self.value_clip,
+                              net.head)
         loss.backward()
         info.update(loss=loss.item(), grad_norm=flat.clip_grad_norm_(self.max_grad_norm))
         return flat.grad().copy(), info

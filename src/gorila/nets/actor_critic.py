@@ -1,4 +1,5 @@
-"""Policy and value networks for discrete actions (A2C / A3C): MLPs for vectors, the Nature CNN for frames."""
+"""Policy and value networks (A2C / A3C, IMPALA, PPO): MLPs for vectors (discrete or Box actions), the
+Nature CNN for frames (discrete actions)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from torch import nn
 
 from gorila.nets.cnn import NatureCNN
 from gorila.nets.flat import FlatParams
+from gorila.nets.heads import CategoricalHead, GaussianHead
 from gorila.nets.mlp import mlp
 from gorila.nets.numpy_mlp import NumpyMLP
 
@@ -31,12 +33,19 @@ class ActorCritic(nn.Module):
     with zero bias: the initial policy is then close to uniform, which keeps early, noisy
     advantages from collapsing it onto one action (on CartPole this made A2C learn reliably
     where ReLU and the default initialisation stalled on some seeds).
+
+    With ``continuous=True`` the policy is a diagonal Gaussian over ``n_actions`` dimensions
+    (:class:`~gorila.nets.heads.GaussianHead`): the policy layer gives the mean (near 0 at first,
+    as above) and a state-independent ``log_std`` parameter, starting at 0, is appended to it, so
+    the first output is ``(..., 2 * n_actions)``. Otherwise ``net.head`` is a
+    :class:`~gorila.nets.heads.CategoricalHead` and the first output the logits.
     """
 
     def __init__(self, obs_dim: int, n_actions: int, hidden: Sequence[int] = (64, 64),
-                 shared: bool = False):
+                 shared: bool = False, continuous: bool = False):
         super().__init__()
         self.shared = shared
+        self.head: CategoricalHead | GaussianHead = GaussianHead(n_actions) if continuous else CategoricalHead(n_actions)
         if shared:
             self.torso = mlp(obs_dim, hidden, activation=nn.Tanh)
             width = hidden[-1] if hidden else obs_dim
@@ -49,11 +58,17 @@ class ActorCritic(nn.Module):
         with torch.no_grad():
             out.weight.mul_(0.01)
             out.bias.zero_()
+        # registered after the layers: an MLP policy's layers stay the flat vector's first entries
+        self.log_std = nn.Parameter(torch.zeros(n_actions)) if continuous else None
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``obs (..., obs_dim)`` -> ``(logits (..., n_actions), value (...))``."""
+        """``obs (..., obs_dim)`` -> ``(out (..., head.width), value (...))``: the logits, or the
+        Gaussian's mean and log-std side by side."""
         features = self.torso(obs) if self.shared else obs
-        return self.policy(features), self.value(features).squeeze(-1)
+        out = self.policy(features)
+        if self.log_std is not None:
+            out = torch.cat([out, self.log_std.expand_as(out)], -1)
+        return out, self.value(features).squeeze(-1)
 
     def param_groups(self, flat: FlatParams) -> tuple[np.ndarray, np.ndarray]:
         """Boolean masks over ``flat``'s vector: ``(policy_mask, value_mask)``.
@@ -81,6 +96,7 @@ class ConvActorCritic(nn.Module):
         with torch.no_grad():
             n_features = features(torch.zeros(1, in_channels, *image_size)).shape[1]
         self.torso = nn.Sequential(features, nn.Linear(n_features, 512), nn.ReLU())
+        self.head = CategoricalHead(n_actions)
         self.policy = nn.Linear(512, n_actions)
         self.value = nn.Linear(512, 1)
         with torch.no_grad():
@@ -124,7 +140,7 @@ def numpy_policy(net: nn.Module) -> NumpyMLP | None:
     so a network laid out otherwise gets None rather than a copy that reads the wrong entries."""
     from gorila.nets.flat import FlatParams
 
-    if not isinstance(net, ActorCritic):
+    if not isinstance(net, ActorCritic) or not isinstance(net.head, CategoricalHead):
         return None
     torso = list(net.torso) if net.shared else []
     head = [net.policy] if net.shared else list(net.policy)
@@ -143,16 +159,16 @@ def numpy_policy(net: nn.Module) -> NumpyMLP | None:
 
 
 class PolicySampler:
-    """Draws an action per observation from pi(.|obs) of an :class:`ActorCritic`::
+    """Draws an action per observation from pi(.|obs) of an actor-critic (``net.head``'s distribution)::
 
         sampler = PolicySampler(net, seed=1003)
         sampler.set(flat)                 # the vector just loaded into ``net``
-        actions = sampler.sample(obs)     # (N,) int64
+        actions = sampler.sample(obs)     # (N,) int64, or (N, size) float32 for a Gaussian head
 
     An MLP policy (:func:`numpy_policy`) is played in numpy, the action drawn by the Gumbel-max
     trick: for the few observations of one worker's step torch's per-call cost dominates (CartPole,
     8 envs: 15 us a step in numpy, 137 us through torch, which also ran the value network). Any
-    other network (a CNN) samples through torch from ``net``'s own parameters. Either way the draws
+    other network (a CNN, a Gaussian policy) samples through its head in torch from ``net``'s own parameters. Either way the draws
     come from a generator seeded with ``seed``."""
 
     def __init__(self, net: nn.Module, seed: int):
@@ -171,5 +187,5 @@ class PolicySampler:
             # Gumbel-max: argmax(logits + G), with G ~ Gumbel(0, 1) per entry, is a draw from softmax(logits).
             return np.argmax(logits + self.rng.gumbel(size=logits.shape), axis=1)
         with torch.no_grad():
-            logits, _ = self.net(torch.as_tensor(obs, dtype=torch.float32))
-            return torch.multinomial(torch.softmax(logits, -1), 1, generator=self.generator).squeeze(-1).numpy()
+            out, _ = self.net(torch.as_tensor(obs, dtype=torch.float32))
+            return self.net.head.sample(out, self.generator)[0].numpy()

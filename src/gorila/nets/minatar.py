@@ -15,6 +15,7 @@ from torch import nn
 from gorila.nets.actor_critic import value_head_groups
 from gorila.nets.cnn import DuelingHead
 from gorila.nets.flat import FlatParams
+from gorila.nets.heads import CategoricalHead
 
 FILTERS = 16
 HIDDEN = 128
@@ -70,6 +71,7 @@ class MinAtarActorCritic(nn.Module):
         super().__init__()
         features, n_features = _torso(in_channels, image_size)
         self.torso = nn.Sequential(features, nn.Linear(n_features, HIDDEN), nn.ReLU())
+        self.head = CategoricalHead(n_actions)
         self.policy = nn.Linear(HIDDEN, n_actions)
         self.value = nn.Linear(HIDDEN, 1)
         with torch.no_grad():

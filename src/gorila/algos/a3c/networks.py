@@ -19,38 +19,46 @@ from gorila.envs import env_spaces
 from gorila.errors import ConfigError
 from gorila.nets.actor_critic import ActorCritic, ConvActorCritic
 from gorila.nets.flat import FlatParams
+from gorila.nets.heads import head_for
 from gorila.nets.minatar import MinAtarActorCritic, is_grid
 
 ActorCriticNet = ActorCritic | ConvActorCritic | MinAtarActorCritic
 
 
 def network_for(observation_space: gym.Space, action_space: gym.Space, hidden: tuple[int, ...],
-                shared_torso: bool) -> ActorCriticNet:
-    """An :class:`ActorCritic` for vector observations, a :class:`MinAtarActorCritic` for MinAtar's
-    boolean grids, a :class:`ConvActorCritic` (Nature CNN, shared torso) for other ``(channels,
-    height, width)`` frames; with the RNG's current weights.
+                shared_torso: bool, algo: str = "a3c") -> ActorCriticNet:
+    """An :class:`ActorCritic` for vector observations (a Gaussian policy for ``Box`` actions), a
+    :class:`MinAtarActorCritic` for MinAtar's boolean grids, a :class:`ConvActorCritic` (Nature CNN,
+    shared torso) for other ``(channels, height, width)`` frames; with the RNG's current weights.
 
-    Raises ``ConfigError("env", ...)`` for other observations or for continuous actions.
+    Raises ``ConfigError("env", ...)`` for other observations, for actions neither ``Discrete`` nor
+    ``Box``, and for ``Box`` actions with image observations. ``algo`` names the algorithm there.
     """
     rank = len(observation_space.shape) if isinstance(observation_space, gym.spaces.Box) else 0
-    if rank not in (1, 3) or not isinstance(action_space, gym.spaces.Discrete):
-        raise ConfigError("env", "a3c supports discrete actions and vector or (channels, height, width) image "
-                                 f"observations; got observations {observation_space} and actions {action_space}")
+    head = head_for(action_space, algo)
+    continuous = isinstance(action_space, gym.spaces.Box)
+    if rank not in (1, 3) or (continuous and rank != 1):
+        raise ConfigError("env", f"{algo} takes vector or (channels, height, width) image observations, and Box "
+                                 f"actions only with vector observations; got observations {observation_space} "
+                                 f"and actions {action_space}")
     if rank == 3:
         channels, height, width = observation_space.shape
         if is_grid(observation_space):
             return MinAtarActorCritic(int(action_space.n), channels, (height, width))
         return ConvActorCritic(int(action_space.n), channels, (height, width))
-    return ActorCritic(int(observation_space.shape[0]), int(action_space.n), hidden, shared=shared_torso)
+    size = head.size if continuous else head.n  # type: ignore[union-attr]
+    return ActorCritic(int(observation_space.shape[0]), size, hidden, shared=shared_torso, continuous=continuous)
 
 
-def make_network(env_id: str, hidden: tuple[int, ...], shared_torso: bool, seed: int) -> ActorCriticNet:
+def make_network(env_id: str, hidden: tuple[int, ...], shared_torso: bool, seed: int,
+                 algo: str = "a3c") -> ActorCriticNet:
     """The network for ``env_id``, initialised from ``seed`` only (the global RNG is left alone).
     ``hidden`` and ``shared_torso`` shape the MLPs of vector observations (images always get a
-    convolutional torso shared by both heads: the Nature CNN's, or MinAtar's for boolean grids)."""
+    convolutional torso shared by both heads: the Nature CNN's, or MinAtar's for boolean grids).
+    ``algo`` is the algorithm a refusal names."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return network_for(*env_spaces(env_id), hidden, shared_torso)
+        return network_for(*env_spaces(env_id), hidden, shared_torso, algo)
 
 
 def learning_rates(net: ActorCriticNet, lr_policy: float, lr_value: float) -> np.ndarray:
@@ -61,7 +69,9 @@ def learning_rates(net: ActorCriticNet, lr_policy: float, lr_value: float) -> np
 
 
 class GreedyPolicy:
-    """Observations ``(B, *obs_shape)`` -> the argmax action of each, ``(B,)`` int64::
+    """Observations ``(B, *obs_shape)`` -> the most likely action of each (``net.head``'s mode):
+    ``(B,)`` int64, the argmax of the logits; ``(B, size)`` float32, a Gaussian's mean (the env
+    clips it to its bounds as in training)::
 
         policy = GreedyPolicy(net)
         FlatParams(net).set(params)    # the policy follows the network's current weights
@@ -73,8 +83,8 @@ class GreedyPolicy:
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         with torch.no_grad():
-            logits, _ = self.net(torch.as_tensor(obs, dtype=torch.float32))
-        return logits.argmax(-1).numpy()
+            out, _ = self.net(torch.as_tensor(obs, dtype=torch.float32))
+        return self.net.head.mode(out).numpy()
 
 
 def greedy_policy(net: ActorCriticNet) -> GreedyPolicy:

@@ -80,4 +80,5 @@ def check_sync_learners(run: RunConfig, learners: int) -> None:
 
 def evaluation_policy(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig):
     """``(network_fn, policy_fn)`` for evaluation and ``gorila eval``: the architecture and its greedy policy."""
-    return functools.partial(make_network, rl.env, cfg.hidden, cfg.shared_torso, run.seed), greedy_policy
+    return (functools.partial(make_network, rl.env, cfg.hidden, cfg.shared_torso, run.seed, algo="impala"),
+            greedy_policy)

@@ -101,4 +101,5 @@ def learning_rate(cfg: PPOConfig, rl: RLConfig, rule: UpdateRule) -> float | Lin
 
 def evaluation_policy(run: RunConfig, cfg: PPOConfig, rl: RLConfig):
     """``(network_fn, policy_fn)`` for evaluation and ``gorila eval``: the architecture and its greedy policy."""
-    return functools.partial(make_network, rl.env, cfg.hidden, cfg.shared_torso, run.seed), greedy_policy
+    return (functools.partial(make_network, rl.env, cfg.hidden, cfg.shared_torso, run.seed, algo="ppo"),
+            greedy_policy)
