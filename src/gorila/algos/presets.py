@@ -159,6 +159,53 @@ _LUNARLANDER_PPO = {"env": "LunarLander-v3", "mode": "sync", "actors": 2, "envs_
                     "minibatches": 256, "epochs": 4, "gamma": 0.999, "gae_lambda": 0.98, "entropy_coef": 0.01,
                     "lr": 3e-4, "clip": 0.2, "value_coef": 0.5, "max_grad_norm": 0.5, "total_steps": 1_000_000}
 
+# RL-Zoo's PPO for continuous control (hyperparams/ppo.yml). batch_size 64 of n_envs x n_steps steps a
+# batch gives the minibatches; the envs are split over 2 actors where n_envs allows. Stable-Baselines3's
+# PPO defaults the zoo keeps: Adam 3e-4 unless given, clip 0.2, value weight 0.5, gradients clipped to 0.5.
+_ZOO_PPO = {"mode": "sync", "lr": 3e-4, "clip": 0.2, "value_coef": 0.5, "max_grad_norm": 0.5}
+_ZOO_SOURCE = "RL-Baselines3-Zoo, hyperparams/ppo.yml, {} (DLR-RM/rl-baselines3-zoo)"
+_CONTINUOUS_PRESETS = (
+    Preset(
+        "pendulum-ppo", "ppo", _ZOO_SOURCE.format("Pendulum-v1"),
+        "PPO on Pendulum-v1: 4 envs x 1024 steps a batch, minibatches of 64, 10 epochs, γ 0.9, λ 0.95, "
+        "Adam 1e-3, 100 k steps",
+        {**_ZOO_PPO, "env": "Pendulum-v1", "actors": 2, "envs_per_actor": 2, "unroll_length": 1024,
+         "minibatches": 64, "epochs": 10, "gamma": 0.9, "gae_lambda": 0.95, "entropy_coef": 0.0, "lr": 1e-3,
+         "total_steps": 100_000},
+        "Pendulum-v1",
+        "the zoo explores with gSDE (use_sde, sde_sample_freq 4); gorila's Gaussian has a state-independent "
+        "log-std instead"),
+    Preset(
+        "lunarlandercontinuous-ppo", "ppo", _ZOO_SOURCE.format("LunarLanderContinuous-v2"),
+        "PPO on LunarLanderContinuous-v3: 16 envs x 1024 steps a batch, minibatches of 64, 4 epochs, γ 0.999, "
+        "λ 0.98, entropy 0.01, 1 M steps",
+        {**_LUNARLANDER_PPO, "env": "LunarLanderContinuous-v3"},
+        "LunarLanderContinuous-v3", "the zoo's setting is its discrete LunarLander's; its 16 envs are 2 actors of 8"),
+    Preset(
+        "halfcheetah-ppo", "ppo", _ZOO_SOURCE.format("HalfCheetah-v3"),
+        "PPO on HalfCheetah-v5: 1 env x 512 steps a batch, minibatches of 64, 20 epochs, γ 0.98, λ 0.92, "
+        "Adam 2.06e-5, clip 0.1, 256 x 256 networks, 1 M steps (needs the mujoco extra)",
+        {**_ZOO_PPO, "env": "HalfCheetah-v5", "actors": 1, "envs_per_actor": 1, "unroll_length": 512,
+         "minibatches": 8, "epochs": 20, "gamma": 0.98, "gae_lambda": 0.92, "entropy_coef": 0.000401762,
+         "lr": 2.0633e-05, "clip": 0.1, "max_grad_norm": 0.8, "value_coef": 0.58096, "hidden": (256, 256),
+         "total_steps": 1_000_000},
+        "HalfCheetah-v5",
+        "the zoo normalises observations and rewards (VecNormalize) and starts the log-std at -2 with ReLU "
+        "layers; gorila's networks use tanh and a log-std starting at 0"),
+    Preset(
+        "a3c-mujoco", "a3c",
+        "Mnih et al. 2016, Asynchronous Methods for Deep Reinforcement Learning (A3C), Supplementary §9 "
+        "(continuous action control with MuJoCo)",
+        "A3C for continuous control: a Gaussian policy whose differential entropy is weighted 1e-4, shared "
+        "RMSProp, γ 0.99",
+        {"env": "HalfCheetah-v5", "mode": "async", "envs_per_actor": 1, "entropy_coef": 1e-4, "gamma": 0.99,
+         "optimizer": "rmsprop", "gae_lambda": 1.0, "target_tau": 1.0},
+        "HalfCheetah-v5",
+        "the paper's policy outputs a state-dependent variance through a softplus; gorila's log-std is a "
+        "parameter of its own. It samples each run's learning rate log-uniformly: gorila keeps its own. "
+        "Workers: one per CPU, at most the paper's 16", _a3c_scaled),
+)
+
 _PRESETS = (
     Preset(
         "gorila-atari", "dqn",
@@ -241,6 +288,7 @@ _PRESETS = (
              f"the MinAtar settings of {algo}, which every MinAtar id gets anyway",
              {"env": "MinAtar/Breakout-v1", **settings}, "minatar")
       for algo, settings in MINATAR.items()),
+    *_CONTINUOUS_PRESETS,
 )
 
 #: The named presets by name (``--preset``), in the order ``gorila presets`` lists them.
