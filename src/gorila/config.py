@@ -16,7 +16,6 @@ from gorila import validate
 from gorila.errors import ConfigError
 from gorila.params import OPTIMIZERS, ServerSpec, UpdateRule
 from gorila.params.owned import Publication
-from gorila.params.server import PLACEMENTS
 from gorila.params.rule import MODES
 from gorila.runtime import RUNTIMES
 
@@ -30,13 +29,14 @@ CALL_TIMEOUT_FLOOR_S = 60.0
 #: How far past --time-limit-s a run may go: one chunk (the plan's chunk seconds) and this grace, in
 #: which the chunks under way and the last evaluation come in; what is not in by then is given up.
 TIME_LIMIT_GRACE_S = 30.0
-#: --server: where the shards live (``PLACEMENTS``), or ``learner``: the learner owns them and the
-#: shards are the store its actors read (:mod:`gorila.params.owned`).
-SERVERS = (*PLACEMENTS, "learner")
+#: --server: ``process``, the shards in processes of their own that the workers push to; or
+#: ``learner``: the learners own the parameters and the shards are the store their actors read
+#: (:mod:`gorila.params.owned`; several learners hold replicas, :mod:`gorila.params.replicas`).
+SERVERS = ("process", "learner")
 #: --server learner on Ray: the shortest time between two publications (each is a Ray call carrying
 #: the parameters; see gorila.params.owned).
 PUBLISH_S = 0.1
-#: The algorithms whose learner can own the parameters: one learner, fed by actors through trajectory
+#: The algorithms whose learners can own the parameters: learners fed by actors through trajectory
 #: queues or replay shards.
 LEARNER_OWNED = ("apex", "impala", "ppo")
 # The semi-async preset, whose numbers the help shows (they live in params/rule.py only).
@@ -57,10 +57,12 @@ class RunConfig:
                 "semi-async (aggregate counted pushes, tolerate bounded staleness)", "choices": MODES})
     shards: int = field(default=1, metadata={"help": "parameter-server shards"})
     server: str = field(default="process", metadata={
-        "help": "where the shards live: process (each in its own process), workers (--mode sync on one node: "
-                "spread over the workers, rounds meet in shared memory) or learner (apex, impala, ppo: the learner "
-                "owns the parameters and its optimizer, applies its gradients where it computes them, and "
-                "publishes its parameters to the shards, which its actors read)", "choices": SERVERS})
+        "help": "process: the shards live in processes of their own, which every worker pushes its gradients to "
+                "and pulls from; learner (apex, impala, ppo): the learner owns the parameters and its optimizer, "
+                "applies its gradients where it computes them, and publishes its parameters to the shards, which "
+                "its actors read; with --learners N (--runtime ray) each learner holds a replica, their gradients "
+                "are averaged by an all-reduce (torch.distributed, gloo) and every replica takes the same step, "
+                "the first publishing", "choices": SERVERS})
     publish_every: int = field(default=1, metadata={
         "help": "--server learner: updates between the learner's publications of its parameters (on Ray at most "
                 "one each 0.1 s; never while one is still on its way; each chunk ends with one)"})
@@ -136,15 +138,17 @@ class RunConfig:
             validate.number("call_timeout_s", self.call_timeout_s, low=0.0, low_open=True)
         if self.actor_timeout_s is not None:
             validate.number("actor_timeout_s", self.actor_timeout_s, low=0.0, low_open=True)
-        rule = self.rule(num_workers=1)  # e.g. --count-within 5 --accept-within 3 is refused here, before anything starts
+        self.rule(num_workers=1)  # e.g. --count-within 5 --accept-within 3 is refused here, before anything starts
+        if self.server == "workers":
+            raise ConfigError("server", "workers (a synchronous server spread over the workers in shared memory) is "
+                                        "no more: --server process --mode sync makes the same updates; apex, impala "
+                                        "and ppo: --server learner --learners N averages the learners' gradients "
+                                        "with an all-reduce")
         validate.choice("server", self.server, SERVERS)
         validate.integer("publish_every", self.publish_every, low=1, high=1_000_000)
         if self.server == "learner" and self.algo not in LEARNER_OWNED:
             raise ConfigError("server", f"learner (the learner owns the parameters) is for --algo "
-                                        f"{' and '.join(LEARNER_OWNED)}, not {self.algo}: use process or workers")
-        if self.server == "workers" and (not rule.barrier or self.runtime != "ray"):
-            raise ConfigError("server", "workers spreads a synchronous server over worker processes: it needs "
-                                        f"--mode sync and --runtime ray (got --mode {self.mode} --runtime {self.runtime})")
+                                        f"{' and '.join(LEARNER_OWNED)}, not {self.algo}: use process")
 
     def rule(self, num_workers: int) -> UpdateRule:
         """The update rule ``mode`` and its knobs select; ``num_workers`` is how many gradients a
@@ -166,11 +170,18 @@ class RunConfig:
             return None
         return self.time_limit_s + (chunk_seconds or 0.0) + TIME_LIMIT_GRACE_S
 
-    def server_spec(self, rule: UpdateRule, default_optimizer: str, lr) -> ServerSpec:
+    def server_spec(self, rule: UpdateRule, default_optimizer: str, lr, learners: int = 1) -> ServerSpec:
         """The parameter server this run asks for: ``--shards``, ``--server`` and ``--optimizer``
-        (else the algorithm's ``default_optimizer``) around the algorithm's rule and rates."""
+        (else the algorithm's ``default_optimizer``) around the algorithm's rule and rates;
+        ``learners``: how many learners own the parameters under ``--server learner`` (several
+        hold replicas: placement ``replicas``, on Ray only)."""
+        replicas = self.server == "learner" and learners > 1
+        if replicas and self.runtime != "ray":
+            raise ConfigError("learners", f"{learners} learners that own the parameters hold replicas in processes "
+                                          "of their own, which meet in an all-reduce: use --runtime ray, or "
+                                          "--learners 1, or --server process")
         return ServerSpec(rule=rule, num_shards=self.shards, optimizer=self.optimizer or default_optimizer, lr=lr,
-                          placement="process" if self.server == "learner" else self.server)
+                          placement="replicas" if replicas else "process")
 
     def publication(self) -> Publication | None:
         """With ``--server learner``, when the learner publishes its parameters; else None."""

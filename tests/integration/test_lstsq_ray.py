@@ -18,13 +18,12 @@ def recorder(seen):
     return record
 
 
-@pytest.mark.parametrize("server", ["process", "workers"])
-def test_sync_on_ray_is_gradient_descent(ray_local, tmp_path, train, server):
+def test_sync_on_ray_is_gradient_descent(ray_local, tmp_path, train):
     local, remote = {}, {}
     exact = LstsqConfig(workers=2, n=4000, d=10, iterations=12, tol=1e-12, log_every=1)
     train(RunConfig(algo="lstsq", mode="sync", runtime="local", run_dir=tmp_path / "a"), exact,
           on_chunk=recorder(local))
-    s = train(RunConfig(algo="lstsq", mode="sync", shards=2, runtime="ray", server=server, run_dir=tmp_path / "b"),
+    s = train(RunConfig(algo="lstsq", mode="sync", shards=2, runtime="ray", run_dir=tmp_path / "b"),
               exact, on_chunk=recorder(remote))
     assert sorted(remote) == sorted(local) == list(range(1, 13))
     for v in local:

@@ -29,8 +29,8 @@ def refused(capsys, argv: list[str]) -> str:
     (["--algo", "lstsq", "--count-within", "1"], "--count-within"),
     (["--algo", "lstsq", "--shards", "0"], "--shards"),
     (["--algo", "lstsq", "--time-limit-s", "-1"], "--time-limit-s"),
-    (["--algo", "lstsq", "--server", "workers"], "--server"),                       # needs --mode sync
-    (["--algo", "lstsq", "--server", "workers", "--mode", "sync", "--runtime", "local"], "--server"),
+    (["--algo", "lstsq", "--server", "workers", "--mode", "sync"], "--server"),      # replaced: process, learner
+    (["--algo", "impala", "--server", "learner", "--learners", "2", "--runtime", "local"], "--learners"),
     (["--algo", "a3c", "--unroll-length", "-1"], "--unroll-length"),
     (["--algo", "a3c", "--entropy-coef", "-0.1"], "--entropy-coef"),
     (["--algo", "a3c", "--gae-lambda", "1.5"], "--gae-lambda"),

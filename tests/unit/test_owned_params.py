@@ -2,6 +2,8 @@
 shards, sends its parameters to the store actors read when its publication says so and never
 waits for the store, and starts from what the store holds."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -144,7 +146,7 @@ def test_workers_placement_cannot_be_published_to():
         owned_server(store, SPEC, Publication())
 
 
-def test_only_a_single_queue_fed_learner_may_own_the_parameters():
+def test_only_queue_or_replay_fed_learners_may_own_the_parameters_and_several_only_on_ray():
     from gorila.algos.impala.builder import make_plan
     from gorila.algos.impala.config import ImpalaConfig
     from gorila.algos.rl_config import RLConfig
@@ -155,6 +157,8 @@ def test_only_a_single_queue_fed_learner_may_own_the_parameters():
         RunConfig(algo="dqn", server="learner")
     assert err.value.field == "server"
     run = RunConfig(algo="impala", runtime="local", server="learner")
-    with pytest.raises(ConfigError, match="one learner") as err:
+    with pytest.raises(ConfigError, match="use --runtime ray") as err:
         make_plan(run, ImpalaConfig(learners=2, actors=2), RLConfig())
     assert err.value.field == "learners"
+    plan = make_plan(replace(run, runtime="ray"), ImpalaConfig(learners=2, actors=2), RLConfig())
+    assert plan.spec.placement == "replicas" and plan.spec.processes == 2  # the shard and the rendezvous

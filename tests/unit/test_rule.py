@@ -174,9 +174,8 @@ def test_a_sweep_gives_each_mode_only_its_own_knobs():
     assert err.value.field == "mode"
 
 
-def test_the_workers_placement_needs_the_barrier_rule():
-    assert RunConfig(mode="sync", server="workers").rule(2).barrier
-    for mode in ("async", "semi-async"):
-        with pytest.raises(ConfigError) as err:
+def test_the_workers_placement_is_refused_naming_what_replaced_it():
+    for mode in ("sync", "async"):
+        with pytest.raises(ConfigError, match="--server process --mode sync") as err:
             RunConfig(mode=mode, server="workers")
-        assert err.value.field == "server"
+        assert err.value.field == "server" and "--server learner --learners N" in str(err.value)

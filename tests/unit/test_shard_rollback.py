@@ -8,7 +8,6 @@ import pytest
 from gorila.errors import CheckpointError
 from gorila.params import LocalEndpoint, ParameterShard, ServerSpec, UpdateRule, split_shard_state
 from gorila.params.optim import OPTIMIZERS
-from gorila.runtime.allreduce import SpreadShards
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -53,25 +52,6 @@ def test_two_finite_pushes_whose_aggregate_overflows_are_rolled_back():
     s.push(np.ones(SIZE, np.float32), version=1, worker_id=0)
     s.push(np.ones(SIZE, np.float32), version=1, worker_id=1)
     np.testing.assert_allclose(s.pull()[0], np.linspace(-1, 1, SIZE, dtype=np.float32) - 0.1, rtol=1e-6)
-
-
-def test_the_spread_server_rolls_back_and_counts_as_a_shard_does():
-    spec = ServerSpec(UpdateRule.synchronous(1), optimizer="adam", lr=10.0)
-    start = np.linspace(-1, 1, SIZE, dtype=np.float32)
-    spread = SpreadShards(spec, start, num_workers=1, timeout_s=10)
-    one = spec.build(start)[0]
-    try:
-        endpoints = {"spread": spread.server.endpoints[0], "shard": LocalEndpoint(one)}
-        for version, grad in enumerate((np.full(SIZE, 0.5, np.float32), HUGE, np.full(SIZE, 0.25, np.float32))):
-            for endpoint in endpoints.values():
-                endpoint.push(grad, version, worker_id=0).result(10)
-            spread_state = split_shard_state(spread.state_dict(), 1)[0]
-            for key, value in spread_state.items():
-                assert value.tobytes() == one.state_dict()[key].tobytes(), key
-        assert spread.stats()[0].as_dict() == one.stats.as_dict()
-        assert one.stats.updates_rolled_back == 1 and one.version == 3
-    finally:
-        spread.close()
 
 
 def test_a_checkpoint_of_the_counters_before_updates_rolled_back_still_loads():

@@ -47,8 +47,8 @@ from gorila.learners.replay_learner import ReplayLearner
 from gorila.learners.target import TargetUpdate
 from gorila.nets import FlatParams
 from gorila.nets.numpy_mlp import NumpyMLP
-from gorila.errors import ConfigError
 from gorila.params.owned import owning_learner
+from gorila.params.replicas import replicated_learner
 from gorila.params.server import ServerSpec
 from gorila.params.tiers import CacheTiers
 from gorila.replay import RemoteReplay, ShardedReplaySpec
@@ -232,14 +232,18 @@ QUEUES = "trajectories"
 
 def learner_factory(learner: Callable[..., Any], run: RunConfig, spec: ServerSpec, learners: int) -> Callable[..., Any]:
     """The learner group's factory: ``learner`` on the server's shards; with ``--server learner``,
-    ``learner`` on parameters it owns, publishing them to the shards (:mod:`gorila.params.owned`)."""
+    ``learner`` on parameters it owns, publishing them to the shards (:mod:`gorila.params.owned`);
+    with several learners (``spec``'s placement is then ``replicas``), each on a replica, their
+    gradients averaged by an all-reduce (:mod:`gorila.params.replicas`)."""
     publication = run.publication()
     if publication is None:
         return learner
-    if learners != 1:
-        raise ConfigError("learners", "--server learner runs one learner, which owns the parameters: "
-                                      "give --learners 1, or --server process for several")
-    return functools.partial(owning_learner, learner, spec, publication)
+    if learners == 1:
+        return functools.partial(owning_learner, learner, spec, publication)
+    # The group's mean is one push to each replica: its rule is one learner's (a barrier's
+    # aggregate of N pushes would wait for N rounds).
+    one = replace(spec, rule=run.rule(num_workers=1))
+    return functools.partial(replicated_learner, learner, one, publication, learners)
 
 
 def owned_learners(groups: list[WorkerSpec], run: RunConfig, spec: ServerSpec, learners: int) -> list[WorkerSpec]:

@@ -150,8 +150,8 @@ def _run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChu
             held.enter_context(hold_run_dir(run_dir, "run_dir" if run_config.resume is None else "resume",
                                             terminal.line))
             initial = plan.initial_params()
-            shard_processes = plan.spec.num_shards if plan.spec.placement == "process" else 0
-            runtime.plan(plan.processes + shard_processes + 1, plan.param_cache)  # + the shards and the evaluation
+            shard_processes = plan.spec.processes
+            runtime.plan(plan.processes + shard_processes + 1, plan.param_cache)  # + the server's and the evaluation
             # Every process starts side by side: each waits for no other to be up first.
             shards = runtime.start_shards(plan.spec, initial, wait=False, checkpoints=run_dir / "checkpoints")
             meta: dict[str, Any] = {}

@@ -66,9 +66,13 @@ class OwnedEndpoint(LocalEndpoint):
         endpoint.push(grad, version, worker_id, tag).result(1.0)
     """
 
-    def __init__(self, shard: ParameterShard, store: StoreEndpoint, publication: Publication, timeout_s: float):
+    def __init__(self, shard: ParameterShard, store: StoreEndpoint, publication: Publication, timeout_s: float,
+                 publishes: bool = True):
         super().__init__(shard)
         self.store, self.publication, self.timeout_s = store, publication, timeout_s
+        # A replica other than the first of several learners' (gorila.params.replicas) never publishes:
+        # the first one's publications are the store's, and the replicas are bit-identical.
+        self.publishes = publishes
         self.published_version = self.state_version = shard.version  # what the store holds
         self.published_at = self.state_sent_at = time.monotonic()
         self.in_flight: Pending[None] | None = None
@@ -88,7 +92,7 @@ class OwnedEndpoint(LocalEndpoint):
         one has arrived (a store that is slow is sent the newer version next time instead)."""
         now = time.monotonic()
         behind = self.shard.version - self.published_version
-        if behind < self.publication.every_updates or now - self.published_at < self.publication.every_s:
+        if not self.publishes or behind < self.publication.every_updates or now - self.published_at < self.publication.every_s:
             return False
         if self.in_flight is not None:
             if not self.in_flight.ready():
@@ -105,6 +109,8 @@ class OwnedEndpoint(LocalEndpoint):
     def flush(self) -> None:
         """Publish the newest version with the optimizer state now, unless the store has both, and
         wait for it (the end of a chunk: a row or a checkpoint may come next)."""
+        if not self.publishes:
+            return
         if self.in_flight is not None:
             self.in_flight.result(self.timeout_s)
             self.in_flight = None
@@ -120,16 +126,24 @@ def owned_server(store: ParameterServer, spec: ServerSpec, publication: Publicat
     """A server whose shards live in this process, built from ``spec`` and started from the
     store's state (a new run's initial parameters, a resumed run's checkpoint, or what this
     learner published before it was restarted); ``store`` stays where actors read."""
-    endpoints: list[OwnedEndpoint] = []
+    endpoints = [OwnedEndpoint(shard, store_endpoint, publication, store.timeout_s)
+                 for shard, store_endpoint in shards_from_store(store, spec)]
+    return ParameterServer(tuple(endpoints), store.layout, spec.rule, store.timeout_s)
+
+
+def shards_from_store(store: ParameterServer, spec: ServerSpec) -> list[tuple[ParameterShard, StoreEndpoint]]:
+    """Each shard of ``store`` rebuilt in this process from ``spec`` and the state the store holds
+    now, beside the store's endpoint it publishes to."""
+    out = []
     for j, endpoint in enumerate(store.endpoints):
         if not hasattr(endpoint, "publish"):
-            raise ConfigError("server", "learner needs shards a learner can publish to: not --server workers")
+            raise ConfigError("server", "learner needs shards a learner can publish to")
         store_endpoint: StoreEndpoint = endpoint  # type: ignore[assignment]  # checked just above
         state = store_endpoint.state_dict().result(store.timeout_s)
         shard = spec.build_shard(np.array(state["params"], np.float32), store.layout.size, j)
         shard.load_state_dict({k: np.array(v) for k, v in state.items()})  # arrays from Ray are read-only
-        endpoints.append(OwnedEndpoint(shard, store_endpoint, publication, store.timeout_s))
-    return ParameterServer(tuple(endpoints), store.layout, spec.rule, store.timeout_s)
+        out.append((shard, store_endpoint))
+    return out
 
 
 def owning_learner(learner: Callable[..., Any], spec: ServerSpec, publication: Publication, worker_id: int,

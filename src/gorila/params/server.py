@@ -13,12 +13,16 @@ from gorila.errors import CheckpointError, ConfigError
 from gorila.params.client import ParameterClient, ShardEndpoint
 from gorila.params.layout import ShardLayout
 from gorila.params.optim import OPTIMIZERS, LearningRate, LinearDecay, optimizer_slots
+from gorila.params.rendezvous import RendezvousSpec
 from gorila.params.rule import UpdateRule
 from gorila.params.shard import ParameterShard, ShardStats
 from gorila.params.tiers import ServerUpstream
 
 
-PLACEMENTS = ("process", "workers")
+#: Where a runtime puts the shards: ``process``, each in a process of its own; ``replicas``, the
+#: same shard processes as the store of several learners that each hold a replica
+#: (:mod:`gorila.params.replicas`), beside the rendezvous where those learners meet.
+PLACEMENTS = ("process", "replicas")
 
 
 @dataclass(frozen=True)
@@ -30,8 +34,7 @@ class ServerSpec:
 
     ``lr`` may be a float32 vector over the whole flat vector (per-parameter rates), or a
     :class:`~gorila.params.optim.LinearDecay` that every shard steps down alike. ``placement``
-    says where a runtime puts the shards: ``process`` (each in a process of its own) or ``workers``
-    (synchronous rule, one node: spread over the workers, see :mod:`gorila.runtime.allreduce`).
+    says where a runtime puts the shards (:data:`PLACEMENTS`).
     A worker whose ``nonfinite_limit``-th non-finite gradient in a row arrives stops the run.
     """
 
@@ -53,6 +56,12 @@ class ServerSpec:
     def layout(self, size: int) -> ShardLayout:
         return ShardLayout(size, self.num_shards)
 
+    @property
+    def processes(self) -> int:
+        """The processes a distributed runtime starts for this server: its shards, and with
+        ``replicas`` the learners' rendezvous."""
+        return self.num_shards + (self.placement == "replicas")
+
     def build_shard(self, part: np.ndarray, size: int, shard_id: int) -> ParameterShard:
         """Shard ``shard_id`` holding ``part``, its slice of a flat vector of ``size`` parameters."""
         lr = self.lr[self.layout(size).slices[shard_id]] if isinstance(self.lr, np.ndarray) else self.lr
@@ -73,7 +82,8 @@ class ParameterServer:
         client.params(); client.push(grad)
 
     A runtime builds it when it starts the shards (``runtime.start_shards(spec, params).server``).
-    With ``cache`` (``runtime.start_param_caches``), :meth:`source` is the actor's node cache.
+    With ``cache`` (``runtime.start_param_caches``), :meth:`source` is the actor's node cache;
+    ``rendezvous`` is where learners holding replicas meet (placement ``replicas`` on Ray).
     """
 
     endpoints: tuple[ShardEndpoint, ...]
@@ -81,6 +91,7 @@ class ParameterServer:
     rule: UpdateRule
     timeout_s: float = 600.0
     cache: CacheSpec | None = None
+    rendezvous: RendezvousSpec | None = None
 
     def client(self, worker_id: int = 0, *, cached: bool = False) -> ParameterClient:
         """A new client with its own copy of the parameters. With ``cached``, where caches are

@@ -23,12 +23,13 @@ from typing import Any
 import numpy as np
 
 from gorila.core import ServiceFactory, WorkerFactory
-from gorila.errors import ClusterUnreachableError, ConfigError, SchedulingError
+from gorila.errors import ClusterUnreachableError, SchedulingError
 from gorila.metrics.cputime import process_cpu_seconds
 from gorila.params import ParameterServer, ServerSpec
+from gorila.params.rendezvous import Rendezvous, RendezvousSpec
 from gorila.params.tiers import CacheTiers
-from gorila.runtime.allreduce import SpreadShards
 from gorila.runtime import ONE_THREAD
+from gorila.runtime.gloo import gloo_interface
 from gorila.runtime.embedded_ray import embedded_ray_is_up, start_embedded_ray
 from gorila.runtime.ray_caches import CACHE_CPUS, start_caches
 from gorila.runtime.ray_calls import NamedActor, RayPending, ray
@@ -193,18 +194,11 @@ class RayRuntime:
                                                   ray.available_resources().get("CPU", 0.0), self.total_cpus) from err
 
     def start_shards(self, spec: ServerSpec, params: np.ndarray, *, wait: bool = True,
-                     checkpoints: Path | None = None) -> RayShards | SpreadShards:
-        """Shard processes; or, with ``spec.placement == "workers"``, the server spread over the
-        synchronous rule's workers in this node's shared memory (a one-node cluster only).
-        With ``checkpoints`` (the run's checkpoint directory) a shard process that dies is
-        restarted and comes back from the newest good checkpoint there."""
-        if spec.placement == "workers":
-            if len([node for node in ray.nodes() if node["Alive"]]) > 1:
-                raise ConfigError("server", "workers shares memory between the workers of one node; this "
-                                            "cluster has several: use --server process")
-            group = SpreadShards(spec, params, spec.rule.aggregate, self.call_timeout_s)
-            self._shard_groups.append(group)
-            return group
+                     checkpoints: Path | None = None) -> RayShards:
+        """Shard processes; with ``spec.placement == "replicas"`` also the rendezvous where the
+        learners that hold replicas meet (a service process, :mod:`gorila.params.rendezvous`), named
+        in the server the workers receive. With ``checkpoints`` (the run's checkpoint directory) a
+        shard process that dies is restarted and comes back from the newest good checkpoint there."""
         restarts = {} if checkpoints is None else dict(max_restarts=self.max_restarts, max_task_retries=3)
         handles = [NamedActor(titled(ShardProcess, f"shard-{k}")
                               .options(num_cpus=self.cpus_per_process, scheduling_strategy="SPREAD",
@@ -217,6 +211,9 @@ class RayRuntime:
         self._shard_groups.append(group)
         loads = [h.load.remote(shard) for h, shard in zip(handles, spec.build(params))]
         self._starting(group, loads, f"{spec.num_shards} parameter shards", wait)
+        if spec.placement == "replicas":
+            rendezvous = self.start_services(Rendezvous, 1, name="rendezvous", wait=wait)
+            group.server = replace(group.server, rendezvous=RendezvousSpec(rendezvous.endpoints()[0], gloo_interface))
         return group
 
     def start_param_caches(self, server: ParameterServer, tiers: CacheTiers = CacheTiers(),

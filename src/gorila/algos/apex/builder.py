@@ -74,7 +74,7 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
                               actor_nice=ACTOR_NICE, by_node=cfg.replay_placement == "node",
                               learner_gpus=learner_gpus)
     learner = q_learner(network_fn, cfg, rl, run.runtime)
-    spec = run.server_spec(run.rule(num_workers=cfg.learners), cfg.optimizer, cfg.lr)
+    spec = run.server_spec(run.rule(num_workers=cfg.learners), cfg.optimizer, cfg.lr, learners=cfg.learners)
     return rl_plan(
         run, rl, algo="apex", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_mlp=numpy_q_network(net),
         eval_epsilon=cfg.EVAL_EPSILON,

@@ -45,7 +45,7 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
     rule = run.rule(num_workers=cfg.learners)
     check_sync_learners(run, cfg.learners)
     learner_gpus, server_gpus = rl.gpu_shares(run.runtime, cfg.learners, central)
-    spec = run.server_spec(rule, cfg.optimizer, cfg.lr)
+    spec = run.server_spec(rule, cfg.optimizer, cfg.lr, learners=cfg.learners)
     learner = learner_factory(functools.partial(ImpalaLearner, network_fn=network_fn, loss=loss,
                                                 batch_size=cfg.batch_size,
                                                 device=resolve_device(rl.device, runtime=run.runtime)),

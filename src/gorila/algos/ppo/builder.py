@@ -63,7 +63,7 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
                               # one learner, one update a push: its batch's pushes are the versions of a round
                               round_versions=cfg.epochs * cfg.minibatches if rounds else None)
     learner_gpus, server_gpus = rl.gpu_shares(run.runtime, cfg.learners, central)
-    spec = run.server_spec(rule, cfg.optimizer, learning_rate(cfg, rl, rule))
+    spec = run.server_spec(rule, cfg.optimizer, learning_rate(cfg, rl, rule), learners=cfg.learners)
     learner = learner_factory(functools.partial(PPOLearner, network_fn=network_fn, loss=loss, batch_size=batch_size,
                                                 epochs=cfg.epochs, minibatches=cfg.minibatches, seed=run.seed,
                                                 device=resolve_device(rl.device, runtime=run.runtime)),
