@@ -25,7 +25,7 @@ class Served:
         self.host = ShardHost(self.shard, barrier_timeout_s=10)
         self.release = threading.Event()  # hold() clears it: pushes then wait for release()
         self.release.set()
-        self.server = FastPathServer(self._push, self.host.pull, N)
+        self.server = FastPathServer(self._push, self.host.pull, N, publish=self.host.publish)
         self.path = self.server.start()
 
     def _push(self, grad, version, worker_id, out=None, tag=None):
@@ -157,3 +157,22 @@ def test_dirs_of_killed_shards_are_removed_and_live_ones_kept(served):
         assert FastPathChannel(served.path, N, 0, timeout_s=10).pull().result(10)[1] == 0
     finally:
         other.close()
+
+
+def test_a_publication_through_the_slot_is_the_owning_learners_state(served):
+    """What an owning learner publishes (``--server learner``) lands in the store as its
+    ``publish`` would take it through Ray: parameters, version, counters and optimizer state; a
+    state too large for a message is refused here (the caller sends it through Ray)."""
+    owner = ParameterShard(np.zeros(N, np.float32), UpdateRule.asynchronous(), "sgd", lr=0.5)
+    rng = np.random.default_rng(1)
+    for version in range(3):
+        owner.push(rng.standard_normal(N).astype(np.float32), version, 0)
+    channel = FastPathChannel(served.path, N, 0, timeout_s=10)
+    too_large = {**owner.state_dict(pending=False), "optim.slot": np.zeros(20_000, np.float32)}
+    assert channel.publish(too_large) is None
+    assert channel.publish(owner.state_dict(pending=False)).result(10) is None
+    params, version = channel.pull().result(10)
+    assert version == owner.version == 3 and np.array_equal(params, owner.pull()[0])
+    assert served.shard.stats.pushes_counted == owner.stats.pushes_counted == 3
+    assert served.shard.stats.bytes_in == 4 * N  # the store counts what it took in, not the owner's pushes
+    assert served.host.version == 3

@@ -57,7 +57,7 @@ class ShardProcess:
     def _host(self, shard: ParameterShard) -> None:
         self._loop = asyncio.get_running_loop()
         self.host = ShardHost(shard, self.barrier_timeout_s, on_advance=self._advanced)
-        self.fast_path = FastPathServer(self.host.push, self.host.pull, self.host.size)
+        self.fast_path = FastPathServer(self.host.push, self.host.pull, self.host.size, publish=self.host.publish)
         self.fast_path_path = self.fast_path.start()
         self._loaded.set()
 
@@ -162,9 +162,7 @@ class ShardProcess:
         """Take the owning learner's publication (``--server learner``); its version wakes the
         calls waiting for one (a cache's long-poll)."""
         await self._ready()
-        with self.host.locked() as shard:
-            shard.publish(state)
-        self._advanced()
+        self.host.publish(state)
 
     def cpu_seconds(self) -> float:
         return self.cpu.seconds()
@@ -203,6 +201,23 @@ class _Rerouted:
         # The push is not sent again: the process that got it is gone, and so is what it applied.
         # The epoch stays the client's, unknown to a pull: its next push learns the new one.
         return PushResult("rejected", False, version, 0, "restarted", params, self.epoch)
+
+
+class _Republished:
+    """A publication sent over the fast path that, should the shard's process die meanwhile, is
+    sent again through Ray (to the restarted process, which waits for its restore first)."""
+
+    def __init__(self, pending: FastPending, endpoint: RayShardEndpoint, state: dict[str, np.ndarray]):
+        self.pending, self.endpoint, self.state = pending, endpoint, state
+
+    def ready(self) -> bool:
+        return self.pending.ready()
+
+    def result(self, timeout_s: float) -> None:
+        try:
+            self.pending.result(timeout_s)
+        except ShardRestartedError:
+            self.endpoint.ray_publish(self.state).result(timeout_s)
 
 
 class RayShardEndpoint:
@@ -287,8 +302,16 @@ class RayShardEndpoint:
         """The shard's whole state (what a learner that owns the parameters starts from)."""
         return RayPending(self.handle.state_dict.remote(), f"shard {self.shard_id} state_dict")
 
-    def publish(self, state: dict[str, np.ndarray]) -> RayPending:
-        """Send the owning learner's publication (``--server learner``)."""
+    def publish(self, state: dict[str, np.ndarray]) -> Any:
+        """Send the owning learner's publication (``--server learner``): through the fast path
+        where it is open and the state fits it (the optimizer state does not), else through Ray."""
+        channel = self._fast()
+        pending = channel.publish(state) if channel is not None else None
+        if pending is not None:
+            return _Republished(pending, self, state)
+        return self.ray_publish(state)
+
+    def ray_publish(self, state: dict[str, np.ndarray]) -> RayPending:
         return RayPending(self.handle.publish.remote(state), f"shard {self.shard_id} publish")
 
     def close(self) -> None:

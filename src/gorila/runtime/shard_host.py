@@ -84,6 +84,15 @@ class ShardHost:
         with self._changed:
             return self.shard.pull(out=out)
 
+    def publish(self, state: dict[str, np.ndarray]) -> None:
+        """:meth:`ParameterShard.publish`: an owning learner's new version, which wakes whoever
+        waits for one."""
+        with self._changed:
+            self.shard.publish(state)
+            self._changed.notify_all()
+            if self._on_advance is not None:
+                self._on_advance()
+
     @contextmanager
     def locked(self) -> Iterator[ParameterShard]:
         """The shard, with no push or pull running until the block ends (for stats and state)."""

@@ -6,7 +6,9 @@ private temp dir (the transport of :mod:`gorila.transport.shm`). Each push is th
 the gradient into the slot, a 17-byte request, the shard's update, a copy of the parameters into
 the same slot (the gradient is spent by then: one slot keeps the working set small) and a small
 reply: no serialization, no object store, no Ray call. The slot has no name, so nothing can leak: the kernel frees it
-once both processes have unmapped it (or died).
+once both processes have unmapped it (or died). A learner that owns its parameters (``--server
+learner``) *publishes* through its slot the same way: the parameters in the slot, its counters (a
+few small integer arrays) in the request, and a small reply once the shard holds them.
 
 The server answers each connection on a thread of its own, blocked in ``recv`` until the
 next request: a request wakes it at once, where a shared event loop would first have to get
@@ -24,12 +26,14 @@ Client side (what :class:`~gorila.runtime.ray_runtime.RayShardEndpoint` does on 
     channel = FastPathChannel(path, size=n, shard_id=0, timeout_s=30)
     pending = channel.push(grad, version, worker_id, tag)   # None while a reply is still unread
     result = pending.result(timeout_s=30)              # PushResult; its params view the slot
+    channel.publish(shard.state_dict(pending=False, optimizer=False)).result(timeout_s=30)   # None
     channel.close()
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import select
 import socket
 import struct
@@ -48,9 +52,9 @@ from gorila.params.shard import REASONS, PushResult, PushTag
 from gorila.transport.shm import Listener, accept_block, connect, supported
 
 # Requests: op, version, worker id, the push's tag (epoch, client, seq, reply_params). The gradient is
-# already in the slot.
+# already in the slot. A publication's small arrays follow the request (see _encode_small).
 _REQUEST = struct.Struct("<Bqqqqq?")
-_PUSH, _PULL = 1, 2
+_PUSH, _PULL, _PUBLISH = 1, 2, 3
 # Replies: status, outcome, reason, applied, has params, version, staleness, epoch.
 _REPLY = struct.Struct("<BBBBBqqq")
 _OK, _FAILED = 0, 1
@@ -66,6 +70,31 @@ def _slot(buffer: Any, size: int) -> tuple[np.ndarray, np.ndarray]:
     """Two views of one mapped slot of ``size`` float32s: the gradient goes in, and once the
     shard is done reading it (the update applied or the push rejected), parameters come out."""
     return np.frombuffer(buffer, np.float32, size), np.frombuffer(buffer, np.float32, size)
+
+
+def _encode_small(arrays: dict[str, np.ndarray]) -> bytes | None:
+    """A publication's arrays other than its parameters (counters, stats), as data only: a JSON
+    header of names, dtypes and shapes, then their bytes; None if they would not fit a message
+    (an optimizer's state, as long as the parameters: that goes through Ray)."""
+    header = json.dumps([[name, a.dtype.str, a.shape] for name, a in arrays.items()]).encode()
+    size = 4 + len(header) + sum(a.nbytes for a in arrays.values())
+    if _REQUEST.size + size > _MAX_MESSAGE or any(a.dtype.kind not in "iuf" for a in arrays.values()):
+        return None
+    return b"".join([struct.pack("<I", len(header)), header, *(np.ascontiguousarray(a).tobytes()
+                                                               for a in arrays.values())])
+
+
+def _decode_small(payload: bytes) -> dict[str, np.ndarray]:
+    (length,) = struct.unpack_from("<I", payload)
+    arrays, offset = {}, 4 + length
+    for name, dtype, shape in json.loads(payload[4:offset]):
+        kind = np.dtype(dtype)
+        if kind.kind not in "iuf":
+            raise ValueError(f"a publication's {name} is of {kind}: numbers only")
+        count = int(np.prod(shape))
+        arrays[name] = np.frombuffer(payload, kind, count, offset).reshape(shape)
+        offset += count * kind.itemsize
+    return arrays
 
 
 def _encode_error(err: BaseException) -> bytes:
@@ -84,11 +113,13 @@ class FastPathServer:
     barrier push waits there for its version); ``pull(out=slot)`` returns ``(params, version)``;
     both write parameters into ``out``, the client's slot, and must be safe to call from several
     threads at once (:class:`~gorila.runtime.shard_host.ShardHost` is). The gradient they receive
-    is a read-only view of that slot, valid until they return.
+    is a read-only view of that slot, valid until they return. ``publish(state)``, where given,
+    takes an owning learner's publication: ``state["params"]`` is that read-only view too.
     """
 
-    def __init__(self, push: Callable[..., PushResult], pull: Callable[..., tuple[np.ndarray, int]], size: int):
-        self._push, self._pull, self.size = push, pull, size
+    def __init__(self, push: Callable[..., PushResult], pull: Callable[..., tuple[np.ndarray, int]], size: int,
+                 publish: Callable[[dict[str, np.ndarray]], None] | None = None):
+        self._push, self._pull, self._publish, self.size = push, pull, publish, size
         self._listener: Listener | None = None
         self._lock = threading.Lock()  # guards the two collections below
         self._connections: set[socket.socket] = set()
@@ -165,10 +196,19 @@ class FastPathServer:
 
     def _answer(self, request: bytes, grad: np.ndarray, params: np.ndarray) -> bytes:
         try:
-            op, version, worker_id, epoch, client, seq, reply_params = _REQUEST.unpack(request)
+            # Only a publication carries more than the request itself; anything else is refused.
+            head = request[:_REQUEST.size] if request[:1] == bytes([_PUBLISH]) else request
+            op, version, worker_id, epoch, client, seq, reply_params = _REQUEST.unpack(head)
             if op == _PULL:
                 _, version = self._pull(out=params)
                 return _REPLY.pack(_OK, 0, 0, False, True, version, 0, 0)
+            if op == _PUBLISH:
+                if self._publish is None:
+                    raise GorilaError("this shard takes no publications")
+                self._publish({"params": grad, **_decode_small(request[_REQUEST.size:])})
+                return _REPLY.pack(_OK, 0, 0, False, False, version, 0, 0)
+            if op != _PUSH:
+                raise ValueError(f"no request {op}")
             # Fresh params land in the slot.
             result = self._push(grad, version, worker_id, out=params, tag=PushTag(epoch, client, seq, reply_params))
         except Exception as err:  # noqa: BLE001 - every failure goes back to the caller, typed
@@ -215,6 +255,18 @@ class FastPathChannel:
             return None
         return self._send(_REQUEST.pack(_PULL, 0, 0, 0, 0, -1, True), "pull")
 
+    def publish(self, state: dict[str, np.ndarray]) -> FastPending | None:
+        """Send an owning learner's publication: ``state["params"]`` through the slot, the other
+        arrays in the request. None (take another path) while busy, or for a state that does not
+        fit (parameters of another size, or arrays too large for a message: optimizer state)."""
+        params = state["params"]
+        small = _encode_small({k: v for k, v in state.items() if k != "params"})
+        if (small is None or params.dtype != np.float32 or params.shape != self._grad.shape
+                or not self._busy.acquire(blocking=False)):
+            return None
+        np.copyto(self._grad, params)
+        return self._send(_REQUEST.pack(_PUBLISH, 0, 0, 0, 0, -1, False) + small, "publish")
+
     def _send(self, request: bytes, what: str) -> FastPending | None:
         try:
             self._sock.send(request)
@@ -259,13 +311,15 @@ class FastPathChannel:
 
 class FastPending:
     """A reply on its way over a :class:`FastPathChannel` (read it once): a
-    :class:`PushResult` for a push, ``(params, version)`` for a pull."""
+    :class:`PushResult` for a push, ``(params, version)`` for a pull, None for a publication."""
 
     def __init__(self, channel: FastPathChannel, what: str):
         self.channel, self.what = channel, what
 
-    def result(self, timeout_s: float) -> PushResult | tuple[np.ndarray, int]:
+    def result(self, timeout_s: float) -> PushResult | tuple[np.ndarray, int] | None:
         result = self.channel.receive(timeout_s, self.what)
+        if self.what == "publish":
+            return None
         return (result.params, result.version) if self.what == "pull" else result
 
     def ready(self) -> bool:
