@@ -1,13 +1,13 @@
-"""Every shell command of the README and of docs/benchmarks.md is checked, as the README's Python
-snippets are (``test_readme.py``):
+"""Every shell command of the README and of the pages under docs/ is checked, as the Python snippets
+are (``test_readme.py``):
 
 * every ``gorila train`` line is validated as the command validates it before starting anything:
   its flags parsed and its settings checked by the config dataclasses (``--resume`` and
   ``--config`` given the files they name; the README's YAML block is its ``a3c.yaml``);
 * every other ``gorila`` line (``eval``, ``plot``, ``bench``, ``simulate``, ``presets``, ``info``) is
   parsed by its command's own parser and stopped there: they measure or play for minutes;
-* the resume recipe runs, with a time limit of a few seconds appended (the last flag wins), on
-  the local runtime; the run directory it writes has the files the README's layout names.
+* the README's resume recipe runs, with a time limit of a few seconds appended (the last flag wins),
+  on the local runtime; the run directory it writes has the files docs/run-directory.md's layout names.
 
 A misspelt flag or setting fails it; lines of other programs (make, pip, ray) are left alone.
 """
@@ -27,7 +27,8 @@ from gorila.cli import _configs, main
 pytestmark = pytest.mark.smoke
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = (ROOT / "README.md", ROOT / "docs" / "benchmarks.md")
+# architecture.md's unlabelled blocks are diagrams of the design, not commands.
+DOCS = (ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "architecture.md"))
 #: Programs the docs run besides gorila; a command of any other program fails the test until it is checked too.
 OTHER_PROGRAMS = {"make", "pip", "ray", "jq", "tensorboard"}
 
@@ -155,7 +156,7 @@ def test_the_resume_recipe_runs_and_writes_the_layout_the_readme_shows(tmp_path)
                                 cwd=tmp_path, capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, (words, result.stderr)
     run = tmp_path / "runs" / "a3c-long"
-    layout = _blocks(ROOT / "README.md", ("text",))[0]
+    layout = _blocks(ROOT / "docs" / "run-directory.md", ("text",))[0]
     names = re.findall(r"[├└]── (\S+)", layout)
     assert {"config.json", "metrics.csv", "summary.json", "checkpoints/", "best/"} <= set(names)
     for name in names:

@@ -75,9 +75,9 @@ class RLConfig:
     inference_device: str = field(default="auto", metadata={"help": "central inference: the server's device",
                                                             "choices": DEVICES})
     param_cache: str = field(default="none", metadata={
-        "help": "node: a parameter cache on every node that the server tells of each new version (a long-poll "
-                "at the shards), pulls it once and serves that node's actors from shared memory (Menger; dqn: "
-                "--replay global only); none: every actor pulls from the server", "choices": PARAM_CACHE_MODES})
+        "help": "node: a parameter cache on every node that long-polls the shards for each new version, pulls "
+                "it once and serves that node's actors from shared memory (Menger; dqn: --replay global only); "
+                "none: every actor pulls from the server", "choices": PARAM_CACHE_MODES})
     cache_tiers: str = field(default="node", metadata={
         "help": "--param-cache node: node (each node's cache reads the server) or node,rack (each node's cache "
                 "reads its rack's cache, which reads the server: one server read per version per rack)",
