@@ -33,12 +33,12 @@ TIME_LIMIT_GRACE_S = 30.0
 #: ``learner``: the learners own the parameters and the shards are the store their actors read
 #: (:mod:`gorila.params.owned`; several learners hold replicas, :mod:`gorila.params.replicas`).
 SERVERS = ("process", "learner")
-#: --server learner on Ray: the shortest time between two publications (each is a Ray call carrying
-#: the parameters; see gorila.params.owned).
+#: --server learner on Ray: the shortest time between two publications (each a copy of the parameters
+#: into the store, through its node's shared memory or a Ray call; see gorila.params.owned).
 PUBLISH_S = 0.1
 #: The algorithms whose learners can own the parameters: learners fed by actors through trajectory
-#: queues or replay shards.
-LEARNER_OWNED = ("apex", "impala", "ppo")
+#: queues or replay shards, and Gorila DQN's one bundle (``--replay local --actors 1``).
+LEARNER_OWNED = ("apex", "dqn", "impala", "ppo")
 # The semi-async preset, whose numbers the help shows (they live in params/rule.py only).
 _SEMI_ASYNC = UpdateRule.semi_async()
 

@@ -153,8 +153,8 @@ def test_only_queue_or_replay_fed_learners_may_own_the_parameters_and_several_on
     from gorila.config import RunConfig
     from gorila.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="apex and impala and ppo, not dqn") as err:
-        RunConfig(algo="dqn", server="learner")
+    with pytest.raises(ConfigError, match="apex and dqn and impala and ppo, not a3c") as err:
+        RunConfig(algo="a3c", server="learner")
     assert err.value.field == "server"
     run = RunConfig(algo="impala", runtime="local", server="learner")
     with pytest.raises(ConfigError, match="use --runtime ray") as err:
@@ -162,3 +162,34 @@ def test_only_queue_or_replay_fed_learners_may_own_the_parameters_and_several_on
     assert err.value.field == "learners"
     plan = make_plan(replace(run, runtime="ray"), ImpalaConfig(learners=2, actors=2), RLConfig())
     assert plan.spec.placement == "replicas" and plan.spec.processes == 2  # the shard and the rendezvous
+
+
+def test_a_gorila_dqn_bundle_owns_the_parameters_only_when_it_is_the_one_bundle():
+    """With --replay local every bundle holds a learner: one bundle may own the parameters (its
+    actor reads them in its own process); several are refused, naming the ways out."""
+    from gorila.algos.dqn.builder import make_plan
+    from gorila.algos.dqn.config import DQNConfig
+    from gorila.algos.rl_config import RLConfig
+    from gorila.config import RunConfig
+    from gorila.errors import ConfigError
+    from gorila.params.owned import PublishingWorker
+    from gorila.params import ParameterServer
+    from gorila.params.client import LocalEndpoint
+
+    run = RunConfig(algo="dqn", runtime="local", server="learner")
+    with pytest.raises(ConfigError, match="--actors 1") as err:
+        make_plan(run, DQNConfig(actors=2, learners=2), RLConfig())
+    assert err.value.field == "server"
+    plan = make_plan(run, DQNConfig(actors=1, learners=1, learning_starts=64, batch_size=32), RLConfig())
+    (bundles,) = plan.groups({})
+    init = plan.initial_params()
+    store_shard = plan.spec.build_shard(init, init.size, 0)
+    store = ParameterServer((LocalEndpoint(store_shard),), plan.spec.layout(init.size), plan.spec.rule, 10.0)
+    worker = bundles.factory(0, store)
+    assert isinstance(worker, PublishingWorker)
+    for _ in range(200):
+        worker.step()
+    report = worker.report()  # ends with a publication of the newest version
+    assert report["updates_pushed"] > 0 and store_shard.version == report["updates_pushed"]
+    assert np.array_equal(store_shard.pull()[0], worker.learner.client.params())
+    worker.close()

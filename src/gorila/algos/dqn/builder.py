@@ -16,8 +16,8 @@ from torch import nn
 from gorila.actors.nstep import NStepReturns
 from gorila.algos.dqn.config import DQNConfig
 from gorila.algos.dqn.networks import build_q_network
-from gorila.algos.kit import (CHUNK_SECONDS, INFERENCE, REPLAY_TRAFFIC, ReplayTopology, greedy_q_inference, q_actor,
-                              q_learner, rl_plan)
+from gorila.algos.kit import (CHUNK_SECONDS, INFERENCE, REPLAY_TRAFFIC, ReplayTopology, greedy_q_inference,
+                              learner_factory, owned_learners, q_actor, q_learner, rl_plan)
 from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, WorkerSpec
@@ -64,17 +64,22 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
                        inference=services[INFERENCE][0] if central else None, timeout_s=run.call_timeout(CHUNK_SECONDS))
 
     learner = q_learner(network_fn, cfg, rl, run.runtime, outlier_k=cfg.outlier_k)
+    if cfg.replay == "local" and run.server == "learner" and cfg.actors != 1:
+        raise ConfigError("server", f"learner: with --replay local each of the {cfg.actors} bundles holds a "
+                                    "learner; one that owns the parameters needs --actors 1 (one bundle, whose "
+                                    "actor then reads them in its own process), or --replay global")
+    spec = run.server_spec(rule, cfg.optimizer, cfg.lr, learners=cfg.num_learners)
     common = dict(net=net, network_fn=network_fn, policy_fn=greedy_policy, eval_mlp=numpy_q_network(net),
                   eval_epsilon=cfg.EVAL_EPSILON,
-                  central=central, config={**asdict(cfg), "target_update": str(cfg.target_update)},
-                  spec=run.server_spec(rule, cfg.optimizer, cfg.lr))
+                  central=central, config={**asdict(cfg), "target_update": str(cfg.target_update)}, spec=spec)
     if cfg.replay == "local":
         def bundles(services: dict) -> list[WorkerSpec]:
             bundle = functools.partial(Bundle, actor=actor(services), learner=learner,
                                        replay_capacity=cfg.replay_capacity, batch_size=cfg.batch_size,
                                        learning_starts=cfg.learning_starts, train_every=cfg.train_every,
                                        actor_refresh=cfg.actor_refresh, prefetch=run.runtime != "local")
-            return [WorkerSpec("bundle", bundle, cfg.actors, gpus=learner_gpus)]
+            # --server learner: the one bundle owns the parameters; its actor pulls them in-process.
+            return [WorkerSpec("bundle", learner_factory(bundle, run, spec, 1), cfg.actors, gpus=learner_gpus)]
 
         return rl_plan(run, rl, algo="dqn", **common, groups=bundles, services=inference,
                        processes=cfg.actors + len(inference), chunk_steps=lambda updates: BUNDLE_STEPS_PER_CHUNK,
@@ -92,7 +97,8 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
                               learning_starts=cfg.learning_starts, by_node=cfg.replay_placement == "node",
                               learner_gpus=learner_gpus)
     return rl_plan(run, rl, algo="dqn", **common,
-                   groups=lambda services: topology.groups(actor, learner, services),
+                   groups=lambda services: owned_learners(topology.groups(actor, learner, services), run, spec,
+                                                          cfg.num_learners),
                    services=(topology.service(), *inference),
                    processes=topology.processes + len(inference),
                    chunk_steps=lambda updates: GLOBAL_STEPS_PER_CHUNK, snapshot=cfg.checkpoint_replay,
