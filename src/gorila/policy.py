@@ -22,6 +22,7 @@ from gorila.config import RunConfig, values_from_json
 from gorila.driver.saved import SavedRun
 from gorila.envs import evaluation
 from gorila.envs.make import env_spaces, is_atari, make_env
+from gorila.envs.normalize import NormalizedPolicy
 from gorila.errors import ConfigError
 from gorila.nets import FlatParams
 from gorila.validate import clipped
@@ -36,7 +37,9 @@ class Policy:
         action = policy(obs)                   # one observation -> one action (an int)
         actions = policy(np.stack([obs, obs])) # a batch -> an array of actions
 
-    ``network`` is the PyTorch module, with the checkpoint's weights; ``epsilon`` the exploration
+    ``network`` is the PyTorch module, with the checkpoint's weights (a run with ``--normalize-obs``
+    acts through the observation statistics its checkpoint saved, frozen: the policy takes raw
+    observations, and ``network`` normalised ones); ``epsilon`` the exploration
     rate the run was evaluated with (``gorila eval`` plays with it, calling the policy does not);
     ``checkpoint`` which checkpoint it holds (``best`` or ``last``; ``fallback`` says why a damaged
     best one was passed over) and ``meta`` that checkpoint's record (a best one's: ``version``,
@@ -88,8 +91,10 @@ def load_policy(run_dir: Path | str, checkpoint: str = "best") -> Policy:
     net = network_fn().eval()
     FlatParams(net).set(saved.params)
     shape = tuple(env_spaces(env_id)[0].shape)
-    return Policy(net, policy_fn(net), env_id=env_id, observation_shape=shape, epsilon=epsilon,
-                  saved=saved)
+    act = policy_fn(net)
+    if saved.statistics.obs is not None:  # --normalize-obs: through the statistics it was judged with, frozen
+        act = NormalizedPolicy(act, saved.statistics.obs)
+    return Policy(net, act, env_id=env_id, observation_shape=shape, epsilon=epsilon, saved=saved)
 
 
 def evaluate(run_dir: Path | str, episodes: int = 10, *, epsilon: float | None = None, noop_max: int = 30,

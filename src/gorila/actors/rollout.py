@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -18,6 +19,7 @@ from gorila.actors.exploration import ExplorationSchedule, epsilon_greedy
 from gorila.actors.nstep import NStepReturns
 from gorila.actors.tally import ExperienceTally
 from gorila.reply import ServiceEndpoint
+from gorila.envs.normalize import Normalization, NormalizedRunner, Normalizer
 from gorila.envs.spec import EnvSpec
 from gorila.envs.vector import Episode, Transitions
 from gorila.inference.channel import SlotLayout
@@ -37,17 +39,24 @@ class RolloutWorker:
     transitions are handed back, so the server works while the caller stores them. With an
     ``exploration`` schedule each action is replaced by a random one with probability
     ``exploration.epsilon(index, policy_version)`` (ε-greedy on the server's greedy action).
+    With ``normalize`` its envs' observations and rewards are normalised by one
+    :class:`~gorila.envs.normalize.Normalizer` (``normalizer``) before they go to the server.
     Without one, ``log_probs`` holds, row by row, the log-probability of each action of the last
     step's transitions under the server's policy (a sampling one's ``log mu(a|x)``).
     """
 
     def __init__(self, envs: EnvSpec, endpoint: ServiceEndpoint, *, seed: int, timeout_s: float,
-                 exploration: ExplorationSchedule | None = None, index: int = 0):
+                 exploration: ExplorationSchedule | None = None, index: int = 0,
+                 normalize: Normalization | None = None):
         k = envs.num_envs
         sizes = (k - k // 2, k // 2) if k > 1 else (1,)
         self.offsets = np.cumsum((0, *sizes[:-1]))
-        self.runners = [dataclasses.replace(envs, num_envs=n).runner(seed + int(offset))
-                        for n, offset in zip(sizes, self.offsets)]
+        runners = [dataclasses.replace(envs, num_envs=n).runner(seed + int(offset))
+                   for n, offset in zip(sizes, self.offsets)]
+        # Normalised here, before they travel: the server acts on what the segments store.
+        self.normalizer = None if normalize is None else Normalizer(normalize, runners[0].observation_space)
+        self.runners: list[Any] = (runners if self.normalizer is None else
+                                   [NormalizedRunner(runner, self.normalizer) for runner in runners])
         space, actions = self.runners[0].observation_space, self.runners[0].action_space
         # Box actions travel as the flat float32 vectors a Gaussian policy samples (nets/heads.py)
         box = isinstance(actions, gym.spaces.Box)

@@ -16,6 +16,7 @@ from torch import nn
 from gorila.actors.rollout import RolloutWorker
 from gorila.actors.tally import ExperienceTally
 from gorila.reply import Pending, ServiceEndpoint
+from gorila.envs.normalize import Normalization, NormalizedRunner, Normalizer, Statistics
 from gorila.envs.spec import EnvSpec
 from gorila.envs.vector import Transitions
 from gorila.errors import WorkerTimeoutError
@@ -57,6 +58,11 @@ class SegmentActor:
     version is R past its last segment's (the learner has taken the batch that segment went into
     and pushed its R updates), then pulls (from its node's cache once that has the version), so
     every batch is acted on the learner's own version.
+
+    With ``normalize`` (``--normalize-obs``, ``--normalize-reward``) its envs' observations and
+    rewards are normalised before the network sees them and the segment stores them
+    (:mod:`gorila.envs.normalize`); its report carries what its statistics gathered since the last,
+    and :meth:`normalize_with` hands it the run's merged statistics.
     The wait blocks at the shards (:meth:`~gorila.params.ParameterClient.wait_version`) for at
     most ``ROUND_WAIT_S`` a step; a step that ends waiting says it is blocked, and one waiting for
     longer than the server's timeout is a :class:`WorkerTimeoutError` naming the version.
@@ -65,12 +71,19 @@ class SegmentActor:
     def __init__(self, worker_id: int, server: ParameterServer, *, envs: EnvSpec,
                  network_fn: Callable[[], nn.Module], queues: list[RemoteQueue], unroll_length: int,
                  refresh_every: int, gamma: float, seed: int, inference: ServiceEndpoint | None = None,
-                 round_versions: int | None = None):
+                 round_versions: int | None = None, normalize: Normalization | None = None):
         actor_seed = seed + 1000 * worker_id
         self.timeout_s = server.timeout_s
         self.rollout = (None if inference is None else
-                        RolloutWorker(envs, inference, seed=actor_seed, timeout_s=self.timeout_s, index=worker_id))
-        self.runner = envs.runner(actor_seed) if self.rollout is None else None
+                        RolloutWorker(envs, inference, seed=actor_seed, timeout_s=self.timeout_s, index=worker_id,
+                                      normalize=normalize))
+        self.runner: Any = None
+        self.normalizer = None if self.rollout is None else self.rollout.normalizer
+        if self.rollout is None:
+            self.runner = envs.runner(actor_seed)
+            if normalize is not None:
+                self.normalizer = Normalizer(normalize, self.runner.observation_space)
+                self.runner = NormalizedRunner(self.runner, self.normalizer)
         self.net = network_fn() if self.rollout is None else None
         self.flat = None if self.net is None else FlatParams(self.net)
         self.source = server.source(worker_id) if self.rollout is None else None
@@ -209,9 +222,15 @@ class SegmentActor:
     def close(self) -> None:
         self.envs.close()
 
+    def normalize_with(self, statistics: Statistics) -> None:
+        """Normalise by the run's merged ``statistics`` from now on (the driver's, between chunks)."""
+        if self.normalizer is not None:
+            self.normalizer.load(statistics)
+
     def report(self) -> dict[str, Any]:
         return {**self.tally.report(), "env_failures": self.envs.env_failures, "segments_queued": self.queued,
-                "version": self.version, **(self.source.counters() if isinstance(self.source, CachedSource) else {})}
+                "version": self.version, **(self.source.counters() if isinstance(self.source, CachedSource) else {}),
+                **(self.normalizer.report() if self.normalizer is not None else {})}
 
 
 def _in_order(cut_at: list[tuple[int, int, np.ndarray]], space) -> np.ndarray:

@@ -44,6 +44,8 @@ class Algorithm:
     def check(self, configs: list) -> None:
         """Raise a :class:`~gorila.errors.ConfigError` where the configs, each valid alone,
         disagree (a setting of the RL config that the algorithm's own settings rule out)."""
+        if self.is_rl:
+            configs[-1].check_algorithm(self.name)
         if self.checks is not None:
             _load(self.checks)(*configs)
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import gymnasium as gym
 
 from gorila import validate
+from gorila.envs.normalize import Normalization
 from gorila.errors import ConfigError
 from gorila.inference.batching import BatchingRule
 from gorila.params.cache import PARAM_CACHE_MODES
@@ -18,6 +19,8 @@ DEVICES = ("auto", "cpu", "cuda")
 DEVICE_COPIES = ("async", "sync")
 INFERENCE_MODES = ("auto", "local", "central")
 TARGET_ON = ("eval", "train100")
+#: The algorithms that normalise observations and rewards (``--normalize-obs``, ``--normalize-reward``).
+NORMALIZING_ALGOS = ("a3c", "impala", "ppo")
 
 
 #: Evaluation cadences, seconds from one evaluation's start to the next's (``--eval-every-s``
@@ -85,6 +88,13 @@ class RLConfig:
     nodes_per_rack: int | None = field(default=None, metadata={
         "help": "--cache-tiers node,rack: nodes per rack (rack r holds nodes rK .. rK+K-1, in Ray's order of "
                 "the alive nodes; its cache runs on the first)", "metavar": "K"})
+    normalize_obs: bool = field(default=False, metadata={
+        "help": "a3c, impala, ppo with vector observations: actors normalise each observation by the run's running "
+                "mean and variance, (obs - mean) / sqrt(var + 1e-8) clipped to +-10, and store it so; the "
+                "statistics are merged across actors, saved in checkpoints and frozen at evaluation"})
+    normalize_reward: bool = field(default=False, metadata={
+        "help": "a3c, impala, ppo: actors divide each reward by the running standard deviation of the discounted "
+                "return (gamma), clipped to +-10; reported returns stay the raw rewards'"})
 
     def __post_init__(self) -> None:
         if not isinstance(self.env, str) or not self.env:
@@ -113,6 +123,23 @@ class RLConfig:
         if self.param_cache == "none" and self.cache_tiers != "node":
             raise ConfigError("cache_tiers", f"{self.cache_tiers} chains the parameter caches of --param-cache node; "
                                              "add it, or leave --cache-tiers out")
+
+    def check_algorithm(self, algo: str) -> None:
+        """Refuse normalisation for an algorithm that does not do it (dqn, apex)."""
+        for name in ("normalize_obs", "normalize_reward"):
+            if getattr(self, name) and algo not in NORMALIZING_ALGOS:
+                raise ConfigError(name, f"{algo} does not normalise; {', '.join(NORMALIZING_ALGOS)} do")
+
+    def normalization(self, observation_space: gym.Space, gamma: float) -> Normalization | None:
+        """What the actors normalise (None: nothing), the return discounted by ``gamma``;
+        ``--normalize-obs`` is refused for observations that are not vectors (frames, grids)."""
+        if self.normalize_obs and not (isinstance(observation_space, gym.spaces.Box)
+                                       and len(observation_space.shape) == 1):
+            raise ConfigError("normalize_obs", f"{self.env}'s observations are {observation_space}: only vector "
+                                               "observations (a 1-D Box) are normalised; leave it out")
+        if not (self.normalize_obs or self.normalize_reward):
+            return None
+        return Normalization(obs=self.normalize_obs, reward=self.normalize_reward, gamma=gamma)
 
     def cache_tiers_plan(self) -> CacheTiers | None:
         """The caches a plan places (``Plan.param_cache``): None without ``--param-cache node``."""

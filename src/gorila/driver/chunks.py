@@ -26,6 +26,7 @@ from typing import Any
 
 from gorila.core import Runtime, WorkerGroup
 from gorila.reply import Pending
+from gorila.driver.normalization import RunStatistics
 from gorila.driver.plan import Plan
 from gorila.driver.progress import Progress
 from gorila.errors import WorkerTimeoutError
@@ -69,11 +70,13 @@ class _Pace:
 
 class Chunks:
     """The chunks under way, one per group at most; ``message`` says what the driver did (a
-    restart) in the run's log."""
+    restart) in the run's log. The normalisation ``statistics`` the workers' reports carry are
+    merged as each chunk comes in, and handed back to a group before its next chunk."""
 
     def __init__(self, groups: dict[str, WorkerGroup], runtime: Runtime, plan: Plan, progress: Progress,
-                 patience: Patience, message: Callable[[str], None]):
+                 patience: Patience, message: Callable[[str], None], statistics: RunStatistics | None = None):
         self.groups, self.runtime, self.plan, self.progress = groups, runtime, plan, progress
+        self.statistics = statistics or RunStatistics(())
         self.patience, self.message = patience, message
         self.running: dict[str, list[Pending[dict[str, Any]]]] = {}
         self.pace = {name: _Pace() for name in groups}
@@ -87,6 +90,7 @@ class Chunks:
         """Give every group whose last chunk is in its next one."""
         for name, group in self.groups.items():
             if name not in self.running:
+                self.statistics.hand_back(name, group)
                 pace = self.pace[name]
                 pace.started = time.perf_counter()
                 pace.asked = self._chunk_steps(name)
@@ -135,6 +139,7 @@ class Chunks:
             for report in reports:  # the local runtime rebuilt a stalled worker
                 if "restart_reason" in report:
                     self.message(report.pop("restart_reason"))
+            self.statistics.take(name, reports)
             self.progress.counters.update(name, reports)
             pace.took, pace.chunks_in = time.perf_counter() - pace.started, pace.chunks_in + 1
             step_s = pace.took / max(pace.asked, 1)

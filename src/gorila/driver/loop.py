@@ -34,6 +34,7 @@ from gorila.config import RunConfig
 from gorila.driver.chunks import Chunks, Patience
 from gorila.driver.exact import Restored, WorkerState, restore_workers
 from gorila.driver.failure import cluster_lost, save_after_failure
+from gorila.driver.normalization import RunStatistics
 from gorila.driver.plan import Placed, Plan, WorkerSpec
 from gorila.driver.progress import Progress, resumable
 from gorila.driver.report import Outputs, Report
@@ -156,6 +157,7 @@ def _run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChu
             shards = runtime.start_shards(plan.spec, initial, wait=False, checkpoints=run_dir / "checkpoints")
             meta: dict[str, Any] = {}
             restored = Restored()  # what an exact resume gives back (driver/exact.py)
+            statistics = RunStatistics(plan.normalized, plan.evaluation)  # normalisation's (driver/normalization.py)
             if run_config.resume is not None:
                 skipped: list[str] = []
                 arrays, meta = load_checkpoint(run_dir / "checkpoints", skipped,
@@ -167,6 +169,7 @@ def _run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChu
                 shards.load_state_dict(arrays)
                 plan.evaluation.load_state_dict(meta.get("evaluation", {}))
                 restored = restore_workers(runtime, plan, arrays)
+                statistics.restore(arrays)
             services = {s.name: runtime.start_services(s.bound(shards.server), s.count, name=s.name, wait=False,
                                                        node_of=s.node_of, gpus=s.gpus)
                         for s in plan.services}
@@ -200,9 +203,11 @@ def _run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChu
                 outputs = Outputs(run_dir, logger, terminal, startup)
                 report = Report(run_config, plan, placed, progress, outputs, resumed=meta)
                 chunks = Chunks(groups, runtime, plan, progress,
-                                Patience(run_config.call_timeout(plan.chunk_seconds), stall_s), logger.message)
+                                Patience(run_config.call_timeout(plan.chunk_seconds), stall_s), logger.message,
+                                statistics)
                 chunks.pace.update(restored.pace)
                 report.workers = WorkerState(runtime, plan, progress, chunks, logger.message)
+                report.statistics = statistics
                 try:
                     train_s, stop_reason = train(plan, chunks, report, Stops(
                         run_config.time_limit_s, run_config.checkpoint_every_s, signals,

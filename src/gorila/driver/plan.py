@@ -88,7 +88,8 @@ class Score:
     where the judged parameters were taken, as :meth:`Evaluation.before_chunk` was told it
     (``{unit: used, "train_time_s": seconds}``; None: where the judgement came in). ``params`` are
     the judged parameters when the judgement is the best so far, for the run's ``best``
-    checkpoint, with ``best_meta`` what that checkpoint records of how they were judged.
+    checkpoint, with ``best_meta`` what that checkpoint records of how they were judged and
+    ``statistics`` the normalisation statistics they were judged with (checkpoint arrays).
     """
 
     value: float
@@ -99,6 +100,7 @@ class Score:
     at: dict[str, float] | None = None
     params: np.ndarray | None = None
     best_meta: dict[str, Any] = field(default_factory=dict)
+    statistics: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 class Evaluation(Protocol):
@@ -161,6 +163,10 @@ class Plan:
     With ``snapshot`` a checkpoint of the local runtime also holds its workers and services as they
     are (:mod:`gorila.driver.exact`), so that ``--resume`` goes on exactly as the run would have;
     replay plans set it only with ``--checkpoint-replay`` (their replay is most of that state).
+    ``normalized`` names the worker groups that normalise observations or rewards
+    (:mod:`gorila.envs.normalize`): the driver merges the statistics their reports carry, hands the
+    run's back to them before each chunk (``normalize_with``) and saves them in every checkpoint
+    (:mod:`gorila.driver.normalization`).
     """
 
     algo: str
@@ -183,6 +189,7 @@ class Plan:
     network_fn: Callable[[], Any] | None = None
     param_cache: CacheTiers | None = None
     snapshot: bool = True
+    normalized: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,12 @@
-"""Judging an RL run: an evaluator worker plays the newest parameters while training goes on.
+"""Judging an RL run: an evaluator worker (:mod:`gorila.driver.evaluator`) plays the newest
+parameters while training goes on, and :class:`PolicyEvaluation` places it, paces it and judges
+what it reports.
 
 No torch at import: an evaluator of an MLP (a plain Q-network, or an actor-critic's policy head)
 plays it in numpy (:class:`~gorila.nets.numpy_mlp.NumpyMLP`), and its process never loads torch."""
 
 from __future__ import annotations
 
-import copy
 import functools
 import time
 from collections.abc import Callable
@@ -15,155 +16,28 @@ import numpy as np
 
 from gorila.core import Runtime, ShardGroup, WorkerGroup
 from gorila.reply import Pending
+from gorila.driver.evaluator import IN_PROCESS_SHARE, SLICE_S, Evaluator
 from gorila.driver.plan import Score
-from gorila.envs.evaluation import NORMALIZATION_SOURCE, EvaluationEpisodes, dqn_normalized, human_normalized
-from gorila.envs.faults import EnvFailures
+from gorila.envs.evaluation import NORMALIZATION_SOURCE, dqn_normalized, human_normalized
 from gorila.envs.make import is_atari
-from gorila.errors import EnvFailedError, WorkerTimeoutError
+from gorila.envs.normalize import Statistics
+from gorila.errors import WorkerTimeoutError
 from gorila.nets.numpy_mlp import NumpyMLP
 from gorila.params import ParameterServer
 
 if TYPE_CHECKING:
     from torch import nn
 
-#: In one process the evaluator plays between the training chunks, in slices that take at most
-#: this share of the wall time, so that a long evaluation (Atari) never stalls training.
-IN_PROCESS_SHARE = 1 / 3
-MIN_SLICE_S = 0.02
-#: In a process of its own, with ``--actor-timeout-s``, the evaluator plays in slices of at most this long (and
-#: at most half that timeout), so that a slice that outlasts the timeout is a hang, not a long evaluation.
-SLICE_S = 5.0
 #: The cadence (``every_s``) of an evaluator that starts the next evaluation as soon as one is in;
 #: it always has one to play, so it plays at this niceness, on the CPU training leaves (2 cores:
 #: A3C, IMPALA, PPO 20-40 % more env steps/s, as many evaluations).
 BACK_TO_BACK, BACKGROUND_NICE = 0.0, 10
 
 
-class Evaluator:
-    """A worker: a ``step()`` pulls the newest parameters and plays ``episodes`` episodes::
-
-        ev = Evaluator(0, server, env_id="CartPole-v1", network_fn=..., policy_fn=greedy_policy,
-                       episodes=10, epsilon=0.05, seed=0)
-        ev.step(); ev.report()   # {"eval_return": 500.0, "eval_version": 812, "playing": False, ...}
-
-    ``network_fn()`` builds the architecture; ``policy_fn(net)`` turns it into a function from a
-    batch of observations to greedy actions. With ``numpy_policy`` (an unset
-    :class:`~gorila.nets.numpy_mlp.NumpyMLP` of the network's greedy policy, which the builder made
-    where that policy is an MLP) neither is used: the greedy actions come from a copy of it, and the
-    process never imports torch. Episodes start after up to ``noop_max`` no-ops.
-    With ``share`` (the evaluator shares a process with training) a step plays only a slice, as
-    long as ``share / (1 - share)`` times the time since the previous slice ended, and the next
-    step goes on with the same parameters; ``report()["playing"]`` says an evaluation is under way.
-    With ``slice_s`` (and no ``share``) every slice is that long.
-
-    An env that fails is rebuilt and its episode dropped and played again; too many failures
-    within a window (:class:`~gorila.envs.faults.EnvFailures`) fail that evaluation, not the
-    worker: its report then holds ``eval_failed`` (why) instead of returns. ``env_failures``
-    (each one an episode dropped) and ``evaluations_failed`` count over every evaluation so far.
-    The report carries the parameters it played (``eval_params``) and the seed of its episodes
-    (``eval_seed``), so that the best ones can be saved and played again exactly.
-    """
-
-    def __init__(self, worker_id: int, server: ParameterServer, *, env_id: str,
-                 network_fn: Callable[[], nn.Module] | None, policy_fn: Callable[[nn.Module], Callable] | None,
-                 episodes: int, epsilon: float, seed: int, noop_max: int = 30, share: float | None = None,
-                 slice_s: float | None = None, clock: Callable[[], float] = time.perf_counter,
-                 numpy_policy: NumpyMLP | None = None):
-        self.env_id, self.episodes, self.epsilon, self.noop_max = env_id, episodes, epsilon, noop_max
-        self.seed = seed + 10_000
-        self.share, self.slice_s, self.clock = share, slice_s, clock
-        # Objects, not closures or bound methods: an evaluator is saved in the local runtime's snapshot.
-        # A copy: on the local runtime a rebuilt evaluator gets the same factory's object.
-        self.player = (copy.deepcopy(numpy_policy) if numpy_policy is not None
-                       else TorchPlayer(network_fn, policy_fn))
-        self.client = server.client(worker_id)
-        self.evaluations = 0
-        self.last: dict[str, Any] = {}
-        self.playing: EvaluationEpisodes | None = None
-        self.played_s = 0.0
-        self.taken_at = 0.0  # when the evaluation under way pulled its parameters (wall clock)
-        self.slice_ended: float | None = None
-        self.failures = EnvFailures()  # the evaluation under way's
-        self.env_failures = 0  # of the evaluations before the one under way
-        self.evaluations_failed = 0
-
-    def step(self) -> None:
-        started = self.clock()
-        try:
-            done = self._play(started)
-        except EnvFailedError as err:
-            self._ended()
-            self.evaluations_failed += 1
-            self.last = {"eval_failed": f"the evaluation at version {self.version} failed: {err}",
-                         "eval_version": self.version, "eval_seconds": self.played_s}
-            return
-        if not done:
-            return
-        returns, seed = self.playing.returns, self.seed + self.evaluations
-        self._ended()
-        self.last = {"eval_return": float(np.mean(returns)), "eval_min": float(np.min(returns)),
-                     "eval_max": float(np.max(returns)), "eval_returns": returns, "eval_version": self.version,
-                     "eval_seconds": self.played_s, "eval_seed": seed, "eval_params": self.params,
-                     "eval_taken_at": self.taken_at}
-
-    def _play(self, started: float) -> bool:
-        if self.playing is None:
-            # a copy: the report hands these parameters back, to be saved if they score best
-            self.params = np.array(self.client.pull(), dtype=np.float32, copy=True)
-            self.taken_at = time.time()  # wall clock, which the driver's process shares (or nearly, on another node)
-            self.player.set(self.params)
-            self.version, self.played_s = self.client.version, 0.0
-            self.playing = EvaluationEpisodes(self.env_id, self.episodes, self.epsilon, seed=self.seed + self.evaluations,
-                                              noop_max=self.noop_max, failures=self.failures)
-        seconds = self.slice_s
-        if self.share is not None:
-            since = started - self.slice_ended if self.slice_ended is not None else 0.0
-            seconds = max(MIN_SLICE_S, since * self.share / (1 - self.share))
-        done = self.playing.play(self.player.greedy, seconds, self.clock)
-        self.slice_ended = self.clock()
-        self.played_s += self.slice_ended - started
-        return done
-
-    def _ended(self) -> None:
-        """The evaluation under way has ended (played out or failed): count it and its faults."""
-        self.env_failures += self.failures.count
-        self.failures = EnvFailures()
-        if self.playing is not None:
-            self.playing.close()
-            self.playing = None
-        self.slice_ended = self.clock()
-        self.evaluations += 1
-
-    def report(self) -> dict[str, Any]:
-        return {**self.last, "playing": self.playing is not None,
-                "env_failures": self.env_failures + self.failures.count,
-                "evaluations_failed": self.evaluations_failed}
-
-
-class TorchPlayer:
-    """A torch network played by an :class:`Evaluator`: ``set(flat)`` loads the server's vector,
-    ``greedy(obs)`` is ``policy_fn(net)`` without gradients (torch imported here, not at import)."""
-
-    def __init__(self, network_fn: Callable[[], nn.Module], policy_fn: Callable[[nn.Module], Callable]):
-        from gorila.nets import FlatParams
-
-        self.net = network_fn().eval()
-        self.flat = FlatParams(self.net)
-        self.policy = policy_fn(self.net)
-
-    def set(self, flat: np.ndarray) -> None:
-        self.flat.set(flat)
-
-    def greedy(self, obs: np.ndarray) -> np.ndarray:
-        import torch
-
-        with torch.no_grad():
-            return self.policy(obs)
-
-
 class PolicyEvaluation:
     """The :class:`~gorila.driver.plan.Evaluation` of RL plans: at most one evaluation every
-    ``every_s`` seconds (or every ``every_steps`` env steps), played by an :class:`Evaluator` worker
+    ``every_s`` seconds (or every ``every_steps`` env steps), played by an
+    :class:`~gorila.driver.evaluator.Evaluator` worker
     in parallel with training (in slices between the chunks, on a runtime that runs everything in one
     process, or there whole between two chunks with ``every_steps``); the run reaches its target
     when an evaluation's mean return reaches ``target``::
@@ -225,6 +99,7 @@ class PolicyEvaluation:
         self.pending_since = 0.0  # when the slice under way was asked for
         self.killed = False  # whether the evaluator of the slice under way was restarted
         self.dropped = 0  # evaluations not in by the run's end
+        self.statistics: Statistics | None = None  # the run's normalisation statistics, as last handed
 
     def start(self, runtime: Runtime, shards: ShardGroup, groups: dict[str, WorkerGroup],
               stall_s: float | None = None) -> None:
@@ -262,6 +137,8 @@ class PolicyEvaluation:
         if self.pending is None and self.playing:
             self.pending, self.pending_since, self.killed = self.group.start_steps(1)[0], clock, False
         elif self.pending is None and self._due(clock, now):
+            if self.statistics is not None:  # a new evaluation plays with the run's latest statistics
+                self.group.call("normalize_with", self.statistics)
             self.since_asked = [(time.time(), dict(now))]
             self.pending, self.last_started, self.now = self.group.start_steps(1)[0], clock, dict(now)
             self.pending_since, self.killed = clock, False
@@ -337,6 +214,7 @@ class PolicyEvaluation:
             return Score(float("nan"), False, row={"eval_env_failures": self.env_failures}, record=report,
                          message=report["eval_failed"])
         params = report.pop("eval_params")
+        statistics = report.pop("eval_statistics", {})
         taken = self._taken(report.pop("eval_taken_at", None))
         score, version = report["eval_return"], report["eval_version"]
         best = self.best is None or score > self.best
@@ -346,6 +224,7 @@ class PolicyEvaluation:
                      row={"eval_return": score, "eval_version": version, "eval_min": report["eval_min"],
                           "eval_max": report["eval_max"], "eval_env_failures": self.env_failures, **at},
                      record={**report, **at}, at=taken, params=params if best else None,
+                     statistics=statistics if best else {},
                      best_meta={"version": version, "eval_return": score, "eval_min": report["eval_min"],
                                 "episodes": self.episodes, "seed": report["eval_seed"], "epsilon": self.epsilon,
                                 "noop_max": self.noop_max, **at},
@@ -381,6 +260,11 @@ class PolicyEvaluation:
             out["best_dqn_normalized"] = dqn_normalized(self.env_id, self.best)
             out["human_normalized_table"] = NORMALIZATION_SOURCE
         return out
+
+    def normalize_with(self, statistics: Statistics) -> None:
+        """The run's normalisation statistics (the driver's, as they change): the next evaluation
+        plays with them, frozen, and a best checkpoint saves them with its parameters."""
+        self.statistics = statistics
 
     def state_dict(self) -> dict[str, Any]:
         """The best score and the cadence (``--eval-every-steps``: where the next evaluation is due)."""

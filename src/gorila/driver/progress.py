@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from gorila.checkpoint import Check, Field, check_meta
 from gorila.driver.counters import Counters
+from gorila.envs.normalize import Statistics
 from gorila.params import ShardStats, split_shard_state
 from gorila.params.shard import check_state
 
@@ -35,8 +36,10 @@ RUN_META = {"env_steps": Field("count"), "updates": Field("count"), "train_time_
 
 
 def check_run_meta(arrays: dict[str, Any], meta: dict[str, Any]) -> None:
-    """:func:`~gorila.checkpoint.load_checkpoint`'s ``check`` for a run checkpoint read for its meta."""
+    """:func:`~gorila.checkpoint.load_checkpoint`'s ``check`` for a run checkpoint read for its meta
+    (and its normalisation statistics, which a saved policy plays with)."""
     check_meta(meta, RUN_META)
+    Statistics.from_arrays(arrays)
 
 
 def resumable(num_shards: int) -> Check:
@@ -46,6 +49,7 @@ def resumable(num_shards: int) -> Check:
     another layout is left to the layout check, which says so in words.)"""
     def check(arrays: dict[str, Any], meta: dict[str, Any]) -> None:
         check_meta(meta, RUN_META)
+        Statistics.from_arrays(arrays)  # damaged normalisation statistics refuse it too
         for j, state in enumerate(split_shard_state(arrays, num_shards)):
             if "counters" in state and "params" in state:
                 check_state(state, j)

@@ -29,6 +29,7 @@ from gorila.config import RunConfig
 from gorila.core import Runtime, ServiceGroup
 from gorila.driver.counters import Counters
 from gorila.driver.exact import WorkerState
+from gorila.driver.normalization import RunStatistics
 from gorila.driver.plan import Placed, Plan, Score
 from gorila.driver.progress import Progress
 from gorila.driver.saved import checkpoint_dir
@@ -119,6 +120,7 @@ class Report:
                  resumed: dict[str, Any]):
         self.run_config, self.plan, self.placed, self.progress, self.out = run_config, plan, placed, progress, out
         self.workers: WorkerState | None = None  # what a checkpoint adds for an exact resume (the loop sets it)
+        self.statistics: RunStatistics | None = None  # the normalisation statistics a checkpoint saves (the loop sets it)
         self.services = ServiceWatch(placed.services, out.logger.message)
         self.time_to_target: float | None = resumed.get("time_to_target_s")
         self.train_time_to_target: float | None = resumed.get("train_time_to_target_s")
@@ -255,7 +257,8 @@ class Report:
             self.placed.services[name].save()
         arrays = self.placed.shards.state_dict()
         path = save_checkpoint(checkpoint_dir(self.out.run_dir, "last"),
-                               {**arrays, **(self.workers.arrays() if self.workers is not None else {})}, meta,
+                               {**arrays, **(self.workers.arrays() if self.workers is not None else {}),
+                                **(self.statistics.arrays() if self.statistics is not None else {})}, meta,
                                exports=self._exports(arrays))
         steps = f"{meta['env_steps']:,} env steps, " if self.plan.budget.unit == "env_steps" else ""
         progress = f"{steps}{meta['updates']:,} updates"
@@ -265,7 +268,7 @@ class Report:
     def _save_best(self, score: Score) -> None:
         """The judged parameters as the run's ``best`` checkpoint (what ``gorila eval`` plays by
         default), with how they were judged, so that the judgement can be played again."""
-        arrays = {"shard0.params": score.params}
+        arrays = {"shard0.params": score.params, **score.statistics}
         meta = {**score.best_meta, **(score.at or {})}
         path = save_checkpoint(checkpoint_dir(self.out.run_dir, "best"), arrays, meta, keep=1,
                                exports=self._exports(arrays))

@@ -8,13 +8,14 @@ evaluation so far, saved as that evaluation judged them (``best``).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from gorila.checkpoint import load_checkpoint
 from gorila.driver.progress import check_run_meta
+from gorila.envs.normalize import Statistics
 from gorila.errors import CheckpointError, ConfigError
 from gorila.params.server import server_params
 
@@ -41,7 +42,8 @@ class SavedRun:
     checkpoint where the run has no best one yet (no evaluation finished, or lstsq) or where its
     best one is damaged (``fallback`` then says why); ``checkpoint`` says which was read. A
     ``config.json`` that is damaged, edited or a link out of the directory is a ``ConfigError``
-    naming ``run_dir``.
+    naming ``run_dir``. ``statistics`` are the normalisation statistics the checkpoint holds
+    (``--normalize-obs``: the observations' statistics its policy acts through; empty without).
     """
 
     run_dir: Path
@@ -50,6 +52,7 @@ class SavedRun:
     meta: dict
     checkpoint: str = "last"
     fallback: str | None = None  # why the best checkpoint was not the one read
+    statistics: Statistics = field(default_factory=Statistics)
 
     @property
     def algo(self) -> str:
@@ -67,14 +70,21 @@ class SavedRun:
         fallback = None
         if checkpoint == "best" and any(directory.glob("ckpt-*.json")):
             try:
-                arrays, meta = load_checkpoint(directory)
-                return cls(run_dir, config, server_params(arrays), meta, checkpoint)
+                arrays, meta = load_checkpoint(directory, check=_statistics)
+                return cls(run_dir, config, server_params(arrays), meta, checkpoint,
+                           statistics=Statistics.from_arrays(arrays))
             except CheckpointError as err:
                 fallback = f"the best checkpoint is damaged, so the last good one is played ({err})"
         if checkpoint == "best":
             checkpoint, directory = "last", checkpoint_dir(run_dir, "last")
         arrays, meta = load_checkpoint(directory, check=check_run_meta)
-        return cls(run_dir, config, server_params(arrays), meta, checkpoint, fallback)
+        return cls(run_dir, config, server_params(arrays), meta, checkpoint, fallback,
+                   Statistics.from_arrays(arrays))
+
+
+def _statistics(arrays: dict[str, np.ndarray], meta: dict) -> None:
+    """A best checkpoint's check: damaged normalisation statistics refuse it (the last is played)."""
+    Statistics.from_arrays(arrays)
 
 
 def _read_config(path: Path, run_dir: Path) -> dict:

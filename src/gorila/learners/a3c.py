@@ -15,6 +15,7 @@ from torch import nn
 from gorila.actors.rollout import RolloutWorker
 from gorila.actors.tally import ExperienceTally
 from gorila.reply import ServiceEndpoint
+from gorila.envs.normalize import Normalization, NormalizedRunner, Normalizer, Statistics
 from gorila.envs.spec import EnvSpec
 from gorila.envs.vector import Transitions
 from gorila.learners.replay_learner import lag_bins
@@ -47,18 +48,27 @@ class A3CWorker:
     alternating groups and the server samples the actions with the parameters it last pulled; the
     gradient is still computed here, on the parameters this worker pulled. ``straggler > 1`` makes
     worker 0's steps take that many times as long (see :mod:`gorila.learners.straggler`).
+    With ``normalize`` its observations and rewards are normalised as a
+    :class:`~gorila.actors.segment_actor.SegmentActor`'s are (its report carries its statistics'
+    growth; :meth:`normalize_with` hands it the run's).
     """
 
     def __init__(self, worker_id: int, server: ParameterServer, *, envs: EnvSpec,
                  network_fn: Callable[[], nn.Module], loss: A3CLoss, rollout_steps: int, target_tau: float,
                  seed: int, inference: ServiceEndpoint | None = None, timeout_s: float = 60.0,
-                 straggler: float = 1.0):
+                 straggler: float = 1.0, normalize: Normalization | None = None):
         self.loss, self.rollout_steps, self.target_tau = loss, rollout_steps, target_tau
         worker_seed = seed + 1000 * worker_id
         # Central inference: the run's inference server samples the actions, the envs step in two groups.
-        self.rollout = (RolloutWorker(envs, inference, seed=worker_seed, timeout_s=timeout_s)
+        self.rollout = (RolloutWorker(envs, inference, seed=worker_seed, timeout_s=timeout_s, normalize=normalize)
                         if inference is not None else None)
-        self.runner = envs.runner(worker_seed) if inference is None else None
+        self.runner: Any = None
+        self.normalizer = None if self.rollout is None else self.rollout.normalizer
+        if inference is None:
+            self.runner = envs.runner(worker_seed)
+            if normalize is not None:
+                self.normalizer = Normalizer(normalize, self.runner.observation_space)
+                self.runner = NormalizedRunner(self.runner, self.normalizer)
         self.net = network_fn()
         self.target_net = copy.deepcopy(self.net)
         self.flat, self.target_flat = FlatParams(self.net), FlatParams(self.target_net)
@@ -155,6 +165,11 @@ class A3CWorker:
         (self.runner or self.rollout).close()
         self.client.close()
 
+    def normalize_with(self, statistics: Statistics) -> None:
+        """Normalise by the run's merged ``statistics`` from now on (the driver's, between chunks)."""
+        if self.normalizer is not None:
+            self.normalizer.load(statistics)
+
     def report(self) -> dict[str, Any]:
         """Cumulative counters; push outcomes count once per push (averaged over shards, as
         :func:`gorila.params.merge_stats` does); ``loss``, ``entropy`` and ``version`` (of the
@@ -171,6 +186,7 @@ class A3CWorker:
             "policy_lag": dict(self.policy_lag),
             "policy_lag_mean": self.lag_sum / max(sum(self.policy_lag.values()), 1),
             **(self.client.reader.counters() if self.client.reader is not None else {}),
+            **(self.normalizer.report() if self.normalizer is not None else {}),
         }
 
 

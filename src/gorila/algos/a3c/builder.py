@@ -35,11 +35,12 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
     envs = EnvSpec(rl.env, cfg.envs_per_actor)
     with EnvSpec(rl.env).runner(run.seed) as runner:
         central = rl.central_inference(runner.observation_space, runtime=run.runtime)
+        normalize = rl.normalization(runner.observation_space, cfg.gamma)
     worker = functools.partial(
         A3CWorker, envs=envs, network_fn=network_fn,
         loss=A3CLoss(cfg.gamma, cfg.entropy_coef, cfg.gae_lambda, cfg.max_grad_norm),
         rollout_steps=cfg.unroll_length, target_tau=cfg.target_tau, seed=run.seed,
-        timeout_s=run.call_timeout(CHUNK_SECONDS), straggler=cfg.straggler)
+        timeout_s=run.call_timeout(CHUNK_SECONDS), straggler=cfg.straggler, normalize=normalize)
     inference = ()
     if central:  # the server samples a ~ pi(.|s) with the parameters it last pulled
         # A3C's workers compute their gradients on the CPU: only the inference server asks for a GPU.
@@ -64,7 +65,8 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
         # A rollout to the episodes' ends may take minutes (Atari): the first chunk is one rollout, and
         # the driver's pacing grows it toward its chunk time from there.
         chunk_steps=lambda updates: STEPS_PER_CHUNK if cfg.unroll_length else 1,
-        metrics=("worker.policy_lag_mean",), histograms=("worker.policy_lag",), cache_readers="worker")
+        metrics=("worker.policy_lag_mean",), histograms=("worker.policy_lag",), cache_readers="worker",
+        normalized=("worker",) if normalize is not None else ())
 
 
 def evaluation_policy(run: RunConfig, cfg: A3CConfig, rl: RLConfig):

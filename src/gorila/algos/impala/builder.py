@@ -20,6 +20,7 @@ from gorila.algos.kit import QUEUES, learner_factory, rl_plan, sampled_inference
 from gorila.algos.rl_config import RLConfig, resolve_device
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, ServiceSpec
+from gorila.envs.make import env_spaces
 from gorila.envs.spec import EnvSpec
 from gorila.errors import ConfigError
 from gorila.learners.impala import ImpalaLearner
@@ -38,8 +39,9 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
     net = network_fn()  # an unsupported env is refused here, before anything starts
     central = rl.inference == "central"  # auto means local here, whatever the observations and devices
     envs = EnvSpec(rl.env, cfg.envs_per_actor)
+    normalize = rl.normalization(env_spaces(rl.env)[0], cfg.gamma)
     actor = functools.partial(SegmentActor, envs=envs, network_fn=network_fn, unroll_length=cfg.unroll_length,
-                              refresh_every=cfg.actor_refresh, gamma=cfg.gamma, seed=run.seed)
+                              refresh_every=cfg.actor_refresh, gamma=cfg.gamma, seed=run.seed, normalize=normalize)
     loss = ImpalaLoss(cfg.gamma, cfg.entropy_coef, cfg.value_coef, cfg.rho_bar, cfg.c_bar, cfg.pg_rho_bar,
                       vtrace=cfg.vtrace == "on", max_grad_norm=cfg.max_grad_norm)
     rule = run.rule(num_workers=cfg.learners)
@@ -66,7 +68,7 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
         groups=trajectory_groups(actor, learner, cfg.actors, cfg.learners, central, learner_gpus),
         services=(ServiceSpec(QUEUES, queue, cfg.learners), *inference),
         processes=cfg.actors + 2 * cfg.learners + len(inference), chunk_steps=lambda updates: STEPS_PER_CHUNK,
-        metrics=METRICS, histograms=("learner.policy_lag",))
+        metrics=METRICS, histograms=("learner.policy_lag",), normalized=("actor",) if normalize is not None else ())
 
 
 def check_sync_learners(run: RunConfig, learners: int) -> None:

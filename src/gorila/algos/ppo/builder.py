@@ -27,6 +27,7 @@ from gorila.algos.ppo.config import PPOConfig
 from gorila.algos.rl_config import RLConfig, resolve_device
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, ServiceSpec
+from gorila.envs.make import env_spaces
 from gorila.envs.spec import EnvSpec
 from gorila.errors import ConfigError
 from gorila.learners.ppo import PPOLearner
@@ -58,8 +59,10 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
                    cfg.normalize_advantages, "gae" if run.mode == "sync" else "vtrace", cfg.rho_bar, cfg.rho_bar,
                    cfg.max_grad_norm)
     batch_size = cfg.batch_size or math.ceil(cfg.actors / cfg.learners)
+    normalize = rl.normalization(env_spaces(rl.env)[0], cfg.gamma)
     actor = functools.partial(SegmentActor, envs=EnvSpec(rl.env, cfg.envs_per_actor), network_fn=network_fn,
                               unroll_length=cfg.unroll_length, refresh_every=1, gamma=cfg.gamma, seed=run.seed,
+                              normalize=normalize,
                               # one learner, one update a push: its batch's pushes are the versions of a round
                               round_versions=cfg.epochs * cfg.minibatches if rounds else None)
     learner_gpus, server_gpus = rl.gpu_shares(run.runtime, cfg.learners, central)
@@ -85,7 +88,8 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
         services=(ServiceSpec(QUEUES, queue, cfg.learners), *inference),
         processes=cfg.actors + 2 * cfg.learners + len(inference),
         chunk_steps=lambda updates: 1 if in_turns else STEPS_PER_CHUNK,
-        chunk_seconds=None if in_turns else CHUNK_SECONDS, metrics=METRICS, histograms=("learner.policy_lag",))
+        chunk_seconds=None if in_turns else CHUNK_SECONDS, metrics=METRICS, histograms=("learner.policy_lag",),
+        normalized=("actor",) if normalize is not None else ())
 
 
 def learning_rate(cfg: PPOConfig, rl: RLConfig, rule: UpdateRule) -> float | LinearDecay:
