@@ -88,3 +88,22 @@ def test_the_runner_steps_the_env_with_clipped_actions_and_hands_back_the_sample
         t = runner.step(np.array([[7.0], [-0.5], [-3.0]], np.float32))
     np.testing.assert_array_equal(t.action, [[7.0], [-0.5], [-3.0]])  # what the policy sampled
     np.testing.assert_array_equal(t.reward, [2.0, -0.5, -2.0])        # what the env was sent
+
+
+@pytest.mark.parametrize("head", [CategoricalHead(4), GaussianHead(2)], ids=["categorical", "gaussian"])
+def test_a_losss_log_probability_and_entropy_in_one_pass_are_the_heads_own(head):
+    """What the losses read (``log_prob_and_entropy``) is ``log_prob`` and ``entropy``; for the
+    categorical head, exactly the graph a loss that took ``log_softmax`` once builds, so gradients
+    round as they did before heads existed (a run of a seed is the same run)."""
+    rng = torch.Generator().manual_seed(2)
+    out = torch.randn(6, 4, generator=rng, requires_grad=True)
+    actions = torch.tensor([0, 1, 2, 3, 1, 0]) if isinstance(head, CategoricalHead) else torch.randn(6, 2)
+    log_pi, entropy = head.log_prob_and_entropy(out, actions)
+    torch.testing.assert_close(log_pi, head.log_prob(out, actions), rtol=0, atol=0)
+    torch.testing.assert_close(entropy, head.entropy(out), rtol=0, atol=0)
+    if isinstance(head, CategoricalHead):
+        (grad,) = torch.autograd.grad((log_pi - 0.01 * entropy).sum(), out)
+        log_probs = torch.log_softmax(out, -1)
+        once = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1) + 0.01 * (log_probs.exp() * log_probs).sum(-1)
+        (want,) = torch.autograd.grad(once.sum(), out)
+        assert torch.equal(grad, want)

@@ -117,11 +117,11 @@ def a3c_loss(logits: torch.Tensor, values: torch.Tensor, actions: torch.Tensor,
             return (x * weight).sum() / count
     head = head or CategoricalHead(logits.shape[-1])
     returns = returns.detach()
-    log_pi = head.log_prob(logits, actions)
+    log_pi, entropies = head.log_prob_and_entropy(logits, actions)
     advantage = (returns - values).detach()
     policy_loss = -mean(advantage * log_pi)
     value_loss = 0.5 * mean((values - returns).pow(2))
-    entropy = mean(head.entropy(logits))
+    entropy = mean(entropies)
     loss = policy_loss + value_loss - entropy_coef * entropy
     info = {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
             "entropy": entropy.item(), "advantage": mean(advantage).item()}

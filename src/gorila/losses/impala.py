@@ -71,14 +71,14 @@ class ImpalaLoss:
         flat.zero_grad()  # in place: the gradients stay views of flat's buffer
         out, values = net(obs)
         head = net.head  # the actor-critic's action distribution (nets/heads.py)
-        log_pi = head.log_prob(out, torch.as_tensor(segment.actions, device=device))
+        log_pi, entropies = head.log_prob_and_entropy(out, torch.as_tensor(segment.actions, device=device))
         behaviour = torch.as_tensor(segment.log_probs, dtype=torch.float32, device=device)
         log_rhos = (log_pi.detach() - behaviour) * weight if self.vtrace else torch.zeros_like(log_pi)
         vs, pg_advantages = vtrace_targets(log_rhos, discounts, rewards, values.detach(), bootstrap,
                                            self.rho_bar, self.c_bar, self.pg_rho_bar)
         policy_loss = -(pg_advantages * log_pi * weight).sum() / count
         value_loss = 0.5 * ((vs - values).pow(2) * weight).sum() / count
-        entropy = (head.entropy(out) * weight).sum() / count
+        entropy = (entropies * weight).sum() / count
         loss = policy_loss + self.value_coef * value_loss - self.entropy_coef * entropy
         loss.backward()
         info = {"loss": loss.item(), "policy_loss": policy_loss.item(), "value_loss": value_loss.item(),

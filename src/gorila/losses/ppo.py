@@ -25,7 +25,7 @@ def ppo_loss(logits: torch.Tensor, values: torch.Tensor, actions: torch.Tensor, 
     ``advantages``, ``returns`` and ``old_*`` carry no gradient."""
     head = head or CategoricalHead(logits.shape[-1])
     advantages, returns, old_log_probs = advantages.detach(), returns.detach(), old_log_probs.detach()
-    log_pi = head.log_prob(logits, actions)
+    log_pi, entropies = head.log_prob_and_entropy(logits, actions)
     log_ratio = log_pi - old_log_probs
     ratio = torch.exp(log_ratio)
     surrogate = torch.min(ratio * advantages, ratio.clamp(1.0 - clip, 1.0 + clip) * advantages)
@@ -38,7 +38,7 @@ def ppo_loss(logits: torch.Tensor, values: torch.Tensor, actions: torch.Tensor, 
         clipped = old_values + (values - old_values).clamp(-value_clip, value_clip)
         value_error = torch.max(value_error, (clipped - returns).pow(2))
     value_loss = 0.5 * value_error.mean()
-    entropy = head.entropy(logits).mean()
+    entropy = entropies.mean()
     loss = policy_loss + value_coef * value_loss - entropy_coef * entropy
     with torch.no_grad():
         info = {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.item(),

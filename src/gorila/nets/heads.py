@@ -5,6 +5,7 @@ which kind of actions an env has::
     out, value = net(obs)                        # out: the head's parameters, (..., head.width)
     actions, log_probs = head.sample(out, generator)
     head.log_prob(out, actions); head.entropy(out); head.mode(out)
+    log_pi, entropy = head.log_prob_and_entropy(out, actions)     # what a loss needs, in one pass
 
 A head is a small frozen value (picklable, kept on its network as ``net.head``). Its actions are
 what a policy chooses, stored in segments and rollouts: an int64 index ``0..n-1`` (Discrete), or a
@@ -38,6 +39,8 @@ class ActionHead(Protocol):
 
     def log_prob(self, out: torch.Tensor, actions: torch.Tensor) -> torch.Tensor: ...
     def entropy(self, out: torch.Tensor) -> torch.Tensor: ...
+    def log_prob_and_entropy(self, out: torch.Tensor,
+                             actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
     def sample(self, out: torch.Tensor, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]: ...
     def mode(self, out: torch.Tensor) -> torch.Tensor: ...
 
@@ -63,6 +66,13 @@ class CategoricalHead:
     def entropy(self, out: torch.Tensor) -> torch.Tensor:
         log_probs = torch.log_softmax(out, -1)
         return -(log_probs.exp() * log_probs).sum(-1)
+
+    def log_prob_and_entropy(self, out: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Both from one ``log_softmax``: one node less in the loss's graph, and the gradients
+        rounded as a loss that computed it once always had them."""
+        log_probs = torch.log_softmax(out, -1)
+        log_pi = log_probs.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+        return log_pi, -(log_probs.exp() * log_probs).sum(-1)
 
     def sample(self, out: torch.Tensor, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
         log_probs = torch.log_softmax(out.float(), -1)
@@ -104,6 +114,9 @@ class GaussianHead:
     def entropy(self, out: torch.Tensor) -> torch.Tensor:
         _, log_std = self._split(out)
         return (log_std + 0.5 + _HALF_LOG_2PI).sum(-1)
+
+    def log_prob_and_entropy(self, out: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.log_prob(out, actions), self.entropy(out)
 
     def sample(self, out: torch.Tensor, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
         mean, log_std = self._split(out.float())
