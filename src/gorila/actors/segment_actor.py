@@ -66,6 +66,13 @@ class SegmentActor:
     The wait blocks at the shards (:meth:`~gorila.params.ParameterClient.wait_version`) for at
     most ``ROUND_WAIT_S`` a step; a step that ends waiting says it is blocked, and one waiting for
     longer than the server's timeout is a :class:`WorkerTimeoutError` naming the version.
+
+    Its report says where its CPU went, in microseconds of its thread's CPU time per env step
+    (``gorila bench pipeline`` sets them beside each part's cost alone; time spent blocked costs
+    none): ``act_us`` (its network's forward pass and the draw; without ``inference`` only),
+    ``env_us`` (stepping the envs; with ``inference``, also taking a group's actions from the
+    server), ``pull_us`` (loading parameters) and ``send_us`` (handing segments to the queue and
+    reading its answers).
     """
 
     def __init__(self, worker_id: int, server: ParameterServer, *, envs: EnvSpec,
@@ -106,6 +113,7 @@ class SegmentActor:
         self.rounds = None if round_versions is None else server.client(worker_id)  # its version alone
         self.waiting_since: float | None = None
         self.round_target = -1  # the version the last round waited for: its segment is acted on it
+        self.spent = dict.fromkeys(("act", "env", "pull", "send"), 0.0)  # seconds, by part
 
     def step(self) -> bool:
         """Act and send; False while the queue is full (the segment waits to be sent again) or,
@@ -114,10 +122,12 @@ class SegmentActor:
         if not self.unsent and not waiting:
             self.unsent.append((self.collect(), self.seq))  # acts while the previous add travels
             self.seq += 1
+        began = time.thread_time()
         self._collect_reply()
         if self.unsent:  # a refused segment is resent while waiting too: the round needs it
             segment, seq = sent = self.unsent.popleft()
             self.in_flight = (self.queue.add(segment, self.writer, seq), sent)
+        self.spent["send"] += time.thread_time() - began
         return self.refused_since is None and not waiting
 
     def _round_over(self) -> bool:
@@ -144,8 +154,9 @@ class SegmentActor:
         if self.flat is not None and self.source is not None and self.segments_since_refresh >= self.refresh_every:
             # A round's segment is acted on the version the round waited for: a node cache that has
             # not yet got it is passed over for the server.
-            source = self.source
+            source, began = self.source, time.thread_time()
             self.flat.set(source.pull(self.round_target) if isinstance(source, CachedSource) else source.pull())
+            self.spent["pull"] += time.thread_time() - began
             self.version = self.source.version
             self.segments_since_refresh = 0
         self.segments_since_refresh += 1
@@ -188,18 +199,24 @@ class SegmentActor:
         if self.rollout is not None:
             filled = [0] * len(self.rollout.runners)
             for _ in range(self.unroll_length * len(filled)):  # the groups alternate
+                began = time.thread_time()
                 step, group = self.rollout.step()
+                self.spent["env"] += time.thread_time() - began
                 self.version = self.rollout.version
                 yield filled[group], step, self.rollout.log_probs, self.rollout.dropped
                 filled[group] += 1
             return
         assert self.runner is not None and self.net is not None
         for t in range(self.unroll_length):
+            began = time.thread_time()
             with torch.no_grad():
                 out, _ = self.net(torch.as_tensor(self.runner.observations, dtype=torch.float32))
                 chosen, logp = self.head.sample(out, self.generator)  # a Box action unclipped, as logp is of it
                 chosen_logp = logp.numpy()
+            acted = time.thread_time()
             step = self.runner.step(chosen.numpy())
+            self.spent["act"] += acted - began
+            self.spent["env"] += time.thread_time() - acted
             step = dataclasses.replace(step, policy_version=np.full(len(step), self.version, np.int64))
             yield t, step, chosen_logp[step.env_index], self.runner.dropped
 
@@ -228,7 +245,10 @@ class SegmentActor:
             self.normalizer.load(statistics)
 
     def report(self) -> dict[str, Any]:
-        return {**self.tally.report(), "env_failures": self.envs.env_failures, "segments_queued": self.queued,
+        frames = max(self.tally.env_steps, 1)
+        spent = {f"{part}_us": seconds / frames * 1e6 for part, seconds in self.spent.items()
+                 if part != "act" or self.rollout is None}  # with an inference server, acting is its
+        return {**self.tally.report(), **spent, "env_failures": self.envs.env_failures, "segments_queued": self.queued,
                 "version": self.version, **(self.source.counters() if isinstance(self.source, CachedSource) else {}),
                 **(self.normalizer.report() if self.normalizer is not None else {})}
 

@@ -228,6 +228,9 @@ class ReplayTopology:
 
 #: The service group of the trajectory queues (IMPALA, PPO): one queue per learner.
 QUEUES = "trajectories"
+#: Where a segment actor's time goes, microseconds per env step (its report's parts): metrics of
+#: IMPALA's and PPO's runs, beside each part's cost alone in ``gorila bench pipeline``.
+ACTOR_TIME = ("actor.act_us", "actor.env_us", "actor.pull_us", "actor.send_us")
 
 
 def learner_factory(learner: Callable[..., Any], run: RunConfig, spec: ServerSpec, learners: int) -> Callable[..., Any]:

@@ -13,7 +13,9 @@ The learner's work per frame is its bare PyTorch loop on the same network, loss 
 (:mod:`gorila.bench.learner`'s limit): for IMPALA and PPO the frames it learns from per second (PPO's
 epochs included), for DQN and Ape-X its updates per second times the run's updates per frame (the
 replay ratio). The report also says where each kind of process spent the run (CPU seconds over
-training seconds, and the learner's share of time waiting for data).
+training seconds, and the learner's share of time waiting for data) and, for IMPALA and PPO, where
+the actors' own CPU went a frame (their forward pass and draw, the env step, pulls of the
+parameters, sending segments), beside what the first two cost alone.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from gorila.cliargs import command_parser
 from gorila.errors import ConfigError
 
 ALGOS = ("impala", "ppo", "dqn", "apex")
+#: What a segment actor reports of its time (``actor_<part>_us`` in a run's summary).
+ACTOR_PARTS = ("act", "env", "pull", "send")
 #: The share of the run's training time left out of the steady rate, from its start.
 WARM_UP = 0.25
 
@@ -82,12 +86,18 @@ def measure(args: Any, out: Path) -> dict[str, Any]:
                "busy_cores_by_process_kind": busy, "busy_cores": summary["cpu_time_s"] / train_s,
                "learner_wait_fraction": summary.get("learner_wait_fraction"),
                "policy_lag_mean": summary.get("learner_policy_lag_mean"),
-               "final_train_return": summary.get("final_train_return")}
+               "final_train_return": summary.get("final_train_return"),
+               "actor_us_per_frame": {part: summary.get(f"actor_{part}_us") for part in ACTOR_PARTS}}
     print(f"  run:   {steady:,.0f} frames/s steady ({summary['env_steps']:,} frames, {summary['updates']:,} "
           f"updates in {train_s:.1f} s of training), {figures['busy_cores']:.2f} of {cores} cores busy")
     print("  where: " + ", ".join(f"{kind} {share:.2f} cores" for kind, share in busy.items())
           + (f"; learner waiting for data {figures['learner_wait_fraction']:.0%} of its time"
              if figures["learner_wait_fraction"] is not None else ""))
+    actor = {part: us for part, us in figures["actor_us_per_frame"].items() if us is not None}
+    if actor:  # the segment actors' own account (IMPALA, PPO), beside the parts alone
+        alone = {"act": parts["act"], "env": parts["env"]}
+        print("  actors: " + ", ".join(f"{part} {us:.1f} µs" + (f" (alone {alone[part]:.1f})" if part in alone else "")
+                                       for part, us in actor.items()) + " a frame, each actor's own CPU time")
     print(f"  limit: {cores} cores / ({' + '.join(f'{us:.1f} µs {name}' for name, us in parts.items())} a frame)"
           f" = {limit:,.0f} frames/s")
     print(f"  ratio: {figures['ratio']:.2f} of the limit")

@@ -16,7 +16,7 @@ from dataclasses import asdict
 from gorila.actors.segment_actor import SegmentActor
 from gorila.algos.a3c.networks import greedy_policy, make_network
 from gorila.algos.impala.config import ImpalaConfig
-from gorila.algos.kit import QUEUES, learner_factory, rl_plan, sampled_inference, trajectory_groups
+from gorila.algos.kit import ACTOR_TIME, QUEUES, learner_factory, rl_plan, sampled_inference, trajectory_groups
 from gorila.algos.rl_config import RLConfig, resolve_device
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, ServiceSpec
@@ -30,7 +30,7 @@ from gorila.trajectory import TrajectoryQueue
 
 STEPS_PER_CHUNK = 4
 METRICS = ("trajectories.size", "trajectories.dropped_stale", "trajectories.refused", "learner.policy_lag_mean",
-           "learner.rho_mean", "learner.wait_fraction")
+           "learner.rho_mean", "learner.wait_fraction", *ACTOR_TIME)
 
 
 def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:

@@ -22,7 +22,8 @@ from dataclasses import asdict
 from gorila.actors.segment_actor import SegmentActor
 from gorila.algos.a3c.networks import greedy_policy, make_network
 from gorila.algos.impala.builder import check_sync_learners
-from gorila.algos.kit import CHUNK_SECONDS, QUEUES, learner_factory, rl_plan, sampled_inference, trajectory_groups
+from gorila.algos.kit import (ACTOR_TIME, CHUNK_SECONDS, QUEUES, learner_factory, rl_plan, sampled_inference,
+                              trajectory_groups)
 from gorila.algos.ppo.config import PPOConfig
 from gorila.algos.rl_config import RLConfig, resolve_device
 from gorila.config import RunConfig
@@ -38,7 +39,8 @@ from gorila.params.optim import LinearDecay
 from gorila.trajectory import TrajectoryQueue
 
 STEPS_PER_CHUNK = 2
-METRICS = ("trajectories.size", "trajectories.dropped_stale", "learner.policy_lag_mean", "learner.wait_fraction")
+METRICS = ("trajectories.size", "trajectories.dropped_stale", "learner.policy_lag_mean", "learner.wait_fraction",
+           *ACTOR_TIME)
 
 
 def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
