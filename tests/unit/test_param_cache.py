@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from gorila.params import LocalEndpoint, ParameterServer, ServerSpec, UpdateRule
-from gorila.params.cache import CachedSource, CacheSpec, ParamCache, SeqlockBuffer
+from gorila.params.cache import CachedSource, CacheSpec, ParamCache
+from gorila.params.seqlock import SeqlockBuffer
 
 
 def _writer(name: str, size: int, ready, stop) -> None:
