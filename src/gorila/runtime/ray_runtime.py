@@ -33,7 +33,6 @@ from gorila.runtime.gloo import gloo_interface
 from gorila.runtime.embedded_ray import embedded_ray_is_up, start_embedded_ray
 from gorila.runtime.ray_caches import CACHE_CPUS, start_caches
 from gorila.runtime.ray_calls import NamedActor, RayPending, ray
-from gorila.runtime.ray_messages import show_retry_lines
 from gorila.runtime.ray_processes import RayServices, RayWorkers, ServiceProcess, WorkerProcess, titled
 from gorila.runtime.ray_shards import RayShards, ShardProcess
 from gorila.runtime.reaper import Reaper
@@ -135,7 +134,6 @@ class RayRuntime:
             except BaseException:
                 ray.shutdown()  # a start cut short (Ctrl-C, an error) leaves no Ray process behind
                 raise
-        show_retry_lines(verbose)  # gorila says which worker was restarted; Ray's retry lines only with --verbose
         # Processes of an embedded Ray inherit one thread per process from this one, and reuse the
         # Python workers Ray starts in advance (four workers importing torch came up in ~3 s instead
         # of ~7 s); elsewhere they get it through a runtime_env, which makes Ray start fresh ones.
