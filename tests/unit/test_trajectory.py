@@ -214,3 +214,19 @@ def test_an_actors_segment_carries_the_observation_each_truncated_step_was_cut_a
     assert seg.obs[:, 0, 0].tolist() == [0, 1, 2, 0, 1, 2, 0]
     assert list(zip(*np.nonzero(seg.truncated))) == [(2, 0), (2, 1), (5, 0), (5, 1)]
     assert seg.final_obs[:, 0].tolist() == [3.0, 3.0, 3.0, 3.0]  # the step after index 2: where it was cut
+
+
+def test_a_refused_segment_is_sent_again_only_once_the_queue_has_room():
+    """Sending a refused segment again while the queue is still full would copy it all to be
+    refused again (an RL segment is hundreds of kilobytes): the actor asks for room first."""
+    network_fn, _, server = _server()
+    queue = TrajectoryQueue(0, capacity=1)
+    queue.add(segment(0), "another", 0)  # full
+    actor = _actor(server, network_fn, queue, unroll=2)
+    assert actor.step()  # acted; its add is in flight
+    for _ in range(5):
+        assert not actor.step()
+    assert queue.stats()["refused"] == 1  # refused once, then held back while there was no room
+    queue.take(1)
+    actor.step()  # room now: sent again, and taken
+    assert queue.stats()["refused"] == 1 and queue.stats()["added"] == 2

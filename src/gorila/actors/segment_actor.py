@@ -45,7 +45,8 @@ class SegmentActor:
     high) from ``server.source(worker_id)``: its node's cache with ``--param-cache node``. Actor k writes to queue ``k % len(queues)``. At most one add is in flight; a full queue
     answers None, the segment is sent again (same number: it is never queued twice) and the step
     says it is blocked (the runtime backs off); refused for longer than the server's timeout, it is a
-    :class:`WorkerTimeoutError` naming the queue. Env ``i`` of actor ``k`` is seeded
+    :class:`WorkerTimeoutError` naming the queue. Once refused, it asks the queue for room (a small
+    call) before it sends the segment again. Env ``i`` of actor ``k`` is seeded
     ``seed + 1000 k + i``, and so is the generator that samples its actions.
 
     With an ``inference`` endpoint (``--inference central``) it holds no network: a
@@ -124,7 +125,9 @@ class SegmentActor:
             self.seq += 1
         began = time.thread_time()
         self._collect_reply()
-        if self.unsent:  # a refused segment is resent while waiting too: the round needs it
+        # A refused segment is resent while waiting too (the round needs it), once the queue has
+        # room: asking costs a small call, sending it whole to be refused again a copy of it.
+        if self.unsent and (self.refused_since is None or self._queue_has_room()):
             segment, seq = sent = self.unsent.popleft()
             self.in_flight = (self.queue.add(segment, self.writer, seq), sent)
         self.spent["send"] += time.thread_time() - began
@@ -229,10 +232,18 @@ class SegmentActor:
             self.refused_since = None
             return
         self.unsent.appendleft(sent)  # segments of a writer arrive in order: this one goes first
-        now = time.monotonic()
         if self.refused_since is None:
-            self.refused_since = now
-        if now - self.refused_since > self.timeout_s:
+            self.refused_since = time.monotonic()
+        self._check_refused()
+
+    def _queue_has_room(self) -> bool:
+        if self.queue.room().result(self.timeout_s) > 0:
+            return True
+        self._check_refused()
+        return False
+
+    def _check_refused(self) -> None:
+        if self.refused_since is not None and time.monotonic() - self.refused_since > self.timeout_s:
             raise WorkerTimeoutError(f"trajectory queue {self.queue_index} stayed full for {self.timeout_s:.0f} s: "
                                      "no learner takes its segments")
 

@@ -63,6 +63,10 @@ class TrajectoryQueue:
     def size(self) -> int:
         return len(self.segments)
 
+    def room(self) -> int:
+        """How many segments ``add`` would take now."""
+        return self.capacity - len(self.segments)
+
     def stats(self) -> dict[str, Any]:
         return {"size": len(self.segments), "added": self.added, "taken": self.taken, "refused": self.refused,
                 "dropped_stale": self.dropped_stale, "duplicates": self.duplicates}
@@ -88,6 +92,9 @@ class RemoteQueue:
 
     def size(self) -> Pending[int]:
         return self.endpoint.call("size")
+
+    def room(self) -> Pending[int]:
+        return self.endpoint.call("room")
 
     def stats(self) -> Pending[dict]:
         return self.endpoint.call("stats")
