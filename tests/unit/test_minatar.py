@@ -157,3 +157,26 @@ def test_an_actors_next_rows_reuse_the_packing_of_the_grids_they_start_from_and_
         batch = storage.gather(at)
         np.testing.assert_array_equal(batch.obs, rows.obs)
         np.testing.assert_array_equal(batch.next_obs, rows.next_obs)
+
+
+def test_a_minatar_env_is_made_without_the_libraries_minatar_draws_with_and_still_draws_when_asked():
+    """MinAtar imports matplotlib and seaborn (and through it SciPy) only to draw its games: seconds
+    of start-up in every actor. A process that makes a MinAtar env loads none of them and its
+    logging is left alone; one that renders frames gets them."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("minatar")
+    script = """
+import logging, sys
+from gorila.envs.make import make_env
+make_env("MinAtar/Breakout-v1", seed=0, training=True).reset(seed=0)
+print(sorted(m for m in ("matplotlib", "seaborn", "scipy") if m in sys.modules), len(logging.root.handlers))
+frame = make_env("MinAtar/Breakout-v1", seed=0, training=False, render_mode="rgb_array")
+frame.reset(seed=0)
+print(frame.render().shape)
+"""
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", script], capture_output=True, text=True, timeout=120,
+                         check=True)
+    assert out.stdout.split("\n")[:2] == ["[] 0", "(10, 10, 3)"], out.stdout + out.stderr
+    assert "Cannot import" not in out.stderr

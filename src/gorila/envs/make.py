@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
+import importlib
 import logging
+import sys
+from collections.abc import Iterator, Sequence
 from importlib import metadata
 
 import gymnasium as gym
@@ -142,22 +146,68 @@ def _make_atari(env_id: str, *, training: bool, terminal_on_life_loss: bool, noo
     return SignReward(env) if training else env
 
 
-def _register_namespace(env_id: str) -> None:
+#: What MinAtar's package imports only to draw its games: matplotlib, and seaborn, which brings
+#: SciPy (3.9 s of one core here, in every process that makes a MinAtar env: on 2 cores a run's
+#: actors, learner and evaluator starting together lost seconds to it). MinAtar treats them as
+#: optional; a process that draws (``render_mode``, ``gorila eval --video``) imports them.
+MINATAR_DRAWING = ("matplotlib", "seaborn")
+
+
+def _register_namespace(env_id: str, draws: bool = False) -> None:
     """Register the ids of ``env_id``'s namespace from the package that provides it, if it is not
     registered yet: Gymnasium 1.x no longer loads its ``gymnasium.envs`` entry points itself, and
-    gorila does not import providers such as ``minatar`` (GPL-3) at module level."""
+    gorila does not import providers such as ``minatar`` (GPL-3) at module level. MinAtar is
+    imported without its drawing libraries unless this process ``draws`` its games (or has
+    imported them already)."""
     namespace, _, _ = env_id.rpartition("/")
+    if namespace == "MinAtar" and draws:
+        _minatar_with_drawing()
     if not namespace or any(spec.namespace == namespace for spec in gym.registry.values()):
         return
     for entry in metadata.entry_points(group="gymnasium.envs", name=namespace):
-        entry.load()()
+        with _without_modules(MINATAR_DRAWING if namespace == "MinAtar" else ()):
+            entry.load()()
         return
     if namespace == "MinAtar":
         raise ConfigError("env", f"{env_id} needs the MinAtar package (GPL-3): pip install 'gorila[minatar]'")
 
 
+@contextlib.contextmanager
+def _without_modules(names: Sequence[str]) -> Iterator[None]:
+    """While the block runs, importing any of ``names`` not imported yet raises ImportError (a
+    ``None`` entry in ``sys.modules``, as Python's import system documents), and the warning a
+    package logs for a missing optional import is not shown (nor does it configure logging)."""
+    absent = [name for name in names if name not in sys.modules]
+    if not absent:
+        yield
+        return
+    handlers, disabled = list(logging.root.handlers), logging.root.manager.disable
+    for name in absent:
+        sys.modules[name] = None  # type: ignore[assignment]
+    logging.disable(logging.WARNING)
+    try:
+        yield
+    finally:
+        logging.disable(disabled)
+        logging.root.handlers[:] = handlers  # a module-level logging.warning() adds one otherwise
+        for name in absent:
+            if sys.modules.get(name, 0) is None:
+                del sys.modules[name]
+
+
+def _minatar_with_drawing() -> None:
+    """MinAtar's modules as they are with their drawing libraries: imported again if this process
+    imported them without (a MinAtar env made earlier, then one that renders frames)."""
+    modules = [sys.modules.get(name) for name in ("minatar.environment", "minatar.gym")]
+    if all(module is None or hasattr(module, "sns") for module in modules):
+        return
+    for module in modules:
+        if module is not None:
+            importlib.reload(module)
+
+
 def _make(env_id: str, **kwargs) -> gym.Env:
-    _register_namespace(env_id)
+    _register_namespace(env_id, draws=kwargs.get("render_mode") is not None)
     try:
         return gym.make(env_id, **kwargs)
     except gym.error.DependencyNotInstalled as e:
