@@ -18,7 +18,8 @@ A3C = dict(runtime="local", seed=3, total_steps=3_000, stop_at_target=False, wor
            unroll_length=5, eval_episodes=2, eval_every_steps=600, checkpoint_every_s=1000.0)
 
 #: The columns that measure time: the rest is decided by the run's own work.
-TIMED = ("time_s", "env_steps_per_s", "updates_per_s", "eval_train_time_s", "learner_wait_fraction")
+TIMED = ("time_s", "env_steps_per_s", "updates_per_s", "eval_train_time_s", "learner_wait_fraction", "actor_act_us",
+         "actor_env_us", "actor_pull_us", "actor_send_us")
 
 
 def _rows(run_dir):
