@@ -42,9 +42,6 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
                              "to its target against its acting workers (A3C workers, DQN's and Ape-X's actors)")
     parser.add_argument("--workers", type=count_list, default="1,2,4,8", help="comma-separated worker counts")
     parser.add_argument("--mode", default="sync", choices=MODES, help="update rule")
-    parser.add_argument("--server", default=None, choices=("process", "workers"),
-                        help="where the shards live (default: workers under --mode sync, rounds meeting in shared "
-                             "memory; process otherwise)")
     parser.add_argument("--n", type=int, default=25_000,
                         help="rows. The default (with --d 400: 40 MB of rows, ~5 ms of map per round for one "
                              "worker) keeps a round's fixed costs small beside the map; with much more data "
@@ -94,7 +91,6 @@ def main(argv: list[str]) -> int:
 
     out = bench_dir(args.out, f"speedup-{args.algo}-{args.mode}")
     barrier = RunConfig(algo="lstsq", mode=args.mode).rule(num_workers=1).barrier
-    args.server = args.server or ("workers" if barrier else "process")
     runs = []
     holder = make_runtime("ray", args.address)  # one Ray for all runs: each train() joins it
     try:
@@ -134,7 +130,7 @@ def main(argv: list[str]) -> int:
 
 
 def _run(args: argparse.Namespace, cfg: LstsqConfig, workers: int, repeat: int, out: Path) -> dict:
-    run = RunConfig(algo="lstsq", mode=args.mode, runtime="ray", address=args.address, server=args.server,
+    run = RunConfig(algo="lstsq", mode=args.mode, runtime="ray", address=args.address,
                     run_dir=out / f"workers-{workers}-run-{repeat}")
     s = run_plan(run, make_plan(run, replace(cfg, workers=workers)))
     rounds = max(s["updates"], 1)
