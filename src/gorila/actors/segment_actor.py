@@ -16,7 +16,7 @@ from torch import nn
 from gorila.actors.rollout import RolloutWorker
 from gorila.actors.tally import ExperienceTally
 from gorila.reply import Pending, ServiceEndpoint
-from gorila.envs.normalize import Normalization, NormalizedRunner, Normalizer, Statistics
+from gorila.envs.normalize import Normalization, Statistics, actor_runner
 from gorila.envs.spec import EnvSpec
 from gorila.envs.vector import Transitions
 from gorila.errors import WorkerTimeoutError
@@ -88,10 +88,7 @@ class SegmentActor:
         self.runner: Any = None
         self.normalizer = None if self.rollout is None else self.rollout.normalizer
         if self.rollout is None:
-            self.runner = envs.runner(actor_seed)
-            if normalize is not None:
-                self.normalizer = Normalizer(normalize, self.runner.observation_space)
-                self.runner = NormalizedRunner(self.runner, self.normalizer)
+            self.runner, self.normalizer = actor_runner(envs, actor_seed, normalize)
         self.net = network_fn() if self.rollout is None else None
         self.flat = None if self.net is None else FlatParams(self.net)
         self.source = server.source(worker_id) if self.rollout is None else None

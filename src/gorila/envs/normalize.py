@@ -221,6 +221,16 @@ class Normalizer:
         self.current = current
 
 
+def actor_runner(envs: Any, seed: int, normalize: Normalization | None) -> tuple[Any, Normalizer | None]:
+    """The runner an actor steps, ``envs.runner(seed)``, and its :class:`Normalizer`: wrapped in a
+    :class:`NormalizedRunner` with ``normalize``, as it is (and None) without."""
+    runner = envs.runner(seed)
+    if normalize is None:
+        return runner, None
+    normalizer = Normalizer(normalize, runner.observation_space)
+    return NormalizedRunner(runner, normalizer), normalizer
+
+
 class NormalizedRunner:
     """An :class:`~gorila.envs.vector.EnvRunner` as an actor steps it, its observations and rewards
     normalised by a :class:`Normalizer` (which may be shared by several runners of one worker)::

@@ -15,7 +15,7 @@ from torch import nn
 from gorila.actors.rollout import RolloutWorker
 from gorila.actors.tally import ExperienceTally
 from gorila.reply import ServiceEndpoint
-from gorila.envs.normalize import Normalization, NormalizedRunner, Normalizer, Statistics
+from gorila.envs.normalize import Normalization, Statistics, actor_runner
 from gorila.envs.spec import EnvSpec
 from gorila.envs.vector import Transitions
 from gorila.learners.replay_learner import lag_bins
@@ -65,10 +65,7 @@ class A3CWorker:
         self.runner: Any = None
         self.normalizer = None if self.rollout is None else self.rollout.normalizer
         if inference is None:
-            self.runner = envs.runner(worker_seed)
-            if normalize is not None:
-                self.normalizer = Normalizer(normalize, self.runner.observation_space)
-                self.runner = NormalizedRunner(self.runner, self.normalizer)
+            self.runner, self.normalizer = actor_runner(envs, worker_seed, normalize)
         self.net = network_fn()
         self.target_net = copy.deepcopy(self.net)
         self.flat, self.target_flat = FlatParams(self.net), FlatParams(self.target_net)
