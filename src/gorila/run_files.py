@@ -11,13 +11,19 @@ truncate or append to the file it points at.
 
 from __future__ import annotations
 
+import csv
+import io
+import math
 import os
 from pathlib import Path
 
 from gorila.errors import ConfigError
+from gorila.validate import clipped, excerpt
 
 #: The files and directories a run writes in its directory, none of which may be a link.
 RUN_FILES = ("metrics.csv", "config.json", "summary.json", "checkpoints", "checkpoints/best")
+#: The first two columns of every metrics.csv row.
+METRICS_HEAD = ("step", "time_s")
 
 
 def open_inside(path: Path, flags: int, field: str = "run_dir", mode: int = 0o644) -> int:
@@ -52,11 +58,40 @@ def check_run_dir(run_dir: Path, field: str, *, resume: bool) -> None:
                                      f"{'there' if directory != existing else run_dir}; make it writable, "
                                      "or choose another directory")
     if resume and os.path.lexists(run_dir / "metrics.csv"):
-        from gorila.metrics.run_logger import read_metrics
-
         read_metrics(run_dir / "metrics.csv")  # refuses a damaged one by name
 
 
 def _link(path: Path) -> str:
     return (f"{path} is a symbolic link: gorila writes a run's files only inside its directory and does not "
             "follow links out of it; remove the link")
+
+
+def read_metrics(csv_path: Path) -> tuple[int, list[str], list[list[str]]]:
+    """``metrics.csv``'s size in bytes, its complete lines and their rows (a half-written last line
+    left out), read without following a link; a file that is not UTF-8, not CSV, or whose rows do not
+    start with ``step,time_s`` and two numbers is a :class:`ConfigError` naming it (``resume``)."""
+    fd = open_inside(csv_path, os.O_RDONLY, "resume")
+    with open(fd, "rb") as f:
+        data = f.read()
+    complete = data[: data.rfind(b"\n") + 1]
+
+    def damaged(why: str) -> ConfigError:
+        return ConfigError("resume", f"{csv_path} is damaged ({why}): move it aside to resume without its rows, "
+                                     "or start a new run")
+
+    try:
+        text = complete.decode("utf-8")
+        rows = list(csv.reader(io.StringIO(text)))
+    except UnicodeDecodeError as err:
+        raise damaged(f"not UTF-8 text at byte {err.start:,}") from None
+    except csv.Error as err:
+        raise damaged(f"not CSV: {err}") from None
+    if rows and rows[0][:2] != list(METRICS_HEAD):
+        raise damaged(f"its header starts {clipped(','.join(rows[0][:2]))}, not step,time_s")
+    for number, row in enumerate(rows[1:], start=2):
+        try:
+            if len(row) < 2 or not all(math.isfinite(float(cell)) for cell in row[:2]):
+                raise ValueError
+        except ValueError:
+            raise damaged(f"line {number} does not start with a step and a time: {excerpt(','.join(row[:3]))}") from None
+    return len(data), text.splitlines(keepends=True), rows

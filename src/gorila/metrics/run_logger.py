@@ -16,7 +16,6 @@ TensorBoard event files and ``summary.json``.
 from __future__ import annotations
 
 import csv
-import io
 import math
 import numbers
 import operator
@@ -29,12 +28,11 @@ from types import TracebackType
 from gorila.atomic import jsonable, write_json
 from gorila.errors import ConfigError
 from gorila.metrics.progress import Display, NoProgress
-from gorila.run_files import open_inside
+from gorila.run_files import METRICS_HEAD, open_inside, read_metrics
 from gorila.validate import clipped, excerpt
 
 #: Unless ``shown`` says which, the first this-many columns are shown beside the progress display.
 SHOWN_COLUMNS = 4
-_RESERVED = ("step", "time_s")
 
 
 class RunLogger:
@@ -75,7 +73,7 @@ class RunLogger:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.csv_path = self.run_dir / "metrics.csv"
         self.summary_path = self.run_dir / "summary.json"
-        header = [*_RESERVED, *self.columns]
+        header = [*METRICS_HEAD, *self.columns]
 
         if self.csv_path.exists() and not resume:
             raise FileExistsError(f"{self.csv_path} exists; pass resume=True to append to it, "
@@ -225,7 +223,7 @@ def _check_columns(columns: tuple[str, ...]) -> None:
     for name in columns:
         if not isinstance(name, str) or not name:
             raise ValueError(f"metric column names must be non-empty strings, got {name!r}")
-        if name in _RESERVED:
+        if name in METRICS_HEAD:
             raise ValueError(f"metric column {name!r} is reserved (metrics.csv starts with step,time_s)")
     duplicates = sorted({name for name in columns if columns.count(name) > 1})
     if duplicates:
@@ -259,37 +257,6 @@ def _prepare_resume(csv_path: Path, header: list[str], resume_at: float | None) 
     if not rows:
         return None
     return float(rows[-1][1]) if len(rows) > 1 else 0.0
-
-
-def read_metrics(csv_path: Path) -> tuple[int, list[str], list[list[str]]]:
-    """``metrics.csv``'s size in bytes, its complete lines and their rows (a half-written last line
-    left out), read without following a link; a file that is not UTF-8, not CSV, or whose rows do not
-    start with ``step,time_s`` and two numbers is a :class:`ConfigError` naming it (``resume``)."""
-    fd = open_inside(csv_path, os.O_RDONLY, "resume")
-    with open(fd, "rb") as f:
-        data = f.read()
-    complete = data[: data.rfind(b"\n") + 1]
-
-    def damaged(why: str) -> ConfigError:
-        return ConfigError("resume", f"{csv_path} is damaged ({why}): move it aside to resume without its rows, "
-                                     "or start a new run")
-
-    try:
-        text = complete.decode("utf-8")
-        rows = list(csv.reader(io.StringIO(text)))
-    except UnicodeDecodeError as err:
-        raise damaged(f"not UTF-8 text at byte {err.start:,}") from None
-    except csv.Error as err:
-        raise damaged(f"not CSV: {err}") from None
-    if rows and rows[0][:2] != list(_RESERVED):
-        raise damaged(f"its header starts {clipped(','.join(rows[0][:2]))}, not step,time_s")
-    for number, row in enumerate(rows[1:], start=2):
-        try:
-            if len(row) < 2 or not all(math.isfinite(float(cell)) for cell in row[:2]):
-                raise ValueError
-        except ValueError:
-            raise damaged(f"line {number} does not start with a step and a time: {excerpt(','.join(row[:3]))}") from None
-    return len(data), text.splitlines(keepends=True), rows
 
 
 def _number(name: str, value: object) -> float:
