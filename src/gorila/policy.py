@@ -73,7 +73,7 @@ def load_policy(run_dir: Path | str, checkpoint: str = "best") -> Policy:
     """The greedy policy of the run in ``run_dir`` (or its ``checkpoints/``): by default the
     parameters of its best evaluation (the newest good checkpoint while it has none, or where its
     best one is damaged), with ``checkpoint="last"`` its newest good periodic checkpoint."""
-    saved = SavedRun.open(run_dir, checkpoint)
+    saved = SavedRun.open(run_dir, checkpoint, algorithms=ALGORITHMS)
     algorithm = ALGORITHMS[saved.algo]
     if not algorithm.is_rl:
         raise ConfigError("run_dir", f"{saved.run_dir} is a {saved.algo} run: it has no policy")

@@ -8,6 +8,7 @@ evaluation so far, saved as that evaluation judged them (``best``).
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,15 +35,16 @@ def checkpoint_dir(run_dir: Path, which: str) -> Path:
 class SavedRun:
     """``SavedRun.open(path)`` accepts a run directory or its ``checkpoints/`` directory::
 
-        saved = SavedRun.open("runs/dqn-CartPole-v1-20261122-081500")
+        saved = SavedRun.open("runs/dqn-CartPole-v1-20261122-081500", algorithms=ALGORITHMS)
         saved.algo, saved.config[saved.algo]["env"], saved.params   # flat float32 server parameters
-        SavedRun.open(path, checkpoint="last")                       # the newest periodic checkpoint
+        SavedRun.open(path, checkpoint="last", algorithms=ALGORITHMS)   # the newest periodic checkpoint
 
     ``checkpoint="best"`` (the default) reads the best evaluation's parameters, or the ``last``
     checkpoint where the run has no best one yet (no evaluation finished, or lstsq) or where its
     best one is damaged (``fallback`` then says why); ``checkpoint`` says which was read. A
     ``config.json`` that is damaged, edited or a link out of the directory is a ``ConfigError``
-    naming ``run_dir``. ``statistics`` are the normalisation statistics the checkpoint holds
+    naming ``run_dir``, and so is one whose algorithm is not among ``algorithms`` (the registry's
+    names, which the caller hands down: the driver sits below the algorithms). ``statistics`` are the normalisation statistics the checkpoint holds
     (``--normalize-obs``: the observations' statistics its policy acts through; empty without).
     """
 
@@ -59,13 +61,13 @@ class SavedRun:
         return self.config["algo"]
 
     @classmethod
-    def open(cls, path: Path | str, checkpoint: str = "best") -> SavedRun:
+    def open(cls, path: Path | str, checkpoint: str = "best", *, algorithms: Collection[str]) -> SavedRun:
         path = Path(path)
         run_dir = path.parent if path.name == "checkpoints" else path
         config_path = run_dir / "config.json"
         if not os.path.lexists(config_path):
             raise ConfigError("run_dir", f"{path} is neither a run directory nor its checkpoints/ (no {config_path})")
-        config = _read_config(config_path, run_dir)
+        config = _read_config(config_path, run_dir, algorithms)
         directory = checkpoint_dir(run_dir, checkpoint)
         fallback = None
         if checkpoint == "best" and any(directory.glob("ckpt-*.json")):
@@ -87,14 +89,14 @@ def _statistics(arrays: dict[str, np.ndarray], meta: dict) -> None:
     Statistics.from_arrays(arrays)
 
 
-def _read_config(path: Path, run_dir: Path) -> dict:
-    """A run's ``config.json`` (not through a link), refused by name unless it describes a run."""
-    from gorila.algos.registry import ALGORITHMS
+def _read_config(path: Path, run_dir: Path, algorithms: Collection[str]) -> dict:
+    """A run's ``config.json`` (not through a link), refused by name unless it describes a run of
+    one of ``algorithms``."""
     from gorila.settings_file import read_settings
 
     config = read_settings(path, "run_dir", inside=run_dir)
     algo = config.get("algo") if isinstance(config, dict) else None
-    if (not isinstance(algo, str) or algo not in ALGORITHMS or not isinstance(config.get("run"), dict)
+    if (not isinstance(algo, str) or algo not in algorithms or not isinstance(config.get("run"), dict)
             or not isinstance(config.get(algo), dict)):
         raise ConfigError("run_dir", f"{path} does not describe a gorila run: it was damaged or edited")
     return config
