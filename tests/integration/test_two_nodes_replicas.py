@@ -7,23 +7,12 @@ import pytest
 from gorila.algos.impala.config import ImpalaConfig
 from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
+from tests.integration.test_two_nodes_rl import NodesSeen
 
 # About 2 minutes on two shared cores (82,560 env steps, 387 updates, once); a stall fails here.
 pytestmark = [pytest.mark.integration, pytest.mark.heavy, pytest.mark.timeout(420)]
 
 MAX_ENV_STEPS = 300_000
-
-
-class NodesSeen:
-    """``on_chunk``: the nodes the run's processes were placed on, by group."""
-
-    def __init__(self):
-        self.nodes = {}
-
-    def __call__(self, placed):
-        self.nodes["shards"] = set(placed.shards.node_ids)
-        for name, group in (*placed.services.items(), *placed.groups.items()):
-            self.nodes[name] = set(group.node_ids)
 
 
 def test_two_learners_on_replicas_reach_the_cartpole_target_on_two_nodes(two_nodes, tmp_path, train):
@@ -32,8 +21,8 @@ def test_two_learners_on_replicas_reach_the_cartpole_target_on_two_nodes(two_nod
     seen = NodesSeen()
     summary = train(run, ImpalaConfig(learners=2, actors=2), RLConfig(env="CartPole-v1", total_steps=MAX_ENV_STEPS,
                                                                       eval_every_s=2.0), on_chunk=seen)
-    assert len(set().union(*seen.nodes.values())) == 2, seen.nodes  # the run spread over both nodes
-    assert "rendezvous" not in seen.nodes  # the learners' rendezvous is the server's, not a plan service
+    assert len({n for nodes in seen.members.values() for n in nodes}) == 2, seen.members  # spread over both nodes
+    assert "rendezvous" not in seen.members  # the learners' rendezvous is the server's, not a plan service
     assert summary["workers"] == {"actor": 2, "learner": 2}
     assert summary["reached_target"] and summary["best_eval_return"] >= 475, summary["evaluations"][-3:]
     assert summary["env_steps"] < MAX_ENV_STEPS and summary["stop_reason"] == "target"
