@@ -10,7 +10,7 @@ this process on one thread after the run::
     limit = cores / (env step + acting forward pass at the actors' batch + learner work per frame)
 
 The learner's work per frame is its bare PyTorch loop on the same network, loss and batches
-(:mod:`gorila.bench.learner`'s limit): for IMPALA and PPO the frames it learns from per second (PPO's
+(the limit of :mod:`gorila.bench.learner`): for IMPALA and PPO the frames it learns from per second (PPO's
 epochs included), for DQN and Ape-X its updates per second times the run's updates per frame (the
 replay ratio). The report also says where each kind of process spent the run (CPU seconds over
 training seconds, and the learner's share of time waiting for data) and, for IMPALA and PPO, where
@@ -188,11 +188,12 @@ def _learn_us(args: Any, plan: Any, cfg: Any, updates_per_frame: float) -> float
             group.call("limit_rate", 0.5)  # warm-up: first calls pay for page faults
             (frames_per_s,) = group.call("limit_rate", args.limit_seconds)
         return 1e6 / frames_per_s
-    from gorila.bench.learner import LearnerWorker
+    from gorila.bench.bundle_learner import LearnerWorker
     from gorila.bench.sampling import bundle_factory
 
-    dqn_plan, _ = _plan(args, "dqn")  # Ape-X's learner is DQN's: the same network, loss and batch
-    factory = functools.partial(LearnerWorker, bundle=bundle_factory(dqn_plan), fill=2_000)
+    dqn_plan, dqn_cfg = _plan(args, "dqn")  # Ape-X's learner is DQN's: the same network, loss and batch
+    factory = functools.partial(LearnerWorker, bundle=bundle_factory(dqn_plan), fill=2_000,
+                                optimizer=dqn_plan.spec.optimizer, lr=dqn_cfg.lr)
     with placed_workers("local", None, dqn_plan, factory, 1, "learner") as group:
         group.call("limit_rate", 0.5)
         (updates_per_s,) = group.call("limit_rate", args.limit_seconds)

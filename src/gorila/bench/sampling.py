@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -18,14 +18,16 @@ from gorila import validate
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.cliargs import command_parser
 from gorila.config import RunConfig
-from gorila.core import WorkerFactory, WorkerGroup
+from gorila.core import Worker, WorkerFactory, WorkerGroup
 from gorila.driver.plan import Plan
 from gorila.envs import make_env
 from gorila.learners.bundle import Bundle
 from gorila.params import ParameterServer
+from gorila.params.owned import PublishingWorker
 from gorila.runtime import RUNTIMES, make_runtime
 
 INFERENCE_MODES = ("local", "central")
+L = TypeVar("L")
 
 
 class SamplingWorker:
@@ -128,16 +130,33 @@ def learner_table(names: list[str], address: str | None, plan: Plan, factory: Wo
                   rounds: int, unit: str, **columns: Any) -> list[dict[str, Any]]:
     """``gorila bench learner``'s table: one learner worker placed on each runtime of ``names``, its
     pipeline rate beside its limit (:func:`measure_interleaved`), printed a row each and returned as
-    bench.json rows (``{unit}_per_s``, ``limit_{unit}_per_s``, ``ratio`` and ``columns``)."""
-    print(f"{'runtime':>8} {f'pipeline {unit}/s':>19} {f'limit {unit}/s':>16} {'ratio':>6}")
+    bench.json rows (``{unit}_per_s``, ``limit_{unit}_per_s``, ``ratio``, ``columns`` and, from the
+    worker's report at the end, ``updates``, the updates its parameters took, and ``publications``,
+    how often a learner that owns them sent them to the store: 0 where it pushed to the server)."""
+    print(f"{'runtime':>8} {f'pipeline {unit}/s':>19} {f'limit {unit}/s':>16} {'ratio':>6} {'publications':>12}")
     rows = []
     for name in names:
         with placed_workers(name, address, plan, factory, 1, "learner") as group:
             pipeline, limit = measure_interleaved(group, seconds, rounds)
-        print(f"{name:>8} {pipeline:>19,.1f} {limit:>16,.1f} {pipeline / limit:>6.2f}")
+            (report,) = group.call("report")
+        publications = report.get("publications", 0)
+        print(f"{name:>8} {pipeline:>19,.1f} {limit:>16,.1f} {pipeline / limit:>6.2f} {publications:>12,}")
         rows.append({"runtime": name, **columns, f"{unit}_per_s": pipeline, f"limit_{unit}_per_s": limit,
-                     "ratio": pipeline / limit})
+                     "ratio": pipeline / limit, "updates": report["updates_pushed"], "publications": publications})
     return rows
+
+
+def measured_learner(worker: Worker, kind: type[L]) -> L:
+    """The learner a benchmark times in a plan's learner worker: ``worker`` itself or, under
+    ``--server learner``, the learner its :class:`~gorila.params.owned.PublishingWorker` wraps
+    (whose pushes are applied and published in its process); checked to be a ``kind``::
+
+        bundle = measured_learner(factory(worker_id, server), Bundle)
+    """
+    learner = worker.learner if isinstance(worker, PublishingWorker) else worker
+    if not isinstance(learner, kind):
+        raise TypeError(f"the plan's learner worker is a {type(learner).__name__}, not a {kind.__name__}")
+    return learner
 
 
 def measure_interleaved(group: WorkerGroup, seconds: float, rounds: int,

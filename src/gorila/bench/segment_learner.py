@@ -1,5 +1,6 @@
-"""``gorila bench learner --algo impala|ppo``: learner samples/s through the parameter server vs a
-bare PyTorch loop on the same batches, in the same process and run."""
+"""``gorila bench learner --algo impala|ppo``: learner samples/s through the parameter server
+(``--server process``) or on parameters it owns (``--server learner``) vs a bare PyTorch loop on
+the same batches, in the same process and run."""
 
 from __future__ import annotations
 
@@ -9,14 +10,13 @@ import dataclasses
 import functools
 import itertools
 import time
-from collections.abc import Callable
 
 import numpy as np
-import torch
 from torch import nn
 
+from gorila.bench.bare_loop import TORCH_OPTIMIZERS
 from gorila.bench.report import bench_dir, write_bench_json
-from gorila.bench.sampling import bench_run_config, learner_table
+from gorila.bench.sampling import bench_run_config, learner_table, measured_learner
 from gorila.core import WorkerFactory
 from gorila.learners.impala import ImpalaLearner
 from gorila.learners.ppo import PPOLearner
@@ -24,16 +24,11 @@ from gorila.losses.impala import ImpalaLoss
 from gorila.losses.ppo_targets import PPOLoss
 from gorila.nets.flat import FlatParams
 from gorila.params import ParameterServer
-from gorila.params.owned import PublishingWorker
 from gorila.runtime.local import LocalService
 from gorila.trajectory import RemoteQueue, Segment, TrajectoryQueue
 
 # Distinct segments both loops cycle through: enough that neither trains on one batch only.
 SEGMENTS = 16
-# The bare loop's optimizer for each server optimizer name (torch's defaults otherwise).
-TORCH_OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
-    "sgd": torch.optim.SGD, "momentum": functools.partial(torch.optim.SGD, momentum=0.9),
-    "adagrad": torch.optim.Adagrad, "rmsprop": torch.optim.RMSprop, "adam": torch.optim.Adam}
 
 
 class SegmentLearnerWorker:
@@ -59,9 +54,8 @@ class SegmentLearnerWorker:
         collector = actor(worker_id, server, queues=queues)
         self.segments: list[Segment] = [collector.collect() for _ in range(SEGMENTS)]
         collector.close()
-        built = learner(worker_id, server, queues=queues)
-        # --server learner wraps the learner in a PublishingWorker: its steps publish as they apply
-        self.learner: ImpalaLearner = built.learner if isinstance(built, PublishingWorker) else built
+        self.worker = learner(worker_id, server, queues=queues)
+        self.learner = measured_learner(self.worker, ImpalaLearner)
         self.batch_size, self.pushes_per_batch = batch_size, pushes_per_batch
         self.samples_per_batch = sum(s.steps for s in self.segments[:batch_size])
         self.seq = itertools.count()
@@ -82,7 +76,7 @@ class SegmentLearnerWorker:
         self.learner.step()
 
     def report(self) -> dict:
-        return self.learner.report()
+        return self.worker.report()
 
     def pipeline_rate(self, seconds: float) -> float:
         """Env steps of the batches learnt from per second, the last push's reply included."""
@@ -154,6 +148,7 @@ def run(args: argparse.Namespace, names: list[str]) -> int:
     print(f"  limit:    the same network, loss and batches; backward and a torch {cfg.optimizer} step in the "
           "learner's process")
     out = bench_dir(args.out, "learner")
-    rows = learner_table(names, args.address, plan, factory, args.seconds, args.rounds, "samples", algo=args.algo)
+    rows = learner_table(names, args.address, plan, factory, args.seconds, args.rounds, "samples", algo=args.algo,
+                         server=args.server)
     write_bench_json(out, "learner", vars(args), rows, parameters=size)
     return 0
