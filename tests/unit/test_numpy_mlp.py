@@ -1,6 +1,7 @@
 """The evaluator's numpy copy of a plain MLP Q-network, or of an MLP actor-critic's policy: the same
-outputs and greedy actions as the torch network on the same flat parameters, found only for MLPs,
-and no torch in the evaluator's process, as every RL builder makes it for CartPole."""
+outputs and greedy actions as the torch network on the same flat parameters, found only for MLPs
+(and MinAtar's networks: test_numpy_minatar.py), and no torch in the evaluator's process, as every
+RL builder makes it for CartPole; the sampler actors draw with."""
 
 import pickle
 import subprocess
@@ -15,9 +16,10 @@ from gorila.algos.a3c.networks import GreedyPolicy, make_network
 from gorila.algos.registry import ALGORITHMS
 from gorila.config import RunConfig
 from gorila.nets import FlatParams
-from gorila.nets.actor_critic import ActorCritic, ConvActorCritic, PolicySampler, numpy_policy
+from gorila.nets.actor_critic import ActorCritic, ConvActorCritic
 from gorila.nets.minatar import MinAtarActorCritic
 from gorila.nets.numpy_mlp import NumpyMLP
+from gorila.nets.numpy_policy import PolicySampler, numpy_policy
 from gorila.nets.q import VectorQNetwork, greedy_policy, make_q_network, mlp_widths
 
 
@@ -87,12 +89,12 @@ def test_the_numpy_policy_computes_the_actor_critics_logits_and_greedy_actions(h
     assert (actions == GreedyPolicy(net)(obs)).mean() > 0.99  # a near-tie may round either way
 
 
-def test_only_mlp_actor_critics_have_a_numpy_policy():
+def test_only_mlp_and_minatar_actor_critics_have_a_numpy_policy():
     net = make_network("CartPole-v1", (64, 64), False, seed=0)
     policy = numpy_policy(net)
     assert (policy.widths, policy.activation, policy.total) == ((4, 64, 64, 2), "tanh", FlatParams(net).size)
     assert numpy_policy(ConvActorCritic(6)) is None
-    assert numpy_policy(MinAtarActorCritic(6, 4, (10, 10))) is None
+    assert numpy_policy(MinAtarActorCritic(6, 4, (10, 10))) is not None
     assert numpy_policy(VectorQNetwork(4, (8,), 2)) is None
 
 
@@ -108,21 +110,23 @@ from gorila.params import ServerSpec, UpdateRule
 from gorila.runtime import LocalRuntime
 factory, params = pickle.load(sys.stdin.buffer)
 runtime = LocalRuntime()
-shards = runtime.start_shards(ServerSpec(rule=UpdateRule.asynchronous()), params)
+# Shards in this process too: slices short enough that their optimizer steps in numpy, not torch.
+shards = runtime.start_shards(ServerSpec(rule=UpdateRule.asynchronous(), num_shards=8), params)
 evaluator = factory(0, shards.server)
 evaluator.step()
 print(len(evaluator.report()["eval_returns"]), 'torch' in sys.modules)
 """
 
 
-@pytest.mark.parametrize("algo", ["a3c", "impala", "ppo", "dqn", "apex"])
-def test_the_evaluator_a_builder_makes_for_cartpole_plays_without_torch(tmp_path, algo):
+@pytest.mark.parametrize("algo, env", [(algo, "CartPole-v1") for algo in ("a3c", "impala", "ppo", "dqn", "apex")]
+                         + [("impala", "MinAtar/Breakout-v1"), ("dqn", "MinAtar/Breakout-v1")])
+def test_the_evaluator_a_builder_makes_plays_without_torch(tmp_path, algo, env):
     """The plan's evaluator factory, pickled as a runtime sends it to the evaluator's process, is
     built and plays there; torch is never loaded in that process."""
     algorithm = ALGORITHMS[algo]
     run = RunConfig(algo=algo, runtime="local", run_dir=tmp_path / "run")
     configs = [cls() for cls in algorithm.config_classes()]
-    configs[-1] = type(configs[-1])(env="CartPole-v1", eval_episodes=2)
+    configs[-1] = type(configs[-1])(env=env, eval_episodes=2)
     plan = algorithm.plan_fn()(run, *configs)
     shipped = pickle.dumps((plan.evaluation.factory, plan.initial_params()))
     done = subprocess.run([sys.executable, "-c", EVALUATOR], input=shipped, capture_output=True, timeout=120)
@@ -131,8 +135,9 @@ def test_the_evaluator_a_builder_makes_for_cartpole_plays_without_torch(tmp_path
 
 
 @pytest.mark.parametrize("net, obs_shape", [(ActorCritic(4, 3, (8,)), (4,)),
-                                            (MinAtarActorCritic(3, in_channels=2, image_size=(5, 5)), (2, 5, 5))],
-                         ids=["mlp, in numpy", "cnn, through torch"])
+                                            (MinAtarActorCritic(3, in_channels=2, image_size=(5, 5)), (2, 5, 5)),
+                                            (ConvActorCritic(3, in_channels=1, image_size=(36, 36)), (1, 36, 36))],
+                         ids=["mlp, in numpy", "minatar, in numpy", "nature cnn, through torch"])
 def test_the_sampler_draws_from_pi(net, obs_shape):
     with torch.no_grad():  # logits (0, 1, 2) whatever the observation: pi = (0.09, 0.24, 0.67), far from uniform
         out = net.policy if isinstance(net.policy, torch.nn.Linear) else net.policy[-1]
@@ -141,6 +146,11 @@ def test_the_sampler_draws_from_pi(net, obs_shape):
     sampler = PolicySampler(net, seed=0)
     sampler.set(FlatParams(net).get())
     obs = np.random.default_rng(1).uniform(0, 1, size=(4000, *obs_shape)).astype(np.float32)
+    assert sampler.in_numpy == (not isinstance(net, ConvActorCritic))
+    pi = np.exp([0.0, 1.0, 2.0]) / np.exp([0.0, 1.0, 2.0]).sum()
     frequencies = np.bincount(sampler.sample(obs), minlength=3) / len(obs)
-    np.testing.assert_allclose(frequencies, np.exp([0.0, 1.0, 2.0]) / np.exp([0.0, 1.0, 2.0]).sum(),
-                               atol=0.03)  # 4 standard deviations of 4,000 draws at most
+    np.testing.assert_allclose(frequencies, pi, atol=0.03)  # 4 standard deviations of 4,000 draws at most
+    actions, log_probs = sampler.sample_with_log_prob(obs)
+    np.testing.assert_allclose(np.bincount(actions, minlength=3) / len(obs), pi, atol=0.03)
+    assert log_probs.dtype == np.float32
+    np.testing.assert_allclose(log_probs, np.log(pi)[actions], rtol=1e-5)  # each the log-probability of its own action

@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
-import torch
 from torch import nn
 
 from gorila.actors.rollout import RolloutWorker
@@ -22,6 +21,7 @@ from gorila.envs.vector import Transitions
 from gorila.errors import WorkerTimeoutError
 from gorila.nets.flat import FlatParams
 from gorila.nets.heads import head_for
+from gorila.nets.numpy_policy import PolicySampler
 from gorila.params import ParameterServer
 from gorila.params.cache import CachedSource
 from gorila.trajectory import RemoteQueue, Segment
@@ -91,13 +91,14 @@ class SegmentActor:
             self.runner, self.normalizer = actor_runner(envs, actor_seed, normalize)
         self.net = network_fn() if self.rollout is None else None
         self.flat = None if self.net is None else FlatParams(self.net)
+        # Draws in numpy where the network has a numpy twin (torch's per-call cost on a few observations)
+        self.sampler = None if self.net is None else PolicySampler(self.net, actor_seed)
         self.source = server.source(worker_id) if self.rollout is None else None
         self.envs: Any = self.rollout if self.runner is None else self.runner  # both count and close alike
         self.head = head_for(self.envs.action_space)  # how one action is stored
         self.queue_index = worker_id % len(queues)
         self.queue = queues[self.queue_index]
         self.unroll_length, self.refresh_every, self.gamma = unroll_length, refresh_every, gamma
-        self.generator = torch.Generator().manual_seed(actor_seed)
         self.writer = f"actor{worker_id}-{uuid.uuid4().hex}"  # a restarted actor is a new writer
         self.seq = 0
         self.version = -1
@@ -155,7 +156,8 @@ class SegmentActor:
             # A round's segment is acted on the version the round waited for: a node cache that has
             # not yet got it is passed over for the server.
             source, began = self.source, time.thread_time()
-            self.flat.set(source.pull(self.round_target) if isinstance(source, CachedSource) else source.pull())
+            params = source.pull(self.round_target) if isinstance(source, CachedSource) else source.pull()
+            self._load(params)
             self.spent["pull"] += time.thread_time() - began
             self.version = self.source.version
             self.segments_since_refresh = 0
@@ -206,19 +208,25 @@ class SegmentActor:
                 yield filled[group], step, self.rollout.log_probs, self.rollout.dropped
                 filled[group] += 1
             return
-        assert self.runner is not None and self.net is not None
+        assert self.runner is not None and self.sampler is not None
         for t in range(self.unroll_length):
             began = time.thread_time()
-            with torch.no_grad():
-                out, _ = self.net(torch.as_tensor(self.runner.observations, dtype=torch.float32))
-                chosen, logp = self.head.sample(out, self.generator)  # a Box action unclipped, as logp is of it
-                chosen_logp = logp.numpy()
+            # a Box action unclipped, as its log-probability is of it
+            chosen, chosen_logp = self.sampler.sample_with_log_prob(self.runner.observations)
             acted = time.thread_time()
-            step = self.runner.step(chosen.numpy())
+            step = self.runner.step(chosen)
             self.spent["act"] += acted - began
             self.spent["env"] += time.thread_time() - acted
             step = dataclasses.replace(step, policy_version=np.full(len(step), self.version, np.int64))
             yield t, step, chosen_logp[step.env_index], self.runner.dropped
+
+    def _load(self, params: np.ndarray) -> None:
+        """The pulled parameters, where the draws read them: the sampler's numpy twin, else the network."""
+        assert self.flat is not None and self.sampler is not None
+        if self.sampler.in_numpy:
+            self.sampler.set(params)
+        else:
+            self.flat.set(params)
 
     def _collect_reply(self) -> None:
         if self.in_flight is None:

@@ -46,7 +46,7 @@ from gorila.learners.q_learner import QLearner
 from gorila.learners.replay_learner import ReplayLearner
 from gorila.learners.target import TargetUpdate
 from gorila.nets import FlatParams
-from gorila.nets.numpy_mlp import NumpyMLP
+from gorila.nets.numpy_conv import NumpyNetwork
 from gorila.params.owned import owning_learner
 from gorila.params.replicas import replicated_learner
 from gorila.params.server import ServerSpec
@@ -104,7 +104,7 @@ def sampled_inference(network_fn: Callable[[], nn.Module], rl: RLConfig, total_e
 
 def rl_plan(run: RunConfig, rl: RLConfig, *, algo: str, net: nn.Module, network_fn: Callable[[], nn.Module],
             policy_fn: Callable[[nn.Module], Any], eval_epsilon: float, central: bool, config: dict,
-            metrics: tuple[str, ...] = (), eval_mlp: NumpyMLP | None = None, cache_readers: str = "actor",
+            metrics: tuple[str, ...] = (), eval_numpy: NumpyNetwork | None = None, cache_readers: str = "actor",
             eval_every_s: float = ONE_A_SECOND, **plan: Any) -> Plan:
     """A :class:`Plan` with the fields every RL algorithm fills the same way; ``plan`` holds the
     algorithm's own (``spec``, ``groups``, ``services``, ``processes``, ``chunk_steps``, ...).
@@ -113,9 +113,9 @@ def rl_plan(run: RunConfig, rl: RLConfig, *, algo: str, net: nn.Module, network_
     ``eval_every_s`` its evaluation cadence on Ray, unless ``--eval-every-s`` is given (on the
     local runtime :data:`~gorila.algos.rl_config.ONE_A_SECOND`);
     ``config`` the algorithm's own settings for ``config.json`` (the RL settings are added);
-    ``eval_mlp`` the network's greedy policy in numpy, where it is an MLP (a plain Q-network's,
+    ``eval_numpy`` the network's greedy policy in numpy, where it has a numpy twin (a plain Q-network's,
     :func:`gorila.nets.q.numpy_q_network`, or an actor-critic's policy head,
-    :func:`gorila.nets.actor_critic.numpy_policy`): the evaluator then plays it in a process without torch.
+    :func:`gorila.nets.numpy_policy.numpy_policy`): the evaluator then plays it in a process without torch.
     With ``--param-cache node`` the plan places the caches ``--cache-tiers`` names, and its rows
     carry their counters and those of the group that reads them, ``cache_readers`` (:func:`cache_metrics`).
     """
@@ -126,7 +126,7 @@ def rl_plan(run: RunConfig, rl: RLConfig, *, algo: str, net: nn.Module, network_
         eval_every_s = ONE_A_SECOND
     evaluation = PolicyEvaluation(rl.env, network_fn, policy_fn, episodes=rl.eval_episodes, epsilon=epsilon,
                                   seed=run.seed, noop_max=rl.eval_noop_max, every_s=eval_every_s,
-                                  every_steps=rl.eval_every_steps, numpy_policy=eval_mlp,
+                                  every_steps=rl.eval_every_steps, numpy_policy=eval_numpy,
                                   target=rl.target() if rl.target_on == "eval" else None)
     record = {**config, **asdict(rl), "eval_epsilon": epsilon, "eval_every_s": eval_every_s,
               "inference": "central" if central else "local"}

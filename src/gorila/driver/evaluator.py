@@ -1,8 +1,9 @@
 """The evaluator worker: it plays the newest parameters while training goes on (placed and judged
 by :class:`~gorila.driver.policy_evaluation.PolicyEvaluation`).
 
-No torch at import: an evaluator of an MLP (a plain Q-network, or an actor-critic's policy head)
-plays it in numpy (:class:`~gorila.nets.numpy_mlp.NumpyMLP`), and its process never loads torch."""
+No torch at import: an evaluator of a network with a numpy twin (an MLP or MinAtar's: a plain
+Q-network, or an actor-critic's policy) plays it in numpy
+(:class:`~gorila.nets.numpy_conv.NumpyNetwork`), and its process never loads torch."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from gorila.envs.evaluation import EvaluationEpisodes
 from gorila.envs.faults import EnvFailures
 from gorila.envs.normalize import NormalizedPolicy, RunningStats, Statistics
 from gorila.errors import EnvFailedError
-from gorila.nets.numpy_mlp import NumpyMLP
+from gorila.nets.numpy_conv import NumpyNetwork
 from gorila.params import ParameterServer
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class Evaluator:
 
     ``network_fn()`` builds the architecture; ``policy_fn(net)`` turns it into a function from a
     batch of observations to greedy actions. With ``numpy_policy`` (an unset
-    :class:`~gorila.nets.numpy_mlp.NumpyMLP` of the network's greedy policy, which the builder made
+    :class:`~gorila.nets.numpy_conv.NumpyNetwork` of the network's greedy policy, which the builder made
     where that policy is an MLP) neither is used: the greedy actions come from a copy of it, and the
     process never imports torch. Episodes start after up to ``noop_max`` no-ops.
     With ``share`` (the evaluator shares a process with training) a step plays only a slice, as
@@ -64,7 +65,7 @@ class Evaluator:
                  network_fn: Callable[[], nn.Module] | None, policy_fn: Callable[[nn.Module], Callable] | None,
                  episodes: int, epsilon: float, seed: int, noop_max: int = 30, share: float | None = None,
                  slice_s: float | None = None, clock: Callable[[], float] = time.perf_counter,
-                 numpy_policy: NumpyMLP | None = None):
+                 numpy_policy: NumpyNetwork | None = None):
         self.env_id, self.episodes, self.epsilon, self.noop_max = env_id, episodes, epsilon, noop_max
         self.seed = seed + 10_000
         self.share, self.slice_s, self.clock = share, slice_s, clock

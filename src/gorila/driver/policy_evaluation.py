@@ -2,8 +2,8 @@
 parameters while training goes on, and :class:`PolicyEvaluation` places it, paces it and judges
 what it reports.
 
-No torch at import: an evaluator of an MLP (a plain Q-network, or an actor-critic's policy head)
-plays it in numpy (:class:`~gorila.nets.numpy_mlp.NumpyMLP`), and its process never loads torch."""
+No torch at import: an evaluator of a network with a numpy twin (an MLP or MinAtar's: a plain
+Q-network, or an actor-critic's policy) plays it in numpy (:class:`~gorila.nets.numpy_conv.NumpyNetwork`), and its process never loads torch."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from gorila.envs.evaluation import NORMALIZATION_SOURCE, dqn_normalized, human_n
 from gorila.envs.make import is_atari
 from gorila.envs.normalize import Statistics
 from gorila.errors import WorkerTimeoutError
-from gorila.nets.numpy_mlp import NumpyMLP
+from gorila.nets.numpy_conv import NumpyNetwork
 from gorila.params import ParameterServer
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ class PolicyEvaluation:
         evaluation = PolicyEvaluation("CartPole-v1", network_fn, greedy_policy, episodes=10,
                                       epsilon=0.05, seed=0, noop_max=30, every_s=1.0, target=475.0)
 
-    With ``numpy_policy`` (the greedy policy as an unset :class:`~gorila.nets.numpy_mlp.NumpyMLP`,
+    With ``numpy_policy`` (the greedy policy as an unset :class:`~gorila.nets.numpy_conv.NumpyNetwork`,
     where it is an MLP) the evaluator plays it in numpy, and its process never imports torch (its
     factory then holds neither ``network_fn`` nor ``policy_fn``).
 
@@ -68,7 +68,7 @@ class PolicyEvaluation:
 
     def __init__(self, env_id: str, network_fn: Callable[[], nn.Module], policy_fn: Callable, *,
                  episodes: int, epsilon: float, seed: int, noop_max: int, every_s: float, target: float | None,
-                 every_steps: int | None = None, numpy_policy: NumpyMLP | None = None):
+                 every_steps: int | None = None, numpy_policy: NumpyNetwork | None = None):
         self.env_id, self.epsilon, self.every_s, self.target = env_id, epsilon, every_s, target
         self.every_steps = every_steps
         self.next_steps = 0  # with every_steps: the env steps at which the next evaluation starts

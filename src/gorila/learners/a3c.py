@@ -21,7 +21,7 @@ from gorila.envs.vector import Transitions
 from gorila.learners.replay_learner import lag_bins
 from gorila.learners.straggler import Straggler
 from gorila.losses.a3c import A3CLoss, Rollout
-from gorila.nets.actor_critic import PolicySampler
+from gorila.nets.numpy_policy import PolicySampler
 from gorila.nets.heads import ActionHead
 from gorila.nets.flat import FlatParams, soft_update
 from gorila.params import OUTCOMES, ParameterServer
@@ -42,7 +42,7 @@ class A3CWorker:
     steps of every environment, actions sampled from pi) and one push of the gradient of that
     rollout. Environment ``i`` of worker ``k`` is seeded ``seed + 1000 k + i``; actions come from a
     generator seeded the same way, so a worker's rollouts depend only on its seed and the
-    parameters it pulls (:class:`~gorila.nets.actor_critic.PolicySampler`: an MLP policy acts in
+    parameters it pulls (:class:`~gorila.nets.numpy_policy.PolicySampler`: an MLP policy acts in
     numpy). Given ``inference`` (the endpoint of an inference server, with
     ``--inference central``), a :class:`~gorila.actors.rollout.RolloutWorker` steps the envs in two
     alternating groups and the server samples the actions with the parameters it last pulled; the

@@ -127,12 +127,12 @@ def value_head_groups(net: nn.Module, flat: FlatParams) -> tuple[np.ndarray, np.
     return policy_mask, ~policy_mask
 
 
-def numpy_policy(net: nn.Module) -> NumpyMLP | None:
+def numpy_mlp_policy(net: nn.Module) -> NumpyMLP | None:
     """The policy of an MLP :class:`ActorCritic` as a :class:`~gorila.nets.numpy_mlp.NumpyMLP` that
     takes the network's whole flat vector (its greedy actions are the argmax of the logits, without
     torch); None for other networks (convolutional ones)::
 
-        policy = numpy_policy(net)      # unset: builders hand it to the evaluator
+        policy = numpy_mlp_policy(net)  # unset: builders hand it to the evaluator
         policy.set(FlatParams(net).get()); policy.greedy(obs)
 
     The policy's layers (a shared torso's, then the policy head) come first in the vector, the value
@@ -156,36 +156,3 @@ def numpy_policy(net: nn.Module) -> NumpyMLP | None:
         return None
     widths = (linears[0].in_features, *(layer.out_features for layer in linears))
     return NumpyMLP(widths, activation="tanh", total=flat.size)
-
-
-class PolicySampler:
-    """Draws an action per observation from pi(.|obs) of an actor-critic (``net.head``'s distribution)::
-
-        sampler = PolicySampler(net, seed=1003)
-        sampler.set(flat)                 # the vector just loaded into ``net``
-        actions = sampler.sample(obs)     # (N,) int64, or (N, size) float32 for a Gaussian head
-
-    An MLP policy (:func:`numpy_policy`) is played in numpy, the action drawn by the Gumbel-max
-    trick: for the few observations of one worker's step torch's per-call cost dominates (CartPole,
-    8 envs: 15 us a step in numpy, 137 us through torch, which also ran the value network). Any
-    other network (a CNN, a Gaussian policy) samples through its head in torch from ``net``'s own parameters. Either way the draws
-    come from a generator seeded with ``seed``."""
-
-    def __init__(self, net: nn.Module, seed: int):
-        self.net = net
-        self.policy = numpy_policy(net)
-        self.rng = np.random.default_rng(seed)
-        self.generator = torch.Generator().manual_seed(seed)
-
-    def set(self, flat: np.ndarray) -> None:
-        if self.policy is not None:
-            self.policy.set(flat)
-
-    def sample(self, obs: np.ndarray) -> np.ndarray:
-        if self.policy is not None:
-            logits = self.policy(obs)
-            # Gumbel-max: argmax(logits + G), with G ~ Gumbel(0, 1) per entry, is a draw from softmax(logits).
-            return np.argmax(logits + self.rng.gumbel(size=logits.shape), axis=1)
-        with torch.no_grad():
-            out, _ = self.net(torch.as_tensor(obs, dtype=torch.float32))
-            return self.net.head.sample(out, self.generator)[0].numpy()

@@ -16,6 +16,7 @@ from gorila.nets.actor_critic import value_head_groups
 from gorila.nets.cnn import DuelingHead
 from gorila.nets.flat import FlatParams
 from gorila.nets.heads import CategoricalHead
+from gorila.nets.numpy_conv import NumpyMinAtarNet
 
 FILTERS = 16
 HIDDEN = 128
@@ -48,6 +49,7 @@ class MinAtarQNetwork(nn.Module):
     def __init__(self, n_actions: int, in_channels: int, image_size: tuple[int, int] = (10, 10),
                  dueling: bool = False):
         super().__init__()
+        self.image_size = tuple(image_size)
         self.features, n_features = _torso(in_channels, image_size)
         self.head = (DuelingHead(n_features, (HIDDEN,), n_actions) if dueling
                      else nn.Sequential(nn.Linear(n_features, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, n_actions)))
@@ -69,6 +71,7 @@ class MinAtarActorCritic(nn.Module):
 
     def __init__(self, n_actions: int, in_channels: int, image_size: tuple[int, int] = (10, 10)):
         super().__init__()
+        self.image_size = tuple(image_size)
         features, n_features = _torso(in_channels, image_size)
         self.torso = nn.Sequential(features, nn.Linear(n_features, HIDDEN), nn.ReLU())
         self.head = CategoricalHead(n_actions)
@@ -87,3 +90,27 @@ class MinAtarActorCritic(nn.Module):
     def param_groups(self, flat: FlatParams) -> tuple[np.ndarray, np.ndarray]:
         """``(policy_mask, value_mask)`` over ``flat``'s vector: the value head, and the rest."""
         return value_head_groups(self, flat)
+
+
+def numpy_minatar(net: nn.Module) -> NumpyMinAtarNet | None:
+    """The network's policy (an actor-critic's logits) or Q-values as an unset
+    :class:`~gorila.nets.numpy_conv.NumpyMinAtarNet` that takes its whole flat vector; None for a
+    network that is not MinAtar's, or a dueling one::
+
+        policy = numpy_minatar(MinAtarActorCritic(3, 4))     # conv -> 128 -> 3 logits; the value head unread
+        policy.set(FlatParams(net).get()); policy.greedy(obs)
+
+    The layers it plays must be the vector's first entries (FlatParams' order, the parameters' own):
+    checked here, so a network laid out otherwise gets None rather than a copy reading the wrong entries."""
+    if isinstance(net, MinAtarActorCritic):
+        conv, hidden, out = net.torso[0][0], net.torso[1], net.policy
+    elif isinstance(net, MinAtarQNetwork) and isinstance(net.head, nn.Sequential):
+        conv, hidden, out = net.features[0], net.head[0], net.head[2]
+    else:
+        return None
+    played = [conv.weight, conv.bias, hidden.weight, hidden.bias, out.weight, out.bias]
+    params = [p for p in net.parameters() if p.requires_grad]  # FlatParams' order
+    if any(a is not b for a, b in zip(played, params)):
+        return None
+    return NumpyMinAtarNet(conv.in_channels, (hidden.out_features, out.out_features), net.image_size,
+                           filters=conv.out_channels, total=sum(p.numel() for p in params))

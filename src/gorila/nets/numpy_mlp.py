@@ -12,7 +12,7 @@ evaluator of a CartPole run) never imports torch (about 150 MiB of memory per pr
 The layout is ``nn.Linear``'s, layer by layer: weight ``(out, in)`` then bias, the activation after
 every layer but the last (:func:`gorila.nets.mlp.mlp`). Which torch networks are such an MLP is said
 on the torch side: :func:`gorila.nets.q.numpy_q_network` (a plain Q-network, ReLU) and
-:func:`gorila.nets.actor_critic.numpy_policy` (an MLP actor-critic's policy head, tanh, ahead of its
+:func:`gorila.nets.actor_critic.numpy_mlp_policy` (an MLP actor-critic's policy head, tanh, ahead of its
 value network in the vector). No torch here.
 """
 

@@ -12,8 +12,9 @@ from torch import nn
 from gorila.errors import ConfigError
 from gorila.nets.cnn import DuelingHead, NatureCNN
 from gorila.nets.inputs import module_device, observation_tensor
-from gorila.nets.minatar import MinAtarQNetwork, is_grid
+from gorila.nets.minatar import MinAtarQNetwork, is_grid, numpy_minatar
 from gorila.nets.mlp import mlp
+from gorila.nets.numpy_conv import NumpyNetwork
 from gorila.nets.numpy_mlp import NumpyMLP
 
 
@@ -73,11 +74,12 @@ def mlp_widths(net: nn.Module) -> tuple[int, ...] | None:
     return (linears[0].in_features, *(layer.out_features for layer in linears))
 
 
-def numpy_q_network(net: nn.Module) -> NumpyMLP | None:
-    """A plain MLP Q-network as an unset :class:`~gorila.nets.numpy_mlp.NumpyMLP` (the evaluator
-    plays it without torch); None for others (see :func:`mlp_widths`)."""
+def numpy_q_network(net: nn.Module) -> NumpyNetwork | None:
+    """A plain MLP Q-network as an unset :class:`~gorila.nets.numpy_mlp.NumpyMLP`, or a plain
+    MinAtar one as a :class:`~gorila.nets.numpy_conv.NumpyMinAtarNet` (the evaluator plays it without
+    torch); None for others (see :func:`mlp_widths`, :func:`~gorila.nets.minatar.numpy_minatar`)."""
     widths = mlp_widths(net)
-    return None if widths is None else NumpyMLP(widths)
+    return NumpyMLP(widths) if widths is not None else numpy_minatar(net)
 
 
 def greedy_policy(net: nn.Module) -> Callable[[np.ndarray], np.ndarray]:

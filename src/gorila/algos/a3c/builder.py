@@ -20,7 +20,7 @@ from gorila.envs.spec import EnvSpec
 from gorila.inference.policies import SampledPolicy
 from gorila.learners.a3c import A3CWorker
 from gorila.losses.a3c import A3CLoss
-from gorila.nets.actor_critic import numpy_policy
+from gorila.nets.numpy_policy import numpy_policy
 
 STEPS_PER_CHUNK = 20
 # Central inference: batches between the server's pulls. A worker pulls before every rollout, so
@@ -55,7 +55,7 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
         return [WorkerSpec("worker", functools.partial(worker, inference=endpoint), cfg.workers, spread=not central)]
 
     return rl_plan(
-        run, rl, algo="a3c", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_mlp=numpy_policy(net),
+        run, rl, algo="a3c", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_numpy=numpy_policy(net),
         eval_epsilon=cfg.EVAL_EPSILON, eval_every_s=cfg.EVAL_EVERY_S,
         central=central, config=asdict(cfg),
         # policy and value parameters keep their own learning rates

@@ -76,7 +76,7 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
     learner = q_learner(network_fn, cfg, rl, run.runtime)
     spec = run.server_spec(run.rule(num_workers=cfg.learners), cfg.optimizer, cfg.lr, learners=cfg.learners)
     return rl_plan(
-        run, rl, algo="apex", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_mlp=numpy_q_network(net),
+        run, rl, algo="apex", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_numpy=numpy_q_network(net),
         eval_epsilon=cfg.EVAL_EPSILON,
         central=central, config={**asdict(cfg), "target_update": str(cfg.target_update)},
         spec=spec, groups=lambda services: owned_learners(topology.groups(actor, learner, services), run, spec,

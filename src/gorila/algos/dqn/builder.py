@@ -69,7 +69,7 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
                                     "learner; one that owns the parameters needs --actors 1 (one bundle, whose "
                                     "actor then reads them in its own process), or --replay global")
     spec = run.server_spec(rule, cfg.optimizer, cfg.lr, learners=cfg.num_learners)
-    common = dict(net=net, network_fn=network_fn, policy_fn=greedy_policy, eval_mlp=numpy_q_network(net),
+    common = dict(net=net, network_fn=network_fn, policy_fn=greedy_policy, eval_numpy=numpy_q_network(net),
                   eval_epsilon=cfg.EVAL_EPSILON,
                   central=central, config={**asdict(cfg), "target_update": str(cfg.target_update)}, spec=spec)
     if cfg.replay == "local":

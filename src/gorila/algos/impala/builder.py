@@ -25,7 +25,7 @@ from gorila.envs.spec import EnvSpec
 from gorila.errors import ConfigError
 from gorila.learners.impala import ImpalaLearner
 from gorila.losses.impala import ImpalaLoss
-from gorila.nets.actor_critic import numpy_policy
+from gorila.nets.numpy_policy import numpy_policy
 from gorila.trajectory import TrajectoryQueue
 
 STEPS_PER_CHUNK = 4
@@ -61,7 +61,7 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
 
 
     return rl_plan(
-        run, rl, algo="impala", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_mlp=numpy_policy(net),
+        run, rl, algo="impala", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_numpy=numpy_policy(net),
         eval_epsilon=cfg.EVAL_EPSILON, eval_every_s=cfg.EVAL_EVERY_S,
         central=central, config=asdict(cfg),
         spec=spec,

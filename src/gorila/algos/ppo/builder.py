@@ -33,7 +33,7 @@ from gorila.envs.spec import EnvSpec
 from gorila.errors import ConfigError
 from gorila.learners.ppo import PPOLearner
 from gorila.losses.ppo_targets import PPOLoss
-from gorila.nets.actor_critic import numpy_policy
+from gorila.nets.numpy_policy import numpy_policy
 from gorila.params import UpdateRule
 from gorila.params.optim import LinearDecay
 from gorila.trajectory import TrajectoryQueue
@@ -83,7 +83,7 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
     # batches (epochs x minibatches versions) old, its ratios mostly clipped away. One segment per
     # chunk, never scaled up toward chunk_seconds, keeps each batch acted on the newest parameters.
     return rl_plan(
-        run, rl, algo="ppo", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_mlp=numpy_policy(net),
+        run, rl, algo="ppo", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_numpy=numpy_policy(net),
         eval_epsilon=cfg.EVAL_EPSILON, eval_every_s=cfg.EVAL_EVERY_S,
         central=central, config=asdict(cfg), spec=spec,
         groups=trajectory_groups(actor, learner, cfg.actors, cfg.learners, central, learner_gpus),
