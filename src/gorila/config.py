@@ -39,6 +39,18 @@ PUBLISH_S = 0.1
 #: The algorithms whose learners can own the parameters: learners fed by actors through trajectory
 #: queues or replay shards, and Gorila DQN's one bundle (``--replay local --actors 1``).
 LEARNER_OWNED = ("apex", "dqn", "impala", "ppo")
+
+
+def default_server(algo: str, learners: int, runtime: str) -> str:
+    """``--server`` when not given: ``learner`` wherever the run's learners can own the parameters
+    (one learner of :data:`LEARNER_OWNED`; several of apex, impala and ppo on Ray, as replicas),
+    else ``process``. An owning learner applies its gradients where it computes them and sends its
+    parameters to the actors' store: no push and pull of the whole vector on every update."""
+    if algo not in LEARNER_OWNED:
+        return "process"
+    if learners == 1:
+        return "learner"
+    return "learner" if algo != "dqn" and runtime == "ray" else "process"
 # The semi-async preset, whose numbers the help shows (they live in params/rule.py only).
 _SEMI_ASYNC = UpdateRule.semi_async()
 
@@ -58,11 +70,12 @@ class RunConfig:
     shards: int = field(default=1, metadata={"help": "parameter-server shards"})
     server: str = field(default="process", metadata={
         "help": "process: the shards live in processes of their own, which every worker pushes its gradients to "
-                "and pulls from; learner (apex, impala, ppo): the learner owns the parameters and its optimizer, "
-                "applies its gradients where it computes them, and publishes its parameters to the shards, which "
-                "its actors read; with --learners N (--runtime ray) each learner holds a replica, their gradients "
-                "are averaged by an all-reduce (torch.distributed, gloo) and every replica takes the same step, "
-                "the first publishing", "choices": SERVERS})
+                "and pulls from; learner (apex, impala, ppo, one-learner dqn): the learner owns the parameters and "
+                "its optimizer, applies its gradients where it computes them, and publishes its parameters to the "
+                "shards, which its actors read; with --learners N (--runtime ray) each learner holds a replica, "
+                "their gradients are averaged by an all-reduce (torch.distributed, gloo) and every replica takes "
+                "the same step, the first publishing. Unless given: learner wherever the run's learners can own "
+                "the parameters, else process", "choices": SERVERS})
     publish_every: int = field(default=1, metadata={
         "help": "--server learner: updates between the learner's publications of its parameters (on Ray at most "
                 "one each 0.1 s; never while one is still on its way; each chunk ends with one)"})

@@ -60,7 +60,11 @@ def configs_from_values(algo: str, values: dict[str, Any]) -> tuple[RunConfig, l
     configs = [from_flags(cls, namespace) for cls in ALGORITHMS[algo].config_classes()]
     budget = (None if "total_steps" not in settings(algo) else RESUMED_BUDGET if values.get("resume") is not None
               else budget_source(values, _default_env(configs)))
-    run = from_flags(RunConfig, namespace, algo=algo, preset_source=source(values.get("preset")), budget_source=budget)
+    # --server not given: the algorithm's choice for these learners (a resumed run's is in its config.json)
+    server = getattr(namespace, "server", None) or ALGORITHMS[algo].default_server(
+        configs, getattr(namespace, "runtime", None) or RunConfig.runtime)
+    run = from_flags(RunConfig, namespace, algo=algo, preset_source=source(values.get("preset")), budget_source=budget,
+                     server=server)
     ALGORITHMS[algo].check(configs)
     return run, configs
 

@@ -91,8 +91,8 @@ def estimate(run: RunConfig, configs: list[Any]) -> Estimate:
     main = configs[0]
     workers, count_field = _workers(run.algo, main)
     on_ray = run.runtime == "ray"
-    shards = run.shards if run.server == "process" else 0
-    processes = workers + (shards + 1 if on_ray else 0)  # + the evaluator
+    # the shards are processes under either server (an owning learner's store), and the evaluator one
+    processes = workers + (run.shards + 1 if on_ray else 0)
     observation, actions = _spaces(configs)
     copies = workers + SERVER_COPIES
     network = _network_parameters(run.algo, main, observation, actions) * FLOAT_BYTES * copies

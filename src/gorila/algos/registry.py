@@ -8,6 +8,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
+from gorila.config import LEARNER_OWNED, default_server
+
 _RL = "gorila.algos.rl_config:RLConfig"
 
 
@@ -34,12 +36,24 @@ class Algorithm:
 
     def flag_defaults(self) -> dict:
         """The run's settings whose default the algorithm decides, as its help shows them: the
-        server's optimizer and (RL) the evaluation's ε, class attributes of its first config."""
-        main = self.config_classes()[0]
-        defaults = {"optimizer": main.optimizer}
+        server's optimizer and (RL) the evaluation's ε, class attributes of its first config, and
+        ``--server`` for its default settings on the default runtime."""
+        classes = self.config_classes()
+        main = classes[0]
+        defaults = {"optimizer": main.optimizer, "server": self.default_server([cls() for cls in classes], "ray")}
         if self.is_rl:
             defaults["eval_epsilon"] = main.EVAL_EPSILON
         return defaults
+
+    def default_server(self, configs: list, runtime: str) -> str:
+        """``--server`` for a run of ``configs`` on ``runtime`` that names none
+        (:func:`gorila.config.default_server`, by how many learners the run has)."""
+        if self.name not in LEARNER_OWNED:
+            return "process"
+        main = configs[0]
+        # Gorila DQN's learners follow from its replay (one per bundle, or --learners with global replay)
+        learners = main.num_learners if self.name == "dqn" else main.learners
+        return default_server(self.name, learners, runtime)
 
     def check(self, configs: list) -> None:
         """Raise a :class:`~gorila.errors.ConfigError` where the configs, each valid alone,
