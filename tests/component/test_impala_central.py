@@ -52,7 +52,7 @@ def test_segments_carry_the_servers_log_probability_of_each_chosen_action():
     finally:
         actor.close()
         inference.close()
-    assert actor.net is None  # the server chose every action
+    assert actor.sampler is None  # the server chose every action
     assert seg.obs.shape == (7, 5, 1) and seg.valid.all() and seg.steps == 35
     # both groups (envs 0-2 and 3-4) step once per time index: every env counts 0..4 then restarts
     assert seg.obs[:, :, 0].T.tolist() == [[0, 1, 2, 3, 4, 0, 1]] * 5

@@ -128,3 +128,25 @@ def test_short_slices_never_import_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False"]
+
+
+def test_a_shard_that_never_steps_never_imports_torch():
+    """The store of a learner that owns its parameters only takes publications: its optimizer,
+    stepping with torch once it steps, leaves torch unloaded until then (seconds of a process's start)."""
+    code = """
+import sys
+import numpy as np
+from gorila.params.rule import UpdateRule
+from gorila.params.shard import ParameterShard
+from gorila.params.optim import TORCH_FROM
+shard = ParameterShard(np.zeros(TORCH_FROM, np.float32), UpdateRule.asynchronous(), "adam", 1e-3)
+shard.load_state_dict(shard.state_dict())
+before = 'torch' in sys.modules
+shard.push(np.ones(TORCH_FROM, np.float32), 0)
+print(before, 'torch' in sys.modules, float(shard.state_dict()["params"][0]))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    before, after, param = done.stdout.split()
+    assert (before, after) == ("False", "True")  # then the first step steps with torch
+    assert float(param) == pytest.approx(-1e-3, rel=1e-3)  # Adam's first step moves by lr

@@ -1,6 +1,9 @@
 """Segments, the trajectory queue, and the actor that feeds it, in one process (CountingEnv)."""
 
 import functools
+import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -12,6 +15,7 @@ from gorila.algos.a3c.networks import make_network
 from gorila.envs.spec import EnvSpec
 from gorila.errors import WorkerTimeoutError
 from gorila.nets.flat import FlatParams
+from gorila.nets.numpy_policy import numpy_policy
 from gorila.params import LocalEndpoint, ParameterServer, ServerSpec, UpdateRule
 from gorila.runtime.local import LocalService
 from gorila.trajectory import RemoteQueue, Segment, TrajectoryQueue
@@ -75,16 +79,19 @@ def _server(timeout_s=30.0):
                                                spec.rule, timeout_s=timeout_s)
 
 
-def _actor(server, network_fn, queue, unroll=7, refresh_every=1, env=COUNTING):
+def _actor(server, network_fn, queue, unroll=7, refresh_every=1, env=COUNTING, twin=False):
     return SegmentActor(0, server, envs=EnvSpec(env, 2), network_fn=network_fn,
                         queues=[RemoteQueue(LocalService(queue))], unroll_length=unroll,
-                        refresh_every=refresh_every, gamma=0.5, seed=0)
+                        refresh_every=refresh_every, gamma=0.5, seed=0,
+                        numpy_policy=numpy_policy(network_fn()) if twin else None)
 
 
-def test_a_segment_carries_the_steps_their_discounts_and_the_behaviour_log_probs():
+@pytest.mark.parametrize("twin", [False, True], ids=["through torch", "numpy twin"])
+def test_a_segment_carries_the_steps_their_discounts_and_the_behaviour_log_probs(twin):
     network_fn, _, server = _server()
     queue = TrajectoryQueue(0, capacity=4)
-    actor = _actor(server, network_fn, queue)
+    actor = _actor(server, network_fn, queue, twin=twin)
+    assert (actor.flat is None) == twin  # with the twin, no torch network at all
     assert actor.step()
     (seg,) = queue.take(1)
     # Counting-v0 ends after 5 steps (obs 0..4), and the next episode starts at once
@@ -230,3 +237,31 @@ def test_a_refused_segment_is_sent_again_only_once_the_queue_has_room():
     queue.take(1)
     actor.step()  # room now: sent again, and taken
     assert queue.stats()["refused"] == 1 and queue.stats()["added"] == 2
+
+
+ACTS_WITHOUT_TORCH = """
+import pickle, sys
+from gorila.actors.segment_actor import SegmentActor
+from gorila.envs.spec import EnvSpec
+from gorila.params import LocalEndpoint, ParameterServer, ServerSpec, UpdateRule
+from gorila.runtime.local import LocalService
+from gorila.trajectory import RemoteQueue, TrajectoryQueue
+twin, params = pickle.load(sys.stdin.buffer)
+spec = ServerSpec(rule=UpdateRule.asynchronous(), num_shards=8)  # short slices: a numpy optimizer
+shards = spec.build(params)
+server = ParameterServer(tuple(LocalEndpoint(s) for s in shards), spec.layout(params.size), spec.rule, timeout_s=30)
+queue = TrajectoryQueue(0, capacity=4)
+actor = SegmentActor(0, server, envs=EnvSpec("MinAtar/Breakout-v1", 2), network_fn=None, unroll_length=5,
+                     queues=[RemoteQueue(LocalService(queue))], refresh_every=1, gamma=0.99, seed=0, numpy_policy=twin)
+actor.step()
+(seg,) = queue.take(1)
+print(seg.steps, bool((seg.log_probs < 0).all()), 'torch' in sys.modules)
+"""
+
+
+def test_an_actor_given_its_policys_numpy_twin_acts_in_a_process_without_torch():
+    net = make_network("MinAtar/Breakout-v1", (64, 64), False, 0)
+    shipped = pickle.dumps((numpy_policy(net), FlatParams(net).get()))
+    done = subprocess.run([sys.executable, "-c", ACTS_WITHOUT_TORCH], input=shipped, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().split() == ["10", "True", "False"]  # 5 steps of 2 envs, each drawn; no torch

@@ -20,7 +20,7 @@ from gorila.actors.nstep import NStepReturns
 from gorila.actors.tally import ExperienceTally
 from gorila.reply import ServiceEndpoint
 from gorila.envs.normalize import Normalization, NormalizedRunner, Normalizer
-from gorila.envs.spec import EnvSpec
+from gorila.envs.spec import EnvSpec, stored_action
 from gorila.envs.vector import Episode, Transitions
 from gorila.inference.channel import SlotLayout
 from gorila.inference.client import InferenceClient
@@ -58,11 +58,9 @@ class RolloutWorker:
         self.runners: list[Any] = (runners if self.normalizer is None else
                                    [NormalizedRunner(runner, self.normalizer) for runner in runners])
         space, actions = self.runners[0].observation_space, self.runners[0].action_space
-        # Box actions travel as the flat float32 vectors a Gaussian policy samples (nets/heads.py)
-        box = isinstance(actions, gym.spaces.Box)
-        action_shape = (int(np.prod(actions.shape, dtype=np.int64)),) if box else ()
+        action_shape, action_dtype = stored_action(actions)
         self.client = InferenceClient(endpoint, SlotLayout(tuple(space.shape), np.dtype(space.dtype).str, sizes,
-                                                           action_shape, "<f4" if box else "<i8"), timeout_s)
+                                                           action_shape, np.dtype(action_dtype).str), timeout_s)
         self.exploration, self.index = exploration, index
         self.rng = np.random.default_rng(seed)
         self.version = -1

@@ -10,18 +10,16 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
-from torch import nn
 
 from gorila.actors.rollout import RolloutWorker
 from gorila.actors.tally import ExperienceTally
 from gorila.reply import Pending, ServiceEndpoint
 from gorila.envs.normalize import Normalization, Statistics, actor_runner
-from gorila.envs.spec import EnvSpec
+from gorila.envs.spec import EnvSpec, stored_action
 from gorila.envs.vector import Transitions
 from gorila.errors import WorkerTimeoutError
-from gorila.nets.flat import FlatParams
-from gorila.nets.heads import head_for
-from gorila.nets.numpy_policy import PolicySampler
+from gorila.nets.numpy_conv import NumpyNetwork
+from gorila.nets.numpy_sampler import NumpySampler
 from gorila.params import ParameterServer
 from gorila.params.cache import CachedSource
 from gorila.trajectory import RemoteQueue, Segment
@@ -47,7 +45,9 @@ class SegmentActor:
     says it is blocked (the runtime backs off); refused for longer than the server's timeout, it is a
     :class:`WorkerTimeoutError` naming the queue. Once refused, it asks the queue for room (a small
     call) before it sends the segment again. Env ``i`` of actor ``k`` is seeded
-    ``seed + 1000 k + i``, and so is the generator that samples its actions.
+    ``seed + 1000 k + i``, and so is the generator that samples its actions. Given its policy's
+    ``numpy_policy`` twin (:func:`gorila.nets.numpy_policy.numpy_policy`, unset), it acts in numpy
+    and its process never imports torch; else it builds ``network_fn()`` and acts through torch.
 
     With an ``inference`` endpoint (``--inference central``) it holds no network: a
     :class:`~gorila.actors.rollout.RolloutWorker` steps its envs in two groups that alternate, the
@@ -77,9 +77,10 @@ class SegmentActor:
     """
 
     def __init__(self, worker_id: int, server: ParameterServer, *, envs: EnvSpec,
-                 network_fn: Callable[[], nn.Module], queues: list[RemoteQueue], unroll_length: int,
+                 network_fn: Callable[[], Any], queues: list[RemoteQueue], unroll_length: int,
                  refresh_every: int, gamma: float, seed: int, inference: ServiceEndpoint | None = None,
-                 round_versions: int | None = None, normalize: Normalization | None = None):
+                 round_versions: int | None = None, normalize: Normalization | None = None,
+                 numpy_policy: NumpyNetwork | None = None):
         actor_seed = seed + 1000 * worker_id
         self.timeout_s = server.timeout_s
         self.rollout = (None if inference is None else
@@ -89,13 +90,13 @@ class SegmentActor:
         self.normalizer = None if self.rollout is None else self.rollout.normalizer
         if self.rollout is None:
             self.runner, self.normalizer = actor_runner(envs, actor_seed, normalize)
-        self.net = network_fn() if self.rollout is None else None
-        self.flat = None if self.net is None else FlatParams(self.net)
-        # Draws in numpy where the network has a numpy twin (torch's per-call cost on a few observations)
-        self.sampler = None if self.net is None else PolicySampler(self.net, actor_seed)
+        self.flat: Any = None  # FlatParams of the network, where it acts in torch
+        self.sampler: Any = None  # what draws its actions (none with an inference server)
+        if self.rollout is None:
+            self.sampler, self.flat = _sampler(network_fn, numpy_policy, actor_seed)
         self.source = server.source(worker_id) if self.rollout is None else None
         self.envs: Any = self.rollout if self.runner is None else self.runner  # both count and close alike
-        self.head = head_for(self.envs.action_space)  # how one action is stored
+        self.action_shape, self.action_dtype = stored_action(self.envs.action_space)
         self.queue_index = worker_id % len(queues)
         self.queue = queues[self.queue_index]
         self.unroll_length, self.refresh_every, self.gamma = unroll_length, refresh_every, gamma
@@ -152,7 +153,7 @@ class SegmentActor:
 
     def collect(self) -> Segment:
         """One segment of ``unroll_length`` steps of every env (pulling first when it is due)."""
-        if self.flat is not None and self.source is not None and self.segments_since_refresh >= self.refresh_every:
+        if self.sampler is not None and self.source is not None and self.segments_since_refresh >= self.refresh_every:
             # A round's segment is acted on the version the round waited for: a node cache that has
             # not yet got it is passed over for the server.
             source, began = self.source, time.thread_time()
@@ -165,7 +166,7 @@ class SegmentActor:
         T, N, space = self.unroll_length, self.envs.num_envs, self.envs.observation_space
         obs = np.zeros((T, N, *space.shape), space.dtype)
         cut_at: list[tuple[int, int, np.ndarray]] = []  # (time, env, the observation a truncated step was cut at)
-        actions = np.zeros((T, N, *self.head.action_shape), self.head.action_dtype)
+        actions = np.zeros((T, N, *self.action_shape), self.action_dtype)
         rewards = np.zeros((T, N), np.float32)
         discounts = np.zeros((T, N), np.float32)
         truncated = np.zeros((T, N), bool)
@@ -221,12 +222,10 @@ class SegmentActor:
             yield t, step, chosen_logp[step.env_index], self.runner.dropped
 
     def _load(self, params: np.ndarray) -> None:
-        """The pulled parameters, where the draws read them: the sampler's numpy twin, else the network."""
-        assert self.flat is not None and self.sampler is not None
-        if self.sampler.in_numpy:
-            self.sampler.set(params)
-        else:
+        """The pulled parameters, where the draws read them: the torch network, its numpy twin, or both."""
+        if self.flat is not None:
             self.flat.set(params)
+        self.sampler.set(params)  # a PolicySampler without a twin ignores it
 
     def _collect_reply(self) -> None:
         if self.in_flight is None:
@@ -267,6 +266,19 @@ class SegmentActor:
         return {**self.tally.report(), **spent, "env_failures": self.envs.env_failures, "segments_queued": self.queued,
                 "version": self.version, **(self.source.counters() if isinstance(self.source, CachedSource) else {}),
                 **(self.normalizer.report() if self.normalizer is not None else {})}
+
+
+def _sampler(network_fn: Callable[[], Any], numpy_policy: NumpyNetwork | None, seed: int) -> tuple[Any, Any]:
+    """``(sampler, flat)``: a :class:`~gorila.nets.numpy_sampler.NumpySampler` on the policy's numpy
+    twin and no FlatParams, so the actor's process never imports torch (seconds of its start, and
+    torch's per-call cost on a few observations); else the torch network's sampler and its FlatParams."""
+    if numpy_policy is not None:
+        return NumpySampler(numpy_policy, seed), None
+    from gorila.nets.flat import FlatParams  # torch: imported only by an actor whose network runs in it
+    from gorila.nets.numpy_policy import PolicySampler
+
+    net = network_fn()
+    return PolicySampler(net, seed), FlatParams(net)
 
 
 def _in_order(cut_at: list[tuple[int, int, np.ndarray]], space) -> np.ndarray:

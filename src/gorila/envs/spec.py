@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
 
 from gorila import validate
 from gorila.envs.vector import BACKENDS, EnvRunner, make_env_runner
@@ -28,3 +32,12 @@ class EnvSpec:
     def runner(self, seed: int, training: bool = True) -> EnvRunner:
         return make_env_runner(self.env_id, self.num_envs, seed=seed, training=training,
                                terminal_on_life_loss=self.terminal_on_life_loss, backend=self.backend)
+
+
+def stored_action(space: gym.Space[Any]) -> tuple[tuple[int, ...], type]:
+    """How one action of ``space`` is stored in a segment and travels, ``(shape, dtype)``: an int64
+    index for ``Discrete`` actions; for ``Box`` actions the flat float32 vector a Gaussian policy
+    samples (:class:`~gorila.nets.heads.GaussianHead`), unclipped."""
+    if isinstance(space, gym.spaces.Box):
+        return (int(np.prod(space.shape, dtype=np.int64)),), np.float32
+    return (), np.int64

@@ -111,10 +111,8 @@ class _Base:
         self.lr = _check_lr(lr.lr if isinstance(lr, LinearDecay) else lr, size)
         for slot in self._slots:  # the caller's arrays (e.g. shared memory), or fresh zeros
             setattr(self, slot, np.zeros(size, np.float32) if state is None else state[slot])
-        if self.uses_torch:
-            _load_torch()
-            self._tmp = torch.empty(size, dtype=torch.float32)  # scratch, so a step allocates nothing
-        else:
+        self.size = size
+        if not self.uses_torch:
             self._tmp_np = np.empty(size, np.float32)  # scratch, so a step allocates nothing
         self.steps = 0
         self._saved: dict[str, np.ndarray] = {}  # step_finite's copies, allocated by its first call
@@ -124,18 +122,24 @@ class _Base:
         # The step writes the state arrays themselves (through tensors sharing their memory on the
         # torch path), which state_dict, load_state_dict and step_finite's check and undo read and write.
         self._arrays: dict[str, np.ndarray] = {slot: getattr(self, slot) for slot in self._slots}
-        if self.uses_torch:
-            self._lr_vector = torch.from_numpy(self.lr) if isinstance(self.lr, np.ndarray) else None
-            self._state = {slot: torch.from_numpy(getattr(self, slot)) for slot in self._slots}
+        self._torch_ready = False  # the tensors are made by the first step (_torch_views)
+
+    def _torch_views(self) -> None:
+        # Made when first needed: a shard that never steps (the store of a learner that owns its
+        # parameters) never imports torch, a few seconds of a process's start.
+        _load_torch()
+        self._tmp = torch.empty(self.size, dtype=torch.float32)  # scratch, so a step allocates nothing
+        self._lr_vector = torch.from_numpy(self.lr) if isinstance(self.lr, np.ndarray) else None
+        self._state = {slot: torch.from_numpy(getattr(self, slot)) for slot in self._slots}
+        self._torch_ready = True
 
     def __getstate__(self) -> dict[str, Any]:
         # Pickled (or deep-copied) tensors would come back with memory of their own, no longer the
         # arrays': the step would move tensors that state_dict and the finite check never read.
-        return {k: v for k, v in self.__dict__.items() if k not in ("_lr_vector", "_state", "_arrays")}
+        return {k: v for k, v in self.__dict__.items()
+                if k not in ("_tmp", "_lr_vector", "_state", "_arrays", "_torch_ready")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        if state["uses_torch"]:
-            _load_torch()  # an optimizer unpickled in another process (a shard's) steps with torch there
         self.__dict__.update(state)
         self._view_arrays()
 
@@ -148,6 +152,8 @@ class _Base:
             scaled = np.multiply(self._direction_np(grad), lr, out=self._tmp_np)
             np.subtract(params, scaled, out=params)
             return
+        if not self._torch_ready:
+            self._torch_views()
         direction = self._direction(torch.from_numpy(grad))
         w = torch.from_numpy(params)
         if self._lr_vector is None:

@@ -40,8 +40,10 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
     central = rl.inference == "central"  # auto means local here, whatever the observations and devices
     envs = EnvSpec(rl.env, cfg.envs_per_actor)
     normalize = rl.normalization(env_spaces(rl.env)[0], cfg.gamma)
+    twin = numpy_policy(net)  # the actors and the evaluator play it without torch, where the network has one
     actor = functools.partial(SegmentActor, envs=envs, network_fn=network_fn, unroll_length=cfg.unroll_length,
-                              refresh_every=cfg.actor_refresh, gamma=cfg.gamma, seed=run.seed, normalize=normalize)
+                              refresh_every=cfg.actor_refresh, gamma=cfg.gamma, seed=run.seed, normalize=normalize,
+                              numpy_policy=twin)
     loss = ImpalaLoss(cfg.gamma, cfg.entropy_coef, cfg.value_coef, cfg.rho_bar, cfg.c_bar, cfg.pg_rho_bar,
                       vtrace=cfg.vtrace == "on", max_grad_norm=cfg.max_grad_norm)
     rule = run.rule(num_workers=cfg.learners)
@@ -61,7 +63,7 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
 
 
     return rl_plan(
-        run, rl, algo="impala", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_numpy=numpy_policy(net),
+        run, rl, algo="impala", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_numpy=twin,
         eval_epsilon=cfg.EVAL_EPSILON, eval_every_s=cfg.EVAL_EVERY_S,
         central=central, config=asdict(cfg),
         spec=spec,

@@ -62,9 +62,10 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
                    cfg.max_grad_norm)
     batch_size = cfg.batch_size or math.ceil(cfg.actors / cfg.learners)
     normalize = rl.normalization(env_spaces(rl.env)[0], cfg.gamma)
+    twin = numpy_policy(net)  # the actors and the evaluator play it without torch, where the network has one
     actor = functools.partial(SegmentActor, envs=EnvSpec(rl.env, cfg.envs_per_actor), network_fn=network_fn,
                               unroll_length=cfg.unroll_length, refresh_every=1, gamma=cfg.gamma, seed=run.seed,
-                              normalize=normalize,
+                              normalize=normalize, numpy_policy=twin,
                               # one learner, one update a push: its batch's pushes are the versions of a round
                               round_versions=cfg.epochs * cfg.minibatches if rounds else None)
     learner_gpus, server_gpus = rl.gpu_shares(run.runtime, cfg.learners, central)
@@ -83,7 +84,7 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
     # batches (epochs x minibatches versions) old, its ratios mostly clipped away. One segment per
     # chunk, never scaled up toward chunk_seconds, keeps each batch acted on the newest parameters.
     return rl_plan(
-        run, rl, algo="ppo", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_numpy=numpy_policy(net),
+        run, rl, algo="ppo", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_numpy=twin,
         eval_epsilon=cfg.EVAL_EPSILON, eval_every_s=cfg.EVAL_EVERY_S,
         central=central, config=asdict(cfg), spec=spec,
         groups=trajectory_groups(actor, learner, cfg.actors, cfg.learners, central, learner_gpus),
