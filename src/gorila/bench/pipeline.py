@@ -9,6 +9,8 @@ this process on one thread after the run::
 
     limit = cores / (env step + acting forward pass at the actors' batch + learner work per frame)
 
+The acting term is the actors' own way of acting: through the policy's numpy twin where it has one.
+
 The learner's work per frame is its bare PyTorch loop on the same network, loss and batches
 (the limit of :mod:`gorila.bench.learner`): for IMPALA and PPO the frames it learns from per second (PPO's
 epochs included), for DQN and Ape-X its updates per second times the run's updates per frame (the
@@ -157,20 +159,25 @@ def _env_us(runner: Any, seed: int, seconds: float) -> float:
 
 
 def _act_us(network: torch.nn.Module, observations: np.ndarray, algo: str, seconds: float) -> float:
-    """The acting forward pass at the actors' batch, and the action drawn from it."""
-    obs = torch.as_tensor(np.asarray(observations), dtype=torch.float32)
-    envs = len(obs)
+    """The acting forward pass at the actors' batch, and the action drawn from it, as the actors
+    draw it: IMPALA's and PPO's through their policy's numpy twin where it has one
+    (:class:`~gorila.nets.numpy_policy.PolicySampler`), DQN's and Ape-X's greedy through torch."""
+    from gorila.nets import FlatParams
+    from gorila.nets.numpy_policy import PolicySampler
+
+    obs = np.asarray(observations)
+    sampler = PolicySampler(network, seed=0) if algo in ("impala", "ppo") else None
+    if sampler is not None:
+        sampler.set(FlatParams(network).get())
     calls, t0 = 0, time.perf_counter()
     with torch.no_grad():
         while time.perf_counter() - t0 < seconds:
-            out = network(obs)
-            logits = out[0] if isinstance(out, tuple) else out
-            if algo in ("impala", "ppo"):
-                torch.distributions.Categorical(logits=logits).sample()
+            if sampler is not None:
+                sampler.sample_with_log_prob(obs)
             else:
-                logits.argmax(dim=-1)
+                network(torch.as_tensor(obs, dtype=torch.float32)).argmax(dim=-1)
             calls += 1
-    return (time.perf_counter() - t0) / (calls * envs) * 1e6
+    return (time.perf_counter() - t0) / (calls * len(obs)) * 1e6
 
 
 def _learn_us(args: Any, plan: Any, cfg: Any, updates_per_frame: float) -> float:

@@ -8,9 +8,9 @@ parameter vector of the torch network it mirrors::
 
 An actor steps a few envs at a time: at 8 observations torch's per-operation cost, not the
 arithmetic, is most of a forward pass of this small network (``docs/benchmarks.md``), so actors and
-the evaluator play it here. The convolution is one matrix product over the 3×3 patches. Which
-torch networks are such a network is said on the torch side (:func:`gorila.nets.minatar.numpy_minatar`).
-No torch here.
+the evaluator play it here. The convolution is one matrix product over the 3×3 patches, gathered
+from each observation by one ``np.take``. Which torch networks are such a network is said on the
+torch side (:func:`gorila.nets.minatar.numpy_minatar`). No torch here.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import Protocol
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 KERNEL = 3
 
@@ -51,6 +50,13 @@ class NumpyMinAtarNet:
         self.total = self.size if total is None else int(total)
         if self.total < self.size:
             raise ValueError(f"a vector of {self.total} parameters cannot hold a network of {self.size}")
+        # Where each output position's 3×3 patch (channel, row, column order, as torch's kernels) sits
+        # in a flattened observation: gathering them is one np.take.
+        height, width = self.image_size
+        rows, cols = np.meshgrid(np.arange(self.out_size[0]), np.arange(self.out_size[1]), indexing="ij")
+        offsets = (np.arange(self.in_channels)[:, None, None] * height * width
+                   + np.arange(KERNEL)[None, :, None] * width + np.arange(KERNEL)[None, None, :]).reshape(-1)
+        self.patches = (rows.reshape(-1, 1) * width + cols.reshape(-1, 1)) + offsets[None, :]
         self.kernel = np.zeros(0, np.float32)
         self.layers: list[tuple[np.ndarray, np.ndarray]] = []
 
@@ -79,11 +85,10 @@ class NumpyMinAtarNet:
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         """The outputs (logits, or Q-values) of a batch of ``(C, H, W)`` observations, cast to float32."""
-        x = np.asarray(obs).astype(np.float32, copy=False)
+        x = np.asarray(obs)
         batch = len(x)
-        patches = sliding_window_view(x, (KERNEL, KERNEL), axis=(2, 3))  # (B, C, H', W', 3, 3), a view
-        rows = patches.transpose(0, 2, 3, 1, 4, 5).reshape(batch * self.out_size[0] * self.out_size[1], -1)
-        h = rows @ self.kernel
+        rows = np.take(x.reshape(batch, -1), self.patches, axis=1)  # (B, H'·W', C·3·3)
+        h = rows.reshape(-1, self.patches.shape[1]).astype(np.float32, copy=False) @ self.kernel
         h += self.kernel_bias
         np.maximum(h, 0.0, out=h)
         h = h.reshape(batch, -1)
