@@ -29,8 +29,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 import math
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field

@@ -15,8 +15,8 @@ import logging
 import os
 import sys
 from collections.abc import Iterator
-from typing import NoReturn
 from pathlib import Path
+from typing import NoReturn
 
 from gorila import __version__
 from gorila.algos.registry import ALGORITHMS

@@ -5,8 +5,8 @@ import pytest
 
 from gorila.algos.a3c.builder import make_plan
 from gorila.algos.a3c.config import A3CConfig
-from gorila.config import RunConfig
 from gorila.algos.rl_config import RLConfig
+from gorila.config import RunConfig
 from gorila.runtime import LocalRuntime
 
 RANDOM_POLICY_RETURN = 22   # a uniform policy keeps CartPole up ~22 steps

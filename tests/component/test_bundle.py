@@ -7,8 +7,8 @@ import pytest
 
 from gorila.algos.dqn.builder import make_plan
 from gorila.algos.dqn.config import DQNConfig
-from gorila.config import RunConfig
 from gorila.algos.rl_config import RLConfig
+from gorila.config import RunConfig
 from gorila.learners.q_learner import QLearner
 from gorila.params import LocalEndpoint, ParameterServer
 

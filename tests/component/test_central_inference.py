@@ -7,9 +7,9 @@ from gorila.algos.apex.builder import make_plan as apex_plan
 from gorila.algos.apex.config import ApexConfig
 from gorila.algos.dqn.builder import make_plan as dqn_plan
 from gorila.algos.dqn.config import DQNConfig
+from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.loop import run
-from gorila.algos.rl_config import RLConfig
 from gorila.errors import ConfigError
 
 ENV = "gorila/Counting-v0"   # observation = step index in a 5-step episode

@@ -5,9 +5,9 @@ import pytest
 
 from gorila.algos.dqn.builder import make_plan
 from gorila.algos.dqn.config import DQNConfig
+from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.loop import run
-from gorila.algos.rl_config import RLConfig
 from gorila.errors import ConfigError
 from gorila.params import merge_stats
 from gorila.runtime import LocalRuntime

@@ -11,10 +11,10 @@ import pytest
 
 from gorila.algos.a3c.builder import make_plan
 from gorila.algos.a3c.config import A3CConfig
+from gorila.algos.rl_config import RLConfig
 from gorila.checkpoint import load_checkpoint
 from gorila.config import RunConfig
 from gorila.driver.loop import FIRST_CHECKPOINT_S, run
-from gorila.algos.rl_config import RLConfig
 from gorila.driver.stop import Interrupted
 from gorila.metrics.terminal import QUIET, Terminal
 

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from gorila.algos.apex.config import ApexConfig
-from gorila.config import RunConfig
 from gorila.algos.rl_config import RLConfig
+from gorila.config import RunConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

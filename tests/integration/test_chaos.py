@@ -19,8 +19,8 @@ import time
 import pytest
 
 from gorila.algos.dqn.config import DQNConfig
-from gorila.config import RunConfig
 from gorila.algos.rl_config import RLConfig
+from gorila.config import RunConfig
 from gorila.driver.loop import run
 from gorila.driver.policy_evaluation import PolicyEvaluation
 from gorila.nets.q import greedy_policy

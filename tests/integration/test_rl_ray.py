@@ -4,8 +4,8 @@ import pytest
 
 from gorila.algos.a3c.config import A3CConfig
 from gorila.algos.dqn.config import DQNConfig
-from gorila.config import RunConfig
 from gorila.algos.rl_config import RLConfig
+from gorila.config import RunConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

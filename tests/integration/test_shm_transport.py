@@ -1,10 +1,10 @@
 """The same-node fast path on real Ray: bit-identical to Ray calls, safeguards kept, nothing left behind."""
 
 import copy
-from dataclasses import replace
 import gc
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import numpy as np
 import pytest

@@ -12,8 +12,8 @@ import psutil
 import pytest
 
 from gorila.algos.dqn.config import DQNConfig
-from gorila.config import RunConfig
 from gorila.algos.rl_config import RLConfig
+from gorila.config import RunConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -10,12 +10,12 @@ import time
 
 import numpy as np
 import pytest
-from hang_plans import NoEvaluation
 
 from gorila.config import RunConfig
 from gorila.driver.loop import run
 from gorila.driver.plan import Budget, Plan, WorkerSpec
 from gorila.params import ServerSpec, UpdateRule
+from hang_plans import NoEvaluation
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -11,9 +11,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 @pytest.mark.heavy
 def test_shards_on_both_nodes_and_training_converges(two_nodes, tmp_path, train):
+    import numpy as np
+
     from gorila.params import ServerSpec, UpdateRule
     from gorila.runtime.ray_runtime import RayRuntime
-    import numpy as np
 
     runtime = RayRuntime()
     runtime.plan(4)

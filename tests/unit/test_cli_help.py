@@ -2,15 +2,14 @@
 and names the argument a user got wrong (in-process; ``tests/smoke`` runs the real command)."""
 
 import argparse
+import dataclasses
 import json
+import re
 
 import pytest
 
 from gorila import __version__
 from gorila.algos.registry import ALGORITHMS
-import dataclasses
-import re
-
 from gorila.bench import BENCHMARKS
 from gorila.cli import COMMANDS, _train_parser, main
 from gorila.cliargs import HelpFormatter, shown_default

@@ -5,13 +5,13 @@ typed ``stats()`` / ``save()`` of a local service group."""
 import numpy as np
 import pytest
 
-from gorila.reply import Done
 from gorila.driver.chunks import Chunks, Patience
 from gorila.driver.plan import Budget, Plan
 from gorila.driver.progress import Progress
 from gorila.driver.report import ServiceWatch
 from gorila.errors import WorkerTimeoutError
 from gorila.params import ServerSpec, UpdateRule
+from gorila.reply import Done
 from gorila.runtime import LocalRuntime
 
 

@@ -10,11 +10,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from evaluation_fakes import Watching, registered
 from gorila.envs.evaluation import EvaluationEpisodes
 from gorila.envs.fake import CountingEnv, FlakyEnv
 from gorila.envs.make import env_spaces
 from gorila.envs.vector import EnvRunner, GymnasiumBackend
-from evaluation_fakes import Watching, registered
 from gorila.errors import EnvFailedError
 
 BAD_VALUES = ["str_obs", "array_reward", "str_reward", "out_of_box"]

@@ -3,7 +3,16 @@ import itertools
 import numpy as np
 import pytest
 
-from gorila.envs import CountingEnv, EnvRunner, dqn_normalized, evaluate, human_normalized, is_atari, make_env, make_env_runner
+from gorila.envs import (
+    CountingEnv,
+    EnvRunner,
+    dqn_normalized,
+    evaluate,
+    human_normalized,
+    is_atari,
+    make_env,
+    make_env_runner,
+)
 from gorila.envs.evaluation import NORMALIZATION_SOURCE, EvaluationEpisodes
 from gorila.envs.make import SignReward
 from gorila.envs.vector import GymnasiumBackend, envpool_supports

@@ -7,11 +7,11 @@ import itertools
 import numpy as np
 import pytest
 
+from evaluation_fakes import Watching, registered
 from gorila.algos.dqn.networks import build_q_network
 from gorila.driver.policy_evaluation import PolicyEvaluation
 from gorila.envs.evaluation import EvaluationEpisodes
 from gorila.envs.fake import FlakyEnv
-from evaluation_fakes import Watching, registered
 from gorila.errors import EnvFailedError
 from gorila.nets import FlatParams
 from gorila.nets.q import greedy_policy

@@ -10,8 +10,15 @@ import pytest
 from gorila.algos.registry import ALGORITHMS
 from gorila.algos.rl_config import RLConfig
 from gorila.driver.normalization import RunStatistics
-from gorila.envs.normalize import (CLIP, NormalizedPolicy, NormalizedRunner, Normalization, Normalizer,
-                                   RunningStats, Statistics)
+from gorila.envs.normalize import (
+    CLIP,
+    Normalization,
+    NormalizedPolicy,
+    NormalizedRunner,
+    Normalizer,
+    RunningStats,
+    Statistics,
+)
 from gorila.envs.vector import EnvRunner, GymnasiumBackend
 from gorila.errors import CheckpointError, ConfigError
 

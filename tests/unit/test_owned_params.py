@@ -172,9 +172,9 @@ def test_a_gorila_dqn_bundle_owns_the_parameters_only_when_it_is_the_one_bundle(
     from gorila.algos.rl_config import RLConfig
     from gorila.config import RunConfig
     from gorila.errors import ConfigError
-    from gorila.params.owned import PublishingWorker
     from gorila.params import ParameterServer
     from gorila.params.client import LocalEndpoint
+    from gorila.params.owned import PublishingWorker
 
     run = RunConfig(algo="dqn", runtime="local", server="learner")
     with pytest.raises(ConfigError, match="--actors 1") as err:

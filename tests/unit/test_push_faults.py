@@ -4,11 +4,10 @@ non-finite gradients, wrong shapes. In-process shards and clients, no Ray."""
 import numpy as np
 import pytest
 
-from gorila.errors import GradientError, NonFiniteError
-from gorila.params import LocalEndpoint, ParameterClient, ParameterShard, PushTag, ServerSpec, UpdateRule
-from gorila.runtime.shard_recovery import ShardRecovery
 from gorila.checkpoint import save_checkpoint
-from gorila.params import shard_state
+from gorila.errors import GradientError, NonFiniteError
+from gorila.params import LocalEndpoint, ParameterClient, ParameterShard, PushTag, ServerSpec, UpdateRule, shard_state
+from gorila.runtime.shard_recovery import ShardRecovery
 
 N = 6
 

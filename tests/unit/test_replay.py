@@ -10,8 +10,13 @@ from gorila.actors.nstep import NStep
 from gorila.envs import CountingEnv, EnvRunner, Transitions, make_env_runner
 from gorila.envs.vector import GymnasiumBackend
 from gorila.errors import ConfigError, WorkerTimeoutError
-from gorila.replay import (FrameStackStorage, TransitionStorage, check_replay_memory, estimate_storage_bytes,
-                           make_storage)
+from gorila.replay import (
+    FrameStackStorage,
+    TransitionStorage,
+    check_replay_memory,
+    estimate_storage_bytes,
+    make_storage,
+)
 from gorila.replay.prefetch import Prefetcher
 
 

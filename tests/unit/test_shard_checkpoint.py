@@ -3,8 +3,7 @@
 import numpy as np
 
 from gorila.checkpoint import load_checkpoint, save_checkpoint
-from gorila.params import ServerSpec, UpdateRule
-from gorila.params import shard_state, split_shard_state
+from gorila.params import ServerSpec, UpdateRule, shard_state, split_shard_state
 
 
 def test_shard_state_round_trips_through_a_checkpoint(tmp_path):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gorila.errors import CheckpointError
-from gorila.params import LocalEndpoint, ParameterShard, ServerSpec, UpdateRule, split_shard_state
+from gorila.params import ParameterShard, UpdateRule
 from gorila.params.optim import OPTIMIZERS
 
 pytestmark = pytest.mark.timeout(60)

@@ -13,7 +13,6 @@ import numpy as np
 
 from gorila.actors.rollout import RolloutWorker
 from gorila.actors.tally import ExperienceTally
-from gorila.reply import Pending, ServiceEndpoint
 from gorila.envs.normalize import Normalization, Statistics, actor_runner
 from gorila.envs.spec import EnvSpec, stored_action
 from gorila.envs.vector import Transitions
@@ -22,6 +21,7 @@ from gorila.nets.numpy_conv import NumpyNetwork
 from gorila.nets.numpy_sampler import NumpySampler
 from gorila.params import ParameterServer
 from gorila.params.cache import CachedSource
+from gorila.reply import Pending, ServiceEndpoint
 from gorila.trajectory import RemoteQueue, Segment
 
 # How long one step waits at the server for the end of a round before it says it is blocked: short,

@@ -35,7 +35,6 @@ from gorila.actors.nstep import NStepReturns
 from gorila.actors.rollout import CentralQActorSpec
 from gorila.algos.rl_config import ONE_A_SECOND, RLConfig, resolve_device
 from gorila.config import RunConfig
-from gorila.reply import ServiceEndpoint
 from gorila.driver.plan import Budget, Plan, ServiceSpec, WorkerSpec
 from gorila.driver.policy_evaluation import PolicyEvaluation
 from gorila.envs.spec import EnvSpec
@@ -52,6 +51,7 @@ from gorila.params.replicas import replicated_learner
 from gorila.params.server import ServerSpec
 from gorila.params.tiers import CacheTiers
 from gorila.replay import RemoteReplay, ShardedReplaySpec
+from gorila.reply import ServiceEndpoint
 from gorila.trajectory import RemoteQueue
 
 #: The inference service's name in a plan (``services[INFERENCE]`` in its ``groups``).

@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 from gorila import validate
-from gorila.cliargs import command_parser
 from gorila.bench.report import bench_dir, write_bench_json
+from gorila.cliargs import command_parser
 from gorila.core import WorkerFactory
 from gorila.learners.replay_learner import ReplayLearner
 from gorila.losses.dqn import dqn_loss
@@ -64,8 +64,8 @@ def main(argv: list[str]) -> int:
 
     from gorila.algos.apex.builder import make_plan
     from gorila.algos.apex.config import ApexConfig
-    from gorila.config import RunConfig
     from gorila.algos.rl_config import RLConfig
+    from gorila.config import RunConfig
     from gorila.runtime import make_runtime
 
     parser = command_parser("gorila bench apex", __doc__)

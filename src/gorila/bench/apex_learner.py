@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from gorila.actors.replay_actor import ReplayActor
 from gorila.bench.bare_loop import BareQLoop
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.bench.sampling import bench_run_config, learner_table, measured_learner
-from gorila.actors.replay_actor import ReplayActor
 from gorila.core import Worker
 from gorila.learners.q_learner import QLearner
 from gorila.learners.replay_learner import ReplayLearner

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from gorila import validate
-from gorila.cliargs import command_parser
 from gorila.bench.report import bench_dir, write_bench_json
+from gorila.cliargs import command_parser
 from gorila.errors import ConfigError
 from gorila.metrics.curves import TIME_COLUMN, read_series
 from gorila.metrics.plots import plot_against_references

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from gorila import validate
+from gorila.bench.report import bench_dir, write_bench_json
 from gorila.cliargs import command_parser
 from gorila.core import ReplayClient
-from gorila.bench.report import bench_dir, write_bench_json
 from gorila.envs.vector import Transitions
 from gorila.params import ParameterServer
 from gorila.replay import Prioritization, PrioritizedSampler, RemoteReplay, ReplayShard

@@ -115,13 +115,12 @@ class SegmentLearnerWorker:
 
 def run(args: argparse.Namespace, names: list[str]) -> int:
     """The benchmark for ``args.algo`` (impala or ppo) on each runtime of ``names``."""
-    from gorila.algos.rl_config import RLConfig
-
     from gorila.algos.impala import builder as impala
-    from gorila.algos.kit import QUEUES
     from gorila.algos.impala.config import ImpalaConfig
+    from gorila.algos.kit import QUEUES
     from gorila.algos.ppo import builder as ppo
     from gorila.algos.ppo.config import PPOConfig
+    from gorila.algos.rl_config import RLConfig
 
     run_config = bench_run_config("local", None, args.seed, args.algo, args.server)
     rl = RLConfig(env=args.env, device="cpu", inference="local")

@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 
 from gorila import validate
-from gorila.cliargs import command_parser
 from gorila.bench.report import bench_dir, write_bench_json
+from gorila.cliargs import command_parser
 
 STAGES = ("plan_s", "runtime_s", "processes_s", "first_step_s", "first_update_s")
 

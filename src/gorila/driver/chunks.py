@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gorila.core import Runtime, WorkerGroup
-from gorila.reply import Pending
 from gorila.driver.normalization import RunStatistics
 from gorila.driver.plan import Plan
 from gorila.driver.progress import Progress
 from gorila.errors import WorkerTimeoutError
+from gorila.reply import Pending
 
 #: The longest a chunk is asked to last, at its group's pace so far. A chunk is the driver's unit of
 #: waiting: rows, the progress line, stops and checkpoints come between chunks, and a chunk of the

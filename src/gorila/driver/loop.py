@@ -31,6 +31,7 @@ from typing import Any
 
 from gorila.checkpoint import CheckpointTimer, load_checkpoint
 from gorila.config import RunConfig
+from gorila.core import Runtime
 from gorila.driver.chunks import Chunks, Patience
 from gorila.driver.exact import Restored, WorkerState, restore_workers
 from gorila.driver.failure import cluster_lost, save_after_failure
@@ -38,10 +39,9 @@ from gorila.driver.normalization import RunStatistics
 from gorila.driver.plan import Placed, Plan, WorkerSpec
 from gorila.driver.progress import Progress, resumable
 from gorila.driver.report import Outputs, Report
-from gorila.driver.run_log import open_log, plot, prepare_plot
 from gorila.driver.run_lock import hold_run_dir
+from gorila.driver.run_log import open_log, plot, prepare_plot
 from gorila.driver.stop import Interrupted, StopSignals
-from gorila.core import Runtime
 from gorila.metrics.progress import Limits
 from gorila.metrics.terminal import Terminal
 from gorila.params import merge_stats

@@ -24,9 +24,9 @@ import numpy as np
 
 from gorila import validate
 from gorila.core import Runtime, ServiceFactory, ServiceGroup, ShardGroup, WorkerFactory, WorkerGroup
-from gorila.reply import Pending, ServiceEndpoint
 from gorila.params import ParameterServer, ServerSpec
 from gorila.params.tiers import CacheTiers
+from gorila.reply import Pending, ServiceEndpoint
 
 
 @dataclass(frozen=True)

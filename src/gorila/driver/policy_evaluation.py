@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gorila.core import Runtime, ShardGroup, WorkerGroup
-from gorila.reply import Pending
 from gorila.driver.evaluator import IN_PROCESS_SHARE, SLICE_S, Evaluator
 from gorila.driver.plan import Score
 from gorila.envs.evaluation import NORMALIZATION_SOURCE, dqn_normalized, human_normalized
@@ -24,6 +23,7 @@ from gorila.envs.normalize import Statistics
 from gorila.errors import WorkerTimeoutError
 from gorila.nets.numpy_conv import NumpyNetwork
 from gorila.params import ParameterServer
+from gorila.reply import Pending
 
 if TYPE_CHECKING:
     from torch import nn

@@ -20,7 +20,6 @@ from gorila.envs.normalize import Statistics
 from gorila.errors import CheckpointError, ConfigError
 from gorila.params.server import server_params
 
-
 CHECKPOINTS = ("best", "last")
 
 

@@ -127,7 +127,7 @@ class EvaluationEpisodes:
             try:
                 o, _ = self.envs[i].reset(seed=seed)
                 fault = self.check.observation(i, o)
-            except Exception as err:  # noqa: BLE001 - any failure of the env's own code: rebuild it
+            except Exception as err:  # any failure of the env's own code: rebuild it
                 fault = f"{self.env_id} env {i}: {type(err).__name__} in reset: {err}"
             if fault is None:
                 self.obs[i], self.totals[i], self.live[i] = o, 0.0, True
@@ -192,7 +192,7 @@ class EvaluationEpisodes:
         self._steps += 1
         try:
             obs, reward, terminated, truncated, _ = self.envs[i].step(self.check.env_action(action))
-        except Exception as err:  # noqa: BLE001 - any failure of the env's own code: rebuild it
+        except Exception as err:  # any failure of the env's own code: rebuild it
             fault: str | None = f"{self.env_id} env {i}: {type(err).__name__} in step: {err}"
         else:
             fault = self.check.observation(i, obs) or reward_fault(self.env_id, i, reward)

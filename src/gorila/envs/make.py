@@ -125,7 +125,7 @@ def close_env(env: gym.Env, what: str) -> None:
     ignored: an env that is done with cannot hold a run up, before training or after it."""
     try:
         env.close()
-    except Exception as err:  # noqa: BLE001 - any failure of the env's own code
+    except Exception as err:  # any failure of the env's own code
         _log.warning("%s: closing it raised %s: %s (ignored)", what, type(err).__name__, err)
 
 

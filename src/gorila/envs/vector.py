@@ -9,9 +9,9 @@ the first observation of the next episode.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 import dataclasses
 import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -128,7 +128,7 @@ class GymnasiumBackend:
     def _reset(self, i: int) -> object:
         try:
             obs = self.envs[i].reset()[0]
-        except Exception as err:  # noqa: BLE001 - any failure of the env's own code: rebuild it
+        except Exception as err:  # any failure of the env's own code: rebuild it
             return self._rebuilt(i, f"{self.env_id} env {i}: {type(err).__name__} in reset: {err}")
         fault = self.check.observation(i, obs)
         return obs if fault is None else self._rebuilt(i, fault)
@@ -136,7 +136,7 @@ class GymnasiumBackend:
     def _step(self, i: int, action: object) -> tuple:
         try:
             result = self.envs[i].step(action)  # action: the env's own (Discrete.start added in step())
-        except Exception as err:  # noqa: BLE001 - any failure of the env's own code: rebuild it
+        except Exception as err:  # any failure of the env's own code: rebuild it
             fault: str | None = f"{self.env_id} env {i}: {type(err).__name__} in step: {err}"
         else:
             fault = reward_fault(self.env_id, i, result[1])
@@ -154,7 +154,7 @@ class GymnasiumBackend:
             try:
                 self.envs[i] = self.env_fns[i]()
                 obs = self.envs[i].reset()[0]
-            except Exception as err:  # noqa: BLE001
+            except Exception as err:
                 why = f"{self.env_id} env {i}: {type(err).__name__} while rebuilding: {err}"
                 continue
             why = self.check.observation(i, obs)

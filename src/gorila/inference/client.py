@@ -6,9 +6,9 @@ import time
 
 import numpy as np
 
-from gorila.reply import ServiceEndpoint
 from gorila.errors import WorkerTimeoutError
 from gorila.inference.channel import ChannelLost, InferenceChannel, SlotLayout
+from gorila.reply import ServiceEndpoint
 
 _RETRY_S = 0.05
 

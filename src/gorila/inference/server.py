@@ -148,7 +148,7 @@ class InferenceServer:
                     self._answer(selector, self.queue.take())
                 with self._changed:
                     self._changed.notify_all()
-        except BaseException as err:  # noqa: BLE001 - kept for address() and stats() to raise
+        except BaseException as err:  # kept for address() and stats() to raise
             self.error = err
         finally:
             for client in list(self._clients):

@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from gorila.reply import Pending
 from gorila.errors import WorkerTimeoutError
 from gorila.learners.replay_learner import lag_bins
 from gorila.losses.impala import ImpalaLoss
 from gorila.nets.flat import FlatParams
 from gorila.params import ParameterServer
+from gorila.reply import Pending
 from gorila.trajectory import RemoteQueue, Segment
 
 

@@ -17,7 +17,6 @@ from gorila.nets.inputs import module_device
 from gorila.replay.storage import Batch
 
 
-
 def double_q_targets(reward: torch.Tensor, discount: torch.Tensor, next_q_online: torch.Tensor,
                      next_q_target: torch.Tensor) -> torch.Tensor:
     """``R + discount · Q_target(s', argmax_a Q_online(s', a))`` per row, without gradient::

@@ -25,6 +25,7 @@ from gorila.errors import ConfigError
 from gorila.metrics.curves import TIME_COLUMN, RunCurve, group_runs, name_runs, read_columns
 from gorila.metrics.curves import title as plot_title
 
+
 def plot_learning_curve(csv_path: Path, x: str, y: str | Sequence[str], out_png: Path, title: str, *,
                         target: float | None = None, wall_time: bool = True) -> Path:
     """One line per column in ``y`` against ``x``, blank cells skipped, and with ``wall_time``

@@ -29,7 +29,7 @@ from gorila.atomic import jsonable, write_json
 from gorila.errors import ConfigError
 from gorila.metrics.progress import Display, NoProgress
 from gorila.run_files import METRICS_HEAD, open_inside, read_metrics
-from gorila.validate import clipped, excerpt
+from gorila.validate import clipped
 
 #: Unless ``shown`` says which, the first this-many columns are shown beside the progress display.
 SHOWN_COLUMNS = 4

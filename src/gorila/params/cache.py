@@ -142,7 +142,7 @@ class ParamCache:
             began = time.monotonic()
             try:
                 fresh = self.refresh(self.wait_s)
-            except Exception:  # noqa: BLE001 - upstream down for a moment: keep serving the last version
+            except Exception:  # upstream down for a moment: keep serving the last version
                 self.counts.errors += 1
                 self._stop.wait(self.wait_s)
                 continue

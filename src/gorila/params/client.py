@@ -11,10 +11,10 @@ from typing import Protocol
 
 import numpy as np
 
-from gorila.reply import Done, Pending
 from gorila.params.cache import CachedSource, CacheSpec
 from gorila.params.layout import ShardLayout
 from gorila.params.shard import ParameterShard, PushResult, PushTag
+from gorila.reply import Done, Pending
 
 
 class ShardEndpoint(Protocol):

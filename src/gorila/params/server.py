@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gorila import validate
-from gorila.params.cache import CachedSource, CacheSpec
 from gorila.errors import CheckpointError, ConfigError
+from gorila.params.cache import CachedSource, CacheSpec
 from gorila.params.client import ParameterClient, ShardEndpoint
 from gorila.params.layout import ShardLayout
 from gorila.params.optim import OPTIMIZERS, LearningRate, LinearDecay, optimizer_slots
@@ -17,7 +17,6 @@ from gorila.params.rendezvous import RendezvousSpec
 from gorila.params.rule import UpdateRule
 from gorila.params.shard import ParameterShard, ShardStats
 from gorila.params.tiers import ServerUpstream
-
 
 #: Where a runtime puts the shards: ``process``, each in a process of its own; ``replicas``, the
 #: same shard processes as the store of several learners that each hold a replica

@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from gorila.reply import Pending, ServiceEndpoint
 from gorila.envs.vector import Transitions
 from gorila.replay.storage import Batch
+from gorila.reply import Pending, ServiceEndpoint
 
 
 class RemoteReplay:

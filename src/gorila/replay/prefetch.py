@@ -71,7 +71,7 @@ class Prefetcher(Generic[T]):
         while not self._closed.is_set():
             try:
                 item = self._sample_fn()
-            except BaseException as e:  # noqa: BLE001 - handed to the consumer, which re-raises it
+            except BaseException as e:  # handed to the consumer, which re-raises it
                 self._put(_Failure(e))
                 return
             self._put(item)

@@ -16,7 +16,7 @@ from gorila.metrics.cputime import process_start_time
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # before Ray starts: loopback only
 
-import ray  # noqa: E402
+import ray
 
 
 @ray.remote

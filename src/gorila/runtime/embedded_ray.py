@@ -54,7 +54,7 @@ def start_embedded_ray(num_cpus: int | None = None, verbose: bool = False) -> No
                     logging_level=logging.INFO if verbose else logging.ERROR, log_to_driver=verbose)
     try:
         ray.init(**settings)
-    except Exception as err:  # noqa: BLE001 - Ray raises a bare Exception for this one
+    except Exception as err:  # Ray raises a bare Exception for this one
         # Ray gives its raylet 30 s to register, fixed; on 2 cores already busy (a test suite's
         # two-node clusters beside it) it once took longer. One more start, as patient again.
         if "timed out during startup" not in str(err):

@@ -7,23 +7,21 @@ import os
 import random
 import sys
 import uuid
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from collections.abc import Callable
-from dataclasses import replace
-
 from gorila.core import ServiceFactory, Worker, WorkerFactory
-from gorila.reply import Done
-from gorila.runtime.local_steps import Stepper, StepReply
 from gorila.errors import CheckpointError, GorilaError
 from gorila.metrics.cputime import process_cpu_seconds
-from gorila.params import (LocalEndpoint, ParameterServer, ServerSpec, ShardStats, shard_state,
-                           split_shard_state)
+from gorila.params import LocalEndpoint, ParameterServer, ServerSpec, ShardStats, shard_state, split_shard_state
 from gorila.params.cache import CacheSpec, ParamCache, Upstream
 from gorila.params.tiers import CacheTiers
+from gorila.reply import Done
+from gorila.runtime.local_steps import Stepper, StepReply
 
 
 class LocalShards:

@@ -23,7 +23,9 @@ from gorila.metrics.cputime import CpuClock
 from gorila.params import ParameterServer
 from gorila.runtime.ray_calls import RayPending, ray
 
-from ray.exceptions import GetTimeoutError, RayActorError  # noqa: E402  (after ray_calls: the environment is set)
+# isort: split
+# Imports Ray: after gorila.runtime.ray_calls, which sets the environment Ray reads as it is imported.
+from ray.exceptions import GetTimeoutError, RayActorError
 
 # A blocked worker's backoff, doubling from the first to the last.
 _BACKOFF_S = (0.001, 0.02)

@@ -29,18 +29,21 @@ from gorila.params import ParameterServer, ServerSpec
 from gorila.params.rendezvous import Rendezvous, RendezvousSpec
 from gorila.params.tiers import CacheTiers
 from gorila.runtime import ONE_THREAD
-from gorila.runtime.gloo import gloo_interface
+from gorila.runtime.cluster_auth import join_cluster
 from gorila.runtime.embedded_ray import embedded_ray_is_up, start_embedded_ray
+from gorila.runtime.gloo import gloo_interface
+from gorila.runtime.placement import alive_nodes, fitting_share, node_cpus, pinned
 from gorila.runtime.ray_caches import CACHE_CPUS, start_caches
 from gorila.runtime.ray_calls import NamedActor, RayPending, ray
 from gorila.runtime.ray_processes import RayServices, RayWorkers, ServiceProcess, WorkerProcess, titled
 from gorila.runtime.ray_shards import RayShards, ShardProcess
 from gorila.runtime.reaper import Reaper
 from gorila.runtime.shard_recovery import ShardRecovery
-from gorila.runtime.placement import alive_nodes, fitting_share, node_cpus, pinned
 
-from gorila.runtime.cluster_auth import join_cluster
-from ray.exceptions import GetTimeoutError  # noqa: E402  (after ray_calls: the environment is set)
+# isort: split
+# Imports Ray: after gorila.runtime.ray_calls, which sets the environment Ray reads as it is imported.
+from ray.exceptions import GetTimeoutError
+
 
 def check_reachable(address: str, source: str, timeout_s: float) -> None:
     """Raise :class:`ClusterUnreachableError` unless a gRPC server (as Ray's GCS and Ray Client

@@ -20,14 +20,24 @@ import numpy as np
 
 from gorila.errors import CheckpointError, ShardRestartedError, WorkerTimeoutError
 from gorila.metrics.cputime import CpuClock
-from gorila.params import (ParameterServer, ParameterShard, PushResult, PushTag, ServerSpec, ShardStats,
-                           shard_state, split_shard_state)
+from gorila.params import (
+    ParameterServer,
+    ParameterShard,
+    PushResult,
+    PushTag,
+    ServerSpec,
+    ShardStats,
+    shard_state,
+    split_shard_state,
+)
 from gorila.runtime.ray_calls import RayPending, ray
 from gorila.runtime.shard_host import ShardHost
 from gorila.runtime.shard_recovery import ShardRecovery
 from gorila.runtime.shm import FastPathChannel, FastPathServer, FastPending
 
-from ray.exceptions import GetTimeoutError  # noqa: E402  (after ray_calls: the environment is set)
+# isort: split
+# Imports Ray: after gorila.runtime.ray_calls, which sets the environment Ray reads as it is imported.
+from ray.exceptions import GetTimeoutError
 
 
 class ShardProcess:

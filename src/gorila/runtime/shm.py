@@ -45,8 +45,14 @@ from typing import Any
 
 import numpy as np
 
-from gorila.errors import (GorilaError, GradientError, NonFiniteError, ShardRestartedError, VersionError,
-                           WorkerTimeoutError)
+from gorila.errors import (
+    GorilaError,
+    GradientError,
+    NonFiniteError,
+    ShardRestartedError,
+    VersionError,
+    WorkerTimeoutError,
+)
 from gorila.params.rule import OUTCOMES
 from gorila.params.shard import REASONS, PushResult, PushTag
 from gorila.transport.shm import Listener, accept_block, connect, supported
@@ -211,7 +217,7 @@ class FastPathServer:
                 raise ValueError(f"no request {op}")
             # Fresh params land in the slot.
             result = self._push(grad, version, worker_id, out=params, tag=PushTag(epoch, client, seq, reply_params))
-        except Exception as err:  # noqa: BLE001 - every failure goes back to the caller, typed
+        except Exception as err:  # every failure goes back to the caller, typed
             return _encode_error(err)
         return _REPLY.pack(_OK, OUTCOMES.index(result.outcome), REASONS.index(result.reason), result.applied,
                            result.params is not None, result.version, result.staleness, result.epoch)

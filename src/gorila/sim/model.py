@@ -35,8 +35,8 @@ import simpy
 from gorila.params import ParameterShard, ShardStats, UpdateRule
 from gorila.params.layout import ShardLayout
 from gorila.runtime.shard_host import ShardHost
-from gorila.sim.cluster import Cluster
 from gorila.sim.calibration import Workload
+from gorila.sim.cluster import Cluster
 
 FLOAT_BYTES = 4
 ACK_BYTES = 64  # a reply without parameters: outcome and version

@@ -24,8 +24,17 @@ from gorila.actors import ExplorationSchedule
 from gorila.actors.nstep import NStepReturns
 from gorila.algos.apex.config import ApexConfig
 from gorila.algos.dqn.networks import build_q_network
-from gorila.algos.kit import (CHUNK_SECONDS, INFERENCE, REPLAY_TRAFFIC, ReplayTopology, greedy_q_inference, q_actor,
-                              owned_learners, q_learner, rl_plan)
+from gorila.algos.kit import (
+    CHUNK_SECONDS,
+    INFERENCE,
+    REPLAY_TRAFFIC,
+    ReplayTopology,
+    greedy_q_inference,
+    owned_learners,
+    q_actor,
+    q_learner,
+    rl_plan,
+)
 from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan

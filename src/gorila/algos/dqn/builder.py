@@ -16,8 +16,18 @@ from torch import nn
 from gorila.actors.nstep import NStepReturns
 from gorila.algos.dqn.config import DQNConfig
 from gorila.algos.dqn.networks import build_q_network
-from gorila.algos.kit import (CHUNK_SECONDS, INFERENCE, REPLAY_TRAFFIC, ReplayTopology, greedy_q_inference,
-                              learner_factory, owned_learners, q_actor, q_learner, rl_plan)
+from gorila.algos.kit import (
+    CHUNK_SECONDS,
+    INFERENCE,
+    REPLAY_TRAFFIC,
+    ReplayTopology,
+    greedy_q_inference,
+    learner_factory,
+    owned_learners,
+    q_actor,
+    q_learner,
+    rl_plan,
+)
 from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, WorkerSpec

@@ -22,8 +22,15 @@ from dataclasses import asdict
 from gorila.actors.segment_actor import SegmentActor
 from gorila.algos.a3c.networks import greedy_policy, make_network
 from gorila.algos.impala.builder import check_sync_learners
-from gorila.algos.kit import (ACTOR_TIME, CHUNK_SECONDS, QUEUES, learner_factory, rl_plan, sampled_inference,
-                              trajectory_groups)
+from gorila.algos.kit import (
+    ACTOR_TIME,
+    CHUNK_SECONDS,
+    QUEUES,
+    learner_factory,
+    rl_plan,
+    sampled_inference,
+    trajectory_groups,
+)
 from gorila.algos.ppo.config import PPOConfig
 from gorila.algos.rl_config import RLConfig, resolve_device
 from gorila.config import RunConfig

@@ -57,7 +57,7 @@ def loads(data: bytes, shared: Mapping[str, Any]) -> Snapshot:
         (length,) = _HEADER.unpack_from(data)
         tree = json.loads(data[_HEADER.size:_HEADER.size + length])
         arrays = safetensors.numpy.load(data[_HEADER.size + length:])
-    except Exception as err:  # noqa: BLE001 - whatever a damaged file raises, it is named as damaged
+    except Exception as err:  # whatever a damaged file raises, it is named as damaged
         raise CheckpointError(f"the workers' snapshot cannot be read: {type(err).__name__}: {err}") from err
     if not isinstance(tree, dict) or tree.get("format") != _FORMAT:
         raise CheckpointError(f"the workers' snapshot is not a {_FORMAT} snapshot")
@@ -89,6 +89,6 @@ class Snapshot:
             return self._decoder.decode(self._parts[name], fresh, name)
         except CheckpointError:
             raise
-        except Exception as err:  # noqa: BLE001 - a crafted or damaged tree fails by name, whatever it trips
+        except Exception as err:  # a crafted or damaged tree fails by name, whatever it trips
             raise CheckpointError(f"the workers' snapshot cannot be read at {name}: {type(err).__name__}: "
                                   f"{str(err)[:200]}") from err

@@ -16,8 +16,18 @@ import numpy as np
 import torch
 
 from gorila.errors import CheckpointError
-from gorila.runtime.snapshot.rules import (BIT_GENERATORS, DICTS, FACTORIES, SETTINGS, array_dtype, class_name,
-                                           named_class, plain_key, slots, torch_dtype)
+from gorila.runtime.snapshot.rules import (
+    BIT_GENERATORS,
+    DICTS,
+    FACTORIES,
+    SETTINGS,
+    array_dtype,
+    class_name,
+    named_class,
+    plain_key,
+    slots,
+    torch_dtype,
+)
 
 
 class Decoder:

@@ -12,8 +12,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from gorila.runtime.snapshot.rules import (BIT_GENERATORS, CODE, FACTORIES, LOCKS, SETTINGS, class_name, creatable,
-                                           dtype_name, slots)
+from gorila.runtime.snapshot.rules import (
+    BIT_GENERATORS,
+    CODE,
+    FACTORIES,
+    LOCKS,
+    SETTINGS,
+    class_name,
+    creatable,
+    dtype_name,
+    slots,
+)
 
 
 class Encoder:
