@@ -4,8 +4,11 @@ carry each unclipped Gaussian sample with its exact log-probability."""
 
 import pytest
 
-from tests.component.test_continuous_control import (assert_unclipped_samples_with_exact_log_probs,
-                                                     central_impala_on_pendulum, segments_taken)
+from tests.component.test_continuous_control import (
+    assert_unclipped_samples_with_exact_log_probs,
+    central_impala_on_pendulum,
+    segments_taken,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
