@@ -80,7 +80,8 @@ class QActor:
             q = self.net(torch.as_tensor(rows.obs, device=device))
             q_next = self.net(torch.as_tensor(rows.next_obs, device=device)).max(1).values
             taken = q.gather(1, torch.as_tensor(rows.action, device=device).long().unsqueeze(1)).squeeze(1)
-            target = torch.as_tensor(rows.reward, device=device) + torch.as_tensor(rows.discount, device=device) * q_next
+            reward = torch.as_tensor(rows.reward, device=device)
+            target = reward + torch.as_tensor(rows.discount, device=device) * q_next
             return (target - taken).abs().cpu().numpy()
 
     def close(self) -> None:

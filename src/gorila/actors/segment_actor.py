@@ -40,9 +40,10 @@ class SegmentActor:
         worker = factory(worker_id, server); worker.step(); worker.report()
 
     It pulls the parameters every ``refresh_every`` segments (a large value holds the policy lag
-    high) from ``server.source(worker_id)``: its node's cache with ``--param-cache node``. Actor k writes to queue ``k % len(queues)``. At most one add is in flight; a full queue
-    answers None, the segment is sent again (same number: it is never queued twice) and the step
-    says it is blocked (the runtime backs off); refused for longer than the server's timeout, it is a
+    high) from ``server.source(worker_id)``: its node's cache with ``--param-cache node``. Actor k
+    writes to queue ``k % len(queues)``. At most one add is in flight; a full queue answers None,
+    the segment is sent again (same number: it is never queued twice) and the step says it is
+    blocked (the runtime backs off); refused for longer than the server's timeout, it is a
     :class:`WorkerTimeoutError` naming the queue. Once refused, it asks the queue for room (a small
     call) before it sends the segment again. Env ``i`` of actor ``k`` is seeded
     ``seed + 1000 k + i``, and so is the generator that samples its actions. Given its policy's

@@ -72,8 +72,9 @@ def cache_metrics(tiers: CacheTiers | None, readers: str) -> tuple[str, ...]:
     moved per version per node, and how many versions behind the server those workers act."""
     if tiers is None:
         return ()
+    rack = ("rack_cache.pulls",) if tiers.rack else ()
     return ("param_cache.pulls", "param_cache.bytes_per_version", f"{readers}.cache_reads",
-            f"{readers}.server_reads", f"{readers}.param_staleness_mean") + (("rack_cache.pulls",) if tiers.rack else ())
+            f"{readers}.server_reads", f"{readers}.param_staleness_mean") + rack
 
 
 def inference_service(policy: Callable[[], InferencePolicy], rule: BatchingRule, refresh_every: int,

@@ -51,7 +51,8 @@ class RLConfig:
     stop_at_target: bool = field(default=True, metadata={"help": "stop once the target is reached"})
     eval_episodes: int = field(default=10, metadata={"help": "episodes per evaluation"})
     eval_epsilon: float | None = field(default=None, metadata={
-        "help": "exploration rate during evaluation (the DQN papers evaluate with 0.05; policy-gradient methods greedily)"})
+        "help": "exploration rate during evaluation (the DQN papers evaluate with 0.05; policy-gradient methods "
+                "greedily)"})
     eval_noop_max: int = field(default=30, metadata={"help": "evaluation episodes start after 0..N no-op actions"})
     eval_every_s: float | None = field(default=None, metadata={
         "help": "at most one evaluation per this many seconds (default: 1; on Ray 0, back to back, for a3c, impala and "

@@ -38,16 +38,27 @@ class A3CConfig:
         "help": "steps per rollout, the n of the n-step target; 0 rolls out until every env's episode has ended",
         "was": ("rollout_steps",)})
     gamma: float = field(default=0.99, metadata={"help": "discount factor, in (0, 1]"})
-    gae_lambda: float = field(default=1.0, metadata={"help": "lambda of the lambda-return target (generalised advantage estimation), in [0, 1]; 1 is the plain n-step target"})
+    gae_lambda: float = field(default=1.0, metadata={
+        "help": "lambda of the lambda-return target (generalised advantage estimation), in [0, 1]; "
+                "1 is the plain n-step target"})
     entropy_coef: float = field(default=0.01, metadata={"help": "weight of the entropy bonus (>= 0)"})
     optimizer: str = "rmsprop"  # no flag of its own: --optimizer (RunConfig) overrides it
-    lr_policy: float = field(default=3e-3, metadata={"help": "server learning rate of the policy parameters (and of a shared torso)"})
+    lr_policy: float = field(default=3e-3, metadata={
+        "help": "server learning rate of the policy parameters (and of a shared torso)"})
     lr_value: float = field(default=3e-3, metadata={"help": "server learning rate of the value parameters"})
-    target_tau: float = field(default=1.0, metadata={"help": "soft update of the worker's target value network, in (0, 1]; 1 copies the pulled one"})
-    hidden: tuple[int, ...] = field(default=(64, 64), metadata={"help": "hidden layer widths of the policy and value MLPs (or of the shared torso)"})
-    shared_torso: bool = field(default=False, metadata={"help": "one torso with a policy head and a value head instead of two networks (vector observations; images always get a convolutional torso shared by both heads, the Nature CNN or the MinAtar network)"})
-    max_grad_norm: float | None = field(default=None, metadata={"help": "clip each pushed gradient to this L2 norm, > 0 (default: no clipping)"})
-    straggler: float = field(default=1.0, metadata={"help": "worker 0's gradients take this many times as long (an injected straggler, >= 1; compare a run with gorila simulate --slow-worker)"})
+    target_tau: float = field(default=1.0, metadata={
+        "help": "soft update of the worker's target value network, in (0, 1]; 1 copies the pulled one"})
+    hidden: tuple[int, ...] = field(default=(64, 64), metadata={
+        "help": "hidden layer widths of the policy and value MLPs (or of the shared torso)"})
+    shared_torso: bool = field(default=False, metadata={
+        "help": "one torso with a policy head and a value head instead of two networks (vector observations; "
+                "images always get a convolutional torso shared by both heads, the Nature CNN or the MinAtar "
+                "network)"})
+    max_grad_norm: float | None = field(default=None, metadata={
+        "help": "clip each pushed gradient to this L2 norm, > 0 (default: no clipping)"})
+    straggler: float = field(default=1.0, metadata={
+        "help": "worker 0's gradients take this many times as long (an injected straggler, >= 1; compare a run "
+                "with gorila simulate --slow-worker)"})
 
     def __post_init__(self) -> None:
         validate.integer("workers", self.workers, low=1, high=1024)

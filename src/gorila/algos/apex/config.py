@@ -94,7 +94,8 @@ class ApexConfig:
         if isinstance(self.target_update, str):  # the CLI's spelling, or config.json's
             object.__setattr__(self, "target_update", TargetUpdate.parse(self.target_update))
         if not isinstance(self.target_update, TargetUpdate):
-            raise ConfigError("target_update", f"must be hard:N or soft:TAU, got {validate.excerpt(self.target_update)}")
+            raise ConfigError("target_update",
+                              f"must be hard:N or soft:TAU, got {validate.excerpt(self.target_update)}")
         validate.number("lr", self.lr, low=0.0, low_open=True)
         if self.max_grad_norm is not None:
             validate.number("max_grad_norm", self.max_grad_norm, low=0.0, low_open=True)

@@ -115,7 +115,8 @@ class DQNConfig:
         if isinstance(self.target_update, str):  # the CLI's spelling, or config.json's
             object.__setattr__(self, "target_update", TargetUpdate.parse(self.target_update))
         if not isinstance(self.target_update, TargetUpdate):
-            raise ConfigError("target_update", f"must be hard:N or soft:TAU, got {validate.excerpt(self.target_update)}")
+            raise ConfigError("target_update",
+                              f"must be hard:N or soft:TAU, got {validate.excerpt(self.target_update)}")
         self.exploration()  # eps_start, eps_end, eps_decay_updates and eps_alpha are checked here
         if self.actor_refresh is None:
             # Resolved here so every consumer and config.json see the number. With global replay the

@@ -31,7 +31,9 @@ class LstsqConfig:
     iterations: int = field(default=1000, metadata={"help": "at most this many server updates"})
     tol: float = field(default=1e-4, metadata={"help": "stop when the suboptimality has shrunk by this factor"})
     log_every: int = field(default=10, metadata={"help": "server updates between logged rounds"})
-    straggler: float = field(default=1.0, metadata={"help": "worker 0's gradients take this many times as long (an injected straggler, >= 1; compare with gorila simulate --slow-worker)"})
+    straggler: float = field(default=1.0, metadata={
+        "help": "worker 0's gradients take this many times as long (an injected straggler, >= 1; compare with "
+                "gorila simulate --slow-worker)"})
 
     def __post_init__(self) -> None:
         validate.integer("workers", self.workers, low=1, high=1024)
