@@ -78,7 +78,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds (pipeline, then the bare loop)")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="the learner's device")
     parser.add_argument("--address", default=None, help="Ray cluster to join (default: embedded)")
-    parser.add_argument("--out", type=Path, default=None, help="directory for bench.json (default: bench-out/apex-<time>)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="directory for bench.json (default: bench-out/apex-<time>)")
     args = parser.parse_args(argv)
     validate.number("seconds", args.seconds, low=0.0, low_open=True)
     validate.integer("rounds", args.rounds, low=1)
@@ -113,7 +114,8 @@ def main(argv: list[str]) -> int:
             pipeline.append((after["updates_pushed"] - before["updates_pushed"]) / elapsed)
             waits.append((after["learner_wait_s"] - before["learner_wait_s"]) / max(
                 after["learner_time_s"] - before["learner_time_s"], 1e-9))
-            per_cpu.append((after["updates_pushed"] - before["updates_pushed"]) / max(after["cpu_s"] - before["cpu_s"], 1e-9))
+            per_cpu.append((after["updates_pushed"] - before["updates_pushed"]) / max(
+                after["cpu_s"] - before["cpu_s"], 1e-9))
             limit.append(learner.call("limit_rate", round_s)[0])
     finally:
         runtime.shutdown()

@@ -36,7 +36,8 @@ MIB = 2 ** 20
 RAY_HELPERS = (("gcs_server", "ray:gcs_server"), ("raylet/raylet", "ray:raylet"),
                ("dashboard/dashboard.py", "ray:dashboard"), ("ray::DashboardAgent", "ray:dashboard_agent"),
                ("dashboard/agent.py", "ray:dashboard_agent"), ("ray::RuntimeEnvAgent", "ray:runtime_env_agent"),
-               ("runtime_env/agent/main.py", "ray:runtime_env_agent"), ("autoscaler/_private/monitor.py", "ray:monitor"),
+               ("runtime_env/agent/main.py", "ray:runtime_env_agent"),
+               ("autoscaler/_private/monitor.py", "ray:monitor"),
                ("log_monitor.py", "ray:log_monitor"), ("default_worker.py", "ray:worker_starting"),
                ("ray::IDLE", "ray:idle_worker"), ("gorila/runtime/reaper.py", "reaper"))
 
@@ -140,7 +141,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--time-limit-s", type=float, default=30.0, help="the run's --time-limit-s")
     parser.add_argument("--hold-s", type=float, default=5.0, help="how long the bare Ray limit stays up")
     parser.add_argument("--every-s", type=float, default=0.5, help="seconds between readings")
-    parser.add_argument("--out", type=Path, default=None, help="directory for bench.json (default: bench-out/memory-<time>)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="directory for bench.json (default: bench-out/memory-<time>)")
     args, train_flags = parser.parse_known_args(argv)
     validate.number("time_limit_s", args.time_limit_s, low=0.0, low_open=True)
     validate.number("hold_s", args.hold_s, low=0.0)
@@ -158,7 +160,8 @@ def main(argv: list[str]) -> int:
     print(f"  {'sum (' + str(run.processes) + ' processes)':<28} {run.total_rss / MIB:8.0f} {run.total_pss / MIB:8.0f}")
     print(f"  {'limit: ray.init + idle actor':<28} {limit.total_rss / MIB:8.0f} {limit.total_pss / MIB:8.0f}"
           f"   ratio {run.total_pss / limit.total_pss:.2f}")
-    write_bench_json(out, "memory", vars(args) | {"train_flags": train_flags}, _rows("run", run) + _rows("limit", limit),
+    write_bench_json(out, "memory", vars(args) | {"train_flags": train_flags},
+                     _rows("run", run) + _rows("limit", limit),
                      peak_rss_mib=run.total_rss / MIB, peak_pss_mib=run.total_pss / MIB, processes=run.processes,
                      limit_peak_rss_mib=limit.total_rss / MIB, limit_peak_pss_mib=limit.total_pss / MIB,
                      ratio=run.total_pss / limit.total_pss)

@@ -193,7 +193,8 @@ def main(argv: list[str]) -> int:
                         help="local: the in-process limit and the sum-trees only")
     parser.add_argument("--address", default=None, help="Ray cluster to join (default: embedded)")
     parser.add_argument("--seed", type=int, default=0, help="random seed")
-    parser.add_argument("--out", type=Path, default=None, help="directory for bench.json (default: bench-out/replay-<time>)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="directory for bench.json (default: bench-out/replay-<time>)")
     args = parser.parse_args(argv)
     validate.number("seconds", args.seconds, low=0.0, low_open=True)
     for name in ("capacity", "rows_per_add", "batch_size", "tree_capacity"):
@@ -212,8 +213,9 @@ def main(argv: list[str]) -> int:
     trees = compare_samplers(args.tree_capacity, args.batch_size, args.seconds, args.seed)
     print(f"sum-trees, {args.tree_capacity:,} slots, batches of {args.batch_size}:")
     for row in trees:
-        print(f"  {row['sampler']:>8}: " + (f"{row['update_per_s']:10,.0f} updates/s {row['sample_per_s']:10,.0f} samples/s"
-                                           if row["available"] else f"not available ({row['why']})"))
+        print(f"  {row['sampler']:>8}: "
+              + (f"{row['update_per_s']:10,.0f} updates/s {row['sample_per_s']:10,.0f} samples/s"
+                 if row["available"] else f"not available ({row['why']})"))
 
     streams = 1 if len(obs_shape) == 3 else 8
     make_shard = functools.partial(ReplayShard, capacity=args.capacity, obs_shape=obs_shape, obs_dtype=obs_dtype,
@@ -230,7 +232,8 @@ def main(argv: list[str]) -> int:
             got = through_runtime(args, count, make_shard, batch)
             ratio = got["add_per_s"] / limit["add_per_s"]
             sample_ratio = got["sample_per_s"] / limit["sample_per_s"]
-            print(f"{count:>8} {got['add_per_s']:>10,.0f} {ratio:>6.2f} {got['sample_per_s']:>10,.0f} {sample_ratio:>6.2f}")
+            print(f"{count:>8} {got['add_per_s']:>10,.0f} {ratio:>6.2f} "
+                  f"{got['sample_per_s']:>10,.0f} {sample_ratio:>6.2f}")
             rows.append({"runtime": "ray", "writers": count, **got, "ratio_to_inprocess": ratio,
                          "sample_ratio_to_inprocess": sample_ratio})
     write_bench_json(out, "replay", vars(args), rows, sum_trees=trees)

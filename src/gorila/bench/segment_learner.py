@@ -137,9 +137,9 @@ def run(args: argparse.Namespace, names: list[str]) -> int:
                                 optimizer=cfg.optimizer, lr=cfg.lr)
     plan = dataclasses.replace(plan, services=())
     size = plan.initial_params().size
-    print(f"gorila bench learner --algo {args.algo}: {args.env}, {size:,} parameters, batches of {args.batch_size or 1} "
-          f"segment(s) of {cfg.unroll_length} steps x {cfg.envs_per_actor} envs, 1 torch thread per process, "
-          f"medians of {args.rounds} alternating rounds, {args.seconds:g} s per figure")
+    print(f"gorila bench learner --algo {args.algo}: {args.env}, {size:,} parameters, "
+          f"batches of {args.batch_size or 1} segment(s) of {cfg.unroll_length} steps x {cfg.envs_per_actor} envs, "
+          f"1 torch thread per process, medians of {args.rounds} alternating rounds, {args.seconds:g} s per figure")
     where = ("applied by the learner, which owns its parameters, and published to 1 shard" if args.server == "learner"
              else "pushed to 1 parameter-server shard")
     print(f"  pipeline: the {args.algo} learner taking batches from a trajectory queue kept full, its gradients "

@@ -51,7 +51,8 @@ def main(argv: list[str]) -> int:
     parser = command_parser("gorila bench startup", __doc__)
     parser.add_argument("--algo", default="dqn", help="the algorithm whose `gorila train` is timed")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each, interleaved; figures are medians")
-    parser.add_argument("--out", type=Path, default=None, help="directory for bench.json (default: bench-out/startup-<time>)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="directory for bench.json (default: bench-out/startup-<time>)")
     args, train_flags = parser.parse_known_args(argv)
     validate.integer("repeats", args.repeats, low=1)
     out = bench_dir(args.out, "startup")

@@ -161,7 +161,8 @@ def plot_predictions(curves: dict[str, tuple[Sequence[int], Sequence[float], Seq
         style = "o--" if base != label else "o-"
         left.plot(workers, speedup, style, color=colour, label=label, markersize=4)
         right.plot(workers, [max(s, 1e-2) for s in staleness], style, color=colour, label=label, markersize=4)
-    for ax, ylabel in ((left, "predicted speedup over 1 worker"), (right, "mean staleness (versions; 0 drawn at 0.01)")):
+    for ax, ylabel in ((left, "predicted speedup over 1 worker"),
+                       (right, "mean staleness (versions; 0 drawn at 0.01)")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("workers")

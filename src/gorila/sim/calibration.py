@@ -127,5 +127,6 @@ class Calibration:
                                              "gorila simulate --calibrate --out FILE") from None
         for optimizer, points in calibration.apply_points.items():
             if not points or any(len(p) != 2 or not all(math.isfinite(x) and x >= 0 for x in p) for p in points):
-                raise ConfigError("calibration", f"{path}: apply times of {optimizer!r} must be [[params, seconds], ...]")
+                raise ConfigError("calibration",
+                                  f"{path}: apply times of {optimizer!r} must be [[params, seconds], ...]")
         return calibration

@@ -99,7 +99,8 @@ def _parser() -> argparse.ArgumentParser:
     rule.add_argument("--accept-within", type=int, default=None,
                       help="semi-async: staleness up to which a push joins the update")
     parser.add_argument("--gradients-per-worker", type=int, default=5,
-                        help="pushes simulated per worker, >= 2 (at least 1000 in all; each worker's first is not measured)")
+                        help="pushes simulated per worker, >= 2 (at least 1000 in all; each worker's first is not "
+                             "measured)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the simulated compute times")
     parser.add_argument("--seconds", type=float, default=3.0, help="--calibrate: seconds per compute measurement")
     parser.add_argument("--out", type=Path, default=None,

@@ -123,7 +123,8 @@ def write_outputs(spec: Sweep, points: list[Point], out: Path, title: str, setti
         writer = csv.writer(f)
         writer.writerow(("mode", "condition", "workers", "staleness", "pushes"))
         for p in points:
-            writer.writerows((p.mode, p.condition, p.prediction.workers, s, n) for s, n in p.prediction.staleness.items())
+            writer.writerows((p.mode, p.condition, p.prediction.workers, s, n)
+                             for s, n in p.prediction.staleness.items())
     curves: dict[str, tuple[list[int], list[float], list[float]]] = {}
     for p in points:
         workers, speedup, staleness = curves.setdefault(p.mode + p.condition, ([], [], []))
