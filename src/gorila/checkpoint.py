@@ -19,7 +19,8 @@ unpickler::
 
     save_checkpoint(run_dir / "ckpt", {"params": flat, "replay_obs": obs}, {"step": 10_000})
     arrays, meta = load_checkpoint(run_dir / "ckpt")      # newest good one
-    arrays, meta = load_checkpoint(run_dir / "ckpt", check=lambda arrays, meta: check_meta(meta, {"step": Field("count")}))
+    arrays, meta = load_checkpoint(run_dir / "ckpt",
+                                   check=lambda arrays, meta: check_meta(meta, {"step": Field("count")}))
     timer = CheckpointTimer(every_s=300)
     if timer.due(): save_checkpoint(...)
 """
@@ -86,7 +87,8 @@ def save_checkpoint(directory: Path, arrays: Mapping[str, np.ndarray], meta: Map
         "saved_at": time.time(),
         "meta": jsonable(meta),
     }
-    sidecar = write_json(directory / f"ckpt-{sequence:06d}.json", {**record, "record_sha256": _digest(jsonable(record))})
+    sidecar = write_json(directory / f"ckpt-{sequence:06d}.json",
+                         {**record, "record_sha256": _digest(jsonable(record))})
     _prune(directory, keep)
     return sidecar
 

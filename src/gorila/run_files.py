@@ -93,5 +93,6 @@ def read_metrics(csv_path: Path) -> tuple[int, list[str], list[list[str]]]:
             if len(row) < 2 or not all(math.isfinite(float(cell)) for cell in row[:2]):
                 raise ValueError
         except ValueError:
-            raise damaged(f"line {number} does not start with a step and a time: {excerpt(','.join(row[:3]))}") from None
+            raise damaged(f"line {number} does not start with a step and a time: "
+                          f"{excerpt(','.join(row[:3]))}") from None
     return len(data), text.splitlines(keepends=True), rows

@@ -118,8 +118,9 @@ class Evaluator:
             self.player.set(self.params)
             self.frozen = self.statistics
             self.version, self.played_s = self.client.version, 0.0
-            self.playing = EvaluationEpisodes(self.env_id, self.episodes, self.epsilon, seed=self.seed + self.evaluations,
-                                              noop_max=self.noop_max, failures=self.failures)
+            self.playing = EvaluationEpisodes(self.env_id, self.episodes, self.epsilon,
+                                              seed=self.seed + self.evaluations, noop_max=self.noop_max,
+                                              failures=self.failures)
         seconds = self.slice_s
         if self.share is not None:
             since = started - self.slice_ended if self.slice_ended is not None else 0.0

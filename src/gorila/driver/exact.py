@@ -10,8 +10,9 @@ A checkpoint is taken between chunks, when no worker is stepping, so what is sav
 run was in: each worker whole (its envs mid-episode, its replay and n-step windows, its target
 network, its RNGs, its exploration schedule and counts; the evaluator, an evaluation half-played
 included), the services (replay shards, trajectory queues), the driver's :class:`Counters` (the
-latest episodes' returns) and chunk pace (which cuts the budget's last chunk), and Python's, numpy's and torch's global RNGs. The snapshot is one array
-of bytes, ``workers.snapshot``, among the checkpoint's arrays: data only, a JSON tree and arrays, never pickle
+latest episodes' returns) and chunk pace (which cuts the budget's last chunk), and Python's,
+numpy's and torch's global RNGs. The snapshot is one array of bytes, ``workers.snapshot``, among
+the checkpoint's arrays: data only, a JSON tree and arrays, never pickle
 (:mod:`gorila.runtime.snapshot` says what it may name). The shards' parameters, versions and
 optimizer state are the checkpoint's other arrays, as on every runtime.
 

@@ -158,8 +158,9 @@ class Plan:
     metrics; workers' ``server.source()``
     reads it. ``train_target`` (RL, ``--target-on train100``) judges the target on training
     instead of by the evaluation: the mean return of the run's latest 100 episodes, once 100 have
-    been played. ``config`` is written to ``config.json``. ``network_fn`` (RL) builds the network whose parameters the server holds: checkpoints then also export its
-    named ``state_dict``, which plain PyTorch can load.
+    been played. ``config`` is written to ``config.json``. ``network_fn`` (RL) builds the network
+    whose parameters the server holds: checkpoints then also export its named ``state_dict``, which
+    plain PyTorch can load.
     With ``snapshot`` a checkpoint of the local runtime also holds its workers and services as they
     are (:mod:`gorila.driver.exact`), so that ``--resume`` goes on exactly as the run would have;
     replay plans set it only with ``--checkpoint-replay`` (their replay is most of that state).

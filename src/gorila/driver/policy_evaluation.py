@@ -3,7 +3,8 @@ parameters while training goes on, and :class:`PolicyEvaluation` places it, pace
 what it reports.
 
 No torch at import: an evaluator of a network with a numpy twin (an MLP or MinAtar's: a plain
-Q-network, or an actor-critic's policy) plays it in numpy (:class:`~gorila.nets.numpy_conv.NumpyNetwork`), and its process never loads torch."""
+Q-network, or an actor-critic's policy) plays it in numpy
+(:class:`~gorila.nets.numpy_conv.NumpyNetwork`), and its process never loads torch."""
 
 from __future__ import annotations
 

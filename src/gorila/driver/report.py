@@ -120,7 +120,8 @@ class Report:
                  resumed: dict[str, Any]):
         self.run_config, self.plan, self.placed, self.progress, self.out = run_config, plan, placed, progress, out
         self.workers: WorkerState | None = None  # what a checkpoint adds for an exact resume (the loop sets it)
-        self.statistics: RunStatistics | None = None  # the normalisation statistics a checkpoint saves (the loop sets it)
+        # the normalisation statistics a checkpoint saves (the loop sets it)
+        self.statistics: RunStatistics | None = None
         self.services = ServiceWatch(placed.services, out.logger.message)
         self.time_to_target: float | None = resumed.get("time_to_target_s")
         self.train_time_to_target: float | None = resumed.get("train_time_to_target_s")
@@ -144,7 +145,8 @@ class Report:
         # After a second signal (the chunks under way given up) or with the cluster gone, the summary
         # asks the workers nothing: their counts are those of the reports already in.
         self.hurried = False
-        #: the last checkpoint this run saved (``path`` in the run directory, ``progress``), what a resume continues from
+        #: the last checkpoint this run saved (``path`` in the run directory, ``progress``), what a resume
+        #: continues from
         self.last_checkpoint: dict[str, str] | None = None
 
     def began_stepping(self) -> None:

@@ -35,7 +35,8 @@ def _columns(plan: Plan) -> tuple[str, ...]:
     return (*head, headline, *(("train_return",) if rl else ()), *other,
             *(("loss", "env_steps_per_s") if rl else ()),
             "updates_per_s", "pushes_rejected", "pushes_rejected_nonfinite", "bytes_pushed", "bytes_pulled",
-            "worker_restarts", *(("env_failures",) if rl else ()), *(metric.replace(".", "_") for metric in plan.metrics))
+            "worker_restarts", *(("env_failures",) if rl else ()),
+            *(metric.replace(".", "_") for metric in plan.metrics))
 
 
 def _tags(plan: Plan, columns: tuple[str, ...]) -> dict[str, str]:

@@ -43,8 +43,9 @@ class SavedRun:
     best one is damaged (``fallback`` then says why); ``checkpoint`` says which was read. A
     ``config.json`` that is damaged, edited or a link out of the directory is a ``ConfigError``
     naming ``run_dir``, and so is one whose algorithm is not among ``algorithms`` (the registry's
-    names, which the caller hands down: the driver sits below the algorithms). ``statistics`` are the normalisation statistics the checkpoint holds
-    (``--normalize-obs``: the observations' statistics its policy acts through; empty without).
+    names, which the caller hands down: the driver sits below the algorithms). ``statistics`` are the
+    normalisation statistics the checkpoint holds (``--normalize-obs``: the observations' statistics
+    its policy acts through; empty without).
     """
 
     run_dir: Path

@@ -376,4 +376,5 @@ def make_env_runner(env_id: str, num_envs: int, *, seed: int, training: bool,
 
 def _env_fn(env_id: str, seed: int, training: bool, terminal_on_life_loss: bool) -> Callable[[], gym.Env]:
     # a partial, not a lambda: a runner holding it can be saved (the local runtime's snapshot)
-    return functools.partial(make_env, env_id, seed=seed, training=training, terminal_on_life_loss=terminal_on_life_loss)
+    return functools.partial(make_env, env_id, seed=seed, training=training,
+                             terminal_on_life_loss=terminal_on_life_loss)

@@ -14,10 +14,10 @@ a thread of its own, so nothing needs to step it::
 
 One thread waits on every connection at once: it adds each request to a
 :class:`~gorila.inference.batching.BatchQueue`, never blocks past the queue's deadline, runs the
-policy on the whole batch, writes each request's actions (and their log-probabilities) into its own slot and replies with the
-``policy_version`` used. Every ``refresh_every`` batches it pulls the newest parameters from its
-ParamSource. A client whose connection closes (its process died) is forgotten with the requests it
-had waiting. A restarted server listens on a new path; rollout workers ask for it again.
+policy on the whole batch, writes each request's actions (and their log-probabilities) into its
+own slot and replies with the ``policy_version`` used. Every ``refresh_every`` batches it pulls
+the newest parameters from its ParamSource. A client whose connection closes (its process died) is
+forgotten with the requests it had waiting. A restarted server listens on a new path; rollout workers ask for it again.
 """
 
 from __future__ import annotations

@@ -44,8 +44,9 @@ class ReplayLearner:
     rows a step only asks the shards whether to start; they give every learner the same answer for
     the same step, so learners under a synchronous rule start in the same round (a learner restarted
     after a crash is let in at once). A learner on a GPU that copies ahead (``stages_ahead``) is
-    handed the request's next minibatch before this one's gradient. ``policy_lag`` counts sampled rows by how many versions the
-    server had moved on since the actor acted, in bins of powers of two (see :func:`lag_bins`).
+    handed the request's next minibatch before this one's gradient. ``policy_lag`` counts sampled
+    rows by how many versions the server had moved on since the actor acted, in bins of powers of
+    two (see :func:`lag_bins`).
     """
 
     def __init__(self, worker_id: int, server: ParameterServer, *, learner: Callable[[], Learner],

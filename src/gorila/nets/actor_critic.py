@@ -45,7 +45,8 @@ class ActorCritic(nn.Module):
                  shared: bool = False, continuous: bool = False):
         super().__init__()
         self.shared = shared
-        self.head: CategoricalHead | GaussianHead = GaussianHead(n_actions) if continuous else CategoricalHead(n_actions)
+        self.head: CategoricalHead | GaussianHead = (GaussianHead(n_actions) if continuous
+                                                     else CategoricalHead(n_actions))
         if shared:
             self.torso = mlp(obs_dim, hidden, activation=nn.Tanh)
             width = hidden[-1] if hidden else obs_dim

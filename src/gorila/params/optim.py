@@ -308,7 +308,8 @@ class Adam(_Base):
         return tmp
 
 
-_CLASSES: dict[str, type[_Base]] = {"sgd": SGD, "momentum": Momentum, "adagrad": AdaGrad, "rmsprop": RMSProp, "adam": Adam}
+_CLASSES: dict[str, type[_Base]] = {"sgd": SGD, "momentum": Momentum, "adagrad": AdaGrad, "rmsprop": RMSProp,
+                                    "adam": Adam}
 
 
 def make_optimizer(name: str, size: int, lr: LearningRate, state: dict[str, np.ndarray] | None = None

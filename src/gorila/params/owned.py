@@ -10,8 +10,9 @@ version per update. It *sends* its parameters to the store (Ape-X's broadcast, M
 learner only sends the updated model"): every ``every_updates`` updates, at most once every
 ``every_s`` (a publication through Ray costs the learner a serialised copy of its parameters:
 publishing every update made IMPALA's learner on MinAtar 0.67 of its bare loop, against 1.04 for
-the server), and never with one still on its way, so the learner never waits for the store. Every ``state_every_s`` a publication carries the optimizer
-state too, so a checkpoint of the store (and a learner restarted from it) has all of it::
+the server), and never with one still on its way, so the learner never waits for the store. Every
+``state_every_s`` a publication carries the optimizer state too, so a checkpoint of the store (and
+a learner restarted from it) has all of it::
 
     learner = functools.partial(ImpalaLearner, network_fn=..., loss=..., batch_size=4)
     owning = functools.partial(owning_learner, learner, spec, Publication(every_updates=1))
@@ -92,7 +93,8 @@ class OwnedEndpoint(LocalEndpoint):
         one has arrived (a store that is slow is sent the newer version next time instead)."""
         now = time.monotonic()
         behind = self.shard.version - self.published_version
-        if not self.publishes or behind < self.publication.every_updates or now - self.published_at < self.publication.every_s:
+        if (not self.publishes or behind < self.publication.every_updates
+                or now - self.published_at < self.publication.every_s):
             return False
         if self.in_flight is not None:
             if not self.in_flight.ready():

@@ -18,11 +18,12 @@ class PushResult:
     """What a push did.
 
     ``applied``: the push ended a round and the version moved on (the round's step may still have
-    been rolled back: see :func:`apply_round`). ``params`` holds the shard's current parameters whenever the pusher is behind after the
-    push (its version < ``version``) or was refused for its tag, so a worker's round trip is one
-    call. ``reason`` says why a push was rejected: ``"stale"``, ``"nonfinite"``, ``"restarted"``
-    (computed on parameters of the shard's life before a restart) or ``"duplicate"`` (a push
-    already received). ``epoch`` is the shard's: the pusher labels its next push with it.
+    been rolled back: see :func:`apply_round`). ``params`` holds the shard's current parameters
+    whenever the pusher is behind after the push (its version < ``version``) or was refused for its
+    tag, so a worker's round trip is one call. ``reason`` says why a push was rejected:
+    ``"stale"``, ``"nonfinite"``, ``"restarted"`` (computed on parameters of the shard's life before
+    a restart) or ``"duplicate"`` (a push already received). ``epoch`` is the shard's: the pusher
+    labels its next push with it.
     """
 
     outcome: Outcome

@@ -9,5 +9,6 @@ from gorila.replay.rate_limit import RateLimiter
 from gorila.replay.shard import Prioritization, ReplayShard, ShardedReplaySpec
 from gorila.replay.storage import Batch, TransitionStorage
 
-__all__ = ["Batch", "FrameStackStorage", "PrioritizedSampler", "Prioritization", "RateLimiter", "RemoteReplay", "ReplayShard", "ShardedReplaySpec", "TransitionStorage",
-           "check_replay_memory", "estimate_storage_bytes", "make_storage"]
+__all__ = ["Batch", "FrameStackStorage", "PrioritizedSampler", "Prioritization", "RateLimiter", "RemoteReplay",
+           "ReplayShard", "ShardedReplaySpec", "TransitionStorage", "check_replay_memory", "estimate_storage_bytes",
+           "make_storage"]

@@ -43,7 +43,8 @@ class FrameStackStorage:
     caller that samples on another thread must hold a lock around add and sample.
     """
 
-    def __init__(self, capacity: int, obs_shape: tuple[int, ...], obs_dtype: DTypeLike = np.uint8, *, num_streams: int = 1):
+    def __init__(self, capacity: int, obs_shape: tuple[int, ...], obs_dtype: DTypeLike = np.uint8, *,
+                 num_streams: int = 1):
         validate.integer("replay_capacity", capacity, low=1)
         validate.integer("num_streams", num_streams, low=1)
         if len(obs_shape) < 2:

@@ -209,7 +209,8 @@ class ReplayShard:
         self.storage.load_state_dict({k[len("storage."):]: v for k, v in arrays.items() if k.startswith("storage.")})
         np.copyto(self.generation, arrays["generation"])
         if self.sampler is not None:
-            self.sampler.load_state_dict({k[len("sampler."):]: v for k, v in arrays.items() if k.startswith("sampler.")})
+            self.sampler.load_state_dict({k[len("sampler."):]: v for k, v in arrays.items()
+                                          if k.startswith("sampler.")})
         self.added, self.sampled, self.duplicates = meta["added"], meta["sampled"], meta["duplicates"]
         self.max_priority, self.last_seq, self.open_at = meta["max_priority"], dict(meta["last_seq"]), meta["open_at"]
         self.started = set(meta.get("started", ()))  # absent from checkpoints written before it was kept

@@ -142,7 +142,8 @@ class TransitionStorage:
 
     def state_dict(self) -> dict[str, np.ndarray]:
         state = {name: getattr(self, "_" + name).copy() for name in _ARRAYS}
-        state.update(cursor=np.array([self._cursor]), size=np.array([self._size]))  # 1-d: safetensors keeps no 0-d arrays
+        # 1-d: safetensors keeps no 0-d arrays
+        state.update(cursor=np.array([self._cursor]), size=np.array([self._size]))
         return state
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:

@@ -67,8 +67,9 @@ def check_reachable(address: str, source: str, timeout_s: float) -> None:
         # Ray's own connect would retry such a port for minutes, printing only its warnings.
         raise ClusterUnreachableError(
             f"something listens at {address} (from {source}) but it is not a Ray cluster: it gave no gRPC "
-            f"answer within {min(timeout_s, GRPC_ANSWER_S):.0f} s. Give the address of a Ray head node (its GCS port, 6379 by "
-            "default, or ray://HOST:10001), or leave out --address and RAY_ADDRESS to run on an embedded Ray")
+            f"answer within {min(timeout_s, GRPC_ANSWER_S):.0f} s. Give the address of a Ray head node "
+            "(its GCS port, 6379 by default, or ray://HOST:10001), or leave out --address and RAY_ADDRESS to run "
+            "on an embedded Ray")
 
 
 #: How long a run whose call failed gives its cluster's GCS to answer before it takes the cluster for gone.

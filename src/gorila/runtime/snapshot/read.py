@@ -224,8 +224,8 @@ class Decoder:
             base = self._memory(number, root, where)
             if node.get("whole"):
                 return base  # type: ignore[no-any-return]  # a numpy root: _memory's Any
-        out = np.ndarray(tuple(node["shape"]), array_dtype(node["dtype"], where), buffer=base, offset=int(node["offset"]),
-                         strides=tuple(node["strides"]))
+        out = np.ndarray(tuple(node["shape"]), array_dtype(node["dtype"], where), buffer=base,
+                         offset=int(node["offset"]), strides=tuple(node["strides"]))
         if fresh is not None and isinstance(fresh, np.ndarray) and fresh.shape == out.shape \
                 and fresh.dtype == out.dtype and fresh.strides == out.strides \
                 and fresh.__array_interface__["data"][0] == out.__array_interface__["data"][0]:

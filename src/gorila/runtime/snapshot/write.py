@@ -41,8 +41,8 @@ class Encoder:
             return value
         if id(value) in self.shared:
             return {"$": "shared", "name": self.shared[id(value)]}
-        if isinstance(value, CODE) or class_name(type(value)) in SETTINGS or (callable(value) and not creatable(type(value))
-                                        and not isinstance(value, torch.Tensor)):
+        if isinstance(value, CODE) or class_name(type(value)) in SETTINGS or (
+                callable(value) and not creatable(type(value)) and not isinstance(value, torch.Tensor)):
             return {"$": "code"}
         if type(value) is tuple:
             return {"$": "tuple", "v": [self.encode(v, f"{where}[{k}]") for k, v in enumerate(value)]}
@@ -87,8 +87,9 @@ class Encoder:
         if kind is list:
             return {"$": "list", "v": [self.encode(v, f"{where}[{k}]") for k, v in enumerate(value)]}
         if kind in (dict, OrderedDict, Counter, defaultdict):
-            row: dict[str, Any] = {"$": "dict", "kind": kind.__name__, "k": [self.encode(k, f"{where} key") for k in value],
-                   "v": [self.encode(v, f"{where}[{k!r}]") for k, v in value.items()]}
+            row: dict[str, Any] = {"$": "dict", "kind": kind.__name__,
+                                   "k": [self.encode(k, f"{where} key") for k in value],
+                                   "v": [self.encode(v, f"{where}[{k!r}]") for k, v in value.items()]}
             if kind is defaultdict:
                 factory = getattr(value.default_factory, "__name__", None)
                 if value.default_factory not in FACTORIES.values():
