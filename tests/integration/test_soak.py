@@ -28,7 +28,8 @@ def rss_by_kind() -> dict[str, float]:
     for process in [me, *me.children(recursive=True)]:
         try:
             title = (process.cmdline() or [""])[0] or process.name()  # Ray's own processes: their title
-            # "ray::WorkerProcess.run_steps" -> "ray::WorkerProcess"; ".../ray/core/src/ray/gcs/gcs_server" -> "gcs_server"
+            # "ray::WorkerProcess.run_steps" -> "ray::WorkerProcess";
+            # ".../ray/core/src/ray/gcs/gcs_server" -> "gcs_server"
             kind = "driver" if process.pid == me.pid else title.split()[0].rsplit("/", 1)[-1].split(".")[0]
             out[kind] += process.memory_info().rss / 2**20
         except (psutil.Error, IndexError):

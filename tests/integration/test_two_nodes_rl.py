@@ -50,7 +50,8 @@ def _replay_by_node(seen):
     assert len(set(actors)) == 2 and all(node == shards[k % 2] for k, node in enumerate(actors)), (actors, shards)
 
 
-@pytest.mark.timeout(900)  # from 4,000 to 110,000 env steps (30 to 230 s of training, over 600 s on a slow day) on two shared cores
+# From 4,000 to 110,000 env steps (30 to 230 s of training, over 600 s on a slow day) on two shared cores.
+@pytest.mark.timeout(900)
 def test_dqn_with_a_global_replay_reaches_the_cartpole_target_on_two_nodes(two_nodes, tmp_path, train):
     run, seen = RunConfig(algo="dqn", runtime="ray", run_dir=tmp_path, call_timeout_s=120.0), NodesSeen()
     dqn = DQNConfig(replay="global", replay_shards=2, replay_placement="node", actors=2, learners=1,

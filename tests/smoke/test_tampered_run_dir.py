@@ -86,7 +86,7 @@ def test_row9_a_damaged_newest_checkpoint_falls_back_saying_which_and_why(resume
     assert why in result.stderr
 
 
-@pytest.mark.parametrize("content", ["", "{\"algo\": \"lstsq\", \"run\": ", "[1, 2]", "{\"algo\": \"lstsq\", \"run\": 3}"])
+@pytest.mark.parametrize("content", ["", '{"algo": "lstsq", "run": ', "[1, 2]", '{"algo": "lstsq", "run": 3}'])
 def test_row9_an_empty_or_tampered_config_json_is_a_clear_error_with_exit_2(resume, run_dir, content):
     """Row 9: config.json empty, cut short, or not a run's settings."""
     (run_dir / "config.json").write_text(content)

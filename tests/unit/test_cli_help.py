@@ -152,7 +152,8 @@ def test_one_help_style_everywhere(capsys, argv):
 @pytest.mark.parametrize("algo", sorted(ALGORITHMS))
 def test_every_train_flag_with_a_value_shows_its_real_default(capsys, algo):
     """A field's default, or the algorithm's where it decides (the optimizer, the evaluation's ε)."""
-    options = {name.split()[0].rstrip(","): text for name, text in _options(_help(capsys, ["train", "--algo", algo])).items()}
+    options = {name.split()[0].rstrip(","): text
+               for name, text in _options(_help(capsys, ["train", "--algo", algo])).items()}
     decided = ALGORITHMS[algo].flag_defaults()
     for cls in [RunConfig, *ALGORITHMS[algo].config_classes()]:
         for f in dataclasses.fields(cls):

@@ -61,9 +61,9 @@ def play(r, nstep, steps):
 
 @pytest.mark.parametrize("how", ["raise", "shape", "nan", "nan_reward"])
 def test_row10_row11_a_failing_env_is_rebuilt_and_its_partial_episode_never_reaches_replay(how):
-    """Row 10 (env raises in step) and row 11 (wrong shape, NaN observation, NaN reward): the env is rebuilt, the episode
-    it was in is dropped (no row of it, no episode counted), the failure counted; the other env
-    and the rebuilt one go on."""
+    """Row 10 (env raises in step) and row 11 (wrong shape, NaN observation, NaN reward): the env is
+    rebuilt, the episode it was in is dropped (no row of it, no episode counted), the failure
+    counted; the other env and the rebuilt one go on."""
     built = []
     r = runner(built, how=how)
     rows = play(r, NStep(n=3, gamma=0.5), 12)

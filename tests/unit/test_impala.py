@@ -114,7 +114,8 @@ def test_the_learner_pushes_once_it_holds_a_batch_and_counts_the_policy_lag(monk
     assert learner.step() and learner.pushes == 1 and shards[0].version == 1
     assert learner.step() and learner.pushes == 2
     report = learner.report()
-    assert report["policy_lag"] == {0: 24, 1: 24}  # 2 segments of 4 x 3 steps each; the second batch was learnt at version 1
+    # 2 segments of 4 x 3 steps each; the second batch was learnt at version 1
+    assert report["policy_lag"] == {0: 24, 1: 24}
     assert report["policy_lag_mean"] == pytest.approx(0.5)
     assert not learner.step()
     clock[0] = 5.5

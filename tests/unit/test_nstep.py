@@ -31,7 +31,8 @@ def test_a_full_window_sums_n_discounted_rewards_and_bootstraps_n_steps_ahead():
 
 
 def test_a_termination_inside_the_window_flushes_it_without_bootstrap():
-    rows = rows_of(NStep(3, GAMMA), [step(0, 0, 1.0), step(0, 1, 1.0), step(0, 2, 1.0), step(0, 3, 1.0, terminated=True)])
+    rows = rows_of(NStep(3, GAMMA),
+                   [step(0, 0, 1.0), step(0, 1, 1.0), step(0, 2, 1.0), step(0, 3, 1.0, terminated=True)])
     assert rows.obs[:, 0].tolist() == [0, 1, 2, 3]
     assert rows.steps.tolist() == [3, 3, 2, 1]
     assert rows.reward.tolist() == [1.75, 1.75, 1.5, 1.0]

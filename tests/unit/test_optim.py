@@ -82,7 +82,8 @@ def test_unknown_optimizer_names_the_field():
 
 
 @pytest.mark.parametrize("name", ["momentum", "adagrad", "rmsprop", "adam"])
-@pytest.mark.parametrize("copy_of", [lambda o: pickle.loads(pickle.dumps(o)), copy.deepcopy], ids=["pickle", "deepcopy"])
+@pytest.mark.parametrize("copy_of", [lambda o: pickle.loads(pickle.dumps(o)), copy.deepcopy],
+                         ids=["pickle", "deepcopy"])
 def test_a_copied_optimizer_steps_the_state_it_saves(name, copy_of, backend):
     # A shard reaches its process pickled, and is deep-copied there: its state_dict (checkpoints)
     # and the finite check must still read the state the step moves.

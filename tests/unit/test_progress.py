@@ -168,7 +168,8 @@ def test_the_status_line_fits_80_columns_at_its_worst(limits):
 def test_the_live_bar_fits_80_columns_at_its_worst():
     out = io.StringIO()
     console = Console(file=out, force_terminal=True, width=200, color_system=None)  # a wide terminal too
-    display = LiveProgress(console, Limits(200_000_000, "env steps"), description="apex ALE/SpaceInvaders-v5 semi-async")
+    display = LiveProgress(console, Limits(200_000_000, "env steps"),
+                           description="apex ALE/SpaceInvaders-v5 semi-async")
     display.update(1_000, WORST, train_s=1.0)
     display.update(123_456_789, WORST, train_s=3_600.0)
     display.close()

@@ -148,7 +148,8 @@ def test_staleness_histogram_and_bytes_are_counted():
 
 
 def test_state_dict_round_trip_continues_identically():
-    a = ParameterShard(np.arange(D, dtype=np.float32), rule=UpdateRule.semi_async(aggregate=2), optimizer="rmsprop", lr=0.01)
+    a = ParameterShard(np.arange(D, dtype=np.float32), rule=UpdateRule.semi_async(aggregate=2), optimizer="rmsprop",
+                       lr=0.01)
     for v in range(3):
         a.push(np.full(D, v + 1.0, np.float32), version=a.version)
     b = ParameterShard(np.zeros(D, np.float32), rule=a.rule, optimizer="rmsprop", lr=0.01)
