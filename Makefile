@@ -33,8 +33,10 @@ run: setup
 # cluster start once): on a 2-core machine the suite then keeps both cores busy.
 TEST_WORKERS ?= 2
 
-# The type checker first (the roles and what plays them, see [tool.mypy] in pyproject.toml).
+# The linter first (pycodestyle, pyflakes, import order, unused noqa; see [tool.ruff] in pyproject.toml),
+# then the type checker (the roles and what plays them, see [tool.mypy] in pyproject.toml).
 test: setup
+	$(BIN)/ruff check src tests
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
