@@ -1,4 +1,4 @@
-"""A shard checks what an update leaves, not only what a push brings (issue 32, item 5): a round
+"""A shard checks what an update leaves, not only what a push brings: a round
 whose step would make parameters or optimizer state non-finite is rolled back and counted; a
 saved state no shard could reach is refused."""
 

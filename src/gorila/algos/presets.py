@@ -284,13 +284,15 @@ _PRESETS = (
         "SB3's Adam ε (1e-5) and orthogonal initialisation keep gorila's own; its 16 envs are 2 actors of 8"),
     Preset(
         "lunarlander-ppo-fast", "ppo",
-        "measured here (docs/benchmarks.md: RL-Zoo's LunarLander PPO with 10 epochs, the fewest env steps to 200 found)",
+        "measured here (docs/benchmarks.md: RL-Zoo's LunarLander PPO with 10 epochs, the fewest env steps to 200 "
+        "found)",
         "PPO on LunarLander-v3: lunarlander-ppo with 10 epochs over each batch instead of 4",
         {**_LUNARLANDER_PPO, "epochs": 10}, "LunarLander-v3",
         "seeds 0, 1, 2 reached a greedy evaluation >= 200 after 377 k, 475 k and 311 k env steps "
         "(local runtime; lunarlander-ppo, RL-Zoo's own: 508 k, 672 k, 442 k)"),
     Preset(
-        "lunarlander-a2c", "a3c", "measured here (docs/benchmarks.md: the best LunarLander-v3 A2C setting found on 2 cores)",
+        "lunarlander-a2c", "a3c",
+        "measured here (docs/benchmarks.md: the best LunarLander-v3 A2C setting found on 2 cores)",
         "A2C on LunarLander-v3: 2 workers, 16-step rollouts, λ 0.95, soft target 0.1",
         {"env": "LunarLander-v3", "mode": "sync", "workers": 2, "unroll_length": 16, "gae_lambda": 0.95,
          "target_tau": 0.1, "entropy_coef": 0.01, "lr_policy": 7e-4, "lr_value": 7e-4, "max_grad_norm": 0.5,

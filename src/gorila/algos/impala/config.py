@@ -30,26 +30,41 @@ class ImpalaConfig:
     EVAL_EPSILON: ClassVar[float] = 0.0  # a policy-gradient method is judged by its greedy policy
     EVAL_EVERY_S: ClassVar[float] = BACK_TO_BACK  # its evaluation cadence on Ray
 
-    actors: int = field(default=2, metadata={"help": "actors, each stepping its own environments with its own policy copy"})
+    actors: int = field(default=2, metadata={
+        "help": "actors, each stepping its own environments with its own policy copy"})
     envs_per_actor: int = field(default=8, metadata={"help": "vectorised environments each actor steps"})
     learners: int = field(default=1, metadata={"help": "learners; each takes from its own trajectory queue"})
-    unroll_length: int = field(default=20, metadata={"help": "steps per segment (the unit actors emit and learners take)"})
+    unroll_length: int = field(default=20, metadata={
+        "help": "steps per segment (the unit actors emit and learners take)"})
     batch_size: int = field(default=1, metadata={"help": "segments per gradient"})
-    queue_capacity: int = field(default=16, metadata={"help": "segments a trajectory queue holds; a full queue holds its actors back"})
-    max_policy_lag: int | None = field(default=None, metadata={"help": "drop segments acted more than this many versions before the learner's, counted as trajectories_dropped_stale (default: keep all)"})
-    actor_refresh: int = field(default=1, metadata={"help": "segments an actor acts between pulls of the parameters (a large value holds the policy lag high)"})
+    queue_capacity: int = field(default=16, metadata={
+        "help": "segments a trajectory queue holds; a full queue holds its actors back"})
+    max_policy_lag: int | None = field(default=None, metadata={
+        "help": "drop segments acted more than this many versions before the learner's, counted as "
+                "trajectories_dropped_stale (default: keep all)"})
+    actor_refresh: int = field(default=1, metadata={
+        "help": "segments an actor acts between pulls of the parameters (a large value holds the policy lag high)"})
     gamma: float = field(default=0.99, metadata={"help": "discount factor, in (0, 1]"})
     entropy_coef: float = field(default=0.01, metadata={"help": "weight of the entropy bonus (>= 0)"})
-    value_coef: float = field(default=0.5, metadata={"help": "weight of the value regression to the V-trace targets (> 0)"})
-    vtrace: str = field(default="on", metadata={"help": "on: V-trace's importance-weighted targets; off: the data taken as on-policy (n-step targets)", "choices": VTRACE})
-    rho_bar: float = field(default=1.0, metadata={"help": "clip of the importance weights in the value targets (>= c_bar)"})
+    value_coef: float = field(default=0.5, metadata={
+        "help": "weight of the value regression to the V-trace targets (> 0)"})
+    vtrace: str = field(default="on", metadata={
+        "help": "on: V-trace's importance-weighted targets; off: the data taken as on-policy (n-step targets)",
+        "choices": VTRACE})
+    rho_bar: float = field(default=1.0, metadata={
+        "help": "clip of the importance weights in the value targets (>= c_bar)"})
     c_bar: float = field(default=1.0, metadata={"help": "clip of the traces (> 0, <= rho_bar)"})
-    pg_rho_bar: float = field(default=1.0, metadata={"help": "clip of the importance weights of the policy-gradient advantages (> 0)"})
+    pg_rho_bar: float = field(default=1.0, metadata={
+        "help": "clip of the importance weights of the policy-gradient advantages (> 0)"})
     optimizer: str = "rmsprop"  # no flag of its own: --optimizer (RunConfig) overrides it
     lr: float = field(default=3e-3, metadata={"help": "server learning rate"})
-    hidden: tuple[int, ...] = field(default=(64, 64), metadata={"help": "hidden layer widths of the policy and value MLPs (or of the shared torso)"})
-    shared_torso: bool = field(default=False, metadata={"help": "one torso with a policy head and a value head instead of two networks (vector observations; frames always share the Nature-CNN torso)"})
-    max_grad_norm: float | None = field(default=None, metadata={"help": "clip each pushed gradient to this L2 norm, > 0 (default: no clipping)"})
+    hidden: tuple[int, ...] = field(default=(64, 64), metadata={
+        "help": "hidden layer widths of the policy and value MLPs (or of the shared torso)"})
+    shared_torso: bool = field(default=False, metadata={
+        "help": "one torso with a policy head and a value head instead of two networks (vector observations; frames "
+                "always share the Nature-CNN torso)"})
+    max_grad_norm: float | None = field(default=None, metadata={
+        "help": "clip each pushed gradient to this L2 norm, > 0 (default: no clipping)"})
 
     def __post_init__(self) -> None:
         validate.integer("actors", self.actors, low=1, high=1024)

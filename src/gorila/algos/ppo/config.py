@@ -28,29 +28,40 @@ class PPOConfig:
     EVAL_EPSILON: ClassVar[float] = 0.0  # a policy-gradient method is judged by its greedy policy
     EVAL_EVERY_S: ClassVar[float] = BACK_TO_BACK  # its evaluation cadence on Ray
 
-    actors: int = field(default=2, metadata={"help": "actors, each stepping its own environments with its own policy copy"})
+    actors: int = field(default=2, metadata={
+        "help": "actors, each stepping its own environments with its own policy copy"})
     envs_per_actor: int = field(default=8, metadata={"help": "vectorised environments each actor steps"})
     learners: int = field(default=1, metadata={"help": "learners; each takes from its own trajectory queue"})
     unroll_length: int = field(default=16, metadata={"help": "steps per segment (each actor's rollout)"})
-    batch_size: int | None = field(default=None, metadata={"help": "segments per batch (default: the actors per learner, one rollout each)"})
+    batch_size: int | None = field(default=None, metadata={
+        "help": "segments per batch (default: the actors per learner, one rollout each)"})
     epochs: int = field(default=10, metadata={"help": "passes over each batch"})
     minibatches: int = field(default=2, metadata={"help": "minibatches per pass, each one gradient pushed"})
-    queue_capacity: int = field(default=16, metadata={"help": "segments a trajectory queue holds; a full queue holds its actors back"})
-    max_policy_lag: int | None = field(default=None, metadata={"help": "drop segments acted more than this many versions before the learner's (default: keep all)"})
+    queue_capacity: int = field(default=16, metadata={
+        "help": "segments a trajectory queue holds; a full queue holds its actors back"})
+    max_policy_lag: int | None = field(default=None, metadata={
+        "help": "drop segments acted more than this many versions before the learner's (default: keep all)"})
     gamma: float = field(default=0.98, metadata={"help": "discount factor, in (0, 1]"})
     gae_lambda: float = field(default=0.8, metadata={"help": "GAE's lambda, in [0, 1] (--mode sync)"})
     clip: float = field(default=0.2, metadata={"help": "clip of the probability ratio (> 0)"})
     value_clip: float | None = field(default=None, metadata={"help": "clip of the value change (default: none)"})
     value_coef: float = field(default=0.5, metadata={"help": "weight of the value loss (> 0)"})
     entropy_coef: float = field(default=0.0, metadata={"help": "weight of the entropy bonus (>= 0)"})
-    normalize_advantages: bool = field(default=True, metadata={"help": "scale each batch's advantages to mean 0, std 1"})
-    rho_bar: float = field(default=1.0, metadata={"help": "APPO (--mode async): clip of V-trace's importance weights and traces (> 0)"})
+    normalize_advantages: bool = field(default=True, metadata={
+        "help": "scale each batch's advantages to mean 0, std 1"})
+    rho_bar: float = field(default=1.0, metadata={
+        "help": "APPO (--mode async): clip of V-trace's importance weights and traces (> 0)"})
     optimizer: str = "adam"  # no flag of its own: --optimizer (RunConfig) overrides it
     lr: float = field(default=1e-3, metadata={"help": "server learning rate"})
-    lr_decay: str = field(default="none", metadata={"help": "linear: the server's learning rate falls linearly to 0 over the run's --total-steps (as RL-Zoo's and CleanRL's PPO); none: constant", "choices": LR_DECAYS})
-    hidden: tuple[int, ...] = field(default=(64, 64), metadata={"help": "hidden layer widths of the policy and value MLPs (or of the shared torso)"})
-    shared_torso: bool = field(default=False, metadata={"help": "one torso with a policy head and a value head instead of two networks (vector observations)"})
-    max_grad_norm: float | None = field(default=0.5, metadata={"help": "clip each pushed gradient to this L2 norm, > 0"})
+    lr_decay: str = field(default="none", metadata={
+        "help": "linear: the server's learning rate falls linearly to 0 over the run's --total-steps (as RL-Zoo's and "
+                "CleanRL's PPO); none: constant", "choices": LR_DECAYS})
+    hidden: tuple[int, ...] = field(default=(64, 64), metadata={
+        "help": "hidden layer widths of the policy and value MLPs (or of the shared torso)"})
+    shared_torso: bool = field(default=False, metadata={
+        "help": "one torso with a policy head and a value head instead of two networks (vector observations)"})
+    max_grad_norm: float | None = field(default=0.5, metadata={
+        "help": "clip each pushed gradient to this L2 norm, > 0"})
 
     def __post_init__(self) -> None:
         for name in ("actors", "learners"):
