@@ -25,6 +25,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import functools
+import json
 import os
 import time
 from pathlib import Path
@@ -51,8 +52,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--env", default="MinAtar/Breakout-v1", help="Gymnasium id")
     parser.add_argument("--seconds", type=float, default=40.0, help="training seconds of the run")
     parser.add_argument("--runtime", default="ray", choices=("ray", "local"), help="where the run's processes run")
-    parser.add_argument("--server", default="process", choices=("process", "learner"),
-                        help="where the updates are applied: process (the shards) or learner (it owns its parameters)")
+    parser.add_argument("--server", default=None, choices=("process", "learner"),
+                        help="where the updates are applied: process (the shards) or learner (it owns its parameters) "
+                             "(default: the run's own, as gorila train chooses it)")
     parser.add_argument("--seed", type=int, default=0, help="the run's seed")
     parser.add_argument("--limit-seconds", type=float, default=3.0, help="timing of each part of the limit")
     parser.add_argument("--out", default=None, help="directory for bench.json and the run (default: bench/pipeline)")
@@ -69,13 +71,16 @@ def measure(args: Any, out: Path) -> dict[str, Any]:
     import gorila
 
     load = os.getloadavg()[0]
-    print(f"gorila bench pipeline --algo {args.algo} --env {args.env} --runtime {args.runtime} --server "
-          f"{args.server}: {args.seconds:g} s of training (load average {load:.2f} before)")
+    asked = f" --server {args.server}" if args.server else ""
+    print(f"gorila bench pipeline --algo {args.algo} --env {args.env} --runtime {args.runtime}{asked}: "
+          f"{args.seconds:g} s of training (load average {load:.2f} before)")
     run_dir = out / "run"
-    summary = gorila.train(args.algo, env=args.env, runtime=args.runtime, server=args.server, seed=args.seed,
+    chosen = {} if args.server is None else {"server": args.server}
+    summary = gorila.train(args.algo, env=args.env, runtime=args.runtime, **chosen, seed=args.seed,
                            time_limit_s=args.seconds, stop_at_target=False, run_dir=run_dir,
                            eval_every_s=args.seconds)
     steady = steady_rate(run_dir / "metrics.csv")
+    server = json.loads((run_dir / "config.json").read_text())["run"]["server"]  # the run's, default or given
     updates_per_frame = summary["updates"] / max(summary["env_steps"], 1)
     parts = limit_parts(args, updates_per_frame)
     cores = os.cpu_count() or 1
@@ -83,6 +88,7 @@ def measure(args: Any, out: Path) -> dict[str, Any]:
     train_s = summary["train_time_s"]
     busy = {kind: cpu / train_s for kind, cpu in summary["cpu_s_by_process_kind"].items()}
     figures = {"frames_per_s": steady, "limit_frames_per_s": limit, "ratio": steady / limit, "cores": cores,
+               "server": server,
                **{f"{name}_us_per_frame": us for name, us in parts.items()},
                "updates_per_frame": updates_per_frame, "load_before": load,
                "busy_cores_by_process_kind": busy, "busy_cores": summary["cpu_time_s"] / train_s,
@@ -90,8 +96,9 @@ def measure(args: Any, out: Path) -> dict[str, Any]:
                "policy_lag_mean": summary.get("learner_policy_lag_mean"),
                "final_train_return": summary.get("final_train_return"),
                "actor_us_per_frame": {part: summary.get(f"actor_{part}_us") for part in ACTOR_PARTS}}
-    print(f"  run:   {steady:,.0f} frames/s steady ({summary['env_steps']:,} frames, {summary['updates']:,} "
-          f"updates in {train_s:.1f} s of training), {figures['busy_cores']:.2f} of {cores} cores busy")
+    print(f"  run:   --server {server}, {steady:,.0f} frames/s steady ({summary['env_steps']:,} frames, "
+          f"{summary['updates']:,} updates in {train_s:.1f} s of training), {figures['busy_cores']:.2f} of {cores} "
+          "cores busy")
     print("  where: " + ", ".join(f"{kind} {share:.2f} cores" for kind, share in busy.items())
           + (f"; learner waiting for data {figures['learner_wait_fraction']:.0%} of its time"
              if figures["learner_wait_fraction"] is not None else ""))

@@ -37,7 +37,9 @@ class ImpalaConfig:
     unroll_length: int = field(default=20, metadata={
         "help": "steps per segment (the unit actors emit and learners take)"})
     batch_size: int = field(default=1, metadata={"help": "segments per gradient"})
-    queue_capacity: int = field(default=16, metadata={
+    # Short: a learner slower than its actors learns from segments as old as the queue is long (16
+    # held Breakout's policy lag near 20 versions and needed twice the frames; docs/benchmarks.md).
+    queue_capacity: int = field(default=2, metadata={
         "help": "segments a trajectory queue holds; a full queue holds its actors back"})
     max_policy_lag: int | None = field(default=None, metadata={
         "help": "drop segments acted more than this many versions before the learner's, counted as "
