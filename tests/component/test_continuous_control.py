@@ -35,7 +35,9 @@ def test_each_policy_gradient_algorithm_trains_on_box_actions(algo, inference, t
 # The inference server pulls the parameters once at its start and then every 2 x unroll x
 # --actor-refresh batches: a refresh this large keeps it on version 0, the network's initial weights,
 # so a test can recompute every stored log-probability from make_network alone.
-CENTRAL_PENDULUM = ImpalaConfig(actors=2, envs_per_actor=4, unroll_length=16, hidden=(16,), actor_refresh=10**6)
+# A queue long enough that segments wait there between chunks for segments_taken to take them.
+CENTRAL_PENDULUM = ImpalaConfig(actors=2, envs_per_actor=4, unroll_length=16, hidden=(16,), actor_refresh=10**6,
+                                queue_capacity=16)
 PENDULUM_HIGH = 2.0  # Pendulum-v1's torque bound
 
 
