@@ -26,6 +26,7 @@ the n-step target above. Usage on a worker::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,7 +90,7 @@ def n_step_returns(rewards: torch.Tensor, dones: torch.Tensor, bootstrap_value: 
     returns = torch.empty_like(rewards)
     following = bootstrap_value.to(rewards.dtype)
     for t in reversed(range(rewards.shape[0])):
-        if lam < 1.0:
+        if next_values is not None and lam < 1.0:  # given whenever lam < 1 (checked above)
             following = (1.0 - lam) * next_values[t] + lam * following
         following = rewards[t] + gamma * ((1.0 - ended[t]) * following + ended[t] * at_end[t])
         returns[t] = following
@@ -107,14 +108,14 @@ def a3c_loss(logits: torch.Tensor, values: torch.Tensor, actions: torch.Tensor,
     ``info`` holds the floats ``policy_loss``, ``value_loss``, ``entropy`` and ``advantage``
     (the mean of y - v).
     """
-    if mask is None:
-        mean = torch.mean
-    else:
+    mean: Callable[[torch.Tensor], torch.Tensor] = torch.mean
+    if mask is not None:
         weight = mask.to(values.dtype)
         count = weight.sum().clamp(min=1.0)
 
-        def mean(x: torch.Tensor) -> torch.Tensor:
+        def masked_mean(x: torch.Tensor) -> torch.Tensor:
             return (x * weight).sum() / count
+        mean = masked_mean
     head = head or CategoricalHead(logits.shape[-1])
     returns = returns.detach()
     log_pi, entropies = head.log_prob_and_entropy(logits, actions)
@@ -180,8 +181,9 @@ def a3c_gradients(net: nn.Module, target_net: nn.Module, rollout: Rollout, gamma
     mask = None if rollout.valid is None else torch.as_tensor(rollout.valid, dtype=torch.bool)
     flat.zero_grad()  # in place: the gradients stay views of flat's buffer
     logits, values = net(torch.as_tensor(rollout.obs, dtype=torch.float32))
-    loss, info = a3c_loss(logits, values, torch.as_tensor(rollout.actions), returns, entropy_coef, mask, net.head)
-    loss.backward()
+    head: ActionHead = getattr(net, "head")  # every actor-critic carries its head; nn.Module does not declare it
+    loss, info = a3c_loss(logits, values, torch.as_tensor(rollout.actions), returns, entropy_coef, mask, head)
+    loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
     info.update(loss=loss.item(), grad_norm=flat.clip_grad_norm_(max_grad_norm))
     return flat.grad().copy(), info
 

@@ -18,6 +18,7 @@ from torch import nn
 
 from gorila.losses.vtrace import vtrace_targets
 from gorila.nets.flat import FlatParams
+from gorila.nets.heads import ActionHead
 from gorila.nets.inputs import module_device, observation_tensor
 from gorila.trajectory.segment import Segment
 
@@ -70,7 +71,7 @@ class ImpalaLoss:
         rewards, discounts, bootstrap = bootstrap_inputs(net, segment)
         flat.zero_grad()  # in place: the gradients stay views of flat's buffer
         out, values = net(obs)
-        head = net.head  # the actor-critic's action distribution (nets/heads.py)
+        head: ActionHead = getattr(net, "head")  # the actor-critic's action distribution (nets/heads.py)
         log_pi, entropies = head.log_prob_and_entropy(out, torch.as_tensor(segment.actions, device=device))
         behaviour = torch.as_tensor(segment.log_probs, dtype=torch.float32, device=device)
         log_rhos = (log_pi.detach() - behaviour) * weight if self.vtrace else torch.zeros_like(log_pi)

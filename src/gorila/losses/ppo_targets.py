@@ -19,6 +19,7 @@ from gorila.losses.impala import bootstrap_inputs
 from gorila.losses.ppo import ppo_loss
 from gorila.losses.vtrace import vtrace_targets
 from gorila.nets.flat import FlatParams
+from gorila.nets.heads import ActionHead
 from gorila.nets.inputs import module_device, observation_tensor
 from gorila.trajectory.segment import Segment
 
@@ -74,7 +75,8 @@ class PPOLoss:
         with torch.no_grad():
             out, values = net(obs)
             if self.advantages == "vtrace":
-                log_pi = net.head.log_prob(out, actions)
+                head: ActionHead = getattr(net, "head")  # an actor-critic's; nn.Module does not declare it
+                log_pi = head.log_prob(out, actions)
                 log_rhos = (log_pi - behaviour) * valid.float()
                 returns, advantages = vtrace_targets(log_rhos, discounts, rewards, values, bootstrap,
                                                      self.rho_bar, self.c_bar, self.rho_bar)
@@ -91,9 +93,10 @@ class PPOLoss:
             raise ValueError("flat must be the FlatParams of net")
         flat.zero_grad()
         logits, values = net(batch.obs)
+        head: ActionHead = getattr(net, "head")  # every actor-critic carries its head; nn.Module does not declare it
         loss, info = ppo_loss(logits, values, batch.actions, batch.old_log_probs, batch.advantages, batch.returns,
                               self.clip, self.value_coef, self.entropy_coef, batch.old_values, self.value_clip,
-                              net.head)
-        loss.backward()
+                              head)
+        loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         info.update(loss=loss.item(), grad_norm=flat.clip_grad_norm_(self.max_grad_norm))
         return flat.grad().copy(), info

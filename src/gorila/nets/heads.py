@@ -31,11 +31,14 @@ _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 class ActionHead(Protocol):
     """What the losses, actors and policies ask of an action distribution (see the module doc).
     ``width`` is the size of the network's policy output it reads; ``action_shape`` and
-    ``action_dtype`` one action as stored."""
+    ``action_dtype`` one action as stored. Read-only, as the frozen heads hold them."""
 
-    width: int
-    action_shape: tuple[int, ...]
-    action_dtype: type
+    @property
+    def width(self) -> int: ...
+    @property
+    def action_shape(self) -> tuple[int, ...]: ...
+    @property
+    def action_dtype(self) -> type: ...
 
     def log_prob(self, out: torch.Tensor, actions: torch.Tensor) -> torch.Tensor: ...
     def entropy(self, out: torch.Tensor) -> torch.Tensor: ...
