@@ -235,7 +235,7 @@ def _recorded(env: gym.Env, env_id: str, video_dir: Path, index: int) -> gym.Env
         raise ConfigError("video", f"recording needs MoviePy: pip install 'gorila[video]' ({err})") from err
 
 
-def has_noop(env) -> bool:
+def has_noop(env: gym.Env) -> bool:
     """Whether action 0 means "do nothing" (Atari's NOOP); only then are no-op starts meaningful."""
     meanings = getattr(env.unwrapped, "get_action_meanings", None)
     return meanings is not None and meanings()[0] == "NOOP"

@@ -30,7 +30,7 @@ class CountingEnv(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, episode_length: int = 5, reward: float = 1.0, truncate: bool = False,
-                 n_actions: int = 2, step_s: float = 0.0, action_start: int = 0, close_raises: bool = False):
+                 n_actions: int = 2, step_s: float = 0.0, action_start: int = 0, close_raises: bool = False) -> None:
         if episode_length < 1:
             raise ValueError(f"episode_length must be >= 1, got {episode_length}")
         self.episode_length = episode_length
@@ -38,16 +38,17 @@ class CountingEnv(gym.Env):
         self.truncate = truncate
         self.step_s, self.close_raises = step_s, close_raises
         self.observation_space = gym.spaces.Box(0.0, np.inf, shape=(1,), dtype=np.float32)
-        self.action_space = gym.spaces.Discrete(n_actions, start=action_start)
+        self.action_space: gym.spaces.Discrete = gym.spaces.Discrete(n_actions, start=action_start)
         self.actions_taken: list[int] = []
         self._t = 0
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         self._t = 0
         return self._obs(), {}
 
-    def step(self, action):
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         if self.step_s:
             time.sleep(self.step_s)  # the env's own pace, not a wait for anything
         if self.action_space.start and not self.action_space.contains(action):
@@ -91,21 +92,23 @@ class FlakyEnv(CountingEnv):
     steps_in_process = 0
     HOWS = ("raise", "nan_obs", "nan_reward", "str_obs", "array_reward", "str_reward", "out_of_box")
 
-    def __init__(self, episode_length: int = 5, fail_every: int = 7, how: str = "raise"):
+    def __init__(self, episode_length: int = 5, fail_every: int = 7, how: str = "raise") -> None:
         super().__init__(episode_length=episode_length)
         if how not in self.HOWS:
             raise ValueError(f"how must be one of {', '.join(self.HOWS)}, got {how!r}")
         self.fail_every, self.how = fail_every, how
 
-    def step(self, action):
+    def step(self, action: int) -> tuple[np.ndarray, Any, bool, bool, dict[str, Any]]:  # Any: its bad rewards
         obs, reward, terminated, truncated, info = super().step(action)
         FlakyEnv.steps_in_process += 1
         if FlakyEnv.steps_in_process % self.fail_every == 0:
             if self.how == "raise":
                 raise RuntimeError(f"emulator lost at step {FlakyEnv.steps_in_process}")
-            bad = {"nan_obs": ("obs", np.array([np.nan], np.float32)), "nan_reward": ("reward", float("nan")),
-                   "str_obs": ("obs", obs.astype(str)), "array_reward": ("reward", np.array([reward])),
-                   "str_reward": ("reward", str(reward)), "out_of_box": ("obs", np.array([-1.0], np.float32))}
+            # Any: each fault is a value of whatever type breaks an env's contract
+            bad: dict[str, tuple[str, Any]] = {
+                "nan_obs": ("obs", np.array([np.nan], np.float32)), "nan_reward": ("reward", float("nan")),
+                "str_obs": ("obs", obs.astype(str)), "array_reward": ("reward", np.array([reward])),
+                "str_reward": ("reward", str(reward)), "out_of_box": ("obs", np.array([-1.0], np.float32))}
             which, value = bad[self.how]
             obs, reward = (value, reward) if which == "obs" else (obs, value)
         return obs, reward, terminated, truncated, info
@@ -124,11 +127,11 @@ class HangingEnv(CountingEnv):
 
     steps_in_process = 0
 
-    def __init__(self, episode_length: int = 5, hang_at: int = 20):
+    def __init__(self, episode_length: int = 5, hang_at: int = 20) -> None:
         super().__init__(episode_length=episode_length)
         self.hang_at = hang_at
 
-    def step(self, action):
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         HangingEnv.steps_in_process += 1
         if HangingEnv.steps_in_process == self.hang_at:
             threading.Event().wait()  # never set: only a watchdog gets past this

@@ -26,7 +26,7 @@ import numbers
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -81,7 +81,7 @@ class EnvCheck:
         self.box = isinstance(observation_space, gym.spaces.Box)
         self.start = int(action_space.start) if isinstance(action_space, gym.spaces.Discrete) else 0
         self.action_box = action_space if isinstance(action_space, gym.spaces.Box) else None
-        if self.box:
+        if isinstance(observation_space, gym.spaces.Box):  # self.box, narrowing the space's type
             self.dtype, self.shape = observation_space.dtype, observation_space.shape
             self.finite = self.dtype.kind == "f"
             if self.finite:
@@ -162,8 +162,11 @@ def reward_fault(env_id: str, index: int, reward: object) -> str | None:
     # Checked on every step: a Python float or int is the common case, and math.isfinite its cheapest test.
     if type(reward) is float or type(reward) is int:
         return None if math.isfinite(reward) else f"{env_id} env {index} returned a reward of {reward}"
+    number: SupportsFloat
     if isinstance(reward, np.ndarray) and reward.ndim == 0 and reward.dtype.kind in "biuf":
-        reward = reward.item()
-    elif not isinstance(reward, (numbers.Real, np.integer, np.floating, np.bool_)):
+        number = reward.item()
+    elif isinstance(reward, (numbers.Real, np.integer, np.floating, np.bool_)):
+        number = reward
+    else:
         return f"{env_id} env {index} returned a reward that is not a number: {reward!r} ({type(reward).__name__})"
-    return None if math.isfinite(float(reward)) else f"{env_id} env {index} returned a reward of {reward}"
+    return None if math.isfinite(float(number)) else f"{env_id} env {index} returned a reward of {number}"

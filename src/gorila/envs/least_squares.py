@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-import psutil
+import psutil  # type: ignore[import-untyped]  # psutil ships no type hints
 
 from gorila.errors import ConfigError
 

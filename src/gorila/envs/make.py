@@ -10,6 +10,7 @@ import logging
 import sys
 from collections.abc import Iterator, Sequence
 from importlib import metadata
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -44,9 +45,12 @@ class ChannelsFirst(gym.ObservationWrapper):
     The cells stay booleans (a byte each on the wire, a bit in replay); networks cast them to float.
     """
 
-    def __init__(self, env: gym.Env):
+    def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
-        height, width, channels = env.observation_space.shape
+        space = env.observation_space
+        if not isinstance(space, gym.spaces.Box):
+            raise TypeError(f"ChannelsFirst needs a Box of observations, got {space}")
+        height, width, channels = space.shape
         self.observation_space = gym.spaces.Box(0, 1, (channels, height, width), dtype=bool)
 
     def observation(self, observation: np.ndarray) -> np.ndarray:
@@ -64,11 +68,12 @@ class SignReward(gym.Wrapper):
     evaluation need the real score, hence the copy in ``info``.
     """
 
-    def step(self, action):
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:  # Any: the wrapped env's
         obs, reward, terminated, truncated, info = self.env.step(action)
         info = dict(info)
-        info[RAW_REWARD] = float(reward)
-        return obs, float(np.sign(reward)), terminated, truncated, info
+        raw = float(reward)
+        info[RAW_REWARD] = raw
+        return obs, float(np.sign(raw)), terminated, truncated, info
 
 
 def make_env(env_id: str, *, seed: int, training: bool, terminal_on_life_loss: bool = False,
@@ -206,7 +211,7 @@ def _minatar_with_drawing() -> None:
             importlib.reload(module)
 
 
-def _make(env_id: str, **kwargs) -> gym.Env:
+def _make(env_id: str, **kwargs: Any) -> gym.Env:
     _register_namespace(env_id, draws=kwargs.get("render_mode") is not None)
     try:
         return gym.make(env_id, **kwargs)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -53,7 +53,8 @@ class Transitions:
     @classmethod
     def concatenate(cls, parts: list[Transitions]) -> Transitions:
         """The rows of ``parts`` in order."""
-        return cls(*(None if getattr(parts[0], f.name) is None else np.concatenate([getattr(t, f.name) for t in parts])
+        # arg-type: mypy cannot tell the required columns (never None) from the optional ones
+        return cls(*(None if getattr(parts[0], f.name) is None else np.concatenate([getattr(t, f.name) for t in parts])  # type: ignore[arg-type]
                      for f in dataclasses.fields(cls)))
 
 
@@ -110,7 +111,7 @@ class GymnasiumBackend:
     same_step_reset = True
 
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], env_id: str = "env",
-                 failures: EnvFailures | None = None):
+                 failures: EnvFailures | None = None) -> None:
         self.env_fns, self.env_id = list(env_fns), env_id
         self.failures = failures or EnvFailures()
         self.envs = [fn() for fn in self.env_fns]
@@ -137,11 +138,12 @@ class GymnasiumBackend:
         try:
             result = self.envs[i].step(action)  # action: the env's own (Discrete.start added in step())
         except Exception as err:  # any failure of the env's own code: rebuild it
-            fault: str | None = f"{self.env_id} env {i}: {type(err).__name__} in step: {err}"
+            fault = f"{self.env_id} env {i}: {type(err).__name__} in step: {err}"
         else:
-            fault = reward_fault(self.env_id, i, result[1])
-            if fault is None:
+            reward_wrong = reward_fault(self.env_id, i, result[1])
+            if reward_wrong is None:
                 return result
+            fault = reward_wrong
         self.broken.append(i)
         return self._rebuilt(i, fault), 0.0, False, False, {}
 
@@ -157,9 +159,10 @@ class GymnasiumBackend:
             except Exception as err:
                 why = f"{self.env_id} env {i}: {type(err).__name__} while rebuilding: {err}"
                 continue
-            why = self.check.observation(i, obs)
-            if why is None:
+            fault = self.check.observation(i, obs)
+            if fault is None:
                 return obs
+            why = fault
 
     def _checked(self, obs_list: Sequence) -> np.ndarray:
         """The batch of observations; one that does not fit the observation space is never
@@ -175,11 +178,14 @@ class GymnasiumBackend:
                 obs_list[i] = self._rebuilt(i, fault)
         return np.array(obs_list, dtype=self.single_observation_space.dtype)
 
-    def step(self, actions):
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                                 np.ndarray]:
         self._steps += 1
         self.broken = []
         actions = self.check.env_actions(np.asarray(actions))  # Discrete.start added, Box actions clipped
-        obs, reward, terminated, truncated, infos = zip(*[self._step(i, a) for i, a in enumerate(actions)])
+        # Any: the envs' own observations, rewards, flags and infos, each column made an array below
+        columns: Iterator[Any] = zip(*[self._step(i, a) for i, a in enumerate(actions)])
+        obs, reward, terminated, truncated, infos = columns
         obs = self._checked(obs)
         if self.broken:  # their rows are fresh resets, not steps: no reward, no episode end
             reward, terminated, truncated, infos = (list(x) for x in (reward, terminated, truncated, infos))
@@ -219,8 +225,8 @@ class EnvPoolBackend:
     same_step_reset = False
 
     def __init__(self, env_id: str, num_envs: int, *, seed: int, training: bool,
-                 terminal_on_life_loss: bool = False):
-        import envpool
+                 terminal_on_life_loss: bool = False) -> None:
+        import envpool  # type: ignore[import-not-found]  # the optional gorila[envpool], without type hints
 
         kwargs: dict = {"num_envs": num_envs, "seed": seed}
         self._clip = training and is_atari(env_id)
@@ -239,7 +245,8 @@ class EnvPoolBackend:
         obs, _ = self.envs.reset()
         return obs
 
-    def step(self, actions):
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                                 np.ndarray]:
         obs, reward, terminated, truncated, _ = self.envs.step(np.asarray(actions))
         raw = np.asarray(reward, np.float32)
         reward = np.sign(raw) if self._clip else raw
@@ -311,9 +318,9 @@ class EnvRunner:
         next_obs, reward, raw, terminated, truncated, self.observations = self.backend.step(actions)
         done = terminated | truncated
         self.dropped = list(self.backend.broken)
-        skipped = self._resetting
+        skipped: np.ndarray | None = self._resetting
         if self.dropped:
-            skipped = skipped.copy()
+            skipped = self._resetting.copy()
             skipped[self.dropped] = True
             self._scores[self.dropped] = 0.0
             self._lengths[self.dropped] = 0
@@ -352,7 +359,7 @@ class EnvRunner:
     def __enter__(self) -> EnvRunner:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
