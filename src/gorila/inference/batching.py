@@ -87,7 +87,8 @@ class BatchQueue:
 
     def take(self) -> list[Any]:
         """The oldest requests, up to ``max_batch`` observations (always at least one request)."""
-        batch, total = [], 0
+        batch: list[Any] = []
+        total = 0
         while self._waiting and (not batch or total + self._waiting[0][2] <= self.rule.max_batch):
             _, request, size = self._waiting.popleft()
             batch.append(request)

@@ -13,17 +13,19 @@ Both are built in the server's process from a picklable ``network_fn``::
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
 from gorila.nets import FlatParams
+from gorila.nets.heads import ActionHead
 from gorila.nets.inputs import observation_tensor
 
 
 class _NetworkPolicy:
-    def __init__(self, network_fn: Callable[[], nn.Module], device: str = "cpu"):
+    def __init__(self, network_fn: Callable[[], nn.Module], device: str = "cpu") -> None:
         self.device = torch.device(device)
         self.net = network_fn().to(self.device).eval()
         self.flat = FlatParams(self.net)
@@ -31,7 +33,7 @@ class _NetworkPolicy:
     def load(self, params: np.ndarray) -> None:
         self.flat.set(params)
 
-    def _forward(self, obs: np.ndarray):
+    def _forward(self, obs: np.ndarray) -> Any:  # Any: a Q-network's values, or an actor-critic's (out, value)
         with torch.inference_mode():
             return self.net(observation_tensor(obs, self.device))
 
@@ -48,13 +50,13 @@ class SampledPolicy(_NetworkPolicy):
     reads it), and its log-probability: the behaviour policy's ``log mu(a|x)`` that V-trace and
     PPO's ratio need. A Gaussian's sample is sent unclipped; the rollout worker's env clips it."""
 
-    def __init__(self, network_fn: Callable[[], nn.Module], device: str = "cpu", seed: int = 0):
+    def __init__(self, network_fn: Callable[[], nn.Module], device: str = "cpu", seed: int = 0) -> None:
         super().__init__(network_fn, device)
         self.generator = torch.Generator(self.device).manual_seed(seed)
 
     def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         out, _ = self._forward(obs)
-        head = self.net.head
+        head: ActionHead = getattr(self.net, "head")  # an actor-critic's; nn.Module does not declare it
         chosen, chosen_logp = head.sample(out, self.generator)
         return (chosen.cpu().numpy().astype(head.action_dtype, copy=False),
                 chosen_logp.cpu().numpy().astype(np.float32, copy=False))
