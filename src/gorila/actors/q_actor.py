@@ -43,7 +43,9 @@ class QActor:
         self.flat = FlatParams(self.net)
         self.policy = greedy_policy(self.net)
         self.exploration, self.index = exploration, index
-        self.n_actions = int(self.runner.action_space.n)
+        actions = self.runner.action_space
+        assert isinstance(actions, gym.spaces.Discrete)  # build_q_network refuses other action spaces first
+        self.n_actions = int(actions.n)
         self.rng = np.random.default_rng(seed)
         self.version = -1
         self.tally = ExperienceTally()

@@ -54,7 +54,8 @@ class ReplayActor:
         self.unsent: collections.deque[tuple[Transitions, np.ndarray | None, int]] = collections.deque()
         self.in_flight: tuple[Pending[int | None], tuple] | None = None
         self.refused_since: float | None = None
-        self.steps_since_refresh = refresh_every  # the first step pulls (None: never, see the class doc)
+        # the first step pulls (with None it never does, see the class doc, and this is never read)
+        self.steps_since_refresh = 0 if refresh_every is None else refresh_every
         self.stored = 0
 
     def step(self) -> bool:

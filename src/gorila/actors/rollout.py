@@ -59,6 +59,7 @@ class RolloutWorker:
                                    [NormalizedRunner(runner, self.normalizer) for runner in runners])
         space, actions = self.runners[0].observation_space, self.runners[0].action_space
         action_shape, action_dtype = stored_action(actions)
+        assert space.shape is not None  # a space without one (Dict, Text) has no slot layout
         self.client = InferenceClient(endpoint, SlotLayout(tuple(space.shape), np.dtype(space.dtype).str, sizes,
                                                            action_shape, np.dtype(action_dtype).str), timeout_s)
         self.exploration, self.index = exploration, index

@@ -96,7 +96,7 @@ class SegmentActor:
         if self.rollout is None:
             self.sampler, self.flat = _sampler(network_fn, numpy_policy, actor_seed)
         self.source = server.source(worker_id) if self.rollout is None else None
-        self.envs: Any = self.rollout if self.runner is None else self.runner  # both count and close alike
+        self.envs: Any = self.runner if self.rollout is None else self.rollout  # both count and close alike
         self.action_shape, self.action_dtype = stored_action(self.envs.action_space)
         self.queue_index = worker_id % len(queues)
         self.queue = queues[self.queue_index]
@@ -192,7 +192,7 @@ class SegmentActor:
         runners = [self.runner] if self.rollout is None else self.rollout.runners
         self.tally.add(int(valid.sum()), self.envs.pop_episodes())
         return Segment(obs=obs, actions=actions, rewards=rewards, discounts=discounts, truncated=truncated,
-                       final_obs=_in_order(cut_at, space), valid=valid, log_probs=log_probs,
+                       final_obs=_in_order(cut_at, obs.shape[2:], obs.dtype), valid=valid, log_probs=log_probs,
                        policy_version=versions,
                        last_obs=np.concatenate([runner.observations for runner in runners]))
 
@@ -282,8 +282,8 @@ def _sampler(network_fn: Callable[[], Any], numpy_policy: NumpyNetwork | None, s
     return PolicySampler(net, seed), FlatParams(net)
 
 
-def _in_order(cut_at: list[tuple[int, int, np.ndarray]], space) -> np.ndarray:
-    """The truncated steps' final observations in ``np.nonzero(truncated)`` order: by time, then env
-    (with central inference a time step's envs come in two groups)."""
+def _in_order(cut_at: list[tuple[int, int, np.ndarray]], shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """The truncated steps' final observations (each of ``shape`` and ``dtype``) in ``np.nonzero(truncated)``
+    order: by time, then env (with central inference a time step's envs come in two groups)."""
     cut_at.sort(key=lambda entry: (entry[0], entry[1]))
-    return np.array([o for _, _, o in cut_at], space.dtype).reshape(len(cut_at), *space.shape)
+    return np.array([o for _, _, o in cut_at], dtype).reshape(len(cut_at), *shape)
