@@ -41,8 +41,7 @@ class LearnerWorker:
         self.worker = bundle(worker_id, server)
         self.bundle = measured_learner(self.worker, Bundle)
         self.bundle.act(-(-fill // self.bundle.envs_per_actor))
-        batches: list[Batch] = [self.bundle.sample_batch()  # type: ignore[no-untyped-call]
-                                for _ in range(LIMIT_BATCHES)]
+        batches: list[Batch] = [self.bundle.sample_batch() for _ in range(LIMIT_BATCHES)]
         assert isinstance(self.bundle.learner, QLearner)
         self.limit = BareQLoop(self.bundle.learner, batches, optimizer, lr)
 

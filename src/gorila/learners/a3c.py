@@ -108,7 +108,9 @@ class A3CWorker:
         """
         space = self.runner.observation_space if self.rollout is None else self.rollout.observation_space
         N = self.runner.num_envs if self.rollout is None else self.rollout.num_envs
-        slots = _Slots(self.rollout_steps or _FIRST_CAPACITY, N, space.shape, space.dtype, self.net.head)
+        assert space.shape is not None  # a space without one (Dict, Text) has no rollout arrays
+        head: ActionHead = getattr(self.net, "head")  # an actor-critic's; nn.Module does not declare it
+        slots = _Slots(self.rollout_steps or _FIRST_CAPACITY, N, space.shape, space.dtype, head)
         ended = np.zeros(N, bool)  # envs whose episode ended in this rollout (--unroll-length 0 waits for all)
         steps = 0
         for t, step, dropped in self._steps(ended):
@@ -116,6 +118,7 @@ class A3CWorker:
             slots.fill(t, step)
             ended[step.env_index] |= step.terminated | step.truncated
             steps += len(step)
+            assert step.policy_version is not None  # _steps tags every step
             lag = np.maximum(self._target_version - step.policy_version, 0)
             self.lag_sum += int(lag.sum())
             self.policy_lag.update(lag_bins(lag).tolist())
@@ -159,7 +162,7 @@ class A3CWorker:
         self.updates_pushed += 1
 
     def close(self) -> None:
-        (self.runner or self.rollout).close()
+        (self.runner if self.rollout is None else self.rollout).close()
         self.client.close()
 
     def normalize_with(self, statistics: Statistics) -> None:
@@ -198,7 +201,7 @@ class _Slots:
         T, N = capacity, num_envs
         self.obs = np.zeros((T, N, *shape), dtype)
         self.final_obs = np.zeros((T, N, *shape), dtype)
-        self.actions = np.zeros((T, N, *head.action_shape), head.action_dtype)  # Box actions unclipped
+        self.actions: np.ndarray = np.zeros((T, N, *head.action_shape), head.action_dtype)  # Box actions unclipped
         self.rewards = np.zeros((T, N), np.float32)
         self.terminated = np.zeros((T, N), bool)
         self.truncated = np.zeros((T, N), bool)

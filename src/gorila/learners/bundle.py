@@ -5,14 +5,14 @@ from __future__ import annotations
 import collections
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from gorila.core import ActorSpec, Learner
-from gorila.learners.replay_learner import device_copy_report, lag_bins
+from gorila.learners.replay_learner import StagingLearner, device_copy_report, lag_bins
 from gorila.params import ParameterServer
-from gorila.replay import check_replay_memory, make_storage
+from gorila.replay import Batch, check_replay_memory, make_storage
 from gorila.replay.prefetch import Prefetcher
 
 
@@ -44,6 +44,7 @@ class Bundle:
         self.learner = learner()
         self.envs_per_actor = actor.envs.num_envs
         space = self.actor.observation_space
+        assert space.shape is not None and space.dtype is not None  # as the spaces replay can store have
         check_replay_memory(replay_capacity, space.shape, space.dtype)
         self.replay = make_storage(replay_capacity, space.shape, space.dtype, num_streams=self.envs_per_actor)
         self.replay_lock = threading.Lock()  # actor adds and the prefetch thread samples
@@ -60,9 +61,9 @@ class Bundle:
         self.last_info: dict[str, float] = {}
         self.policy_lag: collections.Counter = collections.Counter()  # sampled rows by lag_bins
         self.lag_sum = 0
-        self.next_batch = None  # sampled and on its way to the learner's device
+        self.next_batch: Batch | None = None  # sampled and on its way to the learner's device
 
-    def sample_batch(self):
+    def sample_batch(self) -> Batch:
         with self.replay_lock:
             return self.replay.sample(self.batch_size, self.rng)
 
@@ -91,7 +92,7 @@ class Bundle:
         batch, self.next_batch = self.next_batch or self._sampled(), None
         if getattr(self.learner, "stages_ahead", False):
             self.next_batch = self._sampled()
-            self.learner.stage(self.next_batch)
+            cast(StagingLearner, self.learner).stage(self.next_batch)
         params, version = self.client.params(), self.client.version
         grad, self.last_info = self.learner.gradient(params, version, batch)
         lag = np.maximum(version - batch.policy_version, 0)
@@ -102,7 +103,7 @@ class Bundle:
             self.client.push(grad, wait=self.client.barrier)
             self.pushes += 1
 
-    def _sampled(self):
+    def _sampled(self) -> Batch:
         """A minibatch from the prefetch thread, or sampled now where the run samples in turn."""
         if not self.prefetches:
             return self.sample_batch()

@@ -40,10 +40,11 @@ class DeviceCopy:
     memory when it reads it, which blocks the host for every copy.
     """
 
-    def __init__(self, device: str | torch.device, ahead: bool = True):
+    def __init__(self, device: str | torch.device, ahead: bool = True) -> None:
         self.device = torch.device(device)
         self.ahead = ahead and self.device.type == "cuda"
-        self.stream = torch.cuda.Stream(self.device) if self.ahead else None
+        # no-untyped-call: torch leaves the CUDA Stream and Event constructors unannotated
+        self.stream = torch.cuda.Stream(self.device) if self.ahead else None  # type: ignore[no-untyped-call]
         self.pinned: list[dict[str, torch.Tensor]] = [{} for _ in range(SLOTS)]
         self.slot_done: list[torch.cuda.Event | None] = [None] * SLOTS
         self.next_slot = 0
@@ -57,12 +58,13 @@ class DeviceCopy:
         if len(self.staged) >= SLOTS:
             self.staged.popleft()  # never taken: its slot is about to be refilled
         slot, self.next_slot = self.next_slot, (self.next_slot + 1) % SLOTS
-        if self.slot_done[slot] is not None:
-            self.slot_done[slot].synchronize()  # the copy that last read this slot's host memory is done
+        last_read = self.slot_done[slot]
+        if last_read is not None:
+            last_read.synchronize()  # the copy that last read this slot's host memory is done
         host = self._fill(slot, batch)
         with torch.cuda.stream(self.stream):
             on_device = {name: tensor.to(self.device, non_blocking=True) for name, tensor in host.items()}
-            done = torch.cuda.Event()
+            done = torch.cuda.Event()  # type: ignore[no-untyped-call]
             done.record(self.stream)
         self.slot_done[slot] = done
         self.staged.append((batch, on_device, done))
@@ -82,7 +84,7 @@ class DeviceCopy:
         compute.wait_event(done)
         for tensor in on_device.values():
             tensor.record_stream(compute)
-        return batch._replace(**on_device)
+        return batch._replace(**on_device)  # type: ignore[arg-type]  # the loss reads tensors where replay holds arrays
 
     def report(self) -> dict[str, int]:
         """How many minibatches were on their way before they were used, and how many were not."""

@@ -29,11 +29,15 @@ class PPOLearner(ImpalaLearner):
     The ratio's denominator is the behaviour policy's log-probabilities carried by the segments.
     """
 
+    # ImpalaLearner's queue plumbing with PPO's loss: ImpalaLearner calls its loss only in _learn,
+    # which this class replaces, so the loss types differ here and where it is handed over.
+    loss: PPOLoss  # type: ignore[assignment]
+
     def __init__(self, worker_id: int, server: ParameterServer, *, network_fn: Callable[[], nn.Module],
                  loss: PPOLoss, queues: list[RemoteQueue], batch_size: int, epochs: int, minibatches: int,
-                 seed: int, device: str = "cpu"):
-        super().__init__(worker_id, server, network_fn=network_fn, loss=loss, queues=queues, batch_size=batch_size,
-                         device=device)
+                 seed: int, device: str = "cpu") -> None:
+        super().__init__(worker_id, server, network_fn=network_fn, loss=loss,  # type: ignore[arg-type]
+                         queues=queues, batch_size=batch_size, device=device)
         self.epochs, self.minibatches = epochs, minibatches
         self.rng = np.random.default_rng(seed + 1000 * worker_id)
 

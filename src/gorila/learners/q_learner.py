@@ -89,7 +89,7 @@ class QLearner:
         if self.outliers.is_outlier(info["loss"]):
             self.skipped_outliers += 1
             return None, info
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         if self.max_grad_norm is not None:
             self.flat.clip_grad_norm_(self.max_grad_norm)
         return self.flat.grad(), info

@@ -6,7 +6,7 @@ import collections
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -88,7 +88,8 @@ class ReplayLearner:
         if batch is None:
             return False
         if self.minibatches and getattr(self.learner, "stages_ahead", False):
-            self.learner.stage(self.minibatches[0])  # on its way to the GPU while this one trains
+            # on its way to the GPU while this one trains
+            cast(StagingLearner, self.learner).stage(self.minibatches[0])
         params, version = self.client.params(), self.client.version
         grad, info = self.learner.gradient(params, version, batch)
         self.last_info = {k: v for k, v in info.items() if isinstance(v, float)}
@@ -194,6 +195,19 @@ class ReplayLearner:
                 "wait_fraction": self.wait_s / self.time_s if self.time_s else None, "policy_lag_mean": lag,
                 "policy_lag": dict(self.policy_lag),
                 "shards_passed_over": self.shards_passed_over, **device_copy_report(self.learner)}
+
+
+class StagingLearner(Learner, Protocol):
+    """A learner that copies minibatches to its device ahead (``stages_ahead``, see
+    :class:`~gorila.learners.device_copy.DeviceCopy`); whoever feeds it hands it the next one early::
+
+        if getattr(learner, "stages_ahead", False):
+            cast(StagingLearner, learner).stage(next_batch)    # its copy overlaps this gradient
+    """
+
+    stages_ahead: bool
+
+    def stage(self, batch: Batch) -> None: ...
 
 
 def device_copy_report(learner: Learner) -> dict[str, int]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 
@@ -46,7 +46,8 @@ class TargetUpdate:
             number = float(value)
         except ValueError:
             raise ConfigError("target_update", f"must be hard:N or soft:TAU, got {text!r}") from None
-        return cls(kind, int(number) if kind == "hard" and number.is_integer() else number)
+        checked_kind = cast(Literal["hard", "soft"], kind)  # __post_init__ refuses any other
+        return cls(checked_kind, int(number) if kind == "hard" and number.is_integer() else number)
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.value:g}"
