@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 
-import psutil
+import psutil  # type: ignore[import-untyped]  # psutil ships no type hints
 
 
 def process_start_time() -> float:

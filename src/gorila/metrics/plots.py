@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +25,11 @@ from gorila.atomic import write_bytes
 from gorila.errors import ConfigError
 from gorila.metrics.curves import TIME_COLUMN, RunCurve, group_runs, name_runs, read_columns
 from gorila.metrics.curves import title as plot_title
+
+if TYPE_CHECKING:  # matplotlib is imported on first use (load_matplotlib)
+    from matplotlib.axes import Axes
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
 
 def plot_learning_curve(csv_path: Path, x: str, y: str | Sequence[str], out_png: Path, title: str, *,
@@ -94,10 +100,10 @@ def plot_runs(run_dirs: Sequence[Path | str], out_png: Path, metric: str | None 
     return _save(fig, out_png)
 
 
-def _decorate(ax, x: str, y: str, target: float | None) -> None:
+def _decorate(ax: Axes, x: str, y: str, target: float | None) -> None:
     if target is not None:
         ax.axhline(target, linestyle="--", color="grey", linewidth=1, label=f"target {target:g}")
-    values = [v for line in ax.get_lines() for v in line.get_ydata()]
+    values = [v for line in ax.get_lines() for v in np.asarray(line.get_ydata())]
     # A loss-like headline that shrinks by orders of magnitude (lstsq's suboptimality) reads on a log scale.
     if values and min(values) > 0 and max(values) / min(values) > 1e3:
         ax.set_yscale("log")
@@ -154,7 +160,7 @@ def plot_predictions(curves: dict[str, tuple[Sequence[int], Sequence[float], Seq
     fig, (left, right) = _figure(2)
     everyone = sorted({w for workers, _, _ in curves.values() for w in workers})
     left.plot(everyone, everyone, ":", color="grey", label="ideal (y = x)")
-    colours = {}
+    colours: dict[str, str] = {}
     for label, (workers, speedup, staleness) in curves.items():
         base = label.removesuffix(" + stragglers")
         colour = colours.setdefault(base, f"C{len(colours)}")
@@ -197,7 +203,7 @@ def plot_against_references(curves: dict[str, tuple[Sequence[float], Sequence[fl
     return _save(fig, out_png)
 
 
-def load_matplotlib():
+def load_matplotlib() -> tuple[type[Figure], type[FigureCanvasAgg]]:
     """matplotlib's ``Figure`` and Agg canvas, imported on first use so that processes importing
     gorila.metrics for the logger or the CPU clock (every worker) don't load matplotlib; a run's
     driver calls it early, on a thread, to have them ready for its learning curve. A bare Figure on
@@ -208,15 +214,15 @@ def load_matplotlib():
     return Figure, FigureCanvasAgg
 
 
-def _figure(panels: int | None = None):
-    """A figure and its one axes, or a row of ``panels`` axes."""
+def _figure(panels: int | None = None) -> tuple[Figure, Any]:
+    """A figure and its one axes, or a row of ``panels`` axes (a list: Any, as the callers unpack either)."""
     Figure, FigureCanvasAgg = load_matplotlib()
     fig = Figure(figsize=(7 if panels is None else 5.5 * panels, 4.5), layout="constrained")
     FigureCanvasAgg(fig)
     return fig, fig.add_subplot() if panels is None else list(fig.subplots(1, panels, squeeze=False)[0])
 
 
-def _save(fig, out_png: Path) -> Path:
+def _save(fig: Figure, out_png: Path) -> Path:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=120)
     out_png = Path(out_png)

@@ -76,10 +76,11 @@ class Limits:
             candidates.append((max(self.time_limit_s - own, 0.0), own / self.time_limit_s, "time limit"))
         if not candidates:
             return Status(None, None, None)
-        if all(eta is not None for eta, _, _ in candidates):
-            eta, fraction, by = min(candidates, key=lambda c: c[0])
-        else:
-            eta, fraction, by = max(candidates, key=lambda c: c[1])
+        timed = [(eta, fraction, by) for eta, fraction, by in candidates if eta is not None]
+        if len(timed) == len(candidates):
+            soonest, fraction, by = min(timed, key=lambda c: c[0])
+            return Status(min(fraction, 1.0), soonest, by)
+        eta, fraction, by = max(candidates, key=lambda c: c[1])
         return Status(min(fraction, 1.0), eta, by)
 
     def describe(self) -> str:

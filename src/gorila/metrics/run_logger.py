@@ -24,12 +24,16 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING, cast
 
 from gorila.atomic import jsonable, write_json
 from gorila.errors import ConfigError
 from gorila.metrics.progress import Display, NoProgress
 from gorila.run_files import METRICS_HEAD, open_inside, read_metrics
 from gorila.validate import clipped
+
+if TYPE_CHECKING:  # torch is imported only by a run that writes TensorBoard events
+    from torch.utils.tensorboard import SummaryWriter
 
 #: Unless ``shown`` says which, the first this-many columns are shown beside the progress display.
 SHOWN_COLUMNS = 4
@@ -158,7 +162,7 @@ class RunLogger:
         """
         if self._closed:
             return self.summary_path
-        record = jsonable(dict(summary))
+        record = cast(dict, jsonable(dict(summary)))  # jsonable keeps a dict a dict
         self._closed = True
         try:
             write_json(self.summary_path, record)
@@ -176,7 +180,7 @@ class RunLogger:
         none was written."""
         if self._summary is None:
             return
-        self._summary = {**self._summary, **jsonable(dict(fields))}
+        self._summary = {**self._summary, **cast(dict, jsonable(dict(fields)))}  # jsonable keeps a dict a dict
         write_json(self.summary_path, self._summary)
 
     def discard(self) -> None:
@@ -207,7 +211,7 @@ class RunLogger:
         self._file.flush()
 
 
-def _write_hparams(writer, hparams: Mapping[str, object], metrics: Sequence[str]) -> None:
+def _write_hparams(writer: SummaryWriter, hparams: Mapping[str, object], metrics: Sequence[str]) -> None:
     """TensorBoard's HParams record, in this run's own event file, so the dashboard shows the
     run's real scalars (``metrics``) beside its settings (``SummaryWriter.add_hparams`` would
     write them into a run directory of their own)."""
@@ -215,8 +219,10 @@ def _write_hparams(writer, hparams: Mapping[str, object], metrics: Sequence[str]
 
     values = {name: value if isinstance(value, (bool, int, float, str)) else str(value)
               for name, value in hparams.items()}
-    for summary in hparams_summaries(values, {tag: 0.0 for tag in metrics}):
-        writer.file_writer.add_summary(summary)
+    # no-untyped-call: torch leaves its TensorBoard summaries unannotated
+    for summary in hparams_summaries(values, {tag: 0.0 for tag in metrics}):  # type: ignore[no-untyped-call]
+        # attr-defined: torch types file_writer by the None it starts as; SummaryWriter opens it at once
+        writer.file_writer.add_summary(summary)  # type: ignore[attr-defined]
 
 
 def _check_columns(columns: tuple[str, ...]) -> None:
@@ -261,7 +267,7 @@ def _prepare_resume(csv_path: Path, header: list[str], resume_at: float | None) 
 
 def _number(name: str, value: object) -> float:
     if isinstance(value, numbers.Real):
-        return value
+        return value  # type: ignore[return-value]  # any real number, kept as it came: _cell writes integers as such
     raise TypeError(f"metric {name!r} must be a real number, got {type(value).__name__} {value!r}")
 
 
