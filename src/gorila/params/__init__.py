@@ -13,7 +13,8 @@ from gorila.params.layout import ShardLayout
 from gorila.params.optim import OPTIMIZERS, make_optimizer
 from gorila.params.rule import OUTCOMES, UpdateRule
 from gorila.params.server import ParameterServer, ServerSpec, merge_stats, shard_state, split_shard_state
-from gorila.params.shard import ParameterShard, PushResult, PushTag, ShardStats
+from gorila.params.shard import ParameterShard, PushResult, PushTag
+from gorila.params.shard_stats import ShardStats
 
 __all__ = [
     "OPTIMIZERS", "OUTCOMES", "ClientPush", "LocalEndpoint", "ParameterClient", "ParameterServer",

@@ -15,7 +15,8 @@ from gorila.params.layout import ShardLayout
 from gorila.params.optim import OPTIMIZERS, LearningRate, LinearDecay, optimizer_slots
 from gorila.params.rendezvous import RendezvousSpec
 from gorila.params.rule import UpdateRule
-from gorila.params.shard import ParameterShard, ShardStats
+from gorila.params.shard import ParameterShard
+from gorila.params.shard_stats import ShardStats
 from gorila.params.tiers import ServerUpstream
 
 #: Where a runtime puts the shards: ``process``, each in a process of its own; ``replicas``, the

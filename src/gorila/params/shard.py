@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
 from gorila.errors import CheckpointError, GradientError, NonFiniteError, VersionError
 from gorila.params.optim import LearningRate, ServerOptimizer, all_finite, make_optimizer
 from gorila.params.rule import Outcome, UpdateRule
+from gorila.params.shard_stats import STAT_FIELDS, ShardStats
 
 
 @dataclass(frozen=True)
@@ -60,47 +61,6 @@ class PushTag:
     client: int = 0
     seq: int = -1
     reply_params: bool = True
-
-
-@dataclass
-class ShardStats:
-    """Counters of one shard; ``merge`` adds another shard's."""
-
-    pushes_counted: int = 0
-    pushes_accepted: int = 0
-    pushes_rejected_stale: int = 0
-    pushes_rejected_nonfinite: int = 0
-    updates: int = 0
-    bytes_in: int = 0
-    bytes_out: int = 0
-    # After the fields above: a checkpoint stores the counters by position (new ones go last;
-    # an older checkpoint's shorter list leaves them at 0).
-    pushes_rejected_restarted: int = 0
-    pushes_rejected_duplicate: int = 0
-    updates_rolled_back: int = 0  # rounds whose step was undone: it left parameters or state non-finite
-    pulls: int = 0  # whole reads of the parameters (a push's reply is not one): what caches save the server
-    staleness: Counter[int] = field(default_factory=Counter)
-
-    @property
-    def pushes_rejected(self) -> int:
-        return (self.pushes_rejected_stale + self.pushes_rejected_nonfinite + self.pushes_rejected_restarted
-                + self.pushes_rejected_duplicate)
-
-    def as_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if k != "staleness"}
-        out["pushes_rejected"] = self.pushes_rejected
-        out["staleness"] = {int(k): int(v) for k, v in sorted(self.staleness.items())}
-        return out
-
-    def merge(self, other: ShardStats) -> ShardStats:
-        merged = ShardStats(staleness=self.staleness + other.staleness)
-        for name in self.__dataclass_fields__:
-            if name != "staleness":
-                setattr(merged, name, getattr(self, name) + getattr(other, name))
-        return merged
-
-
-_STAT_FIELDS = tuple(f for f in ShardStats.__dataclass_fields__ if f != "staleness")
 
 
 def check_push(grad: np.ndarray, version: int, size: int, shard_id: int) -> None:
@@ -352,7 +312,7 @@ class ParameterShard:
         state = {
             "params": self._params.copy(),
             "counters": np.array([self._version, self._joined, self._counted], np.int64),
-            "stats": np.array([getattr(self.stats, f) for f in _STAT_FIELDS], np.int64),
+            "stats": np.array([getattr(self.stats, f) for f in STAT_FIELDS], np.int64),
             "staleness": np.array(hist, np.int64).reshape(-1, 2),
         }
         if pending:
@@ -373,7 +333,7 @@ class ParameterShard:
         if "pending" in state:
             np.copyto(self._pending, state["pending"])
         self._version, self._joined, self._counted = (int(x) for x in state["counters"])
-        self.stats = ShardStats(**dict(zip(_STAT_FIELDS, (int(x) for x in state["stats"]))),
+        self.stats = ShardStats(**dict(zip(STAT_FIELDS, (int(x) for x in state["stats"]))),
                                 staleness=Counter({int(k): int(v) for k, v in state["staleness"]}))
         optim = {k[len("optim."):]: v for k, v in state.items() if k.startswith("optim.")}
         if optim:
