@@ -8,14 +8,13 @@ import argparse
 import dataclasses
 import functools
 import math
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from gorila.actors.replay_actor import ReplayActor
-from gorila.bench.bare_loop import BareQLoop
+from gorila.bench.bare_loop import BareQLoop, pushed_rate
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.bench.sampling import bench_run_config, learner_table, measured_learner
 from gorila.core import Worker
@@ -103,11 +102,7 @@ class ApexLearnerWorker:
 
     def pipeline_rate(self, seconds: float) -> float:
         """Pushed updates per second, the last push's reply included."""
-        start, t0 = self.learner.pushes, time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            self.learner.step()
-        self.learner.client.complete()
-        return (self.learner.pushes - start) / (time.perf_counter() - t0)
+        return pushed_rate(self.learner, self.learner.step, seconds)
 
     def limit_rate(self, seconds: float) -> float:
         return self.limit.rate(seconds)

@@ -1,6 +1,7 @@
 """The bare PyTorch loops ``gorila bench learner`` times a learner against: the learner's network and
 loss on batches already in memory, stepped by the torch optimizer of the same name as the run's
-server optimizer, in the learner's own process."""
+server optimizer, in the learner's own process; and the rate of the measured learner's pushes they
+are compared with (:func:`pushed_rate`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import copy
 import functools
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 import torch
 from torch import nn
@@ -16,12 +18,38 @@ from gorila.learners.device_copy import DEVICE_FIELDS
 from gorila.learners.q_learner import QLearner
 from gorila.losses.dqn import dqn_loss
 from gorila.nets.inputs import module_device
+from gorila.params import ParameterClient
 from gorila.replay import Batch
 
 # The bare loop's optimizer for each server optimizer name (torch's defaults otherwise).
 TORCH_OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
     "sgd": torch.optim.SGD, "momentum": functools.partial(torch.optim.SGD, momentum=0.9),
     "adagrad": torch.optim.Adagrad, "rmsprop": torch.optim.RMSprop, "adam": torch.optim.Adam}
+
+
+class PushingLearner(Protocol):
+    """What :func:`pushed_rate` reads of a learner (a bundle, a replay learner, an IMPALA or PPO
+    learner): how many updates it has pushed, and the client whose ``complete`` waits for the
+    reply of the last push still in flight."""
+
+    @property
+    def pushes(self) -> int: ...
+
+    @property
+    def client(self) -> ParameterClient: ...
+
+
+def pushed_rate(learner: PushingLearner, step: Callable[[], object], seconds: float) -> float:
+    """Updates ``learner`` pushed per second while ``step`` is called for about ``seconds``, the
+    last push's reply included (a push is not counted done before the server has answered it)::
+
+        pushed_rate(bundle, bundle.learn, 1.0)
+    """
+    start, t0 = learner.pushes, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        step()
+    learner.client.complete()
+    return (learner.pushes - start) / (time.perf_counter() - t0)
 
 
 def on_device(batch: Batch, device: torch.device) -> Batch:

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import argparse
 import functools
-import time
 from typing import Any
 
-from gorila.bench.bare_loop import BareQLoop
+from gorila.bench.bare_loop import BareQLoop, pushed_rate
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.bench.sampling import bench_run_config, bundle_factory, learner_table, measured_learner
 from gorila.core import WorkerFactory
@@ -53,11 +52,7 @@ class LearnerWorker:
 
     def pipeline_rate(self, seconds: float) -> float:
         """Pushed updates per second, the last push's reply included."""
-        start, t0 = self.bundle.pushes, time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            self.bundle.learn()
-        self.bundle.client.complete()
-        return (self.bundle.pushes - start) / (time.perf_counter() - t0)
+        return pushed_rate(self.bundle, self.bundle.learn, seconds)
 
     def limit_rate(self, seconds: float) -> float:
         return self.limit.rate(seconds)

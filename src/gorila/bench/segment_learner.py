@@ -14,7 +14,7 @@ import time
 import numpy as np
 from torch import nn
 
-from gorila.bench.bare_loop import TORCH_OPTIMIZERS
+from gorila.bench.bare_loop import TORCH_OPTIMIZERS, pushed_rate
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.bench.sampling import bench_run_config, learner_table, measured_learner
 from gorila.core import WorkerFactory
@@ -80,12 +80,7 @@ class SegmentLearnerWorker:
 
     def pipeline_rate(self, seconds: float) -> float:
         """Env steps of the batches learnt from per second, the last push's reply included."""
-        start, t0 = self.learner.pushes, time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            self.step()
-        self.learner.client.complete()
-        batches = (self.learner.pushes - start) / self.pushes_per_batch
-        return batches * self.samples_per_batch / (time.perf_counter() - t0)
+        return pushed_rate(self.learner, self.step, seconds) / self.pushes_per_batch * self.samples_per_batch
 
     def limit_rate(self, seconds: float) -> float:
         loss = self.learner.loss
