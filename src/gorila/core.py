@@ -252,6 +252,7 @@ class Runtime(Protocol):
     """
 
     name: str
+    call_timeout_s: float  # how long a call on a process may take; the driver sets it once the plan's chunks are known
 
     def plan(self, processes: int, caches: CacheTiers | None = None) -> None:
         """Share the CPUs among ``processes`` processes, leaving room for the parameter caches

@@ -71,8 +71,13 @@ class Evaluator:
         self.share, self.slice_s, self.clock = share, slice_s, clock
         # Objects, not closures or bound methods: an evaluator is saved in the local runtime's snapshot.
         # A copy: on the local runtime a rebuilt evaluator gets the same factory's object.
-        self.player = (copy.deepcopy(numpy_policy) if numpy_policy is not None
-                       else TorchPlayer(network_fn, policy_fn))
+        self.player: NumpyNetwork | TorchPlayer
+        if numpy_policy is not None:
+            self.player = copy.deepcopy(numpy_policy)
+        elif network_fn is not None and policy_fn is not None:
+            self.player = TorchPlayer(network_fn, policy_fn)
+        else:
+            raise ValueError("an evaluator plays a numpy_policy, or the network of network_fn through policy_fn")
         self.client = server.client(worker_id)
         self.evaluations = 0
         self.last: dict[str, Any] = {}
@@ -93,16 +98,16 @@ class Evaluator:
     def step(self) -> None:
         started = self.clock()
         try:
-            done = self._play(started)
+            played = self._play(started)
         except EnvFailedError as err:
             self._ended()
             self.evaluations_failed += 1
             self.last = {"eval_failed": f"the evaluation at version {self.version} failed: {err}",
                          "eval_version": self.version, "eval_seconds": self.played_s}
             return
-        if not done:
+        if played is None:
             return
-        returns, seed = self.playing.returns, self.seed + self.evaluations
+        returns, seed = played.returns, self.seed + self.evaluations
         self._ended()
         self.last = {"eval_return": float(np.mean(returns)), "eval_min": float(np.min(returns)),
                      "eval_max": float(np.max(returns)), "eval_returns": returns, "eval_version": self.version,
@@ -110,7 +115,9 @@ class Evaluator:
                      "eval_taken_at": self.taken_at,
                      **({} if self.frozen is None else {"eval_statistics": Statistics(obs=self.frozen).arrays()})}
 
-    def _play(self, started: float) -> bool:
+    def _play(self, started: float) -> EvaluationEpisodes | None:
+        """One slice of the evaluation under way (begun first if none is); the evaluation once it
+        has played out, None while it has not."""
         if self.playing is None:
             # a copy: the report hands these parameters back, to be saved if they score best
             self.params = np.array(self.client.pull(), dtype=np.float32, copy=True)
@@ -130,7 +137,7 @@ class Evaluator:
         done = self.playing.play(policy, seconds, self.clock)
         self.slice_ended = self.clock()
         self.played_s += self.slice_ended - started
-        return done
+        return self.playing if done else None
 
     def _ended(self) -> None:
         """The evaluation under way has ended (played out or failed): count it and its faults."""

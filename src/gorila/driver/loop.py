@@ -114,19 +114,20 @@ def run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChun
 def _run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChunk | None, terminal: Terminal,
          on_row: OnRow | None, held: contextlib.ExitStack) -> dict[str, Any]:
     startup: dict[str, float] = {}
-    beside = callable(plan) and not isinstance(plan, Plan) and run_config.runtime != "local"
-    if not beside:
+    # off the local runtime, a plan still to build is built beside the runtime's start
+    build = plan if not isinstance(plan, Plan) and callable(plan) and run_config.runtime != "local" else None
+    if build is None:
         plan = plan if isinstance(plan, Plan) else plan()
         startup["plan_s"] = terminal.elapsed()  # the command's imports and the builder are done
     # The learning curve is drawn on a thread while the run's end waits on its processes (the last
     # chunks and evaluation, the summary's reports, the runtime's shutdown): a run ends sooner.
     with StopSignals() as signals, ThreadPoolExecutor(max_workers=1, thread_name_prefix="learning-curve") as plotter, \
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan") as builder:
-        if beside:
+        if build is not None:
             # Ray's import first: beside the plan's, the two would share this process's one GIL,
             # and Ray's start, which waits on it, is the longer path to the first env step.
             preload(run_config.runtime)
-        planned = builder.submit(_built, plan, terminal) if beside else None
+        planned = builder.submit(_built, build, terminal) if build is not None else None
         started: list[Runtime] = []
         try:  # starting Ray installs a SIGTERM handler of its own (sys.exit(15)): a signal still ends it here
             with terminal.stage(_runtime_stage(run_config)), signals.foreign():

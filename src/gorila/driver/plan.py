@@ -56,7 +56,7 @@ class ServiceSpec:
     an inference server on ``--inference-device cuda``)."""
 
     name: str
-    factory: ServiceFactory
+    factory: Callable[..., Any]  # a ServiceFactory, taking ``server=`` as well with uses_server
     count: int
     node_of: Callable[[int], int] | None = None
     uses_server: bool = False

@@ -115,33 +115,43 @@ class PolicyEvaluation:
         if runtime.name != "local":
             self._start_group()
 
-    def _start_group(self) -> None:
+    def _start_group(self) -> WorkerGroup:
         # In one process an evaluation is played in slices of the wall time, unless it falls due
         # by steps: it is then played whole where it falls due, so that where every evaluation
         # starts and which row it lands in are the same in every run of a seed, resumed or not.
-        local = self.runtime.name == "local"
+        runtime, server = self.runtime, self.server
+        if runtime is None or server is None:
+            raise RuntimeError("PolicyEvaluation.start places the evaluator before its first chunk")
+        local = runtime.name == "local"
         share = IN_PROCESS_SHARE if local and self.every_steps is None else None
         slice_s = None if local or self.stall_s is None else min(SLICE_S, self.stall_s / 2)
         nice = BACKGROUND_NICE if self.every_s == BACK_TO_BACK and self.every_steps is None else 0
-        self.group = self.runtime.start_workers(functools.partial(self.factory, share=share, slice_s=slice_s), 1,
-                                                self.server, name="evaluator", nice=nice, wait=False)
+        self.group = runtime.start_workers(functools.partial(self.factory, share=share, slice_s=slice_s), 1,
+                                           server, name="evaluator", nice=nice, wait=False)
+        return self.group
+
+    @property
+    def _started(self) -> WorkerGroup:
+        """The evaluator's group, asked for only once an evaluation has been (so once it is started)."""
+        if self.group is None:
+            raise RuntimeError("no evaluator has been started")
+        return self.group
 
     def before_chunk(self, now: dict[str, float]) -> None:
         """Go on with the evaluation under way, or start one if it is time; ``now`` (the budget used
         and the training time) is where a new one takes its parameters."""
-        if self.group is None:
-            self._start_group()
+        group = self.group if self.group is not None else self._start_group()
         clock = time.perf_counter()
         self.latest = dict(now)
         if self.pending is not None:  # asked for, not in: the evaluator may be taking its parameters about now
             self.since_asked.append((time.time(), dict(now)))
         if self.pending is None and self.playing:
-            self.pending, self.pending_since, self.killed = self.group.start_steps(1)[0], clock, False
+            self.pending, self.pending_since, self.killed = group.start_steps(1)[0], clock, False
         elif self.pending is None and self._due(clock, now):
             if self.statistics is not None:  # a new evaluation plays with the run's latest statistics
-                self.group.call("normalize_with", self.statistics)
+                group.call("normalize_with", self.statistics)
             self.since_asked = [(time.time(), dict(now))]
-            self.pending, self.last_started, self.now = self.group.start_steps(1)[0], clock, dict(now)
+            self.pending, self.last_started, self.now = group.start_steps(1)[0], clock, dict(now)
             self.pending_since, self.killed = clock, False
 
     def _due(self, clock: float, now: dict[str, float]) -> bool:
@@ -160,7 +170,7 @@ class PolicyEvaluation:
             return None
         if not self.pending.ready():
             return self._restart_if_stalled()
-        return self._collect(self.timeout_s)
+        return self._collect(self.pending, self.timeout_s)
 
     def awaited(self) -> list[Pending[dict[str, Any]]]:
         """The evaluation under way in a process of its own: the driver's wait for a chunk ends
@@ -178,7 +188,7 @@ class PolicyEvaluation:
         if (self.stall_s is None or self.killed or self.pid is None
                 or time.perf_counter() - self.pending_since < self.stall_s):
             return None
-        self.group.kill(0)
+        self._started.kill(0)
         self.killed = True
         self.now = dict(self.latest)  # the new process plays the parameters of now
         return Score(float("nan"), False, message=f"evaluator made no progress for {self.stall_s:g} s: restarting it")
@@ -188,10 +198,10 @@ class PolicyEvaluation:
         timeout); one not in by then is dropped, and the score says so."""
         deadline = time.perf_counter() + (self.timeout_s if within_s is None else within_s)
         try:
-            score = None if self.pending is None else self._collect(max(0.0, deadline - time.perf_counter()))
+            score = (None if self.pending is None
+                     else self._collect(self.pending, max(0.0, deadline - time.perf_counter())))
             while self.playing and time.perf_counter() < deadline:  # one played in slices goes on to its end
-                self.pending = self.group.start_steps(1)[0]
-                score = self._collect(max(0.0, deadline - time.perf_counter()))
+                score = self._collect(self._started.start_steps(1)[0], max(0.0, deadline - time.perf_counter()))
         except WorkerTimeoutError:
             self.playing = True  # not in: dropped below
         if not self.playing:
@@ -201,8 +211,10 @@ class PolicyEvaluation:
                    f"{self.timeout_s if within_s is None else within_s:.0f} s it had left: dropped")
         return Score(float("nan"), False, record={"eval_failed": message}, message=message)
 
-    def _collect(self, timeout_s: float) -> Score | None:
-        pending, self.pending = self.pending, None
+    def _collect(self, pending: Pending[dict[str, Any]], timeout_s: float) -> Score | None:
+        """The report of ``pending`` (the slice asked for, no longer under way once this is called)
+        within ``timeout_s``, judged."""
+        self.pending = None
         report = pending.result(timeout_s)
         self.playing = report.pop("playing", False)
         self._note_restart(report)
@@ -254,7 +266,7 @@ class PolicyEvaluation:
                                "target_return": self.target, "eval_epsilon": self.epsilon,
                                "eval_env_failures": self.env_failures, "evaluations_failed": self.evaluations_failed,
                                "evaluations_dropped": self.dropped}
-        if is_atari(self.env_id) and self.final is not None:
+        if is_atari(self.env_id) and self.final is not None and self.best is not None:
             out["final_human_normalized"] = human_normalized(self.env_id, self.final)
             out["final_dqn_normalized"] = dqn_normalized(self.env_id, self.final)
             out["best_human_normalized"] = human_normalized(self.env_id, self.best)

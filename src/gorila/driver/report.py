@@ -140,7 +140,8 @@ class Report:
         self.best_train_return: float | None = resumed.get("best_train_return")
         #: what the ``best`` checkpoint holds: the version and score of the best evaluation so far
         self.best_checkpoint: dict[str, Any] | None = resumed.get("best_checkpoint")
-        self._best_score: Score | None = None  # what the best checkpoint holds, to save it again if deleted
+        # the score the best checkpoint holds and its parameters, to save it again if deleted
+        self._best_saved: tuple[Score, np.ndarray] | None = None
         self._network: Any = None  # plan.network_fn()'s FlatParams, built at the first checkpoint
         # After a second signal (the chunks under way given up) or with the cluster gone, the summary
         # asks the workers nothing: their counts are those of the reports already in.
@@ -174,7 +175,7 @@ class Report:
         if score.message:
             self.out.logger.message(f"{score.message}, {used:,} {unit.replace('_', ' ')}")
         if score.params is not None:
-            self._save_best(score)
+            self._save_best(score, score.params)
         if score.reached and self.time_to_target is None:
             self.time_to_target = self.wall_before_s + self.out.terminal.elapsed()
             self.train_time_to_target = train_s
@@ -219,16 +220,19 @@ class Report:
     def _judge_training(self, counters: Counters) -> None:
         """The training return over a full window of the latest 100 episodes: its best, and (with
         the plan's ``train_target``) the time to target when it is the first to reach it."""
-        if not counters.window_full():
+        train_return = counters.recent_return()
+        if train_return is None or not counters.window_full():
             return
-        self.train_return = counters.recent_return()
-        self.best_train_return = max(self.train_return, self.best_train_return or -np.inf)
+        self.train_return = train_return
+        # a best of 0.0 is a best: not replaced by a lower return, as `best or -inf` replaced it
+        self.best_train_return = (train_return if self.best_train_return is None
+                                  else max(train_return, self.best_train_return))
         target = self.plan.train_target
-        if target is not None and self.train_return >= target and self.time_to_target is None:
+        if target is not None and train_return >= target and self.time_to_target is None:
             self.time_to_target = self.out.terminal.elapsed()
             self.train_time_to_target = self.progress.train_s()
             self.out.logger.message(f"target {target:.4g} reached by the mean training return of the latest "
-                                    f"100 episodes ({self.train_return:.1f}) after {self.time_to_target:.1f} s")
+                                    f"100 episodes ({train_return:.1f}) after {self.time_to_target:.1f} s")
 
     def _plan_metrics(self) -> dict[str, float | None]:
         """The plan's ``group.key`` metrics as columns ``group_key``: a service's stats summed over
@@ -267,16 +271,18 @@ class Report:
         self.last_checkpoint = {"path": str(path.relative_to(self.out.run_dir)), "progress": progress}
         self.out.logger.message(f"checkpoint {path.name}: {progress}")
 
-    def _save_best(self, score: Score) -> None:
-        """The judged parameters as the run's ``best`` checkpoint (what ``gorila eval`` plays by
-        default), with how they were judged, so that the judgement can be played again."""
-        arrays = {"shard0.params": score.params, **score.statistics}
+    def _save_best(self, score: Score, params: np.ndarray) -> dict[str, Any]:
+        """The judged parameters (``score.params``) as the run's ``best`` checkpoint (what ``gorila
+        eval`` plays by default), with how they were judged, so that the judgement can be played
+        again; the checkpoint's entry, now ``best_checkpoint``."""
+        arrays = {"shard0.params": params, **score.statistics}
         meta = {**score.best_meta, **(score.at or {})}
         path = save_checkpoint(checkpoint_dir(self.out.run_dir, "best"), arrays, meta, keep=1,
                                exports=self._exports(arrays))
         self.best_checkpoint = {"version": meta.get("version"), "eval_return": score.value,
                                 "path": str(path.relative_to(self.out.run_dir))}
-        self._best_score = score
+        self._best_saved = score, params
+        return self.best_checkpoint
 
     def _kept_best(self) -> dict[str, Any] | None:
         """``best_checkpoint``, its file checked first: one deleted under the running run
@@ -285,10 +291,10 @@ class Report:
         best = self.best_checkpoint
         if best is None or "path" not in best or (self.out.run_dir / str(best["path"])).is_file():
             return best
-        if self._best_score is not None:
-            self._save_best(self._best_score)
+        if self._best_saved is not None:
+            saved = self._save_best(*self._best_saved)
             self.out.logger.message(f"the best checkpoint {best['path']} was deleted: saved again as "
-                                    f"{self.best_checkpoint['path']}")
+                                    f"{saved['path']}")
         else:
             self.best_checkpoint = None
             self.out.logger.message(f"the best checkpoint {best['path']} was deleted; the run names none now")
