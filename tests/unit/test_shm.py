@@ -103,6 +103,15 @@ def test_other_gradients_and_a_second_request_in_flight_are_left_to_the_caller(s
     assert channel.pull() is not None
 
 
+def test_a_closed_channel_leaves_every_request_to_the_caller(served):
+    channel = FastPathChannel(served.path, N, 0, timeout_s=10)
+    channel.close()
+    assert channel.closed
+    assert channel.push(np.ones(N, np.float32), 0, 0) is None
+    assert channel.publish({"params": np.ones(N, np.float32)}) is None
+    assert channel.pull() is None
+
+
 def test_a_reply_that_does_not_come_is_a_timeout_and_closes_the_channel(served):
     channel = FastPathChannel(served.path, N, 0, timeout_s=10)
     served.hold()

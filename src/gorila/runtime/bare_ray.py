@@ -11,6 +11,7 @@ the processes are up, is what ``gorila bench memory`` reads as its limit."""
 import argparse
 import os
 import time
+from typing import Any
 
 from gorila.metrics.cputime import process_start_time
 
@@ -19,14 +20,17 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # before Ray st
 import ray
 
 
-@ray.remote
 class _Process:
-    def ready(self, torch: bool) -> int:
-        if not torch:
+    def ready(self, with_torch: bool) -> int:
+        if not with_torch:
             return 0
         import torch
 
         return torch.get_num_threads()
+
+
+# Made by a call, not a class decorator: mypy keeps a decorated class's own type, without ``options``.
+_PROCESS = ray.remote(_Process)
 
 
 if __name__ == "__main__":
@@ -40,8 +44,11 @@ if __name__ == "__main__":
                      f"{args.plain}")
     ray.init(address="local", include_dashboard=False, logging_level=40)
     # Each asks for its share of the CPUs, as gorila's processes do, so that every one is placed at once.
-    share = ray.cluster_resources()["CPU"] / max(2, args.torch + args.plain)
-    processes = [(_Process.options(num_cpus=share).remote(), k < args.torch) for k in range(args.torch + args.plain)]
+    cpus = ray.cluster_resources()["CPU"]  # type: ignore[no-untyped-call]  # Ray leaves it unannotated
+    share = cpus / max(2, args.torch + args.plain)
+    # Handles as the runtime holds them (Any): Ray types an actor's methods without their .remote.
+    processes: list[tuple[Any, bool]] = [(_PROCESS.options(num_cpus=share).remote(), k < args.torch)
+                                         for k in range(args.torch + args.plain)]
     ray.get([process.ready.remote(torch) for process, torch in processes], timeout=600)
     print(time.time() - process_start_time(), flush=True)
     time.sleep(args.hold_s)

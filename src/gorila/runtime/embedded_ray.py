@@ -12,6 +12,7 @@ offers no public setting to leave them out.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 
@@ -22,7 +23,7 @@ from gorila.runtime.ray_calls import ray
 CONNECT_RETRY_MS = 20
 
 # The node of the embedded Ray this process started last (its id is unique to that start).
-_embedded = {"node_id": None}
+_embedded: dict[str, str | None] = {"node_id": None}
 
 
 def start_embedded_ray(num_cpus: int | None = None, verbose: bool = False) -> None:
@@ -50,17 +51,17 @@ def start_embedded_ray(num_cpus: int | None = None, verbose: bool = False) -> No
     os.environ.setdefault("RAY_raylet_client_num_connect_attempts", str(10_000 // CONNECT_RETRY_MS))
     # include_dashboard=False: the head process loads no dashboard module and serves no web page.
     # log_to_driver: the workers' output reaches this console only with --verbose.
-    settings = dict(address="local", num_cpus=num_cpus, include_dashboard=False,
-                    logging_level=logging.INFO if verbose else logging.ERROR, log_to_driver=verbose)
+    init = functools.partial(ray.init, address="local", num_cpus=num_cpus, include_dashboard=False,
+                             logging_level=logging.INFO if verbose else logging.ERROR, log_to_driver=verbose)
     try:
-        ray.init(**settings)
+        init()
     except Exception as err:  # Ray raises a bare Exception for this one
         # Ray gives its raylet 30 s to register, fixed; on 2 cores already busy (a test suite's
         # two-node clusters beside it) it once took longer. One more start, as patient again.
         if "timed out during startup" not in str(err):
             raise
         ray.shutdown()
-        ray.init(**settings)
+        init()
     _embedded["node_id"] = ray.get_runtime_context().get_node_id()
 
 

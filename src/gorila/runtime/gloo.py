@@ -13,7 +13,7 @@ def gloo_interface() -> str | None:
     import psutil  # type: ignore[import-untyped]
     import ray
 
-    address = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+    address = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]  # Ray leaves it unannotated
     for name, addresses in psutil.net_if_addrs().items():
         if any(entry.address == address for entry in addresses):
             return str(name)

@@ -14,14 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from gorila.core import ServiceFactory, Worker, WorkerFactory
+from gorila.core import ServiceFactory, ServiceGroup, Worker, WorkerFactory
 from gorila.errors import CheckpointError, GorilaError
 from gorila.metrics.cputime import process_cpu_seconds
 from gorila.params import LocalEndpoint, ParameterServer, ServerSpec, ShardStats, shard_state, split_shard_state
 from gorila.params.cache import CacheSpec, ParamCache, Upstream
 from gorila.params.tiers import CacheTiers
-from gorila.reply import Done
-from gorila.runtime.local_steps import Stepper, StepReply
+from gorila.reply import Done, Pending, ServiceEndpoint
+from gorila.runtime.local_steps import Stepper
 
 
 class LocalShards:
@@ -107,7 +107,7 @@ class LocalWorkers:
                 report["restart_reason"] = self._reasons.pop(k)
         return report
 
-    def start_steps(self, steps: int) -> list[StepReply]:
+    def start_steps(self, steps: int) -> list[Pending[dict[str, Any]]]:
         return self.stepper.submit(self, steps)
 
     def call(self, method: str, *args: Any) -> list[Any]:
@@ -143,13 +143,13 @@ class LocalServices:
     def __init__(self, services: list[Any]):
         self.services = services
 
-    def endpoints(self) -> list[LocalService]:
+    def endpoints(self) -> list[ServiceEndpoint]:
         return [LocalService(s) for s in self.services]
 
     def call(self, method: str, *args: Any) -> list[Any]:
         return [getattr(s, method)(*args) for s in self.services]
 
-    def stats(self) -> list[Done[dict[str, Any]]]:
+    def stats(self) -> list[Pending[dict[str, Any]]]:
         return [Done(s.stats()) for s in self.services]
 
     def save(self) -> None:
@@ -240,11 +240,11 @@ class LocalRuntime:
         return self._shards
 
     def start_param_caches(self, server: ParameterServer, tiers: CacheTiers = CacheTiers(),
-                           wait_s: float = 0.25) -> tuple[ParameterServer, dict[str, LocalServices]]:
+                           wait_s: float = 0.25) -> tuple[ParameterServer, dict[str, ServiceGroup]]:
         """This machine's parameter cache (one node; with a rack tier, reading a rack cache here
         that reads the server), refreshed before every round of the workers, upstream first."""
         spec = CacheSpec(prefix=f"gorila-{uuid.uuid4().hex[:8]}-params", size=server.layout.size, wait_s=wait_s)
-        groups: dict[str, LocalServices] = {}
+        groups: dict[str, ServiceGroup] = {}
         upstream: Upstream = server.upstream()
         if tiers.rack:
             rack = ParamCache(upstream, f"{spec.prefix}-rack-{spec.locate()[:24]}", spec.size, wait_s)

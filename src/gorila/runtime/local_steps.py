@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gorila.errors import WorkerTimeoutError
+from gorila.reply import Pending
 
 
 class SteppedGroup(Protocol):
@@ -80,7 +81,7 @@ class Stepper:
         self._stepping: _Stepping | None = None
         self._failed: Exception | None = None  # what a step raised: the run fails, nothing more is stepped
 
-    def submit(self, group: SteppedGroup, steps: int) -> list[StepReply]:
+    def submit(self, group: SteppedGroup, steps: int) -> list[Pending[dict[str, Any]]]:
         chunk = _Chunk(group, steps)
         with self._lock:
             if self._failed is not None:

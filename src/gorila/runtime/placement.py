@@ -20,12 +20,24 @@ def node_id() -> str:
 
 def alive_nodes() -> list[str]:
     """The alive nodes with CPUs, in a fixed order."""
-    return sorted(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0)
+    nodes = ray.nodes()  # type: ignore[no-untyped-call]  # Ray leaves ray.nodes unannotated
+    return sorted(n["NodeID"] for n in nodes if n["Alive"] and n["Resources"].get("CPU", 0) > 0)
 
 
 def node_cpus() -> list[float]:
     """The CPUs of every alive node (as Ray counts them)."""
-    return [n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n["Alive"]]
+    nodes = ray.nodes()  # type: ignore[no-untyped-call]  # Ray leaves ray.nodes unannotated
+    return [n["Resources"].get("CPU", 0.0) for n in nodes if n["Alive"]]
+
+
+def cluster_resources() -> dict[str, float]:
+    """The cluster's resources, as Ray counts them (``{"CPU": 8.0, "GPU": 1.0, ...}``)."""
+    return ray.cluster_resources()  # type: ignore[no-untyped-call]  # Ray leaves it unannotated
+
+
+def available_resources() -> dict[str, float]:
+    """The cluster's resources no process holds now."""
+    return ray.available_resources()  # type: ignore[no-untyped-call]  # Ray leaves it unannotated
 
 
 def fitting_share(cpus: list[float], processes: int) -> float:

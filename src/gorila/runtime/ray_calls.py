@@ -14,7 +14,8 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 # the token at hand only if it is set (see cluster_auth).
 prefer_token_auth(os.environ)
 
-import ray  # noqa: E402
+# Re-exported (`import ray as ray`): the runtime's modules take Ray from here, after the settings above.
+import ray as ray  # noqa: E402
 from ray.exceptions import GetTimeoutError  # noqa: E402
 
 from gorila.errors import WorkerTimeoutError  # noqa: E402

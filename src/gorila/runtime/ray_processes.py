@@ -21,6 +21,7 @@ from gorila.core import ServiceFactory, WorkerFactory
 from gorila.errors import GorilaError, WorkerTimeoutError
 from gorila.metrics.cputime import CpuClock
 from gorila.params import ParameterServer
+from gorila.reply import Pending, ServiceEndpoint
 from gorila.runtime.ray_calls import RayPending, ray
 
 # isort: split
@@ -145,7 +146,7 @@ class RayWorkers(RayGroup):
     def run_steps(self, steps: int) -> list[dict[str, Any]]:
         return self._gather([h.run_steps.remote(steps) for h in self.handles], f"{steps} steps")
 
-    def start_steps(self, steps: int) -> list[RayPending]:
+    def start_steps(self, steps: int) -> list[Pending[dict[str, Any]]]:
         return [RayPending(h.run_steps.remote(steps), f"{self.name} {k}") for k, h in enumerate(self.handles)]
 
     def reports(self) -> list[dict[str, Any]]:
@@ -155,10 +156,10 @@ class RayWorkers(RayGroup):
 class RayServices(RayGroup):
     """A group of service processes (e.g. replay shards): called by others, never stepped."""
 
-    def endpoints(self) -> list[RayService]:
+    def endpoints(self) -> list[ServiceEndpoint]:
         return [RayService(h, f"{self.name} {k}") for k, h in enumerate(self.handles)]
 
-    def stats(self) -> list[RayPending]:
+    def stats(self) -> list[Pending[dict[str, Any]]]:
         return [RayPending(h.stats.remote(), f"{self.name} {k}.stats") for k, h in enumerate(self.handles)]
 
     def save(self) -> None:

@@ -22,17 +22,25 @@ from typing import Any
 
 import numpy as np
 
-from gorila.core import ServiceFactory, WorkerFactory
+from gorila.core import ServiceFactory, ServiceGroup, WorkerFactory
 from gorila.errors import ClusterUnreachableError, SchedulingError
 from gorila.metrics.cputime import process_cpu_seconds
 from gorila.params import ParameterServer, ServerSpec
 from gorila.params.rendezvous import Rendezvous, RendezvousSpec
 from gorila.params.tiers import CacheTiers
+from gorila.reply import Pending
 from gorila.runtime import ONE_THREAD
 from gorila.runtime.cluster_auth import join_cluster
 from gorila.runtime.embedded_ray import embedded_ray_is_up, start_embedded_ray
 from gorila.runtime.gloo import gloo_interface
-from gorila.runtime.placement import alive_nodes, fitting_share, node_cpus, pinned
+from gorila.runtime.placement import (
+    alive_nodes,
+    available_resources,
+    cluster_resources,
+    fitting_share,
+    node_cpus,
+    pinned,
+)
 from gorila.runtime.ray_caches import CACHE_CPUS, start_caches
 from gorila.runtime.ray_calls import NamedActor, RayPending, ray
 from gorila.runtime.ray_processes import RayServices, RayWorkers, ServiceProcess, WorkerProcess, titled
@@ -43,6 +51,13 @@ from gorila.runtime.shard_recovery import ShardRecovery
 # isort: split
 # Imports Ray: after gorila.runtime.ray_calls, which sets the environment Ray reads as it is imported.
 from ray.exceptions import GetTimeoutError
+
+
+def _ray_ref(pending: Pending[Any]) -> ray.ObjectRef:
+    """The object a reply of this runtime's processes waits for."""
+    if not isinstance(pending, RayPending):
+        raise TypeError(f"the Ray runtime waits on its processes' replies, not a {type(pending).__name__}")
+    return pending.ref
 
 
 def check_reachable(address: str, source: str, timeout_s: float) -> None:
@@ -150,7 +165,7 @@ class RayRuntime:
 
     @property
     def total_cpus(self) -> float:
-        return float(ray.cluster_resources().get("CPU", 1.0))
+        return float(cluster_resources().get("CPU", 1.0))
 
     def plan(self, processes: int, caches: CacheTiers | None = None) -> None:
         """Share the cluster's CPUs among ``processes`` processes (at most one CPU each), so that
@@ -189,11 +204,11 @@ class RayRuntime:
             try:
                 group.node_ids = ray.get(refs, timeout=max(deadline - time.monotonic(), 0.0))
             except GetTimeoutError as err:
-                if gpus and ray.available_resources().get("GPU", 0.0) < gpus:
+                if gpus and available_resources().get("GPU", 0.0) < gpus:
                     raise SchedulingError.no_gpu(what, self.schedule_timeout_s, gpus,
-                                                 ray.cluster_resources().get("GPU", 0.0)) from err
+                                                 cluster_resources().get("GPU", 0.0)) from err
                 raise SchedulingError.not_started(what, self.schedule_timeout_s, self.cpus_per_process,
-                                                  ray.available_resources().get("CPU", 0.0), self.total_cpus) from err
+                                                  available_resources().get("CPU", 0.0), self.total_cpus) from err
 
     def start_shards(self, spec: ServerSpec, params: np.ndarray, *, wait: bool = True,
                      checkpoints: Path | None = None) -> RayShards:
@@ -219,7 +234,7 @@ class RayRuntime:
         return group
 
     def start_param_caches(self, server: ParameterServer, tiers: CacheTiers = CacheTiers(),
-                           wait_s: float = 0.25) -> tuple[ParameterServer, dict[str, RayServices]]:
+                           wait_s: float = 0.25) -> tuple[ParameterServer, dict[str, ServiceGroup]]:
         """A parameter cache on every alive node, and with a rack tier one per rack of
         ``tiers.nodes_per_rack`` nodes in between (:mod:`gorila.runtime.ray_caches`), restarted by
         Ray when they die and closed before the processes are killed; the server whose ``source()``
@@ -266,9 +281,10 @@ class RayRuntime:
         self._starting(group, [h.ready.remote() for h in handles], f"{count} {name}s", wait, gpus)
         return group
 
-    def wait(self, pending: list[RayPending], timeout_s: float) -> list[int]:
-        """Block in Ray until at least one reply is ready (or ``timeout_s`` passed)."""
-        refs = [p.ref for p in pending]
+    def wait(self, pending: list[Pending[Any]], timeout_s: float) -> list[int]:
+        """Block in Ray until at least one reply is ready (or ``timeout_s`` passed); the replies are
+        those of this runtime's processes (:class:`~gorila.runtime.ray_calls.RayPending`)."""
+        refs = [_ray_ref(p) for p in pending]
         ready, _ = ray.wait(refs, num_returns=1, timeout=timeout_s)
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0) if ready else (ready, None)
         done = {r.hex() for r in ready}

@@ -71,8 +71,9 @@ class ShardProcess:
         self.fast_path_path = self.fast_path.start()
         self._loaded.set()
 
-    async def _ready(self) -> None:
-        if self._must_restore:
+    async def _ready(self) -> ShardHost:
+        """The shard's host, once there is one (a restarted process restores its shard first)."""
+        if self._must_restore and self.recovery is not None:
             self._must_restore = False
             try:
                 shard, self.restored_from = self.recovery.restore()
@@ -81,6 +82,9 @@ class ShardProcess:
             else:
                 self._host(shard)
         await self._loaded.wait()
+        if self.host is None:
+            raise RuntimeError("the shard process was loaded without a host")  # _host sets both
+        return self.host
 
     async def load(self, shard: ParameterShard) -> str:
         """Take the shard and start serving same-node clients; returns this node's id."""
@@ -94,10 +98,10 @@ class ShardProcess:
 
     async def fast_path_address(self) -> FastPathAddress | None:
         """Where same-node clients reach this shard without Ray calls (None where unsupported)."""
-        await self._ready()
+        host = await self._ready()
         if self.fast_path_path is None:
             return None
-        return FastPathAddress(ray.get_runtime_context().get_node_id(), self.fast_path_path, self.host.size)
+        return FastPathAddress(ray.get_runtime_context().get_node_id(), self.fast_path_path, host.size)
 
     async def life(self) -> tuple[int, str | None]:
         """This process's id and, after a restart, the checkpoint it came back from."""
@@ -107,7 +111,7 @@ class ShardProcess:
     def _advanced(self) -> None:
         # Only when a Ray push waits: waking the loop for nothing would take the GIL from the
         # fast path's threads on every update.
-        if self._waiting:
+        if self._waiting and self._loop is not None:  # a waiter runs on the loop, which _host set
             self._loop.call_soon_threadsafe(self._wake_waiters)
 
     def _wake_waiters(self) -> None:
@@ -115,30 +119,31 @@ class ShardProcess:
         event.set()
 
     async def push(self, grad: np.ndarray, version: int, worker_id: int, tag: PushTag | None = None) -> PushResult:
-        await self._ready()
-        result = self.host.push(grad, version, worker_id, wait=False, tag=tag)
-        if not self.host.must_wait(result, version):
+        host = await self._ready()
+        result = host.push(grad, version, worker_id, wait=False, tag=tag)
+        if not host.must_wait(result, version):
             return result
-        if not await self._reached(version + 1, self.barrier_timeout_s):
-            raise self.host.barrier_timeout(version, worker_id)
-        return self.host.refreshed(result, tag=tag)
+        if not await self._reached(host, version + 1, self.barrier_timeout_s):
+            raise host.barrier_timeout(version, worker_id)
+        return host.refreshed(result, tag=tag)
 
     async def wait_version(self, at_least: int, wait_s: float) -> int:
         """The version once it is ``at_least``, or after ``wait_s`` (at most the barrier's
         timeout) if it is not by then: a worker waits here for an update without polling."""
-        await self._ready()
-        await self._reached(at_least, min(wait_s, self.barrier_timeout_s))
-        return self.host.version
+        host = await self._ready()
+        await self._reached(host, at_least, min(wait_s, self.barrier_timeout_s))
+        return host.version
 
-    async def _reached(self, at_least: int, wait_s: float) -> bool:
-        """Whether the version reached ``at_least`` within ``wait_s``; other calls run meanwhile."""
-        deadline = self._loop.time() + wait_s
+    async def _reached(self, host: ShardHost, at_least: int, wait_s: float) -> bool:
+        """Whether ``host``'s version reached ``at_least`` within ``wait_s``; other calls run meanwhile."""
+        loop = asyncio.get_running_loop()  # the actor's one loop, the one _host keeps
+        deadline = loop.time() + wait_s
         self._waiting += 1  # before the version check: an update after it then wakes this loop
         try:
-            while self.host.version < at_least:
+            while host.version < at_least:
                 # Nothing runs on this loop between the check and the wait: the event taken
                 # here is set by the next version, whichever thread makes it.
-                await asyncio.wait_for(self._next_version.wait(), deadline - self._loop.time())
+                await asyncio.wait_for(self._next_version.wait(), deadline - loop.time())
         except asyncio.TimeoutError:
             return False
         finally:
@@ -146,33 +151,27 @@ class ShardProcess:
         return True
 
     async def pull(self) -> tuple[np.ndarray, int]:
-        await self._ready()
-        return self.host.pull()
+        return (await self._ready()).pull()
 
     async def version(self) -> int:
-        await self._ready()
-        return self.host.version
+        return (await self._ready()).version
 
     async def stats(self) -> ShardStats:
-        await self._ready()
-        with self.host.locked() as shard:
+        with (await self._ready()).locked() as shard:
             return copy.deepcopy(shard.stats)  # Ray pickles it after the lock is released
 
     async def state_dict(self) -> dict[str, np.ndarray]:
-        await self._ready()
-        with self.host.locked() as shard:
+        with (await self._ready()).locked() as shard:
             return shard.state_dict()
 
     async def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        await self._ready()
-        with self.host.locked() as shard:
+        with (await self._ready()).locked() as shard:
             shard.load_state_dict(state)
 
     async def publish(self, state: dict[str, np.ndarray]) -> None:
         """Take the owning learner's publication (``--server learner``); its version wakes the
         calls waiting for one (a cache's long-poll)."""
-        await self._ready()
-        self.host.publish(state)
+        (await self._ready()).publish(state)
 
     def cpu_seconds(self) -> float:
         return self.cpu.seconds()
@@ -339,22 +338,22 @@ class RayShards:
         self.layout = spec.layout(size)
         self.rule = spec.rule
         self.timeout_s = call_timeout_s
-        self.server = self._server(fast=True)
+        self.endpoints = self._endpoints(fast=True)  # this process's: their fast paths close with the shards
+        self.server = ParameterServer(self.endpoints, self.layout, self.rule, self.timeout_s)
         self.node_ids: list[str] = []
         self._pids: dict[int, int] = {}
 
     def ray_call_server(self) -> ParameterServer:
         """The server reached through Ray calls only, even on the shards' node (for comparisons)."""
-        return self._server(fast=False)
+        return ParameterServer(self._endpoints(fast=False), self.layout, self.rule, self.timeout_s)
 
-    def _server(self, fast: bool) -> ParameterServer:
-        endpoints = tuple(RayShardEndpoint(h, i, fast, self.timeout_s) for i, h in enumerate(self.handles))
-        return ParameterServer(endpoints, self.layout, self.rule, self.timeout_s)
+    def _endpoints(self, fast: bool) -> tuple[RayShardEndpoint, ...]:
+        return tuple(RayShardEndpoint(h, i, fast, self.timeout_s) for i, h in enumerate(self.handles))
 
     def close(self) -> None:
         """Close the fast paths: this process's channels, then the shards' sockets and dirs.
         A shard that already died has nothing left to close and is skipped."""
-        for endpoint in self.server.endpoints:
+        for endpoint in self.endpoints:
             endpoint.close()
         refs = [h.close_fast_path.remote() for h in self.handles]
         _, unfinished = ray.wait(refs, num_returns=len(refs), timeout=self.timeout_s)

@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 
-import psutil
+import psutil  # type: ignore[import-untyped]  # psutil ships no type hints
 
 #: How often the reaper looks at the driver's processes, in seconds: the longest a process
 #: started just before the driver died can go unnoticed, and the delay before the kill.

@@ -27,7 +27,7 @@ import numpy as np
 from gorila.checkpoint import load_checkpoint, save_checkpoint
 from gorila.errors import CheckpointError
 from gorila.params import ParameterShard, UpdateRule
-from gorila.params.optim import LinearDecay
+from gorila.params.optim import LearningRate, LinearDecay
 from gorila.params.shard import check_state
 
 _log = logging.getLogger(__name__)
@@ -49,6 +49,7 @@ class ShardRecovery:
 
     def save_start(self, shard: ParameterShard) -> None:
         """Save ``shard`` as it starts: what a restart builds on until the run's first checkpoint."""
+        lr: dict[str, np.ndarray]
         if isinstance(shard.lr, LinearDecay):  # float64: the same line after a restart
             lr = {"lr": np.array([shard.lr.lr], np.float64), "lr_decay_steps": np.array([shard.lr.steps], np.int64)}
         else:
@@ -58,12 +59,11 @@ class ShardRecovery:
     def restore(self) -> tuple[ParameterShard, str]:
         """The shard as of the newest good checkpoint, in a new epoch; and which checkpoint that was."""
         start, _ = load_checkpoint(self.start_dir)
-        lr = start.pop("lr")
+        saved_lr = start.pop("lr")
         decay_steps = start.pop("lr_decay_steps", None)
         # One rate (or a shard of one parameter, where a vector of one means the same).
-        lr = float(lr[0]) if lr.size == 1 else lr
-        if decay_steps is not None:
-            lr = LinearDecay(float(lr), int(decay_steps[0]))
+        rate = float(saved_lr[0]) if saved_lr.size == 1 else saved_lr
+        lr: LearningRate = rate if decay_steps is None else LinearDecay(float(rate), int(decay_steps[0]))
         shard = ParameterShard(start["params"], self.rule, self.optimizer, lr=lr,
                                shard_id=self.shard_id, nonfinite_limit=self.nonfinite_limit)
         state, source = start, "its start (no run checkpoint yet)"

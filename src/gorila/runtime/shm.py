@@ -237,21 +237,25 @@ class FastPathChannel:
         self._busy = threading.Lock()
         self._sock, block = connect(path, size * 4, _ATTACH.pack(size), f"gorila-shard-{shard_id}", timeout_s)
         self._close_socket = weakref.finalize(self, self._sock.close)  # also when dropped unclosed
-        self._grad, params = _slot(block, size)
-        self._params = params.view()
-        self._params.flags.writeable = False
+        grad, params = _slot(block, size)
+        view = params.view()
+        view.flags.writeable = False
+        # None once closed: the slot is unmapped when no reply's view of it remains
+        self._grad: np.ndarray | None = grad
+        self._params: np.ndarray | None = view
 
     @property
     def closed(self) -> bool:
         return self._sock.fileno() < 0
 
     def push(self, grad: np.ndarray, version: int, worker_id: int, tag: PushTag = PushTag()) -> FastPending | None:
-        """Send a push. None (take another path) while busy, or for a gradient that is not
+        """Send a push. None (take another path) while busy, once closed, or for a gradient that is not
         float32 of this shard's size: the shard's own check then names the mismatch."""
-        if (not isinstance(grad, np.ndarray) or grad.dtype != np.float32 or grad.shape != self._grad.shape
+        slot = self._grad
+        if (slot is None or not isinstance(grad, np.ndarray) or grad.dtype != np.float32 or grad.shape != slot.shape
                 or not self._busy.acquire(blocking=False)):
             return None
-        np.copyto(self._grad, grad)
+        np.copyto(slot, grad)
         return self._send(_REQUEST.pack(_PUSH, version, worker_id, tag.epoch, tag.client, tag.seq,
                                         tag.reply_params), "push")
 
@@ -263,14 +267,15 @@ class FastPathChannel:
 
     def publish(self, state: dict[str, np.ndarray]) -> FastPending | None:
         """Send an owning learner's publication: ``state["params"]`` through the slot, the other
-        arrays in the request. None (take another path) while busy, or for a state that does not
-        fit (parameters of another size, or arrays too large for a message: optimizer state)."""
+        arrays in the request. None (take another path) while busy, once closed, or for a state that
+        does not fit (parameters of another size, or arrays too large for a message: optimizer state)."""
         params = state["params"]
         small = _encode_small({k: v for k, v in state.items() if k != "params"})
-        if (small is None or params.dtype != np.float32 or params.shape != self._grad.shape
+        slot = self._grad
+        if (slot is None or small is None or params.dtype != np.float32 or params.shape != slot.shape
                 or not self._busy.acquire(blocking=False)):
             return None
-        np.copyto(self._grad, params)
+        np.copyto(slot, params)
         return self._send(_REQUEST.pack(_PUBLISH, 0, 0, 0, 0, -1, False) + small, "publish")
 
     def _send(self, request: bytes, what: str) -> FastPending | None:
@@ -322,7 +327,7 @@ class FastPending:
     def __init__(self, channel: FastPathChannel, what: str):
         self.channel, self.what = channel, what
 
-    def result(self, timeout_s: float) -> PushResult | tuple[np.ndarray, int] | None:
+    def result(self, timeout_s: float) -> PushResult | tuple[np.ndarray | None, int] | None:
         result = self.channel.receive(timeout_s, self.what)
         if self.what == "publish":
             return None
