@@ -22,6 +22,7 @@ import multiprocessing as mp
 import os
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -30,13 +31,29 @@ from gorila.bench.report import machine
 from gorila.params import ParameterShard, ServerSpec, UpdateRule
 from gorila.sim.calibration import Calibration, Workload
 
+if TYPE_CHECKING:
+    from multiprocessing.queues import Queue
+    from multiprocessing.synchronize import Barrier
+
+    from gorila.core import Worker
+    from gorila.driver.plan import Plan
+
+
+class LstsqWorkload(TypedDict):
+    """The least-squares problem's settings (``LstsqConfig(**LSTSQ)``)."""
+
+    n: int
+    d: int
+    condition: float
+
+
 # The lstsq workload of gorila bench speedup's defaults, so that its runs can be predicted.
-LSTSQ = {"n": 25_000, "d": 400, "condition": 100.0}
+LSTSQ: LstsqWorkload = {"n": 25_000, "d": 400, "condition": 100.0}
 SIZES = (1_000, 30_000, 300_000, 1_687_206)  # parameters: a small MLP ... the Nature CNN
 OPTIMIZERS = ("sgd", "rmsprop", "adagrad", "adam")
 
 
-def _worker(algo: str, workers: int, worker_id: int):
+def _worker(algo: str, workers: int, worker_id: int) -> tuple[Worker, Plan]:
     """Worker ``worker_id`` of ``workers``, built from the algorithm's plan on in-process shards,
     and its plan."""
     from gorila.config import RunConfig
@@ -44,10 +61,10 @@ def _worker(algo: str, workers: int, worker_id: int):
 
     run = RunConfig(algo=algo, mode="async", runtime="local")
     if algo == "lstsq":
-        from gorila.algos.lstsq.builder import make_plan
+        from gorila.algos.lstsq.builder import make_plan as make_lstsq_plan
         from gorila.algos.lstsq.config import LstsqConfig
 
-        plan = make_plan(run, LstsqConfig(workers=workers, **LSTSQ))
+        plan = make_lstsq_plan(run, LstsqConfig(workers=workers, **LSTSQ))
     else:
         from gorila.algos.a3c.builder import make_plan
         from gorila.algos.a3c.config import A3CConfig
@@ -55,11 +72,12 @@ def _worker(algo: str, workers: int, worker_id: int):
 
         plan = make_plan(run, A3CConfig(workers=workers), RLConfig(env="CartPole-v1", device="cpu"))
     shards = LocalShards(plan.spec, plan.initial_params(), 60.0)
-    return plan.groups([])[0].factory(worker_id, shards.server), plan
+    return plan.groups({})[0].factory(worker_id, shards.server), plan  # neither algorithm has services
 
 
-def _gradient_timer(algo: str, worker) -> Callable[[], float]:
-    """Seconds of one gradient of the real worker: its ``step`` without the push."""
+def _gradient_timer(algo: str, worker: Any) -> Callable[[], float]:
+    """Seconds of one gradient of the real worker: its ``step`` without the push. ``worker`` is
+    an ``LstsqWorker`` or an ``A3CWorker``, as ``algo`` says: the timer calls their own methods."""
     if algo == "lstsq":
         def lstsq() -> float:
             w = worker.client.params()
@@ -77,7 +95,8 @@ def _gradient_timer(algo: str, worker) -> Callable[[], float]:
     return a3c
 
 
-def _timed_gradients(algo: str, workers: int, worker_id: int, seconds: float, barrier, results) -> None:
+def _timed_gradients(algo: str, workers: int, worker_id: int, seconds: float, barrier: Barrier,
+                     results: Queue[list[float]]) -> None:
     import torch
 
     torch.set_num_threads(1)  # as in every gorila worker: the processes are the parallelism
@@ -86,7 +105,8 @@ def _timed_gradients(algo: str, workers: int, worker_id: int, seconds: float, ba
     for _ in range(3):  # warm-up: page in the rows, first allocations
         timer()
     barrier.wait(120)
-    samples, end = [], time.perf_counter() + seconds
+    samples: list[float] = []
+    end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         samples.append(timer())
     results.put(samples)
@@ -139,8 +159,8 @@ def apply_seconds(optimizer: str, size: int, repeats: int = 50) -> float:
 def _line(x: list[float], y: list[float]) -> tuple[float, float]:
     """Intercept and slope of the line through ``(x, y)`` with the least *relative* squared error
     (points spanning 4 kB to 7 MB each count alike), both clipped above zero."""
-    y = np.maximum(np.asarray(y, float), 1e-9)
-    slope, intercept = np.polyfit(np.asarray(x, float), y, 1, w=1 / y)
+    ys = np.maximum(np.asarray(y, float), 1e-9)
+    slope, intercept = np.polyfit(np.asarray(x, float), ys, 1, w=1 / ys)
     return max(float(intercept), 0.0), max(float(slope), 1e-15)
 
 
@@ -186,7 +206,7 @@ def calibrate(seconds: float = 3.0, rounds: int = 30, algos: tuple[str, ...] = (
     apply_points = {opt: [[size, apply_seconds(opt, size)] for size in SIZES] for opt in OPTIMIZERS}
     progress(f"transport: push+pull round trips through the Ray runtime's fast path, {len(SIZES)} sizes")
     trips = transport_round_trips(SIZES, rounds)
-    fixed, per_byte = transport_fit(trips, dict(apply_points["sgd"]))
+    fixed, per_byte = transport_fit(trips, {int(size): s for size, s in apply_points["sgd"]})
     return Calibration(cpus=cpus, transport="shm", latency_s=fixed / 2, bandwidth_Bps=2 / per_byte,
                        apply_points=apply_points, workloads=workloads, machine=machine(),
                        round_trips=[[b, t] for b, t in trips])

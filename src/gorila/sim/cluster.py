@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 from gorila import validate
 from gorila.errors import ConfigError
@@ -60,7 +61,8 @@ class Cluster:
             if not isinstance(given, dict) or set(given) - known:
                 raise ConfigError("cluster", f"{path}: expected an object with fields among {', '.join(sorted(known))}")
             base = replace(base, **given)
-        return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+        given_now: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}  # checked by __post_init__
+        return replace(base, **given_now)
 
     def describe(self) -> str:
         return (f"{self.nodes} node(s) x {self.cores_per_node} cores, latency {self.latency_s * 1e6:.0f} us, "

@@ -27,7 +27,9 @@ exactly as in a run; the barrier is :meth:`ShardHost.must_wait`. What the model 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Generator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import simpy
@@ -106,7 +108,7 @@ class _Queue:
         self.free_at = 0.0
         self.busy = 0.0
 
-    def hold(self, seconds: float, then: float = 0.0):
+    def hold(self, seconds: float, then: float = 0.0) -> Generator[simpy.Event, Any, None]:
         """Wait for the turn, hold it for ``seconds``, then ``then`` more seconds (not held)."""
         self.free_at = max(self.env.now, self.free_at) + seconds
         self.busy += seconds
@@ -121,7 +123,7 @@ class _Link(_Queue):
         self.cluster = cluster
         self.bytes = 0
 
-    def transfer(self, nbytes: int):
+    def transfer(self, nbytes: int) -> Generator[simpy.Event, Any, None]:
         """A message through this link: ``bytes / bandwidth`` on the wire, then the latency."""
         self.bytes += nbytes
         yield from self.hold(nbytes / self.cluster.bandwidth_Bps, then=self.cluster.latency_s)
@@ -145,11 +147,11 @@ class _Shard:
     def version(self) -> int:
         return self.shard.version
 
-    def wait_beyond(self, version: int):
+    def wait_beyond(self, version: int) -> Generator[simpy.Event, Any, None]:
         while self.shard.version <= version:
             yield self.advanced
 
-    def push(self, worker_id: int, version: int, param_cache: bool):
+    def push(self, worker_id: int, version: int, param_cache: bool) -> Generator[simpy.Event, Any, int]:
         """One worker's slice, from its arrival to its reply; returns the version the worker holds."""
         yield from self.link.transfer(self.slice_bytes)
         yield from self.cpu.hold(self.apply_s)  # first come, first applied: the shard's lock
@@ -176,7 +178,7 @@ class _Cache:
         for i in range(len(shards)):
             env.process(self._follow(i))
 
-    def _follow(self, i: int):
+    def _follow(self, i: int) -> Generator[simpy.Event, Any, None]:
         shard = self.shards[i]
         while True:
             yield from shard.wait_beyond(self.versions[i])
@@ -187,7 +189,7 @@ class _Cache:
             self.updated.succeed()
             self.updated = self.env.event()
 
-    def read(self, at_least: list[int], cost_s: float):
+    def read(self, at_least: list[int], cost_s: float) -> Generator[simpy.Event, Any, list[int]]:
         """A worker's read: waits until the cache holds ``at_least`` of every shard."""
         while any(v < need for v, need in zip(self.versions, at_least)):
             yield self.updated
@@ -227,15 +229,16 @@ class _Run:
             t *= self.setup.stragglers.factor
         return t * self.setup.slow_worker if worker_id == 0 else t
 
-    def _worker(self, k: int):
+    def _worker(self, k: int) -> Generator[simpy.Event, Any, None]:
         cache = self.caches[k % len(self.caches)] if self.caches else None
         versions = [0] * len(self.shards)  # every worker pulls version 0 before training starts
-        in_flight = None
+        in_flight: simpy.Process | None = None
         while True:
             if cache is not None:
                 versions = yield from cache.read(versions, self.setup.cluster.cache_read_s)
             elif in_flight is not None and in_flight.processed:  # params(): a reply already here is taken
-                versions, in_flight = in_flight.value, None
+                # a processed push's value is its versions' list, which simpy types as optional
+                versions, in_flight = in_flight.value, None  # type: ignore[assignment]  # simpy: value optional
             computed_on = list(versions)
             yield self.env.timeout(self._compute_s(k))
             if in_flight is not None:  # push(): the previous reply first
@@ -248,7 +251,7 @@ class _Run:
                 # With a cache the reply carries no parameters: the next read waits for what it says exists.
                 versions = arrived if cache is None or self.setup.rule.barrier else versions
 
-    def _push(self, k: int, computed_on: list[int]):
+    def _push(self, k: int, computed_on: list[int]) -> Generator[simpy.Event, Any, list[int]]:
         replies = [self.env.process(s.push(k, v, self.setup.param_cache)) for s, v in zip(self.shards, computed_on)]
         done = yield simpy.AllOf(self.env, replies)
         self._count()
@@ -261,7 +264,7 @@ class _Run:
         if self.pushes == self.setup.gradients:
             self.finished.succeed()
 
-    def _snapshot(self) -> dict:
+    def _snapshot(self) -> dict[str, Any]:
         stats = ShardStats()
         for s in self.shards:
             stats = stats.merge(s.shard.stats)
@@ -275,9 +278,9 @@ class _Run:
         self.env.run(until=self.finished)
         start, end = self.mark, self._snapshot()
         seconds = max(end["time"] - start["time"], 1e-12)
-        staleness = Counter(end["stats"].staleness)
-        staleness.subtract(start["stats"].staleness)
-        staleness = {int(s): int(n) for s, n in sorted(staleness.items()) if n > 0}
+        counted = Counter(end["stats"].staleness)
+        counted.subtract(start["stats"].staleness)
+        staleness = {int(s): int(n) for s, n in sorted(counted.items()) if n > 0}
         total = sum(staleness.values())
         rejected = end["stats"].pushes_rejected - start["stats"].pushes_rejected
         updates = end["updates"] - start["updates"]

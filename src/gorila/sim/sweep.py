@@ -120,10 +120,10 @@ def write_outputs(spec: Sweep, points: list[Point], out: Path, title: str, setti
         writer.writeheader()
         writer.writerows(rows)
     with open(out / "staleness.csv", "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(("mode", "condition", "workers", "staleness", "pushes"))
+        histogram = csv.writer(f)
+        histogram.writerow(("mode", "condition", "workers", "staleness", "pushes"))
         for p in points:
-            writer.writerows((p.mode, p.condition, p.prediction.workers, s, n)
+            histogram.writerows((p.mode, p.condition, p.prediction.workers, s, n)
                              for s, n in p.prediction.staleness.items())
     curves: dict[str, tuple[list[int], list[float], list[float]]] = {}
     for p in points:
