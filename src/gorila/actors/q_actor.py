@@ -1,23 +1,29 @@
-"""The Q-learning actor: ε-greedy steps of its environments with a copy of the parameters."""
+"""The Q-learning actor: ε-greedy steps of its environments with a copy of the parameters.
+
+Given its network's numpy twin (:func:`gorila.nets.q.numpy_q_network`) it acts and computes
+priorities in numpy, and its process never imports torch: at a step's few observations torch's
+per-call cost is most of a small network's forward pass, and a torch process slows the learner's.
+"""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import gymnasium as gym
 import numpy as np
-import torch
-from torch import nn
 
 from gorila.actors.exploration import ExplorationSchedule, epsilon_greedy
 from gorila.actors.nstep import NStepReturns
 from gorila.actors.tally import ExperienceTally
 from gorila.envs.spec import EnvSpec
 from gorila.envs.vector import Transitions
-from gorila.nets import FlatParams
-from gorila.nets.inputs import module_device
-from gorila.nets.q import greedy_policy
+from gorila.nets.numpy_conv import NumpyNetwork
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 class QActor:
@@ -33,15 +39,20 @@ class QActor:
     global updates. Rows are n-step (``returns``) and tagged with the ``policy_version`` that acted;
     EnvPool's hidden reset steps yield none, nor does an environment that failed (its episode's
     pending rows are dropped). ``tally`` counts what it has played, ``env_failures`` what failed.
+
+    Given ``numpy_network``, the network's unset numpy twin, it plays a copy of that and never
+    builds ``network_fn()`` (nor imports torch); else it plays the torch network
+    (:class:`~gorila.nets.q.TorchQNetwork`). Either way ``network`` gives Q-values as numpy arrays,
+    its greedy actions are their argmax (the first of equal maxima, as torch's), and the priorities
+    are computed from them in numpy.
     """
 
-    def __init__(self, envs: EnvSpec, network_fn: Callable[[], nn.Module], exploration: ExplorationSchedule,
-                 returns: NStepReturns = NStepReturns(), *, index: int = 0, seed: int = 0):
+    def __init__(self, envs: EnvSpec, network_fn: Callable[[], nn.Module] | None, exploration: ExplorationSchedule,
+                 returns: NStepReturns = NStepReturns(), *, index: int = 0, seed: int = 0,
+                 numpy_network: NumpyNetwork | None = None):
         self.runner = envs.runner(seed)
         self.nstep = returns.builder()
-        self.net = network_fn().eval()
-        self.flat = FlatParams(self.net)
-        self.policy = greedy_policy(self.net)
+        self.network = _network(network_fn, numpy_network)
         self.exploration, self.index = exploration, index
         actions = self.runner.action_space
         assert isinstance(actions, gym.spaces.Discrete)  # build_q_network refuses other action spaces first
@@ -63,11 +74,12 @@ class QActor:
         return self.exploration.epsilon(self.index, self.version)
 
     def load(self, params: np.ndarray, version: int) -> None:
-        self.flat.set(params)
+        self.network.set(params)
         self.version = version
 
     def act(self) -> Transitions | None:
-        actions = epsilon_greedy(self.policy(self.runner.observations), self.epsilon, self.n_actions, self.rng)
+        actions = epsilon_greedy(self.network.greedy(self.runner.observations), self.epsilon, self.n_actions,
+                                 self.rng)
         transitions = self.runner.step(actions)
         for env in self.runner.dropped:  # an env that failed: its episode's pending rows go with it
             self.nstep.drop(env)
@@ -75,16 +87,15 @@ class QActor:
         return self.nstep.add(transitions, policy_version=self.version)
 
     def priorities(self, rows: Transitions) -> np.ndarray:
-        """``|R + discount · max_a Q(next_obs, a) − Q(obs, action)|`` of each row, by this actor's
-        network (Ape-X's initial priorities: the learner's double-Q with online = target)."""
-        device = module_device(self.net)
-        with torch.inference_mode():
-            q = self.net(torch.as_tensor(rows.obs, device=device))
-            q_next = self.net(torch.as_tensor(rows.next_obs, device=device)).max(1).values
-            taken = q.gather(1, torch.as_tensor(rows.action, device=device).long().unsqueeze(1)).squeeze(1)
-            reward = torch.as_tensor(rows.reward, device=device)
-            target = reward + torch.as_tensor(rows.discount, device=device) * q_next
-            return (target - taken).abs().cpu().numpy()
+        """``|R + discount · max_a Q(next_obs, a) − Q(obs, action)|`` of each row, float32, by this
+        actor's network (Ape-X's initial priorities: the learner's double-Q with online = target)."""
+        n = len(rows)
+        q = self.network(np.concatenate([rows.obs, rows.next_obs]))  # one forward pass for both
+        taken = q[np.arange(n), rows.action.astype(np.int64)]
+        assert rows.discount is not None  # n-step rows carry their discount
+        target = rows.reward.astype(np.float32) + rows.discount.astype(np.float32) * q[n:].max(axis=1)
+        priorities: np.ndarray = np.abs(target - taken).astype(np.float32, copy=False)
+        return priorities
 
     def close(self) -> None:
         self.runner.close()
@@ -94,16 +105,30 @@ class QActor:
 class QActorSpec:
     """How to build actor ``index`` of a run inside its own process (small and picklable)::
 
-        spec = QActorSpec(EnvSpec("CartPole-v1", 4), network_fn, schedule, NStepReturns(3, 0.99), seed=0)
+        spec = QActorSpec(EnvSpec("CartPole-v1", 4), network_fn, schedule, NStepReturns(3, 0.99), seed=0,
+                          numpy_network=numpy_q_network(network_fn()))   # None: it acts through torch
         actor = spec.build(index=3)        # envs seeded seed + 1000·index + i
     """
 
     envs: EnvSpec
-    network_fn: Callable[[], nn.Module]
+    network_fn: Callable[[], nn.Module] | None
     exploration: ExplorationSchedule
     returns: NStepReturns = NStepReturns()
     seed: int = 0
+    numpy_network: NumpyNetwork | None = None
 
     def build(self, index: int) -> QActor:
         return QActor(self.envs, self.network_fn, self.exploration, self.returns, index=index,
-                      seed=self.seed + 1000 * index)
+                      seed=self.seed + 1000 * index, numpy_network=self.numpy_network)
+
+
+def _network(network_fn: Callable[[], nn.Module] | None, numpy_network: NumpyNetwork | None) -> NumpyNetwork:
+    """A copy of the numpy twin (one unset twin is handed to every actor of a process), or the torch
+    network, whose module (and torch) is imported only here."""
+    if numpy_network is not None:
+        return copy.deepcopy(numpy_network)
+    if network_fn is None:
+        raise ValueError("a QActor needs a network_fn or a numpy_network")
+    from gorila.nets.q import TorchQNetwork  # torch: only for a network without a numpy twin
+
+    return TorchQNetwork(network_fn())

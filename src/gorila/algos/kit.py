@@ -163,12 +163,16 @@ def q_learner(network_fn: Callable[[], nn.Module], settings: QLearningSettings, 
 
 def q_actor(envs: EnvSpec, network_fn: Callable[[], nn.Module], exploration: ExplorationSchedule,
             returns: NStepReturns, *, seed: int, inference: ServiceEndpoint | None,
-            timeout_s: float) -> QActorSpec | CentralQActorSpec:
+            timeout_s: float, numpy_network: NumpyNetwork | None = None) -> QActorSpec | CentralQActorSpec:
     """An ε-greedy Q-actor: its own network copy, or (given the ``inference`` server's endpoint)
-    a rollout worker whose greedy actions the server chooses."""
+    a rollout worker whose greedy actions the server chooses. Given ``numpy_network``, the
+    network's unset numpy twin (:func:`gorila.nets.q.numpy_q_network`), the copy is the twin and
+    the actor's process never imports torch: the spec then leaves ``network_fn`` out, as unpickling
+    it would import its module, and torch with it."""
     if inference is not None:
         return CentralQActorSpec(envs, inference, exploration, returns, seed=seed, timeout_s=timeout_s)
-    return QActorSpec(envs, network_fn, exploration, returns, seed=seed)
+    return QActorSpec(envs, None if numpy_network is not None else network_fn, exploration, returns, seed=seed,
+                      numpy_network=numpy_network)
 
 
 @dataclass(frozen=True)

@@ -13,14 +13,17 @@ The layout is ``nn.Linear``'s, layer by layer: weight ``(out, in)`` then bias, t
 every layer but the last (:func:`gorila.nets.mlp.mlp`). Which torch networks are such an MLP is said
 on the torch side: :func:`gorila.nets.q.numpy_q_network` (a plain Q-network, ReLU) and
 :func:`gorila.nets.actor_critic.numpy_mlp_policy` (an MLP actor-critic's policy head, tanh, ahead of its
-value network in the vector). No torch here.
+value network in the vector). :class:`NumpyDueling` plays a dueling Q-network (an MLP's, MinAtar's)
+as one such network with its two streams side by side. No torch here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
+
+from gorila.nets.numpy_conv import NumpyNetwork
 
 ACTIVATIONS = {"relu": lambda x: np.maximum(x, 0.0, out=x), "tanh": lambda x: np.tanh(x, out=x)}
 
@@ -36,7 +39,7 @@ class NumpyMLP:
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
         self.widths, self.activation = tuple(int(w) for w in widths), activation
-        self.size = sum(n_out * n_in + n_out for n_in, n_out in zip(self.widths, self.widths[1:]))
+        self.size = mlp_size(self.widths)
         self.total = self.size if total is None else int(total)
         if self.total < self.size:
             raise ValueError(f"a vector of {self.total} parameters cannot hold an MLP of {self.size}")
@@ -68,3 +71,72 @@ class NumpyMLP:
     def greedy(self, obs: np.ndarray) -> np.ndarray:
         """The argmax action of each observation."""
         return self(obs).argmax(1)
+
+
+def mlp_size(widths: Sequence[int]) -> int:
+    """Parameters of the MLP of ``widths``: a weight and a bias per layer."""
+    return sum(n_out * n_in + n_out for n_in, n_out in zip(widths, widths[1:]))
+
+
+def _layers(flat: np.ndarray, widths: Sequence[int]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``(weight (out, in), bias)`` of each layer of an MLP of ``widths`` laid out in ``flat``: views."""
+    at = 0
+    for n_in, n_out in zip(widths, widths[1:]):
+        yield flat[at:at + n_out * n_in].reshape(n_out, n_in), flat[at + n_out * n_in:at + n_out * (n_in + 1)]
+        at += n_out * (n_in + 1)
+
+
+class NumpyDueling:
+    """A dueling Q-network (Wang et al. 2016) in numpy: ``Q = V + A - mean_a A`` over a torso's
+    features, on the flat vector of the torch network (the torso's entries, then the value stream's
+    MLP, then the advantage stream's, each ``nn.Linear``'s layout)::
+
+        net = NumpyDueling(NumpyMLP((4, 64, 128, 3)), torso=320, value=(64, 64, 1), advantage=(64, 64, 2))
+        net.set(flat)                      # the torch network's vector
+        q = net(obs_batch); actions = net.greedy(obs_batch)
+
+    The two streams run as one network, ``inner`` (a :class:`NumpyMLP` or a
+    :class:`~gorila.nets.numpy_conv.NumpyMinAtarNet` over the same torso): their first layers
+    stacked, each later layer block-diagonal, so a forward pass costs the operations of a plain
+    network's, and its outputs are ``V`` then ``A``. :meth:`set` lays the vector out that way for
+    ``inner``; ``torso`` counts the torso's entries, which both vectors begin with.
+    :func:`gorila.nets.q.numpy_q_network` builds one from the torch network; unset, it pickles small."""
+
+    def __init__(self, inner: NumpyNetwork, torso: int, value: Sequence[int], advantage: Sequence[int]):
+        if len(value) != len(advantage) or value[0] != advantage[0] or value[-1] != 1:
+            raise ValueError(f"streams {tuple(value)} and {tuple(advantage)} do not make a dueling head")
+        self.inner, self.torso = inner, int(torso)
+        self.value, self.advantage = tuple(int(w) for w in value), tuple(int(w) for w in advantage)
+        self.size = self.total = self.torso + mlp_size(self.value) + mlp_size(self.advantage)
+
+    def set(self, flat: np.ndarray) -> None:
+        """Load the parameters from the torch network's ``flat`` (copied)."""
+        flat = np.asarray(flat, np.float32)
+        if flat.shape != (self.total,):
+            raise ValueError(f"expected {self.total} parameters, got {flat.shape}")
+        at = self.torso + mlp_size(self.value)
+        parts = [flat[:self.torso]]
+        streams = zip(_layers(flat[self.torso:at], self.value), _layers(flat[at:], self.advantage))
+        for k, ((value_w, value_b), (advantage_w, advantage_b)) in enumerate(streams):
+            if k == 0:  # both read the torso's features
+                weight = np.concatenate([value_w, advantage_w])
+            else:  # each reads its own stream's units
+                weight = np.zeros((len(value_w) + len(advantage_w), value_w.shape[1] + advantage_w.shape[1]),
+                                  np.float32)
+                weight[:len(value_w), :value_w.shape[1]] = value_w
+                weight[len(value_w):, value_w.shape[1]:] = advantage_w
+            parts += [weight.reshape(-1), value_b, advantage_b]
+        self.inner.set(np.concatenate(parts))
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        """The Q-values of a batch of observations, float32."""
+        out = self.inner(obs)
+        advantage = out[:, 1:]
+        q = out[:, :1] + advantage  # in torch's order: V + A, then the mean subtracted
+        q -= advantage.mean(axis=1, keepdims=True)
+        return q
+
+    def greedy(self, obs: np.ndarray) -> np.ndarray:
+        """The argmax action of each observation."""
+        actions: np.ndarray = self(obs).argmax(1)
+        return actions

@@ -11,11 +11,12 @@ from torch import nn
 
 from gorila.errors import ConfigError
 from gorila.nets.cnn import DuelingHead, NatureCNN
+from gorila.nets.flat import FlatParams
 from gorila.nets.inputs import module_device, observation_tensor
 from gorila.nets.minatar import MinAtarQNetwork, is_grid, numpy_minatar
 from gorila.nets.mlp import mlp
-from gorila.nets.numpy_conv import NumpyNetwork
-from gorila.nets.numpy_mlp import NumpyMLP
+from gorila.nets.numpy_conv import NumpyMinAtarNet, NumpyNetwork
+from gorila.nets.numpy_mlp import NumpyDueling, NumpyMLP
 
 
 class VectorQNetwork(nn.Module):
@@ -61,25 +62,95 @@ def make_q_network(obs_space: gym.Space, n_actions: int, hidden: Sequence[int] =
                              "expected (features,) or (channels, height, width)")
 
 
-def mlp_widths(net: nn.Module) -> tuple[int, ...] | None:
-    """The widths ``(observation, hidden..., actions)`` of a plain (not dueling) vector-observation
-    Q-network, which :class:`~gorila.nets.numpy_mlp.NumpyMLP` plays without torch; None for others."""
-    if not isinstance(net, VectorQNetwork) or not isinstance(net.body, nn.Sequential):
+def _linear_widths(layers: nn.Module, relu_after_last: bool = False) -> tuple[int, ...] | None:
+    """The widths ``(input, outputs...)`` of an ``nn.Sequential`` of ``nn.Linear`` layers with a ReLU
+    between them (and after the last with ``relu_after_last``); None for anything else or an empty one."""
+    if not isinstance(layers, nn.Sequential):
         return None
-    layers = list(net.body)
-    linears = layers[0::2]
-    if not all(isinstance(layer, nn.Linear) for layer in linears) or not all(
-            type(layer) is nn.ReLU for layer in layers[1::2]) or len(layers) != 2 * len(linears) - 1:
+    modules = list(layers)
+    linears, relus = modules[0::2], modules[1::2]
+    if not linears or len(relus) != len(linears) - (0 if relu_after_last else 1) or not all(
+            isinstance(layer, nn.Linear) for layer in linears) or not all(type(layer) is nn.ReLU for layer in relus):
         return None
     return (linears[0].in_features, *(layer.out_features for layer in linears))
 
 
+def mlp_widths(net: nn.Module) -> tuple[int, ...] | None:
+    """The widths ``(observation, hidden..., actions)`` of a plain (not dueling) vector-observation
+    Q-network, which :class:`~gorila.nets.numpy_mlp.NumpyMLP` plays without torch; None for others."""
+    return _linear_widths(net.body) if isinstance(net, VectorQNetwork) else None
+
+
+def numpy_dueling(net: nn.Module) -> NumpyDueling | None:
+    """A dueling MLP or MinAtar Q-network as an unset :class:`~gorila.nets.numpy_mlp.NumpyDueling`
+    taking its whole flat vector; None for others (the Nature CNN, a plain network). Its layout is
+    checked against the flat vector's order, as :func:`~gorila.nets.minatar.numpy_minatar` checks."""
+    if isinstance(net, VectorQNetwork) and len(net.body) == 2 and isinstance(net.body[1], DuelingHead):
+        torso, head = net.body[0], net.body[1]
+        torso_widths = _linear_widths(torso, relu_after_last=True) if len(torso) else ()
+        if torso_widths is None:
+            return None
+    elif isinstance(net, MinAtarQNetwork) and isinstance(net.head, DuelingHead):
+        torso, head = net.features, net.head
+    else:
+        return None
+    value, advantage = _linear_widths(head.value), _linear_widths(head.advantage)
+    if value is None or advantage is None or len(value) != len(advantage):
+        return None
+    played = [*torso.parameters(), *head.value.parameters(), *head.advantage.parameters()]
+    params = [p for p in net.parameters() if p.requires_grad]  # FlatParams' order
+    if len(played) != len(params) or any(a is not b for a, b in zip(played, params)):
+        return None
+    stacked = tuple(v + a for v, a in zip(value[1:], advantage[1:]))  # the streams side by side
+    inner: NumpyNetwork
+    if isinstance(net, MinAtarQNetwork):
+        conv = net.features[0]
+        inner = NumpyMinAtarNet(conv.in_channels, stacked, net.image_size, filters=conv.out_channels)
+    else:
+        inner = NumpyMLP((*(torso_widths or value[:1]), *stacked))
+    return NumpyDueling(inner, sum(p.numel() for p in torso.parameters()), value, advantage)
+
+
 def numpy_q_network(net: nn.Module) -> NumpyNetwork | None:
-    """A plain MLP Q-network as an unset :class:`~gorila.nets.numpy_mlp.NumpyMLP`, or a plain
-    MinAtar one as a :class:`~gorila.nets.numpy_conv.NumpyMinAtarNet` (the evaluator plays it without
-    torch); None for others (see :func:`mlp_widths`, :func:`~gorila.nets.minatar.numpy_minatar`)."""
+    """A Q-network's numpy twin, unset, taking its whole flat vector: a plain MLP's
+    :class:`~gorila.nets.numpy_mlp.NumpyMLP`, a plain MinAtar one's
+    :class:`~gorila.nets.numpy_conv.NumpyMinAtarNet`, a dueling one's (either)
+    :class:`~gorila.nets.numpy_mlp.NumpyDueling`; None for others (the Nature CNN). The evaluator
+    and the Q-actors play it without torch (see :func:`mlp_widths`,
+    :func:`~gorila.nets.minatar.numpy_minatar`, :func:`numpy_dueling`)."""
     widths = mlp_widths(net)
-    return NumpyMLP(widths) if widths is not None else numpy_minatar(net)
+    if widths is not None:
+        return NumpyMLP(widths)
+    plain = numpy_minatar(net)
+    return plain if plain is not None else numpy_dueling(net)
+
+
+class TorchQNetwork:
+    """A torch Q-network behind the numpy twins' interface
+    (:class:`~gorila.nets.numpy_conv.NumpyNetwork`): how a Q-actor acts with a network that has no
+    twin (the Nature CNN)::
+
+        q_net = TorchQNetwork(network_fn())
+        q_net.set(flat)                 # the server's vector, loaded into the network
+        q = q_net(obs); actions = q_net.greedy(obs)
+    """
+
+    def __init__(self, net: nn.Module):
+        self.net = net.eval()
+        self.flat = FlatParams(self.net)
+        self.policy = GreedyQ(self.net)
+
+    def set(self, flat: np.ndarray) -> None:
+        self.flat.set(flat)
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        """The Q-values of a batch of observations, float32."""
+        with torch.inference_mode():
+            q: np.ndarray = self.net(observation_tensor(obs, self.policy.device)).cpu().numpy()
+            return q
+
+    def greedy(self, obs: np.ndarray) -> np.ndarray:
+        return self.policy(obs)
 
 
 def greedy_policy(net: nn.Module) -> Callable[[np.ndarray], np.ndarray]:

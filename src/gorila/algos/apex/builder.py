@@ -70,11 +70,14 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
     inference = (greedy_q_inference(network_fn, rl, cfg.actors * cfg.envs_per_actor, cfg.actor_refresh,
                                     run.runtime, server_gpus),) if central else ()
 
+    twin = numpy_q_network(net)
+
     def actor(services: dict):
-        """Each actor's network copy (which also gives its rows their initial priorities), or
-        (``--inference central``) the run's inference server."""
+        """Each actor's network copy (which also gives its rows their initial priorities; its numpy
+        twin where it has one), or (``--inference central``) the run's inference server."""
         return q_actor(envs, network_fn, exploration, returns, seed=run.seed,
-                       inference=services[INFERENCE][0] if central else None, timeout_s=run.call_timeout(CHUNK_SECONDS))
+                       inference=services[INFERENCE][0] if central else None, timeout_s=run.call_timeout(CHUNK_SECONDS),
+                       numpy_network=twin)
 
     # The actors yield the CPU to the learner: they only make data it would not keep up with.
     topology = ReplayTopology(routing, cfg.actors, cfg.learners, steps_per_add=cfg.add_every,
@@ -85,7 +88,7 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
     learner = q_learner(network_fn, cfg, rl, run.runtime)
     spec = run.server_spec(run.rule(num_workers=cfg.learners), cfg.optimizer, cfg.lr, learners=cfg.learners)
     return rl_plan(
-        run, rl, algo="apex", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_numpy=numpy_q_network(net),
+        run, rl, algo="apex", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_numpy=twin,
         eval_epsilon=cfg.EVAL_EPSILON,
         central=central, config={**asdict(cfg), "target_update": str(cfg.target_update)},
         spec=spec, groups=lambda services: owned_learners(topology.groups(actor, learner, services), run, spec,

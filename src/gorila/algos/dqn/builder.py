@@ -68,10 +68,15 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
     inference = (greedy_q_inference(network_fn, rl, cfg.actors * cfg.envs_per_actor, cfg.actor_refresh,
                                     run.runtime, server_gpus),) if central else ()
 
-    def actor(services: dict):
-        """Each actor's network copy, or (``--inference central``) the run's inference server."""
+    twin = numpy_q_network(net)
+
+    def actor(services: dict, in_numpy: bool = True):
+        """Each actor's network copy (its numpy twin where it has one, unless ``in_numpy`` is False:
+        a bundle's learner holds torch in the same process), or (``--inference central``) the run's
+        inference server."""
         return q_actor(envs, network_fn, cfg.exploration(), returns, seed=run.seed,
-                       inference=services[INFERENCE][0] if central else None, timeout_s=run.call_timeout(CHUNK_SECONDS))
+                       inference=services[INFERENCE][0] if central else None, timeout_s=run.call_timeout(CHUNK_SECONDS),
+                       numpy_network=twin if in_numpy else None)
 
     learner = q_learner(network_fn, cfg, rl, run.runtime, outlier_k=cfg.outlier_k)
     if cfg.replay == "local" and run.server == "learner" and cfg.actors != 1:
@@ -79,12 +84,12 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
                                     "learner; one that owns the parameters needs --actors 1 (one bundle, whose "
                                     "actor then reads them in its own process), or --replay global")
     spec = run.server_spec(rule, cfg.optimizer, cfg.lr, learners=cfg.num_learners)
-    common = dict(net=net, network_fn=network_fn, policy_fn=greedy_policy, eval_numpy=numpy_q_network(net),
+    common = dict(net=net, network_fn=network_fn, policy_fn=greedy_policy, eval_numpy=twin,
                   eval_epsilon=cfg.EVAL_EPSILON,
                   central=central, config={**asdict(cfg), "target_update": str(cfg.target_update)}, spec=spec)
     if cfg.replay == "local":
         def bundles(services: dict) -> list[WorkerSpec]:
-            bundle = functools.partial(Bundle, actor=actor(services), learner=learner,
+            bundle = functools.partial(Bundle, actor=actor(services, in_numpy=False), learner=learner,
                                        replay_capacity=cfg.replay_capacity, batch_size=cfg.batch_size,
                                        learning_starts=cfg.learning_starts, train_every=cfg.train_every,
                                        actor_refresh=cfg.actor_refresh, prefetch=run.runtime != "local")
