@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -14,11 +15,14 @@ from torch import nn
 
 from gorila import validate
 from gorila.bench.report import bench_dir, write_bench_json
+from gorila.bench.sampling import measured_learner
 from gorila.cliargs import command_parser
 from gorila.core import WorkerFactory
+from gorila.learners.q_learner import QLearner
 from gorila.learners.replay_learner import ReplayLearner
 from gorila.losses.dqn import dqn_loss
 from gorila.params import ParameterServer
+from gorila.replay import Batch
 
 # Minibatches the bare loop cycles through, taken from the pipeline's own replay.
 LIMIT_BATCHES = 16
@@ -29,18 +33,19 @@ class PipelineLearner:
     copied, trained with a local Adam step on minibatches already in memory."""
 
     def __init__(self, worker_id: int, server: ParameterServer, *, learner: WorkerFactory):
-        self.learner: ReplayLearner = learner(worker_id, server)
-        self.batches: list = []
+        self.learner = measured_learner(learner(worker_id, server), ReplayLearner)
+        self.batches: list[Batch] = []
 
     def step(self) -> bool:
         return self.learner.step()
 
-    def report(self) -> dict:
+    def report(self) -> dict[str, Any]:
         return self.learner.report()
 
     def limit_rate(self, seconds: float) -> float:
         """Updates per second of the bare loop."""
         q = self.learner.learner
+        assert isinstance(q, QLearner)  # Ape-X's replay learner trains a Q-learner
         while len(self.batches) < LIMIT_BATCHES:  # the pipeline's own minibatches
             _, batch = self.learner._next_batch()
             if batch is not None:
@@ -51,7 +56,7 @@ class PipelineLearner:
         while time.perf_counter() - t0 < seconds:
             optimizer.zero_grad()
             loss, _ = dqn_loss(net, target, self.batches[steps % LIMIT_BATCHES], q.loss, q.target_kind)
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
             if q.max_grad_norm is not None:
                 nn.utils.clip_grad_norm_(net.parameters(), q.max_grad_norm)
             optimizer.step()

@@ -18,7 +18,7 @@ import multiprocessing as mp
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,12 +27,16 @@ from gorila.envs.least_squares import LeastSquares
 from gorila.learners.lstsq import local_gradient
 from gorila.runtime import ONE_THREAD
 
+if TYPE_CHECKING:
+    from multiprocessing.queues import Queue
+    from multiprocessing.synchronize import Barrier
+
 
 def _timed_map(cfg: LstsqConfig, seed: int, num_workers: int, worker_id: int, rounds: int, synchronized: bool,
-               barrier: mp.Barrier, results: mp.Queue, timeout_s: float) -> None:
+               barrier: Barrier, results: Queue[tuple[float, float]], timeout_s: float) -> None:
     problem = LeastSquares(cfg.n, cfg.d, cfg.noise, cfg.condition, seed)
     x, y = problem.rows(problem.partition(num_workers)[worker_id])
-    w = np.zeros(cfg.d, np.float32)
+    w: np.ndarray = np.zeros(cfg.d, np.float32)
     scale = np.float32(num_workers / cfg.n)
     local_gradient(x, y, w, scale)  # page in the rows before the clock starts
     barrier.wait(timeout_s)  # all start together

@@ -24,8 +24,9 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-import psutil
+import psutil  # type: ignore[import-untyped]  # psutil ships no type hints
 
 from gorila import validate
 from gorila.bench.report import bench_dir, write_bench_json
@@ -97,7 +98,7 @@ def read_tree(root: psutil.Process) -> list[tuple[str, int, int]]:
     return out
 
 
-def sample_tree(child: subprocess.Popen, every_s: float, timeout_s: float = 600.0,
+def sample_tree(child: subprocess.Popen[Any], every_s: float, timeout_s: float = 600.0,
                 after_read: Callable[[], None] | None = None) -> Peaks:
     """Read ``child``'s process tree every ``every_s`` seconds until it exits; its peaks. A child
     still running after ``timeout_s`` is killed and is an error. ``after_read`` is called after
@@ -107,7 +108,8 @@ def sample_tree(child: subprocess.Popen, every_s: float, timeout_s: float = 600.
     while child.poll() is None:
         if time.monotonic() > deadline:
             child.kill()
-            raise RuntimeError(f"{' '.join(map(str, child.args))} ran past {timeout_s:.0f} s")
+            command = child.args if isinstance(child.args, list) else [child.args]  # one string: the whole command
+            raise RuntimeError(f"{' '.join(map(str, command))} ran past {timeout_s:.0f} s")
         peaks.add(read_tree(root))
         if after_read is not None:
             after_read()

@@ -151,7 +151,8 @@ def _plan(args: Any, algo: str | None = None) -> tuple[Any, Any]:
     name = algo or args.algo
     run, configs = configs_from_values(name, {"env": args.env, "runtime": "local", "seed": args.seed, "actors": 1,
                                               "device": "cpu", "inference": "local"})
-    return ALGORITHMS[name].plan_fn()(run, *configs), configs[0]
+    make_plan = ALGORITHMS[name].plan_fn()  # type: ignore[no-untyped-call]  # registry: plan_fn unannotated
+    return make_plan(run, *configs), configs[0]
 
 
 def _env_us(runner: Any, seed: int, seconds: float) -> float:
@@ -206,9 +207,9 @@ def _learn_us(args: Any, plan: Any, cfg: Any, updates_per_frame: float) -> float
     from gorila.bench.sampling import bundle_factory
 
     dqn_plan, dqn_cfg = _plan(args, "dqn")  # Ape-X's learner is DQN's: the same network, loss and batch
-    factory = functools.partial(LearnerWorker, bundle=bundle_factory(dqn_plan), fill=2_000,
-                                optimizer=dqn_plan.spec.optimizer, lr=dqn_cfg.lr)
-    with placed_workers("local", None, dqn_plan, factory, 1, "learner") as group:
+    dqn_factory = functools.partial(LearnerWorker, bundle=bundle_factory(dqn_plan), fill=2_000,
+                                    optimizer=dqn_plan.spec.optimizer, lr=dqn_cfg.lr)
+    with placed_workers("local", None, dqn_plan, dqn_factory, 1, "learner") as group:
         group.call("limit_rate", 0.5)
         (updates_per_s,) = group.call("limit_rate", args.limit_seconds)
     return updates_per_frame * 1e6 / updates_per_s

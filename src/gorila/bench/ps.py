@@ -36,7 +36,7 @@ def round_trips(client: ParameterClient, grad: np.ndarray, rounds: int) -> tuple
         t = time.perf_counter()
         result = client.push(grad)  # the reply carries the new parameters: push + pull in one trip
         rt.append(time.perf_counter() - t)
-        assert result.refreshed
+        assert result is not None and result.refreshed
     pulls = []
     for _ in range(rounds):
         t = time.perf_counter()
@@ -58,6 +58,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     out = bench_dir(args.out, "ps")
     from gorila.runtime.ray_runtime import RayRuntime
+    from gorila.runtime.ray_shards import RayShardEndpoint
 
     transports = ("shm", "ray") if args.transport == "both" else (args.transport,)
     runtime = RayRuntime(address=args.address)
@@ -70,7 +71,7 @@ def main(argv: list[str]) -> int:
         for transport in transports:
             server = shards.server if transport == "shm" else shards.ray_call_server()
             figures[transport] = round_trips(server.client(), grad, args.rounds)
-            used = {ep.transport for ep in server.endpoints}
+            used = {ep.transport for ep in server.endpoints if isinstance(ep, RayShardEndpoint)}  # all are
             if used != {transport}:  # e.g. shards on another node: say what was measured
                 figures[f"{transport} (went by {'+'.join(sorted(used))})"] = figures.pop(transport)
     finally:

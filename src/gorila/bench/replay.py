@@ -4,12 +4,15 @@ prioritized sampling, numpy against TorchRL's C++ segment trees where those load
 
 from __future__ import annotations
 
+import argparse
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from gorila import validate
 from gorila.bench.report import bench_dir, write_bench_json
@@ -17,10 +20,10 @@ from gorila.cliargs import command_parser
 from gorila.core import ReplayClient
 from gorila.envs.vector import Transitions
 from gorila.params import ParameterServer
-from gorila.replay import Prioritization, PrioritizedSampler, RemoteReplay, ReplayShard
+from gorila.replay import Batch, Prioritization, PrioritizedSampler, RemoteReplay, ReplayShard
 
 
-def rows_for(obs_shape: tuple[int, ...], obs_dtype, count: int, rng: np.random.Generator, streams: int,
+def rows_for(obs_shape: tuple[int, ...], obs_dtype: npt.DTypeLike, count: int, rng: np.random.Generator, streams: int,
              start: int = 0) -> Transitions:
     """``count`` one-step rows of random observations over ``streams`` streams (frames continue per stream)."""
     if len(obs_shape) == 3:  # stacked frames: each stream's next observation shifts its stack by one frame
@@ -38,6 +41,14 @@ def rows_for(obs_shape: tuple[int, ...], obs_dtype, count: int, rng: np.random.G
                        steps=np.ones(count, np.int64))
 
 
+def sampled(batch: Batch | None) -> Batch:
+    """The rows a shard sampled; a refusal (its rate limiter holding sampling back) is an error
+    here, where shards are filled first and sample without a limit."""
+    if batch is None:
+        raise RuntimeError("the replay shard refused a sample: too few rows for its rate limiter")
+    return batch
+
+
 def rate(fn: Callable[[], object], seconds: float) -> float:
     """Calls of ``fn`` per second over ``seconds``."""
     calls, t0 = 0, time.perf_counter()
@@ -52,7 +63,11 @@ class TorchRLTrees:
     part the comparison measures: updates and proportional sampling)."""
 
     def __init__(self, capacity: int, alpha: float):
-        from torchrl._torchrl import MinSegmentTreeFp32, SumSegmentTreeFp32  # fails where the build does not fit torch
+        # fails where the build does not fit torch; TorchRL is optional and its extension has no type hints
+        from torchrl._torchrl import (  # type: ignore[import-not-found]  # see above
+            MinSegmentTreeFp32,
+            SumSegmentTreeFp32,
+        )
 
         self.alpha, self.sum, self.min = alpha, SumSegmentTreeFp32(capacity), MinSegmentTreeFp32(capacity)
         self.capacity = capacity
@@ -62,7 +77,7 @@ class TorchRLTrees:
         self.sum.update(indices, scaled)
         self.min.update(indices, scaled)
 
-    def sample(self, batch_size: int, beta: float, rng: np.random.Generator):
+    def sample(self, batch_size: int, beta: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         total = self.sum.query(0, self.capacity)
         targets = ((np.arange(batch_size) + rng.random(batch_size)) * total / batch_size).astype(np.float32)
         indices = np.asarray(self.sum.scan_lower_bound(targets))
@@ -70,10 +85,11 @@ class TorchRLTrees:
         return indices, weights / (self.min.query(0, self.capacity) / total * self.capacity) ** -beta
 
 
-def compare_samplers(capacity: int, batch_size: int, seconds: float, seed: int) -> list[dict]:
+def compare_samplers(capacity: int, batch_size: int, seconds: float, seed: int) -> list[dict[str, Any]]:
     """Batched update and sample rates of each sum-tree implementation on a full tree."""
-    makers = {"numpy": lambda: PrioritizedSampler(capacity, 0.6), "torchrl": lambda: TorchRLTrees(capacity, 0.6)}
-    rows = []
+    makers: dict[str, Callable[[], PrioritizedSampler | TorchRLTrees]] = {
+        "numpy": lambda: PrioritizedSampler(capacity, 0.6), "torchrl": lambda: TorchRLTrees(capacity, 0.6)}
+    rows: list[dict[str, Any]] = []
     for name, make in makers.items():
         try:
             sampler = make()
@@ -92,8 +108,8 @@ def compare_samplers(capacity: int, batch_size: int, seconds: float, seed: int) 
     return rows
 
 
-def shard_rates(shard, rows_per_add: int, batch_size: int, obs_shape, obs_dtype, seconds: float,
-                rng: np.random.Generator) -> dict[str, float]:
+def shard_rates(shard: ReplayShard, rows_per_add: int, batch_size: int, obs_shape: tuple[int, ...],
+                obs_dtype: npt.DTypeLike, seconds: float, rng: np.random.Generator) -> dict[str, float]:
     """Adds, samples and priority updates per second of one prioritized shard (in this process)."""
     seq = iter(range(10**9))
     counter = iter(range(10**9))
@@ -102,7 +118,7 @@ def shard_rates(shard, rows_per_add: int, batch_size: int, obs_shape, obs_dtype,
     add = rate(lambda: shard.add(batches[next(counter) % 8], "bench", next(seq), rng.uniform(0.1, 2, rows_per_add)),
                seconds)
     sample = rate(lambda: shard.sample(batch_size), seconds)
-    keys = shard.sample(batch_size).indices
+    keys = sampled(shard.sample(batch_size)).indices
     update = rate(lambda: shard.update_priorities(keys, rng.uniform(0.1, 2, batch_size)), seconds)
     return {"add_per_s": add, "sample_per_s": sample, "update_priorities_per_s": update}
 
@@ -119,7 +135,7 @@ class Writer:
         self.replay.add(self.rows, self.writer, self.seq).result(60.0)
         self.seq += 1
 
-    def report(self) -> dict:
+    def report(self) -> dict[str, Any]:
         return {"adds": self.seq}
 
     def run_for(self) -> float:
@@ -136,10 +152,10 @@ class Sampler:
         self.rng = np.random.default_rng(worker_id)
 
     def step(self) -> None:
-        batch = self.replay.sample(self.batch_size).result(60.0)
+        batch = sampled(self.replay.sample(self.batch_size).result(60.0))
         self.replay.update_priorities(batch.indices, self.rng.uniform(0.1, 2, self.batch_size)).result(60.0)
 
-    def report(self) -> dict:
+    def report(self) -> dict[str, Any]:
         return {}
 
     def run_for(self) -> float:
@@ -147,7 +163,8 @@ class Sampler:
         return rate(self.step, self.seconds)
 
 
-def through_runtime(args, writers: int, make_shard, rows: Transitions) -> dict[str, float]:
+def through_runtime(args: argparse.Namespace, writers: int, make_shard: Callable[[int], ReplayShard],
+                    rows: Transitions) -> dict[str, float]:
     """``writers`` writer processes and one sampler on one shard, for ``args.seconds`` at once."""
     import functools
 

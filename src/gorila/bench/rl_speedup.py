@@ -66,7 +66,8 @@ def main(args: argparse.Namespace) -> int:
     finally:
         holder.shutdown()
     cfg = config_class(**SETTINGS[args.algo])
-    plan = ALGORITHMS[args.algo].plan_fn()(RunConfig(algo=args.algo, mode=args.mode, runtime="local"), cfg, rl)
+    make_plan = ALGORITHMS[args.algo].plan_fn()  # type: ignore[no-untyped-call]  # registry: plan_fn unannotated
+    plan = make_plan(RunConfig(algo=args.algo, mode=args.mode, runtime="local"), cfg, rl)
     envs = getattr(cfg, "envs_per_actor", 1)
     limits = {m: env_step_limit(args.env, envs, plan.network_fn, m, args.limit_seconds) for m in args.workers}
     for r in runs:
@@ -96,7 +97,8 @@ def main(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, cfg: Any, rl: RLConfig, workers: int, repeat: int, out: Path) -> dict:
     run = RunConfig(algo=args.algo, mode=args.mode, runtime="ray", address=args.address,
                     run_dir=out / f"workers-{workers}-run-{repeat}")
-    s = run_plan(run, ALGORITHMS[args.algo].plan_fn()(run, cfg, rl))
+    make_plan = ALGORITHMS[args.algo].plan_fn()  # type: ignore[no-untyped-call]  # registry: plan_fn unannotated
+    s = run_plan(run, make_plan(run, cfg, rl))
     reached = bool(s["reached_target"])
     return {"workers": workers, "repeat": repeat, "env_steps": s["env_steps"], "train_time_s": s["train_time_s"],
             "env_steps_per_s": s["env_steps"] / max(s["train_time_s"], 1e-9),
@@ -139,6 +141,7 @@ def _write_csv(path: Path, fields: tuple[str, ...], rows: list[dict]) -> None:
 
 def _bare_acting(env_id: str, envs: int, network_fn: Callable, seconds: float, seed: int, start: Any,
                  results: Any, timeout_s: float) -> None:
+    import gymnasium as gym
     import torch
 
     from gorila.envs.make import make_env
@@ -146,7 +149,10 @@ def _bare_acting(env_id: str, envs: int, network_fn: Callable, seconds: float, s
     bare = [make_env(env_id, seed=seed + i, training=True) for i in range(envs)]
     obs = [env.reset(seed=seed + i)[0] for i, env in enumerate(bare)]
     net, rng = network_fn().eval(), np.random.default_rng(seed)
-    n_actions = int(bare[0].action_space.n)
+    space = bare[0].action_space
+    if not isinstance(space, gym.spaces.Discrete):
+        raise TypeError(f"the bare actors take discrete actions, not {space}")
+    n_actions = int(space.n)
     start.wait(timeout_s)  # all start together
     steps, began = 0, time.monotonic()
     while time.monotonic() - began < seconds:

@@ -10,8 +10,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import gymnasium as gym
 import numpy as np
 
 from gorila import validate
@@ -26,6 +27,9 @@ from gorila.params import ParameterServer
 from gorila.params.owned import PublishingWorker
 from gorila.runtime import RUNTIMES, make_runtime
 
+if TYPE_CHECKING:
+    from gorila.algos.dqn.config import DQNConfig
+
 INFERENCE_MODES = ("local", "central")
 L = TypeVar("L")
 
@@ -38,7 +42,7 @@ class SamplingWorker:
 
     def __init__(self, worker_id: int, server: ParameterServer, *, bundle: WorkerFactory, env_id: str,
                  num_envs: int, seed: int, network_fn: Callable[[], Any] | None = None, batch: int = 1):
-        self.bundle: Bundle = bundle(worker_id, server)
+        self.bundle = measured_learner(bundle(worker_id, server), Bundle)
         seed += 1000 * worker_id
         self.bare_envs = [make_env(env_id, seed=seed + 500 + i, training=True) for i in range(num_envs)]
         self.rng = np.random.default_rng(seed)
@@ -48,7 +52,7 @@ class SamplingWorker:
     def step(self) -> None:
         self.bundle.act(1)
 
-    def report(self) -> dict:
+    def report(self) -> dict[str, Any]:
         return {"env_steps": self.bundle.actor.tally.env_steps}
 
     def pipeline_rate(self, seconds: float) -> float:
@@ -60,7 +64,10 @@ class SamplingWorker:
 
     def limit_rate(self, seconds: float) -> float:
         """``env.step`` calls per second; an episode's end resets that env within the same step."""
-        n_actions = int(self.bare_envs[0].action_space.n)
+        space = self.bare_envs[0].action_space
+        if not isinstance(space, gym.spaces.Discrete):
+            raise TypeError(f"the sampling benchmark's actors take discrete actions, not {space}")
+        n_actions = int(space.n)
         steps, t0 = 0, time.perf_counter()
         while time.perf_counter() - t0 < seconds:
             # numpy integers, as the vectorised envs pass them (Discrete.contains checks them faster than ints)
@@ -77,6 +84,8 @@ class SamplingWorker:
         if self.bare_policy is None:
             from gorila.inference.policies import GreedyQPolicy
 
+            if self.network_fn is None:
+                raise ValueError("infer_rate runs the network of the worker's network_fn: none was given")
             self.bare_policy = GreedyQPolicy(self.network_fn)
             space = self.bare_envs[0].observation_space
             self.bare_obs = np.stack([space.sample() for _ in range(self.batch)])
@@ -112,6 +121,8 @@ def placed_workers(runtime_name: str, address: str | None, plan: Plan, factory: 
         services = {s.name: runtime.start_services(s.bound(shards.server), s.count, name=s.name)
                     for s in plan.services}
         if factory is None:
+            if factory_for is None:
+                raise ValueError("placed_workers builds its workers by factory or by factory_for: neither was given")
             factory = factory_for({n: g.endpoints() for n, g in services.items()})
         group = runtime.start_workers(factory, count, shards.server, name=name)
         yield group
@@ -256,12 +267,13 @@ def main(argv: list[str]) -> int:
             rows.append({"runtime": name, "inference": mode, "actors": count, "envs_per_actor": cfg.envs_per_actor,
                          "batch": batch, "steps_per_s": pipeline, "env_steps_per_s": env_rate,
                          "inference_obs_per_s": infer_rate, "limit_steps_per_s": limit, "ratio": pipeline / limit})
-    headline = {k: rows[0][k] for k in ("steps_per_s", "limit_steps_per_s", "ratio")} if len(rows) == 1 else {}
+    headline: dict[str, Any] = ({k: rows[0][k] for k in ("steps_per_s", "limit_steps_per_s", "ratio")}
+                                if len(rows) == 1 else {})
     write_bench_json(out, "sampling", vars(args), rows, **headline)
     return 0
 
 
-def _describe(args: argparse.Namespace, cfg, batch: int) -> None:
+def _describe(args: argparse.Namespace, cfg: DQNConfig, batch: int) -> None:
     k = cfg.envs_per_actor
     print(f"gorila bench sampling: {args.env}, {k} envs per actor, medians of {args.rounds} alternating rounds, "
           f"{args.seconds:g} s per figure")

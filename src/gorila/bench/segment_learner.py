@@ -10,14 +10,16 @@ import dataclasses
 import functools
 import itertools
 import time
+from collections.abc import Callable
 
 import numpy as np
 from torch import nn
 
+from gorila.actors.segment_actor import SegmentActor
 from gorila.bench.bare_loop import TORCH_OPTIMIZERS, pushed_rate
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.bench.sampling import bench_run_config, learner_table, measured_learner
-from gorila.core import WorkerFactory
+from gorila.core import Worker
 from gorila.learners.impala import ImpalaLearner
 from gorila.learners.ppo import PPOLearner
 from gorila.losses.impala import ImpalaLoss
@@ -46,12 +48,13 @@ class SegmentLearnerWorker:
     plan's service (a partial's keywords are overridden by the call's).
     """
 
-    def __init__(self, worker_id: int, server: ParameterServer, *, actor: WorkerFactory, learner: WorkerFactory,
-                 batch_size: int, pushes_per_batch: int, optimizer: str, lr: float):
+    def __init__(self, worker_id: int, server: ParameterServer, *, actor: Callable[..., Worker],
+                 learner: Callable[..., Worker], batch_size: int, pushes_per_batch: int, optimizer: str, lr: float):
         # room for the two batches _top_up keeps queued; no max lag: nothing is dropped
         self.queue = TrajectoryQueue(0, capacity=2 * batch_size)
         queues = [RemoteQueue(LocalService(self.queue))]
         collector = actor(worker_id, server, queues=queues)
+        assert isinstance(collector, SegmentActor)
         self.segments: list[Segment] = [collector.collect() for _ in range(SEGMENTS)]
         collector.close()
         self.worker = learner(worker_id, server, queues=queues)

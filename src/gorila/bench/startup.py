@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from gorila import validate
 from gorila.bench.report import bench_dir, write_bench_json
@@ -78,9 +79,10 @@ def main(argv: list[str]) -> int:
         print(f"  {labels[stage]:<58} {seconds:6.2f} s  {seconds / limit:5.2f} x limit")
     against = "first env step against the run's layout"
     print(f"  {against:<58} {stages['first_step_s'] / layout_s:6.2f} x layout")
+    figures: dict[str, Any] = {"limit_s": limit, "ratio": stages["first_step_s"] / limit, "layout_s": layout_s,
+                               "layout_processes": {"torch": torch, "plain": plain},
+                               "layout_ratio": stages["first_step_s"] / layout_s, **stages}
     write_bench_json(out, "startup", vars(args),
                      [{"limit_s": lim, "layout_s": lay, **run} for lim, lay, run in zip(limits, layouts, runs)],
-                     limit_s=limit, ratio=stages["first_step_s"] / limit, layout_s=layout_s,
-                     layout_processes={"torch": torch, "plain": plain},
-                     layout_ratio=stages["first_step_s"] / layout_s, **stages)
+                     **figures)
     return 0

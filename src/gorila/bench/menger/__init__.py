@@ -19,7 +19,9 @@ import csv
 import functools
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,9 +29,13 @@ from gorila.bench.menger.nodes import ReaderNode, WriterNode, bench_cache
 from gorila.bench.ps import NATURE_CNN_PARAMS, memcpy_seconds
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.cliargs import command_parser, count_list
-from gorila.params import ServerSpec, UpdateRule
+from gorila.core import ServiceGroup
+from gorila.params import ParameterClient, ParameterServer, ServerSpec, UpdateRule
 from gorila.params.cache import CacheSpec
 from gorila.replay import ReplayShard
+
+if TYPE_CHECKING:
+    from gorila.runtime.ray_runtime import RayRuntime
 
 PAYLOADS = {"16K": 16 << 10, "1M": 1 << 20, "16M": 16 << 20}
 READ_FIELDS = ("cache", "readers", "reads", "read_latency_mean_ms", "read_latency_p99_ms", "server_reads_per_s",
@@ -48,8 +54,9 @@ def _payloads(text: str) -> list[str]:
     return names
 
 
-def _positive(kind):
-    def parse(text: str):
+def _positive(kind: Callable[[str], float]) -> Callable[[str], float]:
+    """An argument parser of ``kind`` (int or float) that takes values above 0 only."""
+    def parse(text: str) -> float:
         value = kind(text)
         if value <= 0:
             raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
@@ -86,7 +93,7 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
 class Publisher:
     """The learner: pushes a gradient every ``period_s`` on a thread, timing each push."""
 
-    def __init__(self, client, size: int, period_s: float):
+    def __init__(self, client: ParameterClient, size: int, period_s: float):
         self.client, self.period_s = client, period_s
         self.grad = np.full(size, 1e-6, np.float32)
         self.times: list[float] = []
@@ -104,7 +111,7 @@ class Publisher:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=60.0)
 
@@ -114,7 +121,7 @@ def _stats(latencies: list[float]) -> tuple[float, float]:
     return (float(ms.mean()), float(np.percentile(ms, 99))) if ms.size else (float("nan"), float("nan"))
 
 
-def _reads(runtime, args: argparse.Namespace) -> list[dict]:
+def _reads(runtime: RayRuntime, args: argparse.Namespace) -> list[dict[str, Any]]:
     spec = ServerSpec(rule=UpdateRule.asynchronous(), optimizer="sgd", lr=1e-3)
     shards = runtime.start_shards(spec, np.zeros(args.params, np.float32))
     server = shards.ray_call_server()  # readers on other nodes reach the server by Ray calls
@@ -122,13 +129,14 @@ def _reads(runtime, args: argparse.Namespace) -> list[dict]:
     nodes = runtime.start_services(functools.partial(_reader_node, server, cache, args.buffers_per_node), args.nodes,
                                    name="reader-node")
     limit = memcpy_seconds(args.params * 4) * 1e3
-    rows, caches = [], None
+    rows: list[dict[str, Any]] = []
+    caches: ServiceGroup | None = None  # the node caches: started for the second pass (cached)
     for cached in (False, True):
         if cached:  # started only now: their probes would load the server during the runs without them
             caches = runtime.start_services(functools.partial(bench_cache, server, cache), args.nodes, name="cache")
         for readers in args.readers:
             per_node = [len(range(k, readers, args.nodes)) for k in range(args.nodes)]
-            pulls_before = sum(s["pulls"] for s in caches.call("stats")) if cached else 0
+            pulls_before = sum(s["pulls"] for s in caches.call("stats")) if caches is not None else 0
             version_before = shards.pull()[1][0]
             with Publisher(shards.server.client(0), args.params, args.publish_ms / 1e3) as publisher:
                 pending = [ep.call("read", n, cached, args.seconds) for ep, n in zip(nodes.endpoints(), per_node)
@@ -137,7 +145,7 @@ def _reads(runtime, args: argparse.Namespace) -> list[dict]:
             versions = shards.pull()[1][0] - version_before
             latencies = [x for r in results for x in r["latencies_s"]]
             server_reads = sum(r["server_reads"] for r in results)
-            if cached:
+            if caches is not None:
                 server_reads += sum(s["pulls"] for s in caches.call("stats")) - pulls_before
             mean, p99 = _stats(latencies)
             # Without caches the nodes with readers pull; with them, every node's cache does.
@@ -149,11 +157,12 @@ def _reads(runtime, args: argparse.Namespace) -> list[dict]:
                          "versions": versions, "publish_ms": _stats(publisher.times)[0],
                          "limit_memcpy_ms": limit, "ratio": mean / limit})
             _print_read(rows[-1])
-    caches.call("close")  # unlinks their shared memory (the runtime's shutdown kills the processes)
+    if caches is not None:  # unlinks their shared memory (the runtime's shutdown kills the processes)
+        caches.call("close")
     return rows
 
 
-def _writes(runtime, args: argparse.Namespace) -> list[dict]:
+def _writes(runtime: RayRuntime, args: argparse.Namespace) -> list[dict[str, Any]]:
     nodes = runtime.start_services(functools.partial(_writer_node, args.nodes), args.nodes, name="writer-node")
     rows = []
     for name in args.payloads:
@@ -179,7 +188,7 @@ def _writes(runtime, args: argparse.Namespace) -> list[dict]:
     return rows
 
 
-def _reader_node(server, cache: CacheSpec, buffers: int, node: int) -> ReaderNode:
+def _reader_node(server: ParameterServer, cache: CacheSpec, buffers: int, node: int) -> ReaderNode:
     return ReaderNode(server, cache, node, buffers)
 
 

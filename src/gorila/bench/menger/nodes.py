@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
@@ -33,7 +34,7 @@ def bench_cache(server: ParameterServer, spec: CacheSpec, node: int) -> ParamCac
     return cache.start()
 
 
-def _run_threads(count: int, body) -> list[list[float]]:
+def _run_threads(count: int, body: Callable[[int, list[float], threading.Barrier], None]) -> list[list[float]]:
     """``body(k, latencies)`` on ``count`` threads started together; each thread's latencies."""
     out: list[list[float]] = [[] for _ in range(count)]
     start = threading.Barrier(count)
