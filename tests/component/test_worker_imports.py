@@ -3,8 +3,16 @@ services and shards, and nothing of the driver's (its logger, the terminal's pro
 runtime) or torch. Each such import costs every process its CPU at the start, when the run's
 processes share the cores, and its memory for the whole run."""
 
+import pickle
 import subprocess
 import sys
+
+import pytest
+
+from gorila.algos.kit import QUEUES
+from gorila.algos.registry import ALGORITHMS
+from gorila.algos.rl_config import RLConfig
+from gorila.config import RunConfig
 
 DRIVER_ONLY = ("torch", "rich", "matplotlib", "gorila.runtime.local", "gorila.metrics.run_logger",
                "gorila.metrics.plots")
@@ -17,3 +25,24 @@ def test_the_ray_hosts_load_none_of_the_drivers_modules_nor_torch():
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+UNPICKLES = """
+import pickle, sys
+factory = pickle.load(sys.stdin.buffer)
+print('torch' in sys.modules, factory.keywords['numpy_policy'] is not None)
+"""
+
+
+@pytest.mark.parametrize("algo", ["impala", "ppo"])
+@pytest.mark.parametrize("env", ["MinAtar/Breakout-v1", "CartPole-v1"])
+def test_what_ray_sends_an_impala_or_ppo_actor_unpickles_without_torch(algo, env):
+    """Ray unpickles a worker's factory in the worker's process: a function that builds a torch
+    network among its arguments would import torch there, though the actor acts in numpy."""
+    config = ALGORITHMS[algo].config_classes()[0]()
+    plan = ALGORITHMS[algo].plan_fn()(RunConfig(algo=algo, runtime="ray"), config, RLConfig(env=env))
+    (actors,) = [g for g in plan.groups({QUEUES: ["an endpoint"]}) if g.name == "actor"]
+    done = subprocess.run([sys.executable, "-c", UNPICKLES], input=pickle.dumps(actors.factory),
+                          capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().split() == ["False", "True"]  # a numpy twin, and no torch

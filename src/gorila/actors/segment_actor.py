@@ -78,7 +78,7 @@ class SegmentActor:
     """
 
     def __init__(self, worker_id: int, server: ParameterServer, *, envs: EnvSpec,
-                 network_fn: Callable[[], Any], queues: list[RemoteQueue], unroll_length: int,
+                 network_fn: Callable[[], Any] | None, queues: list[RemoteQueue], unroll_length: int,
                  refresh_every: int, gamma: float, seed: int, inference: ServiceEndpoint | None = None,
                  round_versions: int | None = None, normalize: Normalization | None = None,
                  numpy_policy: NumpyNetwork | None = None):
@@ -269,7 +269,15 @@ class SegmentActor:
                 **(self.normalizer.report() if self.normalizer is not None else {})}
 
 
-def _sampler(network_fn: Callable[[], Any], numpy_policy: NumpyNetwork | None, seed: int) -> tuple[Any, Any]:
+def actor_network_fn(network_fn: Callable[[], Any], numpy_policy: NumpyNetwork | None) -> Callable[[], Any] | None:
+    """What a plan hands its segment actors as ``network_fn``: None where they get the policy's
+    numpy twin, because Ray unpickles every argument in the actor's process, and unpickling a
+    function that builds a torch network imports torch there (3 s of CPU, and its memory)."""
+    return None if numpy_policy is not None else network_fn
+
+
+def _sampler(network_fn: Callable[[], Any] | None, numpy_policy: NumpyNetwork | None,
+             seed: int) -> tuple[Any, Any]:
     """``(sampler, flat)``: a :class:`~gorila.nets.numpy_sampler.NumpySampler` on the policy's numpy
     twin and no FlatParams, so the actor's process never imports torch (seconds of its start, and
     torch's per-call cost on a few observations); else the torch network's sampler and its FlatParams."""
@@ -278,6 +286,8 @@ def _sampler(network_fn: Callable[[], Any], numpy_policy: NumpyNetwork | None, s
     from gorila.nets.flat import FlatParams  # torch: imported only by an actor whose network runs in it
     from gorila.nets.numpy_policy import PolicySampler
 
+    if network_fn is None:
+        raise ValueError("a segment actor acting on its own needs network_fn or its policy's numpy twin")
     net = network_fn()
     return PolicySampler(net, seed), FlatParams(net)
 
