@@ -28,6 +28,7 @@ import functools
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -169,22 +170,27 @@ def _env_us(runner: Any, seed: int, seconds: float) -> float:
 def _act_us(network: torch.nn.Module, observations: np.ndarray, algo: str, seconds: float) -> float:
     """The acting forward pass at the actors' batch, and the action drawn from it, as the actors
     draw it: IMPALA's and PPO's through their policy's numpy twin where it has one
-    (:class:`~gorila.nets.numpy_policy.PolicySampler`), DQN's and Ape-X's greedy through torch."""
+    (:class:`~gorila.nets.numpy_policy.PolicySampler`), Ape-X's greedy through its Q-network's twin
+    where it has one, Gorila DQN's bundles greedy through torch (their learner shares the process)."""
     from gorila.nets import FlatParams
     from gorila.nets.numpy_policy import PolicySampler
+    from gorila.nets.q import TorchQNetwork, numpy_q_network
 
     obs = np.asarray(observations)
-    sampler = PolicySampler(network, seed=0) if algo in ("impala", "ppo") else None
-    if sampler is not None:
-        sampler.set(FlatParams(network).get())
+    params = FlatParams(network).get()
+    act: Callable[[np.ndarray], object]
+    if algo in ("impala", "ppo"):
+        sampler = PolicySampler(network, seed=0)
+        sampler.set(params)
+        act = sampler.sample_with_log_prob
+    else:
+        q_network = (numpy_q_network(network) if algo == "apex" else None) or TorchQNetwork(network)
+        q_network.set(params)
+        act = q_network.greedy
     calls, t0 = 0, time.perf_counter()
-    with torch.no_grad():
-        while time.perf_counter() - t0 < seconds:
-            if sampler is not None:
-                sampler.sample_with_log_prob(obs)
-            else:
-                network(torch.as_tensor(obs, dtype=torch.float32)).argmax(dim=-1)
-            calls += 1
+    while time.perf_counter() - t0 < seconds:
+        act(obs)
+        calls += 1
     return (time.perf_counter() - t0) / (calls * len(obs)) * 1e6
 
 
