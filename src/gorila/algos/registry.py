@@ -6,9 +6,14 @@ Imports are lazy so that, say, ``--algo lstsq`` never imports torch.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from gorila.config import LEARNER_OWNED, default_server
+
+if TYPE_CHECKING:  # the builders' modules import torch: loaded only when a run asks for one
+    from gorila.driver.plan import Plan
 
 _RL = "gorila.algos.rl_config:RLConfig"
 
@@ -63,12 +68,15 @@ class Algorithm:
         if self.checks is not None:
             _load(self.checks)(*configs)
 
-    def plan_fn(self):
-        return _load(f"{self.builder}:make_plan")
+    def plan_fn(self) -> Callable[..., Plan]:
+        """``(run, *configs) -> Plan``: the builder's ``make_plan``."""
+        plan: Callable[..., Plan] = _load(f"{self.builder}:make_plan")
+        return plan
 
-    def policy_fn(self):
+    def policy_fn(self) -> Callable[..., tuple[Any, Any]]:
         """``(run, *configs) -> (network_fn, policy_fn)``: what ``gorila eval`` plays."""
-        return _load(f"{self.builder}:evaluation_policy")
+        policy: Callable[..., tuple[Any, Any]] = _load(f"{self.builder}:evaluation_policy")
+        return policy
 
     def label(self, configs: list) -> str:
         """What a run directory is named after besides the algorithm, before its plan is built (the
@@ -76,7 +84,7 @@ class Algorithm:
         return configs[-1].env if self.is_rl else "synthetic"
 
 
-def _load(path: str):
+def _load(path: str) -> Any:
     module, _, attr = path.partition(":")
     return getattr(importlib.import_module(module), attr)
 

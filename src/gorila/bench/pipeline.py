@@ -152,7 +152,7 @@ def _plan(args: Any, algo: str | None = None) -> tuple[Any, Any]:
     name = algo or args.algo
     run, configs = configs_from_values(name, {"env": args.env, "runtime": "local", "seed": args.seed, "actors": 1,
                                               "device": "cpu", "inference": "local"})
-    make_plan = ALGORITHMS[name].plan_fn()  # type: ignore[no-untyped-call]  # registry: plan_fn unannotated
+    make_plan = ALGORITHMS[name].plan_fn()
     return make_plan(run, *configs), configs[0]
 
 

@@ -66,10 +66,12 @@ def main(args: argparse.Namespace) -> int:
     finally:
         holder.shutdown()
     cfg = config_class(**SETTINGS[args.algo])
-    make_plan = ALGORITHMS[args.algo].plan_fn()  # type: ignore[no-untyped-call]  # registry: plan_fn unannotated
+    make_plan = ALGORITHMS[args.algo].plan_fn()
     plan = make_plan(RunConfig(algo=args.algo, mode=args.mode, runtime="local"), cfg, rl)
     envs = getattr(cfg, "envs_per_actor", 1)
-    limits = {m: env_step_limit(args.env, envs, plan.network_fn, m, args.limit_seconds) for m in args.workers}
+    network_fn = plan.network_fn
+    assert network_fn is not None, "an RL plan (a3c, apex, dqn: this benchmark's) builds a network"
+    limits = {m: env_step_limit(args.env, envs, network_fn, m, args.limit_seconds) for m in args.workers}
     for r in runs:
         r["limit_env_steps_per_s"] = limits[r["workers"]]
     rows = _medians(args.workers, runs, limits)
@@ -97,7 +99,7 @@ def main(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, cfg: Any, rl: RLConfig, workers: int, repeat: int, out: Path) -> dict:
     run = RunConfig(algo=args.algo, mode=args.mode, runtime="ray", address=args.address,
                     run_dir=out / f"workers-{workers}-run-{repeat}")
-    make_plan = ALGORITHMS[args.algo].plan_fn()  # type: ignore[no-untyped-call]  # registry: plan_fn unannotated
+    make_plan = ALGORITHMS[args.algo].plan_fn()
     s = run_plan(run, make_plan(run, cfg, rl))
     reached = bool(s["reached_target"])
     return {"workers": workers, "repeat": repeat, "env_steps": s["env_steps"], "train_time_s": s["train_time_s"],
