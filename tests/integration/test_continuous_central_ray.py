@@ -18,6 +18,8 @@ def test_impala_central_on_pendulum_on_ray_stores_unclipped_samples_with_exact_l
     on_chunk, taken = segments_taken(wanted=4)
     summary = train(*central_impala_on_pendulum("ray", tmp_path), on_chunk=on_chunk)
     assert summary["stop_reason"] == "on_chunk" and summary["worker_restarts"] == 0
-    assert summary["inference_mean_batch"] >= 1 and summary["updates"] > 0
+    # No claim on the learner's updates: the test takes the queues' segments after every chunk, so
+    # whether the learner got one first is a race (it lost it once, 0 updates, on a quiet machine).
+    assert summary["inference_mean_batch"] >= 1
     assert len(taken) >= 4
     assert_unclipped_samples_with_exact_log_probs(taken, seed=4)
