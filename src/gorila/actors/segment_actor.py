@@ -269,13 +269,6 @@ class SegmentActor:
                 **(self.normalizer.report() if self.normalizer is not None else {})}
 
 
-def actor_network_fn(network_fn: Callable[[], Any], numpy_policy: NumpyNetwork | None) -> Callable[[], Any] | None:
-    """What a plan hands its segment actors as ``network_fn``: None where they get the policy's
-    numpy twin, because Ray unpickles every argument in the actor's process, and unpickling a
-    function that builds a torch network imports torch there (3 s of CPU, and its memory)."""
-    return None if numpy_policy is not None else network_fn
-
-
 def _sampler(network_fn: Callable[[], Any] | None, numpy_policy: NumpyNetwork | None,
              seed: int) -> tuple[Any, Any]:
     """``(sampler, flat)``: a :class:`~gorila.nets.numpy_sampler.NumpySampler` on the policy's numpy

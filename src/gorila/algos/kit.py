@@ -171,8 +171,17 @@ def q_actor(envs: EnvSpec, network_fn: Callable[[], nn.Module], exploration: Exp
     it would import its module, and torch with it."""
     if inference is not None:
         return CentralQActorSpec(envs, inference, exploration, returns, seed=seed, timeout_s=timeout_s)
-    return QActorSpec(envs, None if numpy_network is not None else network_fn, exploration, returns, seed=seed,
+    return QActorSpec(envs, shipped_network_fn(network_fn, numpy_network), exploration, returns, seed=seed,
                       numpy_network=numpy_network)
+
+
+def shipped_network_fn(network_fn: Callable[[], nn.Module], twin: NumpyNetwork | None
+                       ) -> Callable[[], nn.Module] | None:
+    """What a plan sends an actor as its ``network_fn`` (segment actors, Q-actors): None where the
+    actor gets the network's numpy ``twin``, because Ray unpickles every argument in the actor's
+    process, and unpickling a function that builds a torch network imports torch there (seconds of
+    CPU, and its memory)."""
+    return None if twin is not None else network_fn
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,18 @@ from __future__ import annotations
 import functools
 from dataclasses import asdict
 
-from gorila.actors.segment_actor import SegmentActor, actor_network_fn
+from gorila.actors.segment_actor import SegmentActor
 from gorila.algos.a3c.networks import greedy_policy, make_network
 from gorila.algos.impala.config import ImpalaConfig
-from gorila.algos.kit import ACTOR_TIME, QUEUES, learner_factory, rl_plan, sampled_inference, trajectory_groups
+from gorila.algos.kit import (
+    ACTOR_TIME,
+    QUEUES,
+    learner_factory,
+    rl_plan,
+    sampled_inference,
+    shipped_network_fn,
+    trajectory_groups,
+)
 from gorila.algos.rl_config import RLConfig, resolve_device
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, ServiceSpec
@@ -41,7 +49,7 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
     envs = EnvSpec(rl.env, cfg.envs_per_actor)
     normalize = rl.normalization(env_spaces(rl.env)[0], cfg.gamma)
     twin = numpy_policy(net)  # the actors and the evaluator play it without torch, where the network has one
-    actor = functools.partial(SegmentActor, envs=envs, network_fn=actor_network_fn(network_fn, twin),
+    actor = functools.partial(SegmentActor, envs=envs, network_fn=shipped_network_fn(network_fn, twin),
                               unroll_length=cfg.unroll_length, refresh_every=cfg.actor_refresh, gamma=cfg.gamma,
                               seed=run.seed, normalize=normalize, numpy_policy=twin)
     loss = ImpalaLoss(cfg.gamma, cfg.entropy_coef, cfg.value_coef, cfg.rho_bar, cfg.c_bar, cfg.pg_rho_bar,

@@ -19,7 +19,7 @@ import functools
 import math
 from dataclasses import asdict
 
-from gorila.actors.segment_actor import SegmentActor, actor_network_fn
+from gorila.actors.segment_actor import SegmentActor
 from gorila.algos.a3c.networks import greedy_policy, make_network
 from gorila.algos.impala.builder import check_sync_learners
 from gorila.algos.kit import (
@@ -29,6 +29,7 @@ from gorila.algos.kit import (
     learner_factory,
     rl_plan,
     sampled_inference,
+    shipped_network_fn,
     trajectory_groups,
 )
 from gorila.algos.ppo.config import PPOConfig
@@ -71,7 +72,7 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
     normalize = rl.normalization(env_spaces(rl.env)[0], cfg.gamma)
     twin = numpy_policy(net)  # the actors and the evaluator play it without torch, where the network has one
     actor = functools.partial(SegmentActor, envs=EnvSpec(rl.env, cfg.envs_per_actor),
-                              network_fn=actor_network_fn(network_fn, twin),
+                              network_fn=shipped_network_fn(network_fn, twin),
                               unroll_length=cfg.unroll_length, refresh_every=1, gamma=cfg.gamma, seed=run.seed,
                               normalize=normalize, numpy_policy=twin,
                               # one learner, one update a push: its batch's pushes are the versions of a round
