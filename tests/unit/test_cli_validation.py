@@ -65,6 +65,8 @@ def refused(capsys, argv: list[str]) -> str:
     (["--algo", "ppo", "--mode", "sync", "--actors", "2", "--learners", "2"], "--learners"),
     (["--algo", "ppo", "--actors", "1", "--learners", "2", "--runtime", "local"], "--learners"),
     (["--algo", "ppo", "--clip", "0"], "--clip"),
+    (["--algo", "ppo", "--log-std-init", "5"], "--log-std-init"),
+    (["--algo", "a3c", "--env", "CartPole-v1", "--log-std-init", "-1"], "--log-std-init"),  # discrete actions
 ])
 def test_invalid_flags_are_refused_naming_the_flag(capsys, args, flag):
     assert flag in refused(capsys, ["train", *args])

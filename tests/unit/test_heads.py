@@ -107,3 +107,18 @@ def test_a_losss_log_probability_and_entropy_in_one_pass_are_the_heads_own(head)
         once = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1) + 0.01 * (log_probs.exp() * log_probs).sum(-1)
         (want,) = torch.autograd.grad(once.sum(), out)
         assert torch.equal(grad, want)
+
+
+@pytest.mark.parametrize("algo", ["a3c", "impala", "ppo"])
+def test_log_std_init_sets_the_spread_of_the_first_policy(algo):
+    """``--log-std-init`` reaches the network that actors sample from (and the learner trains)."""
+    from gorila.algos.registry import ALGORITHMS
+    from gorila.launch import configs_from_values
+
+    run, configs = configs_from_values(algo, {"env": "Pendulum-v1", "log_std_init": -2.0})
+    network_fn, _ = ALGORITHMS[algo].policy_fn()(run, *configs)
+    out, _ = network_fn()(torch.zeros(5, 3))
+    torch.testing.assert_close(out[:, 1], torch.full((5,), -2.0))  # Pendulum's mean, then its log-std
+    actions, _ = GaussianHead(1).sample(torch.cat([torch.zeros(20_000, 1), out[:1, 1:].expand(20_000, 1)], 1),
+                                         torch.Generator().manual_seed(0))
+    assert actions.std().item() == pytest.approx(np.exp(-2.0), rel=0.03)

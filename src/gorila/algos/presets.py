@@ -191,15 +191,15 @@ _CONTINUOUS_PRESETS = (
     Preset(
         "halfcheetah-ppo", "ppo", _ZOO_SOURCE.format("HalfCheetah-v3"),
         "PPO on HalfCheetah-v5: 1 env x 512 steps a batch, minibatches of 64, 20 epochs, γ 0.98, λ 0.92, "
-        "Adam 2.06e-5, clip 0.1, 256 x 256 networks, observations and rewards normalised, 1 M steps (needs the "
-        "mujoco extra)",
+        "Adam 2.06e-5, clip 0.1, 256 x 256 networks, log-std starting at -2, observations and rewards normalised, "
+        "1 M steps (needs the mujoco extra)",
         {**_ZOO_PPO, "env": "HalfCheetah-v5", "actors": 1, "envs_per_actor": 1, "unroll_length": 512,
          "minibatches": 8, "epochs": 20, "gamma": 0.98, "gae_lambda": 0.92, "entropy_coef": 0.000401762,
          "lr": 2.0633e-05, "clip": 0.1, "max_grad_norm": 0.8, "value_coef": 0.58096, "hidden": (256, 256),
-         "total_steps": 1_000_000, "normalize_obs": True, "normalize_reward": True},
+         "total_steps": 1_000_000, "normalize_obs": True, "normalize_reward": True, "log_std_init": -2.0},
         "HalfCheetah-v5",
-        "observations and rewards normalised as the zoo's VecNormalize does (normalize: true); the zoo starts "
-        "the log-std at -2 with ReLU layers, gorila's networks use tanh and a log-std starting at 0"),
+        "observations and rewards normalised as the zoo's VecNormalize does (normalize: true); the zoo's layers "
+        "are ReLU and start from PyTorch's initialisation, gorila's are tanh with a policy layer scaled to 1%"),
     Preset(
         "a3c-mujoco", "a3c",
         "Mnih et al. 2016, Asynchronous Methods for Deep Reinforcement Learning (A3C), Supplementary §9 "

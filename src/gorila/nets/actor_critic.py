@@ -36,13 +36,14 @@ class ActorCritic(nn.Module):
 
     With ``continuous=True`` the policy is a diagonal Gaussian over ``n_actions`` dimensions
     (:class:`~gorila.nets.heads.GaussianHead`): the policy layer gives the mean (near 0 at first,
-    as above) and a state-independent ``log_std`` parameter, starting at 0, is appended to it, so
+    as above) and a state-independent ``log_std`` parameter, starting at ``log_std_init`` (0: a
+    standard deviation of 1), is appended to it, so
     the first output is ``(..., 2 * n_actions)``. Otherwise ``net.head`` is a
     :class:`~gorila.nets.heads.CategoricalHead` and the first output the logits.
     """
 
     def __init__(self, obs_dim: int, n_actions: int, hidden: Sequence[int] = (64, 64),
-                 shared: bool = False, continuous: bool = False):
+                 shared: bool = False, continuous: bool = False, log_std_init: float = 0.0):
         super().__init__()
         self.shared = shared
         self.head: CategoricalHead | GaussianHead = (GaussianHead(n_actions) if continuous
@@ -60,7 +61,7 @@ class ActorCritic(nn.Module):
             out.weight.mul_(0.01)
             out.bias.zero_()
         # registered after the layers: an MLP policy's layers stay the flat vector's first entries
-        self.log_std = nn.Parameter(torch.zeros(n_actions)) if continuous else None
+        self.log_std = nn.Parameter(torch.full((n_actions,), float(log_std_init))) if continuous else None
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``obs (..., obs_dim)`` -> ``(out (..., head.width), value (...))``: the logits, or the

@@ -72,4 +72,5 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
 def evaluation_policy(run: RunConfig, cfg: A3CConfig, rl: RLConfig):
     """``(network_fn, policy_fn)`` for ``gorila eval``: the architecture and its greedy policy. The
     network function binds only what shapes the network, so workers receive a few numbers."""
-    return functools.partial(make_network, rl.env, cfg.hidden, cfg.shared_torso, run.seed), greedy_policy
+    return (functools.partial(make_network, rl.env, cfg.hidden, cfg.shared_torso, run.seed,
+                              log_std_init=cfg.log_std_init), greedy_policy)

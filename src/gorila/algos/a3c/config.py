@@ -54,6 +54,9 @@ class A3CConfig:
         "help": "one torso with a policy head and a value head instead of two networks (vector observations; "
                 "images always get a convolutional torso shared by both heads, the Nature CNN or the MinAtar "
                 "network)"})
+    log_std_init: float = field(default=0.0, metadata={
+        "help": "Box actions: the Gaussian's log standard deviation before training (0: a standard deviation of 1; "
+                "RL-Zoo's MuJoCo settings start at -2)"})
     max_grad_norm: float | None = field(default=None, metadata={
         "help": "clip each pushed gradient to this L2 norm, > 0 (default: no clipping)"})
     straggler: float = field(default=1.0, metadata={
@@ -73,6 +76,7 @@ class A3CConfig:
         validate.number("target_tau", self.target_tau, low=0.0, high=1.0, low_open=True)
         validate.widths("hidden", self.hidden)
         validate.boolean("shared_torso", self.shared_torso)
+        validate.number("log_std_init", self.log_std_init, low=-20.0, high=2.0)
         if self.max_grad_norm is not None:
             validate.number("max_grad_norm", self.max_grad_norm, low=0.0, low_open=True)
         validate.number("straggler", self.straggler, low=1.0)

@@ -26,13 +26,15 @@ ActorCriticNet = ActorCritic | ConvActorCritic | MinAtarActorCritic
 
 
 def network_for(observation_space: gym.Space, action_space: gym.Space, hidden: tuple[int, ...],
-                shared_torso: bool, algo: str = "a3c") -> ActorCriticNet:
+                shared_torso: bool, algo: str = "a3c", log_std_init: float = 0.0) -> ActorCriticNet:
     """An :class:`ActorCritic` for vector observations (a Gaussian policy for ``Box`` actions), a
     :class:`MinAtarActorCritic` for MinAtar's boolean grids, a :class:`ConvActorCritic` (Nature CNN,
     shared torso) for other ``(channels, height, width)`` frames; with the RNG's current weights.
 
     Raises ``ConfigError("env", ...)`` for other observations, for actions neither ``Discrete`` nor
     ``Box``, and for ``Box`` actions with image observations. ``algo`` names the algorithm there.
+    ``log_std_init`` starts a Gaussian policy's log standard deviation; a discrete policy refuses any
+    but 0 (``ConfigError("log_std_init", ...)``), which it would silently ignore.
     """
     rank = len(observation_space.shape) if isinstance(observation_space, gym.spaces.Box) else 0
     head = head_for(action_space, algo)
@@ -41,24 +43,27 @@ def network_for(observation_space: gym.Space, action_space: gym.Space, hidden: t
         raise ConfigError("env", f"{algo} takes vector or (channels, height, width) image observations, and Box "
                                  f"actions only with vector observations; got observations {observation_space} "
                                  f"and actions {action_space}")
+    if not continuous and log_std_init != 0.0:
+        raise ConfigError("log_std_init", f"applies to Box actions only; {action_space} is discrete")
     if rank == 3:
         channels, height, width = observation_space.shape
         if is_grid(observation_space):
             return MinAtarActorCritic(int(action_space.n), channels, (height, width))
         return ConvActorCritic(int(action_space.n), channels, (height, width))
     size = head.size if continuous else head.n  # type: ignore[union-attr]
-    return ActorCritic(int(observation_space.shape[0]), size, hidden, shared=shared_torso, continuous=continuous)
+    return ActorCritic(int(observation_space.shape[0]), size, hidden, shared=shared_torso, continuous=continuous,
+                       log_std_init=log_std_init)
 
 
 def make_network(env_id: str, hidden: tuple[int, ...], shared_torso: bool, seed: int,
-                 algo: str = "a3c") -> ActorCriticNet:
+                 algo: str = "a3c", log_std_init: float = 0.0) -> ActorCriticNet:
     """The network for ``env_id``, initialised from ``seed`` only (the global RNG is left alone).
     ``hidden`` and ``shared_torso`` shape the MLPs of vector observations (images always get a
     convolutional torso shared by both heads: the Nature CNN's, or MinAtar's for boolean grids).
-    ``algo`` is the algorithm a refusal names."""
+    ``algo`` is the algorithm a refusal names; ``log_std_init`` starts a Gaussian policy's log-std."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return network_for(*env_spaces(env_id), hidden, shared_torso, algo)
+        return network_for(*env_spaces(env_id), hidden, shared_torso, algo, log_std_init)
 
 
 def learning_rates(net: ActorCriticNet, lr_policy: float, lr_value: float) -> np.ndarray:

@@ -92,5 +92,6 @@ def check_sync_learners(run: RunConfig, learners: int) -> None:
 
 def evaluation_policy(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig):
     """``(network_fn, policy_fn)`` for evaluation and ``gorila eval``: the architecture and its greedy policy."""
-    return (functools.partial(make_network, rl.env, cfg.hidden, cfg.shared_torso, run.seed, algo="impala"),
+    return (functools.partial(make_network, rl.env, cfg.hidden, cfg.shared_torso, run.seed, algo="impala",
+                              log_std_init=cfg.log_std_init),
             greedy_policy)

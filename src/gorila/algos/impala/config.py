@@ -65,6 +65,9 @@ class ImpalaConfig:
     shared_torso: bool = field(default=False, metadata={
         "help": "one torso with a policy head and a value head instead of two networks (vector observations; frames "
                 "always share the Nature-CNN torso)"})
+    log_std_init: float = field(default=0.0, metadata={
+        "help": "Box actions: the Gaussian's log standard deviation before training (0: a standard deviation of 1; "
+                "RL-Zoo's MuJoCo settings start at -2)"})
     max_grad_norm: float | None = field(default=None, metadata={
         "help": "clip each pushed gradient to this L2 norm, > 0 (default: no clipping)"})
 
@@ -90,5 +93,6 @@ class ImpalaConfig:
         validate.number("lr", self.lr, low=0.0, low_open=True)
         validate.widths("hidden", self.hidden)
         validate.boolean("shared_torso", self.shared_torso)
+        validate.number("log_std_init", self.log_std_init, low=-20.0, high=2.0)
         if self.max_grad_norm is not None:
             validate.number("max_grad_norm", self.max_grad_norm, low=0.0, low_open=True)

@@ -117,5 +117,6 @@ def learning_rate(cfg: PPOConfig, rl: RLConfig, rule: UpdateRule) -> float | Lin
 
 def evaluation_policy(run: RunConfig, cfg: PPOConfig, rl: RLConfig):
     """``(network_fn, policy_fn)`` for evaluation and ``gorila eval``: the architecture and its greedy policy."""
-    return (functools.partial(make_network, rl.env, cfg.hidden, cfg.shared_torso, run.seed, algo="ppo"),
+    return (functools.partial(make_network, rl.env, cfg.hidden, cfg.shared_torso, run.seed, algo="ppo",
+                              log_std_init=cfg.log_std_init),
             greedy_policy)

@@ -60,6 +60,9 @@ class PPOConfig:
         "help": "hidden layer widths of the policy and value MLPs (or of the shared torso)"})
     shared_torso: bool = field(default=False, metadata={
         "help": "one torso with a policy head and a value head instead of two networks (vector observations)"})
+    log_std_init: float = field(default=0.0, metadata={
+        "help": "Box actions: the Gaussian's log standard deviation before training (0: a standard deviation of 1; "
+                "RL-Zoo's MuJoCo settings start at -2)"})
     max_grad_norm: float | None = field(default=0.5, metadata={
         "help": "clip each pushed gradient to this L2 norm, > 0"})
 
@@ -86,5 +89,6 @@ class PPOConfig:
         validate.choice("lr_decay", self.lr_decay, LR_DECAYS)
         validate.widths("hidden", self.hidden)
         validate.boolean("shared_torso", self.shared_torso)
+        validate.number("log_std_init", self.log_std_init, low=-20.0, high=2.0)
         if self.max_grad_norm is not None:
             validate.number("max_grad_norm", self.max_grad_norm, low=0.0, low_open=True)
