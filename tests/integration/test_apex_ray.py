@@ -28,6 +28,9 @@ def test_apex_runs_its_actors_replay_shards_and_learner_as_ray_workers(ray_local
     # waiting for the first one took some time: a fraction of its time, above 0 and below 1
     assert summary["learner_policy_lag_histogram"] and 0 < summary["learner_wait_fraction"] < 1
     assert json.loads((tmp_path / "config.json").read_text())["apex"]["n_step"] == 3
+    # the replay shards' processes count their CPU time beside the workers'
+    cpu = summary["cpu_s_by_process_kind"]
+    assert cpu["replay"] > 0 and summary["cpu_time_s"] == pytest.approx(sum(cpu.values()))
 
 
 @pytest.mark.heavy

@@ -320,6 +320,11 @@ class Report:
         cpu_by_kind = {"driver": runtime.cpu_seconds(), "parameter shards": 0.0 if offline else shards.cpu_seconds()}
         for (group, _), report in counters.last.items():
             cpu_by_kind[group] = cpu_by_kind.get(group, 0.0) + report.get("cpu_s", 0.0)
+        # Service processes (replay shards, trajectory queues, inference servers) on Ray say their CPU in
+        # their stats, as of the run's last row; on the local runtime they live in the driver's process.
+        for (group, _), service in self.services.last.items():
+            if "cpu_s" in service:
+                cpu_by_kind[group] = cpu_by_kind.get(group, 0.0) + service["cpu_s"]
         env_steps = counters.total("env_steps")
         rl = {"env_steps": env_steps, "env_steps_per_s": env_steps / max(train_s, 1e-9)}
         return {

@@ -69,7 +69,9 @@ class ServiceProcess:
         return getattr(self.service, method)(*args)
 
     def stats(self) -> dict[str, Any]:
-        return self.service.stats()
+        """The service's stats, with its process's CPU seconds (``cpu_s``: a run's summary counts them
+        by service group, beside the workers' own)."""
+        return {**self.service.stats(), "cpu_s": self.cpu.seconds()}
 
     def save(self) -> None:
         self.service.save()
