@@ -35,7 +35,7 @@ print('torch' in sys.modules, factory.keywords['numpy_policy'] is not None)
 
 
 @pytest.mark.parametrize("algo", ["impala", "ppo"])
-@pytest.mark.parametrize("env", ["MinAtar/Breakout-v1", "CartPole-v1"])
+@pytest.mark.parametrize("env", ["MinAtar/Breakout-v1", "CartPole-v1", "Pendulum-v1"])
 def test_what_ray_sends_an_impala_or_ppo_actor_unpickles_without_torch(algo, env):
     """Ray unpickles a worker's factory in the worker's process: a function that builds a torch
     network among its arguments would import torch there, though the actor acts in numpy."""

@@ -89,6 +89,33 @@ def test_the_numpy_policy_computes_the_actor_critics_logits_and_greedy_actions(h
     assert (actions == GreedyPolicy(net)(obs)).mean() > 0.99  # a near-tie may round either way
 
 
+@pytest.mark.parametrize("hidden, shared, size", [((64, 64), False, 1), ((16, 8), False, 3), ((32,), True, 2)])
+def test_a_gaussian_policys_numpy_twin_is_the_torch_policy(hidden, shared, size):
+    """Mean and log-std equal torch's output on random parameters (the log-std away from its start,
+    so a twin reading the wrong entries fails), the greedy action is the mean, and a draw's
+    log-probability is torch's Normal log-density of the action drawn."""
+    net = ActorCritic(5, size, hidden, shared=shared, continuous=True)
+    flat = np.random.default_rng(0).normal(0, 0.5, FlatParams(net).size).astype(np.float32)
+    FlatParams(net).set(flat)
+    policy = numpy_policy(net)
+    policy.set(flat)
+    obs = np.random.default_rng(1).normal(0, 2.0, size=(256, 5))
+    with torch.no_grad():
+        out, _ = net(torch.as_tensor(obs, dtype=torch.float32))
+    np.testing.assert_allclose(policy(obs), out.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(policy.greedy(obs), GreedyPolicy(net)(obs), rtol=1e-4, atol=1e-5)
+    actions, log_probs = policy.draw(obs, np.random.default_rng(2))
+    assert actions.dtype == log_probs.dtype == np.float32 and actions.shape == (256, size)
+    normal = torch.distributions.Normal(out[:, :size], out[:, size:].exp())
+    np.testing.assert_allclose(log_probs, normal.log_prob(torch.as_tensor(actions)).sum(-1).numpy(), rtol=1e-4,
+                               atol=1e-4)
+    spread = (actions - policy.greedy(obs)) / np.exp(policy.log_std)
+    assert spread.std() == pytest.approx(1.0, rel=0.1)  # noise of the Gaussian's own width
+    sampler = PolicySampler(net, seed=0)  # what actors and A3C's workers act through
+    sampler.set(flat)
+    assert sampler.in_numpy and sampler.sample_with_log_prob(obs)[0].shape == (256, size)
+
+
 def test_only_mlp_and_minatar_actor_critics_have_a_numpy_policy():
     net = make_network("CartPole-v1", (64, 64), False, seed=0)
     policy = numpy_policy(net)
@@ -119,7 +146,7 @@ print(len(evaluator.report()["eval_returns"]), 'torch' in sys.modules)
 
 
 @pytest.mark.parametrize("algo, env", [(algo, "CartPole-v1") for algo in ("a3c", "impala", "ppo", "dqn", "apex")]
-                         + [("impala", "MinAtar/Breakout-v1"), ("dqn", "MinAtar/Breakout-v1")])
+                         + [("impala", "MinAtar/Breakout-v1"), ("dqn", "MinAtar/Breakout-v1"), ("ppo", "Pendulum-v1")])
 def test_the_evaluator_a_builder_makes_plays_without_torch(tmp_path, algo, env):
     """The plan's evaluator factory, pickled as a runtime sends it to the evaluator's process, is
     built and plays there; torch is never loaded in that process."""

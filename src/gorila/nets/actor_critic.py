@@ -13,7 +13,7 @@ from gorila.nets.cnn import NatureCNN
 from gorila.nets.flat import FlatParams
 from gorila.nets.heads import CategoricalHead, GaussianHead
 from gorila.nets.mlp import mlp
-from gorila.nets.numpy_mlp import NumpyMLP
+from gorila.nets.numpy_mlp import NumpyGaussian, NumpyMLP
 
 
 class ActorCritic(nn.Module):
@@ -129,20 +129,22 @@ def value_head_groups(net: nn.Module, flat: FlatParams) -> tuple[np.ndarray, np.
     return policy_mask, ~policy_mask
 
 
-def numpy_mlp_policy(net: nn.Module) -> NumpyMLP | None:
+def numpy_mlp_policy(net: nn.Module) -> NumpyMLP | NumpyGaussian | None:
     """The policy of an MLP :class:`ActorCritic` as a :class:`~gorila.nets.numpy_mlp.NumpyMLP` that
     takes the network's whole flat vector (its greedy actions are the argmax of the logits, without
-    torch); None for other networks (convolutional ones)::
+    torch), or for a Gaussian policy a :class:`~gorila.nets.numpy_mlp.NumpyGaussian` (its mean's MLP
+    and its log-std); None for other networks (convolutional ones)::
 
         policy = numpy_mlp_policy(net)  # unset: builders hand it to the evaluator
         policy.set(FlatParams(net).get()); policy.greedy(obs)
 
-    The policy's layers (a shared torso's, then the policy head) come first in the vector, the value
+    The policy's layers (a shared torso's, then the policy head) come first in the vector, after a
+    Gaussian's log-std (the module's own parameter, which torch lists before its layers), the value
     network after them; that is checked here against :class:`~gorila.nets.flat.FlatParams`' order,
     so a network laid out otherwise gets None rather than a copy that reads the wrong entries."""
     from gorila.nets.flat import FlatParams
 
-    if not isinstance(net, ActorCritic) or not isinstance(net.head, CategoricalHead):
+    if not isinstance(net, ActorCritic):
         return None
     torso = list(net.torso) if net.shared else []
     head = [net.policy] if net.shared else list(net.policy)
@@ -151,10 +153,14 @@ def numpy_mlp_policy(net: nn.Module) -> NumpyMLP | None:
     if (not all(type(layer) is nn.Linear for layer in linears) or len(layers) != 2 * len(linears) - 1
             or not all(type(layer) is nn.Tanh for layer in layers[1::2])):
         return None
-    # the policy's parameters, in its layer order, must be the vector's first entries
+    # the policy's parameters, in its layer order, must be the vector's first entries (after the log-std)
     policy_params = [p for layer in linears for p in (layer.weight, layer.bias)]
+    log_std = [] if net.log_std is None else [net.log_std]
     flat = FlatParams(net)
-    if any(a is not b for a, b in zip(policy_params, flat.params)):
+    expected = log_std + policy_params
+    if len(flat.params) < len(expected) or any(a is not b for a, b in zip(expected, flat.params)):
         return None
     widths = (linears[0].in_features, *(layer.out_features for layer in linears))
-    return NumpyMLP(widths, activation="tanh", total=flat.size)
+    offset = sum(p.numel() for p in log_std)
+    mean = NumpyMLP(widths, activation="tanh", total=flat.size, offset=offset)
+    return mean if net.log_std is None else NumpyGaussian(mean, log_std_at=0)

@@ -9,12 +9,16 @@ evaluator of a CartPole run) never imports torch (about 150 MiB of memory per pr
     policy = NumpyMLP((4, 64, 64, 2), activation="tanh", total=8964)   # an actor-critic's policy
     policy.set(flat)                   # the whole vector: the policy is its first ``size`` entries
 
+    gaussian = NumpyGaussian(NumpyMLP((3, 64, 64, 1), "tanh", total=8963, offset=1), log_std_at=0)
+    gaussian.set(flat); mean = gaussian.greedy(obs_batch)   # a Gaussian policy's mean, its log-std beside
+
 The layout is ``nn.Linear``'s, layer by layer: weight ``(out, in)`` then bias, the activation after
 every layer but the last (:func:`gorila.nets.mlp.mlp`). Which torch networks are such an MLP is said
 on the torch side: :func:`gorila.nets.q.numpy_q_network` (a plain Q-network, ReLU) and
 :func:`gorila.nets.actor_critic.numpy_mlp_policy` (an MLP actor-critic's policy head, tanh, ahead of its
-value network in the vector). :class:`NumpyDueling` plays a dueling Q-network (an MLP's, MinAtar's)
-as one such network with its two streams side by side. No torch here.
+value network in the vector; a Gaussian policy's as a :class:`NumpyGaussian`). :class:`NumpyDueling`
+plays a dueling Q-network (an MLP's, MinAtar's) as one such network with its two streams side by
+side. No torch here.
 """
 
 from __future__ import annotations
@@ -30,19 +34,21 @@ ACTIVATIONS = {"relu": lambda x: np.maximum(x, 0.0, out=x), "tanh": lambda x: np
 
 class NumpyMLP:
     """See the module doc. ``size`` is the MLP's own parameter count; ``total`` the length of the
-    flat vector :meth:`set` takes (the MLP's entries first; by default ``size``). Unset, it pickles
-    small: builders hand one to the evaluator's factory."""
+    flat vector :meth:`set` takes, whose entries from ``offset`` on are the MLP's (by default the
+    whole vector: ``size`` entries from 0). Unset, it pickles small: builders hand one to the
+    evaluator's factory."""
 
-    def __init__(self, widths: Sequence[int], activation: str = "relu", total: int | None = None):
+    def __init__(self, widths: Sequence[int], activation: str = "relu", total: int | None = None, offset: int = 0):
         if len(widths) < 2:
             raise ValueError(f"an MLP needs an input and an output width, got {tuple(widths)}")
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
         self.widths, self.activation = tuple(int(w) for w in widths), activation
-        self.size = mlp_size(self.widths)
+        self.size, self.offset = mlp_size(self.widths), int(offset)
         self.total = self.size if total is None else int(total)
-        if self.total < self.size:
-            raise ValueError(f"a vector of {self.total} parameters cannot hold an MLP of {self.size}")
+        if self.offset < 0 or self.total < self.offset + self.size:
+            raise ValueError(f"a vector of {self.total} parameters cannot hold an MLP of {self.size} "
+                             f"from entry {self.offset}")
         self.layers: list[tuple[np.ndarray, np.ndarray]] = []
 
     def set(self, flat: np.ndarray) -> None:
@@ -50,7 +56,7 @@ class NumpyMLP:
         flat = np.asarray(flat, np.float32)
         if flat.shape != (self.total,):
             raise ValueError(f"expected {self.total} parameters for widths {self.widths}, got {flat.shape}")
-        layers, at = [], 0
+        layers, at = [], self.offset
         for n_in, n_out in zip(self.widths, self.widths[1:]):
             weight = flat[at:at + n_out * n_in].reshape(n_out, n_in)
             at += n_out * n_in
@@ -71,6 +77,49 @@ class NumpyMLP:
     def greedy(self, obs: np.ndarray) -> np.ndarray:
         """The argmax action of each observation."""
         return self(obs).argmax(1)
+
+
+class NumpyGaussian:
+    """A diagonal Gaussian policy in numpy (:class:`~gorila.nets.heads.GaussianHead`'s): ``mean``, an
+    MLP giving the mean, and a state-independent log standard deviation read from the same flat
+    vector at ``log_std_at`` (see the module doc). A call gives what the torch network's policy
+    output is, the mean and the log-std side by side; :meth:`greedy` the mean, the action the
+    evaluation plays (the env clips it to its bounds); :meth:`draw` samples actions with their
+    log-probabilities. Unset, it pickles small."""
+
+    def __init__(self, mean: NumpyMLP, log_std_at: int):
+        self.mean, self.log_std_at = mean, int(log_std_at)
+        self.size = mean.widths[-1]
+        self.total = mean.total
+        if not 0 <= self.log_std_at <= self.total - self.size:
+            raise ValueError(f"a vector of {self.total} parameters has no log-std of {self.size} at {log_std_at}")
+        self.log_std = np.zeros(self.size, np.float32)
+
+    def set(self, flat: np.ndarray) -> None:
+        """Load the parameters from ``flat`` (copied)."""
+        self.mean.set(flat)
+        self.log_std = np.asarray(flat, np.float32)[self.log_std_at:self.log_std_at + self.size].copy()
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        mean = self.mean(obs)
+        return np.concatenate([mean, np.broadcast_to(self.log_std, mean.shape)], axis=1)
+
+    def greedy(self, obs: np.ndarray) -> np.ndarray:
+        """The mean action of each observation, float32 ``(N, size)``."""
+        return self.mean(obs)
+
+    def draw(self, obs: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """``(actions, log_probs)``: ``mean + exp(log_std) * noise`` with standard normal noise from
+        ``rng``, and log N(action; mean, std) of each, float32 (the sample as drawn, unclipped)."""
+        mean = self.mean(obs)
+        noise = rng.standard_normal(mean.shape, dtype=np.float32)
+        actions = mean + np.exp(self.log_std) * noise
+        # the standardised action is the noise itself, as in GaussianHead.sample
+        log_probs = (-0.5 * noise * noise - self.log_std - np.float32(_HALF_LOG_2PI)).sum(axis=1)
+        return actions, log_probs.astype(np.float32, copy=False)
+
+
+_HALF_LOG_2PI = 0.5 * float(np.log(2.0 * np.pi))
 
 
 def mlp_size(widths: Sequence[int]) -> int:

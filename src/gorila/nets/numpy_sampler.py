@@ -1,4 +1,4 @@
-"""Actions drawn from a numpy network's logits, with their log-probabilities: how an actor whose
+"""Actions drawn from a numpy network's logits (or its Gaussian), with their log-probabilities: how an actor whose
 policy has a numpy twin acts, in a process that never imports torch::
 
     sampler = NumpySampler(numpy_policy, seed=1003)   # an unset twin (gorila.nets.numpy_policy)
@@ -15,12 +15,15 @@ import copy
 import numpy as np
 
 from gorila.nets.numpy_conv import NumpyNetwork
+from gorila.nets.numpy_mlp import NumpyGaussian
 
 
 class NumpySampler:
     """See the module doc. Draws by the Gumbel-max trick from a generator seeded with ``seed``; the
-    log-probabilities are the log-softmax of the logits at the actions drawn, in float32. It holds a
-    copy of ``policy``, so one unset twin can be handed to many actors."""
+    log-probabilities are the log-softmax of the logits at the actions drawn, in float32. A
+    :class:`~gorila.nets.numpy_mlp.NumpyGaussian` policy draws its own (``draw``: the Gaussian's
+    sample and its log-density). It holds a copy of ``policy``, so one unset twin can be handed to
+    many actors."""
 
     def __init__(self, policy: NumpyNetwork, seed: int):
         self.policy = copy.deepcopy(policy)
@@ -30,9 +33,13 @@ class NumpySampler:
         self.policy.set(flat)
 
     def sample(self, obs: np.ndarray) -> np.ndarray:
+        if isinstance(self.policy, NumpyGaussian):
+            return self.policy.draw(obs, self.rng)[0]
         return self._gumbel_max(self.policy(obs))
 
     def sample_with_log_prob(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if isinstance(self.policy, NumpyGaussian):
+            return self.policy.draw(obs, self.rng)
         logits = self.policy(obs)
         actions = self._gumbel_max(logits)
         shifted = logits - logits.max(axis=1, keepdims=True)  # log-softmax, as the learner's torch one
