@@ -52,9 +52,11 @@ MINATAR: dict[str, dict[str, Any]] = {
             "actor_refresh": 4, "envs_per_actor": 4, "n_step": 3},
     # Ape-X's own exploration (ε from 0.4 down to 0.4^8) leaves a run with few actors one that plays
     # at ε 0.4, whose short episodes then fill the training average: DQN's range, 0.1 down to 0.01,
-    # instead (docs/benchmarks.md, "Every algorithm to the DQN score on MinAtar").
+    # instead (docs/benchmarks.md, "Every algorithm to the DQN score on MinAtar"). Rows go to replay
+    # every 50 steps, as in Ape-X's paper: an add every 4 steps spent a third of the actors' and the
+    # replay shard's CPU on the calls (docs/benchmarks.md, "Ape-X's adds").
     "apex": {**_MINATAR_RL, "lr": 5e-4, "batch_size": 32, "dueling": True, "target_update": "hard:1000",
-             "learning_starts": 2_000, "eps_base": 0.1, "eps_alpha": 1.0},
+             "learning_starts": 2_000, "eps_base": 0.1, "eps_alpha": 1.0, "add_every": 50},
     "a3c": {**_MINATAR_RL, "lr_policy": 1e-3, "lr_value": 1e-3, "gae_lambda": 0.8, "unroll_length": 16},
 }
 
