@@ -71,18 +71,25 @@ print(len(evaluator.report()["eval_returns"]), 'torch' in sys.modules)
     assert done.stdout.split() == ["2", "False"]  # both episodes played, and torch never loaded
 
 
+def _twin_on_random_parameters(net, obs_dim: int, rows: int):
+    """``(policy, flat, obs, out)``: ``net`` on random parameters throughout, its numpy policy loaded
+    with the same vector, random observations, and the torch network's policy output on them."""
+    flat = np.random.default_rng(0).normal(0, 0.5, FlatParams(net).size).astype(np.float32)
+    FlatParams(net).set(flat)
+    policy = numpy_policy(net)
+    policy.set(flat)
+    obs = np.random.default_rng(1).normal(0, 2.0, size=(rows, obs_dim))
+    with torch.no_grad():
+        out, _ = net(torch.as_tensor(obs, dtype=torch.float32))
+    return policy, flat, obs, out
+
+
 @pytest.mark.parametrize("hidden, shared", [((64, 64), False), ((16, 8, 4), False), ((32,), True), ((), True)])
 def test_the_numpy_policy_computes_the_actor_critics_logits_and_greedy_actions(hidden, shared):
     """On random parameters throughout (the policy head is not left near zero, where a copy reading
     the wrong entries could still agree on most argmaxes), whole vector in, value network and all."""
     net = ActorCritic(4, 3, hidden, shared=shared)
-    flat = np.random.default_rng(0).normal(0, 0.5, FlatParams(net).size).astype(np.float32)
-    FlatParams(net).set(flat)
-    policy = numpy_policy(net)
-    policy.set(flat)
-    obs = np.random.default_rng(1).normal(0, 2.0, size=(512, 4))
-    with torch.no_grad():
-        logits, _ = net(torch.as_tensor(obs, dtype=torch.float32))
+    policy, _, obs, logits = _twin_on_random_parameters(net, obs_dim=4, rows=512)
     np.testing.assert_allclose(policy(obs), logits.numpy(), rtol=1e-4, atol=1e-5)
     actions = policy.greedy(obs)
     assert len(np.unique(actions)) == 3  # every action is chosen somewhere: the comparison means something
@@ -95,13 +102,7 @@ def test_a_gaussian_policys_numpy_twin_is_the_torch_policy(hidden, shared, size)
     so a twin reading the wrong entries fails), the greedy action is the mean, and a draw's
     log-probability is torch's Normal log-density of the action drawn."""
     net = ActorCritic(5, size, hidden, shared=shared, continuous=True)
-    flat = np.random.default_rng(0).normal(0, 0.5, FlatParams(net).size).astype(np.float32)
-    FlatParams(net).set(flat)
-    policy = numpy_policy(net)
-    policy.set(flat)
-    obs = np.random.default_rng(1).normal(0, 2.0, size=(256, 5))
-    with torch.no_grad():
-        out, _ = net(torch.as_tensor(obs, dtype=torch.float32))
+    policy, flat, obs, out = _twin_on_random_parameters(net, obs_dim=5, rows=256)
     np.testing.assert_allclose(policy(obs), out.numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(policy.greedy(obs), GreedyPolicy(net)(obs), rtol=1e-4, atol=1e-5)
     actions, log_probs = policy.draw(obs, np.random.default_rng(2))
