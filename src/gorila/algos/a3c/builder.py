@@ -11,7 +11,7 @@ import functools
 from dataclasses import asdict
 
 from gorila.algos.a3c.config import A3CConfig
-from gorila.algos.a3c.networks import greedy_policy, learning_rates, make_network
+from gorila.algos.a3c.networks import evaluation_policy_for, learning_rates
 from gorila.algos.kit import CHUNK_SECONDS, INFERENCE, inference_service, rl_plan
 from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
@@ -72,5 +72,4 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
 def evaluation_policy(run: RunConfig, cfg: A3CConfig, rl: RLConfig):
     """``(network_fn, policy_fn)`` for ``gorila eval``: the architecture and its greedy policy. The
     network function binds only what shapes the network, so workers receive a few numbers."""
-    return (functools.partial(make_network, rl.env, cfg.hidden, cfg.shared_torso, run.seed,
-                              log_std_init=cfg.log_std_init), greedy_policy)
+    return evaluation_policy_for(rl.env, cfg, run.seed, "a3c")

@@ -11,6 +11,10 @@ All module-level and picklable, so a builder can hand them to workers in other p
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Protocol
+
 import gymnasium as gym
 import numpy as np
 import torch
@@ -64,6 +68,23 @@ def make_network(env_id: str, hidden: tuple[int, ...], shared_torso: bool, seed:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return network_for(*env_spaces(env_id), hidden, shared_torso, algo, log_std_init)
+
+
+class NetworkShape(Protocol):
+    """The settings of an actor-critic algorithm's config that shape its network (A3C's, IMPALA's, PPO's)."""
+
+    hidden: tuple[int, ...]
+    shared_torso: bool
+    log_std_init: float
+
+
+def evaluation_policy_for(env_id: str, cfg: NetworkShape, seed: int, algo: str
+                          ) -> tuple[Callable[[], ActorCriticNet], Callable[[ActorCriticNet], GreedyPolicy]]:
+    """``(network_fn, policy_fn)`` of an actor-critic algorithm, what its builder's
+    ``evaluation_policy`` returns: :func:`make_network` bound to what shapes the network (a few
+    numbers, so workers receive them cheaply), and :func:`greedy_policy`."""
+    return (functools.partial(make_network, env_id, cfg.hidden, cfg.shared_torso, seed, algo=algo,
+                              log_std_init=cfg.log_std_init), greedy_policy)
 
 
 def learning_rates(net: ActorCriticNet, lr_policy: float, lr_value: float) -> np.ndarray:

@@ -14,7 +14,7 @@ import functools
 from dataclasses import asdict
 
 from gorila.actors.segment_actor import SegmentActor
-from gorila.algos.a3c.networks import greedy_policy, make_network
+from gorila.algos.a3c.networks import evaluation_policy_for
 from gorila.algos.impala.config import ImpalaConfig
 from gorila.algos.kit import (
     ACTOR_TIME,
@@ -92,6 +92,4 @@ def check_sync_learners(run: RunConfig, learners: int) -> None:
 
 def evaluation_policy(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig):
     """``(network_fn, policy_fn)`` for evaluation and ``gorila eval``: the architecture and its greedy policy."""
-    return (functools.partial(make_network, rl.env, cfg.hidden, cfg.shared_torso, run.seed, algo="impala",
-                              log_std_init=cfg.log_std_init),
-            greedy_policy)
+    return evaluation_policy_for(rl.env, cfg, run.seed, "impala")

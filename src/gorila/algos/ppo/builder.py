@@ -20,7 +20,7 @@ import math
 from dataclasses import asdict
 
 from gorila.actors.segment_actor import SegmentActor
-from gorila.algos.a3c.networks import greedy_policy, make_network
+from gorila.algos.a3c.networks import evaluation_policy_for
 from gorila.algos.impala.builder import check_sync_learners
 from gorila.algos.kit import (
     ACTOR_TIME,
@@ -117,6 +117,4 @@ def learning_rate(cfg: PPOConfig, rl: RLConfig, rule: UpdateRule) -> float | Lin
 
 def evaluation_policy(run: RunConfig, cfg: PPOConfig, rl: RLConfig):
     """``(network_fn, policy_fn)`` for evaluation and ``gorila eval``: the architecture and its greedy policy."""
-    return (functools.partial(make_network, rl.env, cfg.hidden, cfg.shared_torso, run.seed, algo="ppo",
-                              log_std_init=cfg.log_std_init),
-            greedy_policy)
+    return evaluation_policy_for(rl.env, cfg, run.seed, "ppo")
