@@ -93,12 +93,13 @@ class NumpyGaussian:
         self.total = mean.total
         if not 0 <= self.log_std_at <= self.total - self.size:
             raise ValueError(f"a vector of {self.total} parameters has no log-std of {self.size} at {log_std_at}")
-        self.log_std = np.zeros(self.size, np.float32)
+        self.log_std = self.std = np.zeros(self.size, np.float32)
 
     def set(self, flat: np.ndarray) -> None:
         """Load the parameters from ``flat`` (copied)."""
         self.mean.set(flat)
         self.log_std = np.asarray(flat, np.float32)[self.log_std_at:self.log_std_at + self.size].copy()
+        self.std = np.exp(self.log_std)  # once a load, not once a step
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         mean = self.mean(obs)
@@ -113,7 +114,7 @@ class NumpyGaussian:
         ``rng``, and log N(action; mean, std) of each, float32 (the sample as drawn, unclipped)."""
         mean = self.mean(obs)
         noise = rng.standard_normal(mean.shape, dtype=np.float32)
-        actions = mean + np.exp(self.log_std) * noise
+        actions = mean + self.std * noise
         # the standardised action is the noise itself, as in GaussianHead.sample
         log_probs = (-0.5 * noise * noise - self.log_std - np.float32(_HALF_LOG_2PI)).sum(axis=1)
         return actions, log_probs.astype(np.float32, copy=False)

@@ -28,18 +28,20 @@ class NumpySampler:
     def __init__(self, policy: NumpyNetwork, seed: int):
         self.policy = copy.deepcopy(policy)
         self.rng = np.random.default_rng(seed)
+        # which draw, decided once rather than at every step
+        self._gaussian = self.policy if isinstance(self.policy, NumpyGaussian) else None
 
     def set(self, flat: np.ndarray) -> None:
         self.policy.set(flat)
 
     def sample(self, obs: np.ndarray) -> np.ndarray:
-        if isinstance(self.policy, NumpyGaussian):
-            return self.policy.draw(obs, self.rng)[0]
+        if self._gaussian is not None:
+            return self._gaussian.draw(obs, self.rng)[0]
         return self._gumbel_max(self.policy(obs))
 
     def sample_with_log_prob(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if isinstance(self.policy, NumpyGaussian):
-            return self.policy.draw(obs, self.rng)
+        if self._gaussian is not None:
+            return self._gaussian.draw(obs, self.rng)
         logits = self.policy(obs)
         actions = self._gumbel_max(logits)
         shifted = logits - logits.max(axis=1, keepdims=True)  # log-softmax, as the learner's torch one
