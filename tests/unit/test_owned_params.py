@@ -61,6 +61,37 @@ def test_the_store_sees_every_nth_version():
     assert seen == [0, 0, 3, 3, 3, 6, 6]
 
 
+class _Learner:
+    """A learner stand-in: each step pushes one gradient while it has batches, then says it waits."""
+
+    def __init__(self, server: ParameterServer, batches: int):
+        self.client, self.batches = server.client(0), batches
+
+    def step(self) -> bool:
+        if self.batches == 0:
+            return False
+        self.client.params()  # the version the gradient is computed on
+        self.client.push(np.ones(SIZE, np.float32), wait=True)
+        self.batches -= 1
+        return True
+
+
+def test_a_learner_waiting_for_data_publishes_its_newest_version_whatever_the_period():
+    """Synchronous PPO's actors wait for the version that ends the learner's batch: held back by
+    the period, it would come only with the chunk's end."""
+    from gorila.params.owned import PublishingWorker
+
+    store = _store()
+    owned = owned_server(store, SPEC, Publication(every_updates=1, every_s=1e9))
+    worker = PublishingWorker(_Learner(owned, batches=3), list(owned.endpoints))
+    assert [worker.step() for _ in range(3)] == [True] * 3
+    assert _held(store)[1] == 0  # while the learner learns, the period holds publications back
+    assert worker.step() is False
+    params, version = _held(store)
+    assert version == 3 and np.array_equal(params, _held(owned)[0])
+    assert worker.step() is False and owned.endpoints[0].publications == 1  # nothing new: nothing sent
+
+
 class SlowStore(LocalEndpoint):
     """The store's shard, whose publications arrive only when released (a busy store process)."""
 

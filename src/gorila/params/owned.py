@@ -88,13 +88,15 @@ class OwnedEndpoint(LocalEndpoint):
     def connect(self) -> None:
         self.store.connect()
 
-    def publish_if_due(self) -> bool:
-        """Send the shard's state to the store if the publication's period says so and the last
-        one has arrived (a store that is slow is sent the newer version next time instead)."""
+    def publish_if_due(self, idle: bool = False) -> bool:
+        """Send the shard's state to the store if the publication's period says so (or, ``idle``,
+        if the store is behind at all) and the last one has arrived (a store that is slow is sent
+        the newer version next time instead)."""
         now = time.monotonic()
         behind = self.shard.version - self.published_version
-        if (not self.publishes or behind < self.publication.every_updates
-                or now - self.published_at < self.publication.every_s):
+        due = behind >= 1 if idle else (behind >= self.publication.every_updates
+                                         and now - self.published_at >= self.publication.every_s)
+        if not self.publishes or not due:
             return False
         if self.in_flight is not None:
             if not self.in_flight.ready():
@@ -170,7 +172,17 @@ class PublishingWorker:
         self.learner, self.endpoints = learner, endpoints
 
     def step(self) -> Any:
-        return self.learner.step()
+        return self.published_if_idle(self.learner.step())
+
+    def published_if_idle(self, progressed: Any) -> Any:
+        """``progressed`` (a learner step's answer), having published the newest version when it
+        is False: the learner waits for data, so sending it costs the learner nothing now, and the
+        actors may be waiting for exactly that version (synchronous PPO's rounds), which the
+        publication's period would otherwise hold back until the chunk ends."""
+        if progressed is False:
+            for endpoint in self.endpoints:
+                endpoint.publish_if_due(idle=True)
+        return progressed
 
     def report(self) -> dict[str, Any]:
         for endpoint in self.endpoints:

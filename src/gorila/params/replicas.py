@@ -149,7 +149,7 @@ class ReplicaWorker(PublishingWorker):
         except CollectiveLostError as error:
             self.on_lost(error)
             raise
-        return out
+        return self.published_if_idle(out)
 
     def report(self) -> dict[str, Any]:
         return {**super().report(), "collective_rounds": self.rounds.rounds}
