@@ -36,6 +36,21 @@ def test_chan_merge_of_two_halves_is_the_statistics_of_the_whole():
     np.testing.assert_allclose(first.var, data.var(axis=0), rtol=1e-10)
 
 
+def test_a_stream_of_single_rows_and_empty_batches_adds_up_to_the_whole():
+    data = np.random.default_rng(1).normal(-2.0, 0.5, size=(300, 3))
+    stats = RunningStats.empty((3,))
+    for row in data:  # an actor of one env adds one row a step
+        stats.update(row[None])
+        stats.update(data[:0])
+    assert stats.count == 300
+    np.testing.assert_allclose(stats.mean, data.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(stats.var, data.var(axis=0), rtol=1e-10)
+    row = data[:1].copy()
+    one = RunningStats.of(row)
+    row[:] = 0.0  # runners reuse their arrays: a row's statistics must not change with them
+    np.testing.assert_array_equal(one.mean, data[0])
+
+
 def test_normalisation_is_by_mean_and_std_and_clipped_to_ten():
     stats = RunningStats.empty((2,))
     stats.update(np.array([[0.0, 10.0], [2.0, 10.0]]))  # mean (1, 10), var (1, 0)

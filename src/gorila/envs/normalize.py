@@ -61,10 +61,19 @@ class RunningStats:
 
     def update(self, batch: np.ndarray) -> None:
         """Add ``batch``'s rows (its first axis)."""
+        self.merge(RunningStats.of(batch))
+
+    @classmethod
+    def of(cls, batch: np.ndarray) -> RunningStats:
+        """The statistics of ``batch``'s rows (its first axis)."""
         batch = np.asarray(batch, np.float64)
-        if len(batch):
-            mean = batch.mean(axis=0)
-            self.merge(RunningStats(len(batch), mean, ((batch - mean) ** 2).sum(axis=0)))
+        if len(batch) == 1:  # an actor of one env adds one row a step: no mean or deviations to take
+            return cls(1, batch[0].copy(), np.zeros(batch.shape[1:]))  # a copy: runners reuse their arrays
+        if len(batch) == 0:
+            return cls.empty(batch.shape[1:])
+        mean = np.add.reduce(batch, axis=0) / len(batch)
+        deviations = batch - mean
+        return cls(len(batch), mean, np.add.reduce(deviations * deviations, axis=0))
 
     def merge(self, other: RunningStats) -> None:
         """Chan et al.'s parallel update: these statistics become those of both streams."""
@@ -74,14 +83,16 @@ class RunningStats:
         delta = other.mean - self.mean
         # np.asarray: a scalar statistic (the return's) stays a 0-d array, as checkpoints save it
         self.mean = np.asarray(self.mean + delta * (other.count / count))
-        self.m2 = np.asarray(self.m2 + other.m2 + delta ** 2 * (self.count * other.count / count))
+        self.m2 = np.asarray(self.m2 + other.m2 + delta * delta * (self.count * other.count / count))
         self.count = count
 
     def copy(self) -> RunningStats:
         return RunningStats(self.count, self.mean.copy(), self.m2.copy())
 
     def normalize(self, x: np.ndarray) -> np.ndarray:
-        return np.clip((np.asarray(x) - self.mean) / np.sqrt(self.var + EPSILON), -CLIP, CLIP).astype(np.float32)
+        scaled = (np.asarray(x) - self.mean) / np.sqrt(self.var + EPSILON)
+        # np.minimum / np.maximum in place: np.clip's dispatch costs more than the work on one env's row
+        return np.maximum(np.minimum(scaled, CLIP, out=scaled), -CLIP, out=scaled).astype(np.float32)
 
     def to_report(self) -> dict[str, Any]:
         """JSON-like, as a worker's report is."""
@@ -177,8 +188,7 @@ class Normalizer:
         """``obs`` (a batch) added to the statistics, then normalised by them."""
         if self.current.obs is None or self.since.obs is None:
             return obs
-        batch = RunningStats.empty(self.shape)
-        batch.update(obs)
+        batch = RunningStats.of(obs)
         self.current.obs.merge(batch)
         self.since.obs.merge(batch)
         return self.current.obs.normalize(obs)
@@ -192,12 +202,11 @@ class Normalizer:
         statistics; ``rewards`` divided by its standard deviation, clipped."""
         if self.current.ret is None or self.since.ret is None:
             return rewards
-        batch = RunningStats.empty(())
-        batch.update(returns)
+        batch = RunningStats.of(returns)
         self.current.ret.merge(batch)
         self.since.ret.merge(batch)
-        scaled = np.asarray(rewards) / np.sqrt(self.current.ret.var + EPSILON)
-        return np.clip(scaled, -CLIP, CLIP).astype(np.float32)
+        scaled = np.asarray(rewards, np.float64) / np.sqrt(self.current.ret.var + EPSILON)
+        return np.maximum(np.minimum(scaled, CLIP, out=scaled), -CLIP, out=scaled).astype(np.float32)
 
     def report(self) -> dict[str, Any]:
         """``{"normalization": ...}``: what was added since the last report, for the driver to
