@@ -90,9 +90,7 @@ class RunningStats:
         return RunningStats(self.count, self.mean.copy(), self.m2.copy())
 
     def normalize(self, x: np.ndarray) -> np.ndarray:
-        scaled = (np.asarray(x) - self.mean) / np.sqrt(self.var + EPSILON)
-        # np.minimum / np.maximum in place: np.clip's dispatch costs more than the work on one env's row
-        return np.maximum(np.minimum(scaled, CLIP, out=scaled), -CLIP, out=scaled).astype(np.float32)
+        return _clipped((np.asarray(x) - self.mean) / np.sqrt(self.var + EPSILON))
 
     def to_report(self) -> dict[str, Any]:
         """JSON-like, as a worker's report is."""
@@ -101,6 +99,12 @@ class RunningStats:
     @classmethod
     def from_report(cls, report: dict[str, Any]) -> RunningStats:
         return cls(report["count"], np.asarray(report["mean"]), np.asarray(report["m2"]))
+
+
+def _clipped(scaled: np.ndarray) -> np.ndarray:
+    """``scaled`` (a fresh float64 array) clipped to ±CLIP in place, as float32: np.minimum and
+    np.maximum, since np.clip's dispatch costs more than the work on one env's row."""
+    return np.maximum(np.minimum(scaled, CLIP, out=scaled), -CLIP, out=scaled).astype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -205,8 +209,7 @@ class Normalizer:
         batch = RunningStats.of(returns)
         self.current.ret.merge(batch)
         self.since.ret.merge(batch)
-        scaled = np.asarray(rewards, np.float64) / np.sqrt(self.current.ret.var + EPSILON)
-        return np.maximum(np.minimum(scaled, CLIP, out=scaled), -CLIP, out=scaled).astype(np.float32)
+        return _clipped(np.asarray(rewards, np.float64) / np.sqrt(self.current.ret.var + EPSILON))
 
     def report(self) -> dict[str, Any]:
         """``{"normalization": ...}``: what was added since the last report, for the driver to
