@@ -104,7 +104,8 @@ class RunningStats:
 def _clipped(scaled: np.ndarray) -> np.ndarray:
     """``scaled`` (a fresh float64 array) clipped to ±CLIP in place, as float32: np.minimum and
     np.maximum, since np.clip's dispatch costs more than the work on one env's row."""
-    return np.maximum(np.minimum(scaled, CLIP, out=scaled), -CLIP, out=scaled).astype(np.float32)
+    clipped: np.ndarray = np.maximum(np.minimum(scaled, CLIP, out=scaled), -CLIP, out=scaled)
+    return clipped.astype(np.float32)
 
 
 @dataclass(frozen=True)
