@@ -80,7 +80,8 @@ def test_a_double_ctrl_c_still_saves_the_final_checkpoint_and_the_full_summary(g
 def test_a_signal_while_ray_starts_exits_with_its_code(gorila_process, wait_until, tmp_path, signum, code):
     """While Ray starts (its GCS up, ray.init not returned), ray.init's own SIGTERM handler
     (sys.exit(15)) is in place: the run still ends as any stopped start does, with 128 + the
-    signal and nothing trained."""
+    signal and nothing trained. A SIGTERM that ends the GCS before it names its port waits out
+    Ray's 30-s wait for that port first (see gorila.driver.stop): hence a minute."""
     job = gorila_process("train", "--algo", "a3c", "--workers", "2", "--run-dir", str(tmp_path / "run"))
     job.wait_for("starting Ray on this machine", timeout_s=120)
     driver = psutil.Process(job.proc.pid)

@@ -23,11 +23,12 @@ import contextlib
 import functools
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from gorila.checkpoint import CheckpointTimer, load_checkpoint
 from gorila.config import RunConfig
@@ -56,6 +57,7 @@ OnChunk = Callable[[Placed], bool | None]
 #: Called with every logged row (``step``, ``time_s`` and the filled columns); returning False
 #: stops the run there (``stop_reason: "callback"``).
 OnRow = Callable[[dict[str, float]], bool | None]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -121,13 +123,12 @@ def _run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChu
         startup["plan_s"] = terminal.elapsed()  # the command's imports and the builder are done
     # The learning curve is drawn on a thread while the run's end waits on its processes (the last
     # chunks and evaluation, the summary's reports, the runtime's shutdown): a run ends sooner.
-    with StopSignals() as signals, ThreadPoolExecutor(max_workers=1, thread_name_prefix="learning-curve") as plotter, \
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan") as builder:
+    with StopSignals() as signals, ThreadPoolExecutor(max_workers=1, thread_name_prefix="learning-curve") as plotter:
         if build is not None:
             # Ray's import first: beside the plan's, the two would share this process's one GIL,
             # and Ray's start, which waits on it, is the longer path to the first env step.
             preload(run_config.runtime)
-        planned = builder.submit(_built, build, terminal) if build is not None else None
+        planned = _in_background(_built, build, terminal) if build is not None else None
         started: list[Runtime] = []
         try:  # starting Ray installs a SIGTERM handler of its own (sys.exit(15)): a signal still ends it here
             with terminal.stage(_runtime_stage(run_config)), signals.foreign():
@@ -324,6 +325,25 @@ def _shutdown_s(stamps: dict[str, float]) -> float | None:
     nothing to do) to the run's end: everything written and every process stopped."""
     start = stamps.get("last_chunk_s", stamps.get("stop_s"))
     return None if start is None else stamps["learning_curve_s"] - start
+
+
+def _in_background(fn: Callable[..., T], *args: Any) -> Future[T]:
+    """``fn(*args)`` on a daemon thread, its result a future. Not a pool's thread: a pool's are
+    joined when the process exits, and a start that a signal aborts must not wait for the plan.
+    The signal's exception lands in the main thread wherever it is, and may leave a lock taken
+    there (logging's, where it landed in a log call) for good: the plan's imports, which log,
+    would then wait forever, and the exit with them."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        future.set_running_or_notify_cancel()
+        try:
+            future.set_result(fn(*args))
+        except BaseException as error:  # handed to whoever takes the result
+            future.set_exception(error)
+
+    threading.Thread(target=run, name="plan", daemon=True).start()
+    return future
 
 
 def _built(build: Callable[[], Plan], terminal: Terminal) -> tuple[Plan, float]:

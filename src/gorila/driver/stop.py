@@ -1,14 +1,17 @@
 """SIGINT (Ctrl-C), SIGTERM and SIGHUP during a run: stop cleanly, losing nothing.
 
-While the run starts, a signal aborts it at once (there is nothing to save yet). Once the driver's
-loop runs, a signal only asks it to stop after the chunk under way: the workers stop, the driver
-writes a final checkpoint, ``summary.json`` (``stop_reason: "interrupted"``) and the learning curve,
-shuts the runtime down, and raises :class:`Interrupted` carrying the summary. A second signal
-hurries that end: the waits it marks :meth:`~StopSignals.abandonable` (the chunks under way on Ray)
-are given up, and the final checkpoint (the shards' parameters as they are) and the full summary
-are still written; only a third quits at once. SIGHUP (a closed terminal, a dropped ssh session)
-stops a run as SIGTERM does: a run on a terminal that went away is saved, not lost (what it would
-still have written to that terminal goes to /dev/null)::
+While the run starts, a signal aborts it at once (there is nothing to save yet), with one delay that
+is Ray's: a SIGTERM to the whole process group in the first moment of Ray's GCS (before it has named
+its port) ends the GCS, and ``ray.init`` waits for that port up to 30 s in C++, holding Python's
+lock, so no handler runs until the wait gives up. Once the driver's loop runs, a signal only asks it
+to stop after the chunk under way: the workers stop, the driver writes a final checkpoint,
+``summary.json`` (``stop_reason: "interrupted"``) and the learning curve, shuts the runtime down,
+and raises :class:`Interrupted` carrying the summary. A second signal hurries that end: the waits it
+marks :meth:`~StopSignals.abandonable` (the chunks under way on Ray) are given up, and the final
+checkpoint (the shards' parameters as they are) and the full summary are still written; only a third
+quits at once. SIGHUP (a closed terminal, a dropped ssh session) stops a run as SIGTERM does: a run
+on a terminal that went away is saved, not lost (what it would still have written to that terminal
+goes to /dev/null)::
 
     with StopSignals() as signals:
         runtime = make_runtime(...)          # a signal here raises Interrupted
