@@ -1,5 +1,6 @@
 import itertools
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -13,7 +14,7 @@ from gorila.envs import (
     make_env,
     make_env_runner,
 )
-from gorila.envs.evaluation import NORMALIZATION_SOURCE, EvaluationEpisodes
+from gorila.envs.evaluation import EVAL_MAX_STEPS, NORMALIZATION_SOURCE, EvaluationEpisodes
 from gorila.envs.make import SignReward
 from gorila.envs.vector import GymnasiumBackend, envpool_supports
 from gorila.errors import ConfigError
@@ -184,6 +185,27 @@ def test_evaluate_returns_unclipped_returns_after_null_op_starts():
     decisions = np.concatenate(calls)[:, 0]
     assert 20 * 2 <= len(decisions) < 20 * 5  # ... and were not chosen by the policy
     assert (decisions == 0).sum() < 20  # some episodes began after a no-op
+
+
+@pytest.fixture
+def endless_env():
+    """An env id whose episodes never end (no time limit, no terminal state), as MinAtar's games
+    under a policy that idles somewhere safe."""
+    env_id = "gorila-test/Endless-v0"
+    gym.register(env_id, entry_point="gorila.envs.fake:CountingEnv", kwargs={"episode_length": 10**9})
+    yield env_id
+    del gym.registry[env_id]
+
+
+def test_an_evaluation_episode_that_never_ends_is_cut_at_the_ale_cap_its_return_counting(endless_env):
+    def greedy(obs_batch):
+        return np.zeros(len(obs_batch), np.int64)
+
+    assert evaluate(greedy, endless_env, episodes=2, epsilon=0.0, seed=0, noop_max=0) == [float(EVAL_MAX_STEPS)] * 2
+    played = EvaluationEpisodes(endless_env, episodes=3, epsilon=0.0, seed=0, noop_max=2, max_steps=7)
+    assert played.play(greedy) and played.returns == [7.0] * 3 and played.capped == 3  # no-ops count as steps
+    shorter = EvaluationEpisodes("gorila/Counting-v0", episodes=3, epsilon=0.0, seed=0, max_steps=7)
+    assert shorter.play(greedy) and shorter.returns == [5.0] * 3 and shorter.capped == 0  # ended on their own
 
 
 def test_evaluate_with_epsilon_one_never_asks_the_policy():

@@ -111,7 +111,8 @@ class Evaluator:
         self._ended()
         self.last = {"eval_return": float(np.mean(returns)), "eval_min": float(np.min(returns)),
                      "eval_max": float(np.max(returns)), "eval_returns": returns, "eval_version": self.version,
-                     "eval_seconds": self.played_s, "eval_seed": seed, "eval_params": self.params,
+                     "eval_seconds": self.played_s, "eval_seed": seed, "eval_capped": played.capped,
+                     "eval_params": self.params,
                      "eval_taken_at": self.taken_at,
                      **({} if self.frozen is None else {"eval_statistics": Statistics(obs=self.frozen).arrays()})}
 

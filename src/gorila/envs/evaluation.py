@@ -21,6 +21,12 @@ from gorila.envs.faults import EnvCheck, EnvFailures, reward_fault
 from gorila.envs.make import ATARI_FRAME_SKIP, close_env, is_atari, make_env
 from gorila.errors import ConfigError
 
+#: The longest an evaluation episode plays before it is cut, its return so far counting: ALE's own
+#: cap, 108,000 frames (30 minutes of play), in agent steps of 4 frames. An env without a time limit
+#: (MinAtar's) under a greedy policy that found a safe corner (Seaquest's sub idling at the surface)
+#: would otherwise play one episode for as long as the run lasts, and no evaluation would end.
+EVAL_MAX_STEPS = 27_000
+
 
 def evaluate(policy_fn: Callable[[np.ndarray], np.ndarray], env_id: str, episodes: int, epsilon: float,
              seed: int, noop_max: int = 30, video_dir: Path | None = None) -> list[float]:
@@ -68,14 +74,21 @@ class EvaluationEpisodes:
     between two episodes' steps of a round (the rest of the round is stepped first in the next
     one, with the actions already chosen): an env of seconds per step plays in slices as short as
     one step, and the episodes are the same however they were sliced.
+
+    An episode ends where the env ends it or after ``max_steps`` steps (default
+    :data:`EVAL_MAX_STEPS`), no-ops included, whichever comes first; ``capped`` counts the episodes
+    cut there.
     """
 
     def __init__(self, env_id: str, episodes: int, epsilon: float, seed: int, noop_max: int = 30,
-                 video_dir: Path | None = None, failures: EnvFailures | None = None):
+                 video_dir: Path | None = None, failures: EnvFailures | None = None,
+                 max_steps: int = EVAL_MAX_STEPS):
         validate.integer("eval_episodes", episodes, low=1)
         validate.number("eval_epsilon", epsilon, low=0.0, high=1.0)
         validate.integer("noop_max", noop_max, low=0)
+        validate.integer("max_steps", max_steps, low=1)
         self.env_id, self.epsilon, self.seed, self.video_dir = env_id, epsilon, seed, video_dir
+        self.max_steps, self.capped = max_steps, 0
         self.failures = failures or EnvFailures()
         self._steps = 0   # env steps played, the clock of the failures' window
         # All episodes run side by side, so the policy sees one batch per step instead of one
@@ -111,6 +124,7 @@ class EvaluationEpisodes:
         self.noop_max = noop_max
         self.rng = np.random.default_rng(self.seed)
         self.totals = np.zeros(len(self.envs))
+        self.lengths = np.zeros(len(self.envs), np.int64)  # each episode's steps so far
         self.live = np.ones(len(self.envs), bool)
         self.noops = np.zeros(len(self.envs), np.int64)  # no-ops each episode has still to play
         self.obs: list = [None] * len(self.envs)
@@ -130,7 +144,7 @@ class EvaluationEpisodes:
             except Exception as err:  # any failure of the env's own code: rebuild it
                 fault = f"{self.env_id} env {i}: {type(err).__name__} in reset: {err}"
             if fault is None:
-                self.obs[i], self.totals[i], self.live[i] = o, 0.0, True
+                self.obs[i], self.totals[i], self.lengths[i], self.live[i] = o, 0.0, 0, True
                 self.noops[i] = int(self.rng.integers(0, self.noop_max + 1))
                 return
             self._rebuild(i, fault)
@@ -202,7 +216,10 @@ class EvaluationEpisodes:
             return
         self.obs[i] = obs
         self.totals[i] += float(reward)
-        self.live[i] = not (terminated or truncated)
+        self.lengths[i] += 1
+        capped = not (terminated or truncated) and self.lengths[i] >= self.max_steps
+        self.capped += capped
+        self.live[i] = not (terminated or truncated or capped)
 
     def close(self) -> None:
         """Close the environments (and write their videos); an error a close raises is logged and ignored."""
