@@ -206,6 +206,7 @@ def test_an_evaluation_episode_that_never_ends_is_cut_at_the_ale_cap_its_return_
     assert played.play(greedy) and played.returns == [7.0] * 3 and played.capped == 3  # no-ops count as steps
     shorter = EvaluationEpisodes("gorila/Counting-v0", episodes=3, epsilon=0.0, seed=0, max_steps=7)
     assert shorter.play(greedy) and shorter.returns == [5.0] * 3 and shorter.capped == 0  # ended on their own
+    assert type(played.capped) is int  # it goes into summary.json
 
 
 def test_evaluate_with_epsilon_one_never_asks_the_policy():

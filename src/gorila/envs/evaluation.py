@@ -217,8 +217,8 @@ class EvaluationEpisodes:
         self.obs[i] = obs
         self.totals[i] += float(reward)
         self.lengths[i] += 1
-        capped = not (terminated or truncated) and self.lengths[i] >= self.max_steps
-        self.capped += capped
+        capped = not (terminated or truncated) and int(self.lengths[i]) >= self.max_steps
+        self.capped += int(capped)
         self.live[i] = not (terminated or truncated or capped)
 
     def close(self) -> None:
