@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from gorila.bench.memory import Peaks, role_of, sample_tree
+from gorila.bench.memory import Peaks, read_tree, role_of, sample_tree
 
 RAY = "/venv/lib/python3.11/site-packages/ray"
 
@@ -38,6 +38,30 @@ def test_peaks_are_of_the_sum_and_of_each_roles_processes_together():
     peaks.add([("driver", 30, 9), ("actor-0", 10, 4)])
     assert (peaks.total_rss, peaks.total_pss, peaks.processes) == (50, 21, 3)
     assert peaks.roles == {"driver": (30, 9), "actor-0": (40, 16)}
+
+
+class FakeProcess:
+    """What read_tree asks of a psutil.Process, fixed."""
+
+    def __init__(self, pid, cmdline, rss, pss, children=()):
+        self.pid, self._cmdline, self._memory, self._children = pid, cmdline, (rss, pss), list(children)
+
+    def children(self, recursive=False):
+        return self._children
+
+    def cmdline(self):
+        return self._cmdline
+
+    def memory_full_info(self):
+        rss, pss = self._memory
+        return type("Memory", (), {"rss": rss, "pss": pss})()
+
+
+def test_a_process_on_its_way_out_is_left_out_of_a_reading():
+    # An exiting process has released its memory and its command line: a row of zeros named "?"
+    exiting = FakeProcess(3, [], 0, 0)
+    root = FakeProcess(1, ["python", "-m", "gorila"], 300, 200, [FakeProcess(2, ["ray::shard-0"], 90, 50), exiting])
+    assert read_tree(root) == [("driver", 300, 200), ("shard-0", 90, 50)]
 
 
 def test_a_process_tree_is_read_until_its_root_exits():

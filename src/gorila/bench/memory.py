@@ -83,7 +83,8 @@ class Peaks:
 
 
 def read_tree(root: psutil.Process) -> list[tuple[str, int, int]]:
-    """(role, rss, pss) of ``root`` and every process below it; those gone meanwhile are left out."""
+    """(role, rss, pss) of ``root`` and every process below it; those gone meanwhile, or on their
+    way out (their memory already released, their command line empty), are left out."""
     try:
         procs = [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
@@ -92,6 +93,8 @@ def read_tree(root: psutil.Process) -> list[tuple[str, int, int]]:
     for proc in procs:
         try:
             info = proc.memory_full_info()
+            if info.rss == 0:  # exiting: nothing of it is left to count, nor a name to count it under
+                continue
             out.append((role_of(proc.cmdline(), proc.pid == root.pid), info.rss, info.pss))
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             pass
