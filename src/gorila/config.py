@@ -200,7 +200,9 @@ class RunConfig:
         """With ``--server learner``, when the learner publishes its parameters; else None."""
         if self.server != "learner":
             return None
-        return Publication(every_updates=self.publish_every, every_s=0.0 if self.runtime == "local" else PUBLISH_S)
+        local = self.runtime == "local"
+        return Publication(every_updates=self.publish_every, every_s=0.0 if local else PUBLISH_S,
+                           at_step_end=local and self.publish_every == 1)
 
     def resolved_run_dir(self, label: str) -> Path:
         """``resume``, ``run_dir`` or ``runs/<algo>-<label>-<time>``; a new run in a directory

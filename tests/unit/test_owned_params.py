@@ -7,6 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from gorila.errors import ConfigError
 from gorila.params import ServerSpec, UpdateRule
 from gorila.params.client import LocalEndpoint
 from gorila.params.owned import OwnedEndpoint, Publication, owned_server
@@ -62,18 +63,40 @@ def test_the_store_sees_every_nth_version():
 
 
 class _Learner:
-    """A learner stand-in: each step pushes one gradient while it has batches, then says it waits."""
+    """A learner stand-in: each step pushes ``updates`` gradients (PPO's epochs of minibatches)
+    while it has batches, then says it waits."""
 
-    def __init__(self, server: ParameterServer, batches: int):
-        self.client, self.batches = server.client(0), batches
+    def __init__(self, server: ParameterServer, batches: int, updates: int = 1):
+        self.client, self.batches, self.updates = server.client(0), batches, updates
 
     def step(self) -> bool:
         if self.batches == 0:
             return False
-        self.client.params()  # the version the gradient is computed on
-        self.client.push(np.ones(SIZE, np.float32), wait=True)
+        for _ in range(self.updates):
+            self.client.params()  # the version the gradient is computed on
+            self.client.push(np.ones(SIZE, np.float32), wait=True)
         self.batches -= 1
         return True
+
+
+def test_at_step_end_a_step_of_several_updates_is_published_once_with_its_newest_version():
+    """The local runtime's publication: nothing reads the store while a worker steps there, so a
+    step's newest version is sent when it ends, not after each of its updates."""
+    from gorila.config import RunConfig
+    from gorila.params.owned import PublishingWorker
+
+    store = _store()
+    owned = owned_server(store, SPEC, RunConfig(runtime="local", server="learner").publication())
+    worker = PublishingWorker(_Learner(owned, batches=2, updates=4), list(owned.endpoints))
+    for step in (1, 2):
+        assert worker.step() is True
+        params, version = _held(store)
+        assert version == 4 * step and np.array_equal(params, _held(owned)[0])
+        assert owned.endpoints[0].publications == step
+    assert not RunConfig(runtime="ray", server="learner").publication().at_step_end  # Ray's actors read meanwhile
+    assert not RunConfig(runtime="local", server="learner", publish_every=3).publication().at_step_end
+    with pytest.raises(ConfigError, match="publish_every"):
+        Publication(every_updates=3, at_step_end=True)
 
 
 def test_a_learner_waiting_for_data_publishes_its_newest_version_whatever_the_period():

@@ -46,16 +46,26 @@ class Publication:
     rows must not depend on time), the optimizer state at most every ``state_every_s``::
 
         Publication(every_updates=4, every_s=0.1, state_every_s=10.0)
+
+    With ``at_step_end`` the newest version is published once each learner step has ended instead
+    of after each of its updates: on the local runtime, whose workers step one after another,
+    nothing reads the store while the learner steps, so every reader sees the versions it saw
+    before, and a step of PPO's epochs copies its parameters once instead of once per minibatch.
+    Only with ``every_updates`` 1, whose readers see the newest version whenever they read.
     """
 
     every_updates: int = 1
     every_s: float = 0.1
     state_every_s: float = 10.0
+    at_step_end: bool = False
 
     def __post_init__(self) -> None:
         validate.integer("publish_every", self.every_updates, low=1)
         validate.number("every_s", self.every_s, low=0.0)
         validate.number("state_every_s", self.state_every_s, low=0.0)
+        if self.at_step_end and self.every_updates != 1:
+            raise ConfigError("publish_every", "publishing at the end of each learner step needs "
+                                               f"--publish-every 1, got {self.every_updates}")
 
 
 class OwnedEndpoint(LocalEndpoint):
@@ -81,7 +91,7 @@ class OwnedEndpoint(LocalEndpoint):
 
     def push(self, grad: np.ndarray, version: int, worker_id: int, tag: PushTag | None = None) -> Done[PushResult]:
         result = super().push(grad, version, worker_id, tag)
-        if result.result(0.0).applied:
+        if result.result(0.0).applied and not self.publication.at_step_end:
             self.publish_if_due()
         return result
 
@@ -178,9 +188,10 @@ class PublishingWorker:
         """``progressed`` (a learner step's answer), having published the newest version when it
         is False: the learner waits for data, so sending it costs the learner nothing now, and the
         actors may be waiting for exactly that version (synchronous PPO's rounds), which the
-        publication's period would otherwise hold back until the chunk ends."""
-        if progressed is False:
-            for endpoint in self.endpoints:
+        publication's period would otherwise hold back until the chunk ends. A publication
+        ``at_step_end`` sends it after every step."""
+        for endpoint in self.endpoints:
+            if progressed is False or endpoint.publication.at_step_end:
                 endpoint.publish_if_due(idle=True)
         return progressed
 
