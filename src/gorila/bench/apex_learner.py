@@ -95,7 +95,7 @@ class ApexLearnerWorker:
         self.limit = BareQLoop(q, [m for reply in replies for m in minibatches(reply, prefetch)], optimizer, lr)
 
     def step(self) -> bool:
-        return self.learner.step()
+        return bool(self.worker.step())  # the run's worker: under --server learner it publishes as a run's does
 
     def report(self) -> dict[str, Any]:
         return {**self.worker.report(), "priority_updates": self.feed.priority_updates}

@@ -16,6 +16,7 @@ from gorila.core import WorkerFactory
 from gorila.learners.bundle import Bundle
 from gorila.learners.q_learner import QLearner
 from gorila.params import ParameterServer
+from gorila.params.owned import PublishingWorker
 from gorila.replay import Batch
 
 # Distinct minibatches the limit cycles through: enough that it does not train on one batch only.
@@ -46,6 +47,8 @@ class LearnerWorker:
 
     def step(self) -> None:
         self.bundle.learn()
+        if isinstance(self.worker, PublishingWorker):  # each learn taken as a step's end: the strictest publication
+            self.worker.published_if_idle(True)
 
     def report(self) -> dict[str, Any]:
         return self.worker.report()

@@ -76,7 +76,7 @@ class SegmentLearnerWorker:
 
     def step(self) -> None:
         self._top_up()
-        self.learner.step()
+        self.worker.step()  # the run's worker: under --server learner it publishes as a run's does
 
     def report(self) -> dict:
         return self.worker.report()
