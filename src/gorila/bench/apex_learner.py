@@ -102,7 +102,7 @@ class ApexLearnerWorker:
 
     def pipeline_rate(self, seconds: float) -> float:
         """Pushed updates per second, the last push's reply included."""
-        return pushed_rate(self.learner, self.learner.step, seconds)
+        return pushed_rate(self.learner, self.step, seconds)
 
     def limit_rate(self, seconds: float) -> float:
         return self.limit.rate(seconds)

@@ -55,7 +55,7 @@ class LearnerWorker:
 
     def pipeline_rate(self, seconds: float) -> float:
         """Pushed updates per second, the last push's reply included."""
-        return pushed_rate(self.bundle, self.bundle.learn, seconds)
+        return pushed_rate(self.bundle, self.step, seconds)
 
     def limit_rate(self, seconds: float) -> float:
         return self.limit.rate(seconds)
