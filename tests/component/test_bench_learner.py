@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from gorila.algos.ppo.config import PPOConfig
 from gorila.cli import main
 
 # The rate each learner is measured in: DQN's and Ape-X's updates, IMPALA's and PPO's env steps learnt from.
@@ -44,8 +45,9 @@ def test_each_learner_is_measured_beside_its_bare_loop_with_either_server(tmp_pa
     if server == "learner" and algo == "ppo":
         # On the local runtime a learner that owns its parameters publishes once each of its steps
         # ends (and once more, with its optimizer's state, when its report ends the chunk): PPO's
-        # step is a batch's 10 epochs of 2 minibatches.
-        assert row["updates"] // 20 < row["publications"] <= row["updates"] // 20 + 1
+        # step is a batch's epochs of minibatches.
+        per_step = PPOConfig().epochs * PPOConfig().minibatches
+        assert row["updates"] // per_step < row["publications"] <= row["updates"] // per_step + 1
     elif server == "learner":
         assert row["publications"] > row["updates"]  # a step of one update each
     else:

@@ -48,7 +48,7 @@ class LearnerWorker:
     def step(self) -> None:
         self.bundle.learn()
         if isinstance(self.worker, PublishingWorker):  # each learn taken as a step's end: the strictest publication
-            self.worker.published_if_idle(True)
+            self.worker.published_after(True)
 
     def report(self) -> dict[str, Any]:
         return self.worker.report()

@@ -182,14 +182,14 @@ class PublishingWorker:
         self.learner, self.endpoints = learner, endpoints
 
     def step(self) -> Any:
-        return self.published_if_idle(self.learner.step())
+        return self.published_after(self.learner.step())
 
-    def published_if_idle(self, progressed: Any) -> Any:
-        """``progressed`` (a learner step's answer), having published the newest version when it
-        is False: the learner waits for data, so sending it costs the learner nothing now, and the
-        actors may be waiting for exactly that version (synchronous PPO's rounds), which the
-        publication's period would otherwise hold back until the chunk ends. A publication
-        ``at_step_end`` sends it after every step."""
+    def published_after(self, progressed: Any) -> Any:
+        """``progressed`` (a learner step's answer), once what the step's end publishes is sent:
+        the newest version after every step with a publication ``at_step_end``, and whatever the
+        period when the answer is False: the learner waits for data, so sending it costs the
+        learner nothing now, and the actors may be waiting for exactly that version (synchronous
+        PPO's rounds), which the publication's period would otherwise hold back until the chunk ends."""
         for endpoint in self.endpoints:
             if progressed is False or endpoint.publication.at_step_end:
                 endpoint.publish_if_due(idle=True)

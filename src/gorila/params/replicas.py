@@ -149,7 +149,7 @@ class ReplicaWorker(PublishingWorker):
         except CollectiveLostError as error:
             self.on_lost(error)
             raise
-        return self.published_if_idle(out)
+        return self.published_after(out)
 
     def report(self) -> dict[str, Any]:
         return {**super().report(), "collective_rounds": self.rounds.rounds}
