@@ -217,9 +217,10 @@ class EvaluationEpisodes:
         self.obs[i] = obs
         self.totals[i] += float(reward)
         self.lengths[i] += 1
-        capped = not (terminated or truncated) and int(self.lengths[i]) >= self.max_steps
+        ended = terminated or truncated
+        capped = not ended and int(self.lengths[i]) >= self.max_steps
         self.capped += int(capped)
-        self.live[i] = not (terminated or truncated or capped)
+        self.live[i] = not (ended or capped)
 
     def close(self) -> None:
         """Close the environments (and write their videos); an error a close raises is logged and ignored."""
