@@ -137,7 +137,7 @@ class _Base:
         # Pickled (or deep-copied) tensors would come back with memory of their own, no longer the
         # arrays': the step would move tensors that state_dict and the finite check never read.
         return {k: v for k, v in self.__dict__.items()
-                if k not in ("_tmp", "_lr_vector", "_state", "_arrays", "_torch_ready")}
+                if k not in ("_tmp", "_lr_vector", "_state", "_arrays", "_torch_ready", "_count", "_adam")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -283,6 +283,34 @@ class Adam(_Base):
                  beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8):
         super().__init__(size, lr, state)
         self.beta1, self.beta2, self.eps = float(beta1), float(beta2), float(eps)
+
+    def step(self, params: np.ndarray, grad: np.ndarray) -> None:
+        """On the torch path with one learning rate (or its decay), torch's fused Adam
+        (``torch.optim.adam.adam(fused=True)``, torch 2.4 or later) on tensors sharing the arrays'
+        memory: one pass over the slice instead of seven, less than half the time of
+        :meth:`_direction`'s in-place operations on a 141 k-parameter slice. The same formula."""
+        if not self.uses_torch or isinstance(self.lr, np.ndarray):
+            super().step(params, grad)
+            return
+        if not self._torch_ready:
+            self._torch_views()
+        if self._count is None:  # a torch without a fused CPU Adam
+            super().step(params, grad)
+            return
+        step = self.steps
+        self.steps += 1
+        self._count.fill_(step)  # torch's Adam adds this step to its count before the bias correction
+        self._adam(
+            [torch.from_numpy(params)], [torch.from_numpy(grad)], [self._state["m"]], [self._state["v"]], [],
+            [self._count], fused=True, amsgrad=False, beta1=self.beta1, beta2=self.beta2,
+            lr=float(self.lr) if self.decay is None else self.decay.at(step), weight_decay=0.0, eps=self.eps,
+            maximize=False)
+
+    def _torch_views(self) -> None:
+        super()._torch_views()
+        fused = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 4)
+        self._count = torch.zeros((), dtype=torch.float32) if fused else None
+        self._adam = importlib.import_module("torch.optim.adam").adam  # its functional form
 
     def _direction(self, g: torch.Tensor) -> torch.Tensor:
         m = self._state["m"].mul_(self.beta1).add_(g, alpha=1 - self.beta1)
