@@ -21,9 +21,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from gorila.algos.presets import Machine
 from gorila.config import RunConfig
 from gorila.errors import ConfigError
+from gorila.machine import Machine
 
 #: The memory of one Ray process of a run once it has imported PyTorch (docs/benchmarks.md, ``gorila
 #: bench memory``: a bundle takes about 210 MiB PSS with its small replay, the shard 60 without torch).

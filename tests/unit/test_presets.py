@@ -4,10 +4,11 @@ frames-to-reference figure), and the published settings ``--preset NAME`` fills 
 import numpy as np
 import pytest
 
-from gorila.algos.presets import ATARI_FRAMES, MINATAR, PRESETS, Machine, preset, table, with_preset
+from gorila.algos.presets import MINATAR, PRESETS, preset, table, with_preset
 from gorila.bench.minatar import first_reach, reference_scores
 from gorila.errors import ConfigError
 from gorila.launch import configs_from_values
+from gorila.machine import ATARI_FRAMES, Machine
 from gorila.replay.memory import estimate_storage_bytes
 
 
@@ -85,6 +86,17 @@ def test_lunarlander_ppo_is_rl_zoo_s_setting_on_gorila_s_flags():
     assert (envs, batch_steps, batch_steps // ppo.minibatches) == (16, 16 * 1024, 64)  # n_envs, n_steps, batch_size
     assert (ppo.epochs, ppo.gamma, ppo.gae_lambda, ppo.entropy_coef, ppo.lr) == (4, 0.999, 0.98, 0.01, 3e-4)
     assert (run.mode, rl.env, rl.total_steps) == ("sync", "LunarLander-v3", 1_000_000)
+
+
+def test_the_fast_halfcheetah_preset_is_the_zoo_s_but_for_its_minibatches_of_256_and_its_step_size():
+    def settings(name):
+        _, (ppo, rl) = configs_from_values("ppo", {"preset": name})
+        return {**vars(ppo), **vars(rl)}
+
+    zoo, fast = settings("halfcheetah-ppo"), settings("halfcheetah-ppo-fast")
+    changed = {key: (zoo[key], fast[key]) for key in zoo if zoo[key] != fast[key]}
+    assert changed == {"minibatches": (8, 2), "lr": (2.0633e-05, 6e-5)}
+    assert 512 // fast["minibatches"] == 256  # one env x 512 steps a batch
 
 
 @pytest.mark.parametrize("algo, values, words", [

@@ -3,10 +3,10 @@ that cannot fit is refused with the estimate, naming the setting (exit 2, nothin
 
 import pytest
 
-from gorila.algos.presets import Machine
 from gorila.cli import main
 from gorila.errors import ConfigError
 from gorila.launch import configs_from_values
+from gorila.machine import Machine
 from gorila.sizing import PROCESS_BYTES, check_fits, estimate
 
 SMALL = Machine(cpus=2, memory_bytes=8 * 2**30)
