@@ -93,4 +93,8 @@ def test_bench_pipeline_writes_the_runs_steady_rate_beside_the_limit_of_its_part
     assert row["frames_per_s"] > 0 and all(us > 0 for us in parts)
     assert row["limit_frames_per_s"] == pytest.approx(row["cores"] / (sum(parts) / 1e6))
     assert row["ratio"] == pytest.approx(row["frames_per_s"] / row["limit_frames_per_s"])
+    alone = [row[f"{name}_us_per_frame_alone"] for name in ("env", "act", "learn")]
+    assert all(us > 0 for us in alone)
+    assert row["limit_alone_frames_per_s"] == pytest.approx(row["cores"] / (sum(alone) / 1e6))
+    assert row["ratio_alone"] == pytest.approx(row["frames_per_s"] / row["limit_alone_frames_per_s"])
     assert row["busy_cores"] > 0 and row["updates_per_frame"] > 0

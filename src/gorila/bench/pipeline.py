@@ -4,10 +4,16 @@ the machine's limit for it, measured in the same command.
 The run is ``gorila train`` with the flags given (``--seconds`` of training, no stop at the
 target). Its steady rate is read from its metrics rows after the first quarter of its training
 time (start-up, the first chunks and the replay's warm-up are not steady). The limit is what the
-machine's cores allow if they did nothing but the work each frame needs, each part timed alone in
-this process on one thread after the run::
+machine's cores allow if they did nothing but the work each frame needs, each part timed on one
+thread after the run, by one process per core at the same time::
 
     limit = cores / (env step + acting forward pass at the actors' batch + learner work per frame)
+
+A run keeps every core busy, and cores that share a physical core, its caches or its memory
+bandwidth do less each when all of them work (on a 2-vCPU virtual machine a learner's update took
+25-35 % longer with a busy loop on the other vCPU): each part is therefore timed with every core
+timing it, and the mean of their figures is its cost. The same parts timed by this process alone
+give ``limit_alone_frames_per_s`` and ``ratio_alone`` beside it, the ceiling of an idle machine.
 
 The acting term is the actors' own way of acting: through the policy's numpy twin where it has one.
 
@@ -26,19 +32,25 @@ import csv
 import dataclasses
 import functools
 import json
+import multiprocessing as mp
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from gorila import validate
+from gorila.bench.machine_limit import start_one_thread
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.cliargs import command_parser
 from gorila.errors import ConfigError
+
+if TYPE_CHECKING:
+    from multiprocessing.queues import Queue
+    from multiprocessing.synchronize import Barrier
 
 ALGOS = ("impala", "ppo", "dqn", "apex")
 #: What a segment actor reports of its time (``actor_<part>_us`` in a run's summary).
@@ -83,14 +95,18 @@ def measure(args: Any, out: Path) -> dict[str, Any]:
     steady = steady_rate(run_dir / "metrics.csv")
     server = json.loads((run_dir / "config.json").read_text())["run"]["server"]  # the run's, default or given
     updates_per_frame = summary["updates"] / max(summary["env_steps"], 1)
-    parts = limit_parts(args, updates_per_frame)
     cores = os.cpu_count() or 1
+    alone = limit_parts(args, updates_per_frame)
+    parts = alone if cores == 1 else limit_parts_at_once(args, updates_per_frame, cores)
     limit = cores / (sum(parts.values()) / 1e6)
+    limit_alone = cores / (sum(alone.values()) / 1e6)
     train_s = summary["train_time_s"]
     busy = {kind: cpu / train_s for kind, cpu in summary["cpu_s_by_process_kind"].items()}
     figures = {"frames_per_s": steady, "limit_frames_per_s": limit, "ratio": steady / limit, "cores": cores,
                "server": server,
+               "limit_alone_frames_per_s": limit_alone, "ratio_alone": steady / limit_alone,
                **{f"{name}_us_per_frame": us for name, us in parts.items()},
+               **{f"{name}_us_per_frame_alone": us for name, us in alone.items()},
                "updates_per_frame": updates_per_frame, "load_before": load,
                "busy_cores_by_process_kind": busy, "busy_cores": summary["cpu_time_s"] / train_s,
                "learner_wait_fraction": summary.get("learner_wait_fraction"),
@@ -105,12 +121,14 @@ def measure(args: Any, out: Path) -> dict[str, Any]:
              if figures["learner_wait_fraction"] is not None else ""))
     actor = {part: us for part, us in figures["actor_us_per_frame"].items() if us is not None}
     if actor:  # the segment actors' own account (IMPALA, PPO), beside the parts alone
-        alone = {"act": parts["act"], "env": parts["env"]}
-        print("  actors: " + ", ".join(f"{part} {us:.1f} µs" + (f" (alone {alone[part]:.1f})" if part in alone else "")
+        timed = {"act": parts["act"], "env": parts["env"]}
+        print("  actors: " + ", ".join(f"{part} {us:.1f} µs" + (f" (timed {timed[part]:.1f})" if part in timed else "")
                                        for part, us in actor.items()) + " a frame, each actor's own CPU time")
-    print(f"  limit: {cores} cores / ({' + '.join(f'{us:.1f} µs {name}' for name, us in parts.items())} a frame)"
-          f" = {limit:,.0f} frames/s")
-    print(f"  ratio: {figures['ratio']:.2f} of the limit")
+    print(f"  limit: {cores} cores / ({' + '.join(f'{us:.1f} µs {name}' for name, us in parts.items())} a frame, "
+          f"every core timing each part) = {limit:,.0f} frames/s")
+    print(f"         alone: {cores} cores / ({' + '.join(f'{us:.1f} µs {name}' for name, us in alone.items())}) = "
+          f"{limit_alone:,.0f} frames/s")
+    print(f"  ratio: {figures['ratio']:.2f} of the limit ({figures['ratio_alone']:.2f} of the idle machine's)")
     return figures
 
 
@@ -128,19 +146,46 @@ def steady_rate(metrics: Path) -> float:
     return (end_frames - start_frames) / (end_t - start_t)
 
 
-def limit_parts(args: Any, updates_per_frame: float) -> dict[str, float]:
-    """Microseconds of one core a frame costs, each part timed alone in this process."""
+def limit_parts(args: Any, updates_per_frame: float, together: Callable[[], object] = lambda: None
+                ) -> dict[str, float]:
+    """Microseconds of one core a frame costs, each part timed in this process; ``together`` is
+    called before each part's clock starts (where processes timing at once meet)."""
     from gorila.envs.spec import EnvSpec
 
     torch.set_num_threads(1)
     plan, cfg = _plan(args)
     runner = EnvSpec(args.env, cfg.envs_per_actor).runner(args.seed)  # the actors' envs, as one actor steps them
     try:
+        together()
         env = _env_us(runner, args.seed, args.limit_seconds)
+        together()
         act = _act_us(plan.network_fn(), runner.observations, args.algo, args.limit_seconds)
     finally:
         runner.close()
-    return {"env": env, "act": act, "learn": _learn_us(args, plan, cfg, updates_per_frame)}
+    return {"env": env, "act": act, "learn": _learn_us(args, plan, cfg, updates_per_frame, together)}
+
+
+def limit_parts_at_once(args: Any, updates_per_frame: float, copies: int, timeout_s: float = 600.0
+                        ) -> dict[str, float]:
+    """:func:`limit_parts` timed by ``copies`` fresh processes at once, each on one thread, every
+    part started together: the mean of their figures, part by part."""
+    ctx = mp.get_context("spawn")  # a clean interpreter: no inherited threads or Ray state
+    barrier, results = ctx.Barrier(copies), ctx.Queue()
+    procs = start_one_thread(ctx, _time_parts_together,
+                             [(args, updates_per_frame, barrier, results, timeout_s) for _ in range(copies)])
+    try:
+        timed = [results.get(timeout=timeout_s) for _ in procs]
+    finally:
+        for proc in procs:
+            proc.join(timeout_s)
+            if proc.is_alive():
+                proc.kill()
+    return {part: float(np.mean([t[part] for t in timed])) for part in timed[0]}
+
+
+def _time_parts_together(args: Any, updates_per_frame: float, barrier: Barrier, results: Queue[dict[str, float]],
+                         timeout_s: float) -> None:
+    results.put(limit_parts(args, updates_per_frame, functools.partial(barrier.wait, timeout_s)))
 
 
 def _plan(args: Any, algo: str | None = None) -> tuple[Any, Any]:
@@ -194,7 +239,7 @@ def _act_us(network: torch.nn.Module, observations: np.ndarray, algo: str, secon
     return (time.perf_counter() - t0) / (calls * len(obs)) * 1e6
 
 
-def _learn_us(args: Any, plan: Any, cfg: Any, updates_per_frame: float) -> float:
+def _learn_us(args: Any, plan: Any, cfg: Any, updates_per_frame: float, together: Callable[[], object]) -> float:
     from gorila.bench.sampling import placed_workers
 
     if args.algo in ("impala", "ppo"):
@@ -207,6 +252,7 @@ def _learn_us(args: Any, plan: Any, cfg: Any, updates_per_frame: float) -> float
                                     batch_size=batch, pushes_per_batch=1, optimizer=cfg.optimizer, lr=cfg.lr)
         with placed_workers("local", None, dataclasses.replace(plan, services=()), factory, 1, "learner") as group:
             group.call("limit_rate", 0.5)  # warm-up: first calls pay for page faults
+            together()
             (frames_per_s,) = group.call("limit_rate", args.limit_seconds)
         return 1e6 / frames_per_s
     from gorila.bench.bundle_learner import LearnerWorker
@@ -217,5 +263,6 @@ def _learn_us(args: Any, plan: Any, cfg: Any, updates_per_frame: float) -> float
                                     optimizer=dqn_plan.spec.optimizer, lr=dqn_cfg.lr)
     with placed_workers("local", None, dqn_plan, dqn_factory, 1, "learner") as group:
         group.call("limit_rate", 0.5)
+        together()
         (updates_per_s,) = group.call("limit_rate", args.limit_seconds)
     return updates_per_frame * 1e6 / updates_per_s
