@@ -93,6 +93,7 @@ def measure(args: Any, out: Path) -> dict[str, Any]:
                            time_limit_s=args.seconds, stop_at_target=False, run_dir=run_dir,
                            eval_every_s=args.seconds)
     steady = steady_rate(run_dir / "metrics.csv")
+    _wait_for_children(30.0)  # the run's processes still exiting would take CPU from the parts' timing
     server = json.loads((run_dir / "config.json").read_text())["run"]["server"]  # the run's, default or given
     updates_per_frame = summary["updates"] / max(summary["env_steps"], 1)
     cores = os.cpu_count() or 1
@@ -130,6 +131,13 @@ def measure(args: Any, out: Path) -> dict[str, Any]:
           f"{limit_alone:,.0f} frames/s")
     print(f"  ratio: {figures['ratio']:.2f} of the limit ({figures['ratio_alone']:.2f} of the idle machine's)")
     return figures
+
+
+def _wait_for_children(timeout_s: float) -> None:
+    """Until every process this one started has exited (Ray's, after the run), or ``timeout_s``."""
+    import psutil  # type: ignore[import-untyped]  # psutil ships no type hints
+
+    psutil.wait_procs(psutil.Process().children(recursive=True), timeout=timeout_s)
 
 
 def steady_rate(metrics: Path) -> float:
