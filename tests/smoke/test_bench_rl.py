@@ -84,7 +84,7 @@ def test_bench_learner_of_impala_and_ppo_writes_samples_per_s_beside_the_bare_lo
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize("algo", ["impala", "dqn"])
+@pytest.mark.parametrize("algo", ["impala", "dqn", "apex"])
 def test_bench_pipeline_writes_the_runs_steady_rate_beside_the_limit_of_its_parts(tmp_path, algo):
     report = bench(tmp_path, "pipeline", "--algo", algo, "--env", "CartPole-v1", "--runtime", "local",
                    "--seconds", "5", "--limit-seconds", "0.3")

@@ -19,11 +19,12 @@ The acting term is the actors' own way of acting: through the policy's numpy twi
 
 The learner's work per frame is its bare PyTorch loop on the same network, loss and batches
 (the limit of :mod:`gorila.bench.learner`): for IMPALA and PPO the frames it learns from per second (PPO's
-epochs included), for DQN and Ape-X its updates per second times the run's updates per frame (the
-replay ratio). The report also says where each kind of process spent the run (CPU seconds over
-training seconds, and the learner's share of time waiting for data) and, for IMPALA and PPO, where
-the actors' own CPU went a frame (their forward pass and draw, the env step, pulls of the
-parameters, sending segments), beside what the first two cost alone.
+epochs included), for DQN and Ape-X (its dueling network where the run has one) its updates per
+second times the run's updates per frame (the replay ratio). The report also says where each kind
+of process spent the run (CPU seconds over training seconds, and the learner's share of time
+waiting for data) and, for IMPALA and PPO, where the actors' own CPU went a frame (their forward
+pass and draw, the env step, pulls of the parameters, sending segments), beside what the first two
+cost when timed.
 """
 
 from __future__ import annotations
@@ -196,16 +197,15 @@ def _time_parts_together(args: Any, updates_per_frame: float, barrier: Barrier, 
     results.put(limit_parts(args, updates_per_frame, functools.partial(barrier.wait, timeout_s)))
 
 
-def _plan(args: Any, algo: str | None = None) -> tuple[Any, Any]:
-    """The plan ``gorila train`` builds for ``algo`` (default ``args.algo``) on ``args.env`` with its
-    presets, on the local runtime with one actor: whose network, batches and learner are timed."""
+def _plan(args: Any) -> tuple[Any, Any]:
+    """The plan ``gorila train`` builds for ``args.algo`` on ``args.env`` with its presets, on the
+    local runtime with one actor: whose network, batches and learner are timed."""
     from gorila.algos.registry import ALGORITHMS
     from gorila.launch import configs_from_values
 
-    name = algo or args.algo
-    run, configs = configs_from_values(name, {"env": args.env, "runtime": "local", "seed": args.seed, "actors": 1,
-                                              "device": "cpu", "inference": "local"})
-    make_plan = ALGORITHMS[name].plan_fn()
+    run, configs = configs_from_values(args.algo, {"env": args.env, "runtime": "local", "seed": args.seed,
+                                                   "actors": 1, "device": "cpu", "inference": "local"})
+    make_plan = ALGORITHMS[args.algo].plan_fn()
     return make_plan(run, *configs), configs[0]
 
 
@@ -248,29 +248,44 @@ def _act_us(network: torch.nn.Module, observations: np.ndarray, algo: str, secon
 
 
 def _learn_us(args: Any, plan: Any, cfg: Any, updates_per_frame: float, together: Callable[[], object]) -> float:
-    from gorila.bench.sampling import placed_workers
-
+    """The learner's bare loop (:mod:`gorila.bench.learner`'s limit) per frame: on the run's own
+    network, loss and batches, Ape-X's dueling network included."""
     if args.algo in ("impala", "ppo"):
         from gorila.algos.kit import QUEUES
         from gorila.bench.segment_learner import SegmentLearnerWorker
 
         batch = getattr(cfg, "batch_size", None) or 1
         actor_spec, learner_spec = plan.groups({QUEUES: []})
-        factory = functools.partial(SegmentLearnerWorker, actor=actor_spec.factory, learner=learner_spec.factory,
-                                    batch_size=batch, pushes_per_batch=1, optimizer=cfg.optimizer, lr=cfg.lr)
-        with placed_workers("local", None, dataclasses.replace(plan, services=()), factory, 1, "learner") as group:
-            group.call("limit_rate", 0.5)  # warm-up: first calls pay for page faults
-            together()
-            (frames_per_s,) = group.call("limit_rate", args.limit_seconds)
+        factory: Callable[..., Any] = functools.partial(
+            SegmentLearnerWorker, actor=actor_spec.factory, learner=learner_spec.factory, batch_size=batch,
+            pushes_per_batch=1, optimizer=cfg.optimizer, lr=cfg.lr)
+        frames_per_s = _bare_rate(dataclasses.replace(plan, services=()), factory, args.limit_seconds, together)
         return 1e6 / frames_per_s
+    if args.algo == "apex":
+        from gorila.bench.apex_learner import ApexLearnerWorker
+
+        actor_spec, learner_spec = plan.groups({"replay": []})  # the worker binds its own in-process replay
+        (replay,) = plan.services
+        factory = functools.partial(ApexLearnerWorker, actor=actor_spec.factory, learner=learner_spec.factory,
+                                    replay=replay.factory, fill=cfg.learning_starts,
+                                    request_rows=cfg.batch_size * cfg.prefetch, prefetch=cfg.prefetch,
+                                    optimizer=plan.spec.optimizer, lr=cfg.lr)
+        updates_per_s = _bare_rate(dataclasses.replace(plan, services=()), factory, args.limit_seconds, together)
+        return updates_per_frame * 1e6 / updates_per_s
     from gorila.bench.bundle_learner import LearnerWorker
     from gorila.bench.sampling import bundle_factory
 
-    dqn_plan, dqn_cfg = _plan(args, "dqn")  # Ape-X's learner is DQN's: the same network, loss and batch
-    dqn_factory = functools.partial(LearnerWorker, bundle=bundle_factory(dqn_plan), fill=2_000,
-                                    optimizer=dqn_plan.spec.optimizer, lr=dqn_cfg.lr)
-    with placed_workers("local", None, dqn_plan, dqn_factory, 1, "learner") as group:
-        group.call("limit_rate", 0.5)
+    factory = functools.partial(LearnerWorker, bundle=bundle_factory(plan), fill=2_000, optimizer=plan.spec.optimizer,
+                                lr=cfg.lr)
+    return updates_per_frame * 1e6 / _bare_rate(plan, factory, args.limit_seconds, together)
+
+
+def _bare_rate(plan: Any, factory: Callable[..., Any], seconds: float, together: Callable[[], object]) -> float:
+    """The bare loop's rate of one bench learner worker (``factory``) placed in this process."""
+    from gorila.bench.sampling import placed_workers
+
+    with placed_workers("local", None, plan, factory, 1, "learner") as group:
+        group.call("limit_rate", 0.5)  # warm-up: first calls pay for page faults
         together()
-        (updates_per_s,) = group.call("limit_rate", args.limit_seconds)
-    return updates_per_frame * 1e6 / updates_per_s
+        (rate,) = group.call("limit_rate", seconds)
+    return float(rate)
