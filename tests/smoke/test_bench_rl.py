@@ -1,10 +1,13 @@
 """``gorila bench sampling`` and ``gorila bench learner`` on tiny budgets: each writes, per runtime,
 the pipeline's figure, the limit measured in the same run, and their ratio to ``bench.json``."""
 
+import argparse
 import json
+import time
 
 import pytest
 
+from gorila.bench.pipeline import limit_parts_at_once
 from gorila.cli import main
 
 pytestmark = pytest.mark.smoke
@@ -98,3 +101,11 @@ def test_bench_pipeline_writes_the_runs_steady_rate_beside_the_limit_of_its_part
     assert row["limit_alone_frames_per_s"] == pytest.approx(row["cores"] / (sum(alone) / 1e6))
     assert row["ratio_alone"] == pytest.approx(row["frames_per_s"] / row["limit_alone_frames_per_s"])
     assert row["busy_cores"] > 0 and row["updates_per_frame"] > 0
+
+
+def test_a_part_that_fails_in_one_of_the_processes_timing_at_once_is_an_error_not_a_wait():
+    args = argparse.Namespace(algo="impala", env="NoSuchEnv-v0", seed=0, limit_seconds=0.2)
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"2 processes at once failed: exit codes \[1"):
+        limit_parts_at_once(args, updates_per_frame=1.0, copies=2, timeout_s=120.0)
+    assert time.monotonic() - started < 100  # the failure is seen, not waited out

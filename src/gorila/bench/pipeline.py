@@ -35,6 +35,7 @@ import functools
 import json
 import multiprocessing as mp
 import os
+import queue
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -182,13 +183,22 @@ def limit_parts_at_once(args: Any, updates_per_frame: float, copies: int, timeou
     barrier, results = ctx.Barrier(copies), ctx.Queue()
     procs = start_one_thread(ctx, _time_parts_together,
                              [(args, updates_per_frame, barrier, results, timeout_s) for _ in range(copies)])
+    timed: list[dict[str, float]] = []
+    deadline = time.monotonic() + timeout_s
     try:
-        timed = [results.get(timeout=timeout_s) for _ in procs]
+        while len(timed) < copies:
+            try:
+                timed.append(results.get(timeout=1.0))
+            except queue.Empty:
+                failed = [proc.exitcode for proc in procs if proc.exitcode not in (None, 0)]
+                if failed or time.monotonic() > deadline:  # the others would wait for it at the barrier
+                    raise RuntimeError(f"timing the limit's parts in {copies} processes at once failed: exit codes "
+                                       f"{failed}, {len(timed)} of {copies} done") from None
     finally:
         for proc in procs:
-            proc.join(timeout_s)
-            if proc.is_alive():
+            if len(timed) < copies:  # failed: the others would wait at the barrier for the one that died
                 proc.kill()
+            proc.join(timeout_s)
     return {part: float(np.mean([t[part] for t in timed])) for part in timed[0]}
 
 
