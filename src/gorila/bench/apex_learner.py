@@ -17,7 +17,8 @@ from gorila.actors.replay_actor import ReplayActor
 from gorila.bench.bare_loop import BareQLoop, pushed_rate
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.bench.sampling import bench_run_config, learner_table, measured_learner
-from gorila.core import Worker
+from gorila.core import Worker, WorkerFactory
+from gorila.driver.plan import Plan
 from gorila.learners.q_learner import QLearner
 from gorila.learners.replay_learner import ReplayLearner
 from gorila.params import ParameterServer
@@ -122,14 +123,18 @@ def run(args: argparse.Namespace, names: list[str]) -> int:
     cfg = ApexConfig(actors=1, replay_shards=1, learners=1, batch_size=args.batch_size or ApexConfig.batch_size,
                      learning_starts=args.fill, replay_capacity=max(args.fill, ApexConfig.replay_capacity),
                      samples_per_insert=None, dueling=True)
-    plan = make_plan(bench_run_config("local", None, args.seed, "apex", args.server), cfg,
-                     RLConfig(env=args.env, device="cpu", inference="local"))
-    actor_spec, learner_spec = plan.groups({"replay": []})  # each worker binds its own in-process replay
-    (replay,) = plan.services
-    plan = dataclasses.replace(plan, services=())
-    factory = functools.partial(ApexLearnerWorker, actor=actor_spec.factory, learner=learner_spec.factory,
-                                replay=replay.factory, fill=args.fill, request_rows=cfg.batch_size * cfg.prefetch,
-                                prefetch=cfg.prefetch, optimizer=plan.spec.optimizer, lr=cfg.lr)
+
+    def build(runtime: str) -> tuple[Plan, WorkerFactory]:
+        plan = make_plan(bench_run_config(runtime, None, args.seed, "apex", args.server), cfg,
+                         RLConfig(env=args.env, device="cpu", inference="local"))
+        actor_spec, learner_spec = plan.groups({"replay": []})  # each worker binds its own in-process replay
+        (replay,) = plan.services
+        factory = functools.partial(ApexLearnerWorker, actor=actor_spec.factory, learner=learner_spec.factory,
+                                    replay=replay.factory, fill=args.fill, request_rows=cfg.batch_size * cfg.prefetch,
+                                    prefetch=cfg.prefetch, optimizer=plan.spec.optimizer, lr=cfg.lr)
+        return dataclasses.replace(plan, services=()), factory
+
+    plan = build("local")[0]
     size, optimizer = plan.initial_params().size, plan.spec.optimizer
     print(f"gorila bench learner --algo apex: {args.env}, {size:,} parameters ({size * 4 / 1e6:.2f} MB), batch "
           f"{cfg.batch_size}, {cfg.prefetch} minibatches a replay request, 1 torch thread per process, medians of "
@@ -145,7 +150,7 @@ def run(args: argparse.Namespace, names: list[str]) -> int:
     print(f"  limit:    the same network, loss and minibatches, already in the learner's memory; zero_grad, backward, "
           f"clip, torch {optimizer} step (lr {cfg.lr:g}) in the learner's process; no priorities sent")
     out = bench_dir(args.out, "learner")
-    rows = learner_table(names, args.address, plan, factory, args.seconds, args.rounds, "updates", algo="apex",
+    rows = learner_table(names, args.address, build, args.seconds, args.rounds, "updates", algo="apex",
                          server=args.server)
     write_bench_json(out, "learner", vars(args), rows, parameters=size)
     return 0

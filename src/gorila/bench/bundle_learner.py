@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import argparse
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from gorila.bench.bare_loop import BareQLoop, pushed_rate
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.bench.sampling import bench_run_config, bundle_factory, learner_table, measured_learner
 from gorila.core import WorkerFactory
+from gorila.driver.plan import Plan
 from gorila.learners.bundle import Bundle
 from gorila.learners.q_learner import QLearner
 from gorila.params import ParameterServer
@@ -76,11 +78,19 @@ def run(args: argparse.Namespace, names: list[str]) -> int:
     batch_size = args.batch_size or DQNConfig.batch_size
     cfg = DQNConfig(batch_size=batch_size, actors=1, replay_capacity=max(args.fill, DQNConfig.replay_capacity))
     copies = [None] if args.device == "cpu" else DEVICE_COPIES if args.device_copy == "both" else [args.device_copy]
-    run_config = bench_run_config("local", None, args.seed, "dqn", args.server)
-    plans = {copy: make_plan(run_config, cfg, RLConfig(env=args.env, device=args.device,
-                                                       device_copy=copy or "sync", inference="local"))
-             for copy in copies}
-    plan = next(iter(plans.values()))
+
+    def plan_for(runtime: str, copy: str | None) -> Plan:
+        return make_plan(bench_run_config(runtime, None, args.seed, "dqn", args.server), cfg,
+                         RLConfig(env=args.env, device=args.device, device_copy=copy or "sync", inference="local"))
+
+    def build(copy: str | None) -> Callable[[str], tuple[Plan, WorkerFactory]]:
+        def for_runtime(runtime: str) -> tuple[Plan, WorkerFactory]:
+            plan = plan_for(runtime, copy)
+            return plan, functools.partial(LearnerWorker, bundle=bundle_factory(plan), fill=args.fill,
+                                           optimizer=plan.spec.optimizer, lr=cfg.lr)
+        return for_runtime
+
+    plan = plan_for("local", copies[0])
     size, optimizer = plan.initial_params().size, plan.spec.optimizer
     print(f"gorila bench learner --algo dqn: {args.env}, {size:,} parameters ({size * 4 / 1e6:.2f} MB), batch "
           f"{batch_size}, learner on {args.device}, 1 torch thread per process, medians of {args.rounds} "
@@ -100,12 +110,10 @@ def run(args: argparse.Namespace, names: list[str]) -> int:
               "while this one trains; sync = each array copied from pageable memory when the loss reads it")
     out = bench_dir(args.out, "learner")
     rows = []
-    for copy, copy_plan in plans.items():
+    for copy in copies:
         if copy is not None:
             print(f"  --device-copy {copy}:")
-        factory = functools.partial(LearnerWorker, bundle=bundle_factory(copy_plan), fill=args.fill,
-                                    optimizer=optimizer, lr=cfg.lr)
-        rows += learner_table(names, args.address, copy_plan, factory, args.seconds, args.rounds, "updates",
+        rows += learner_table(names, args.address, build(copy), args.seconds, args.rounds, "updates",
                               algo="dqn", server=args.server, device=args.device, device_copy=copy)
     write_bench_json(out, "learner", vars(args), rows, parameters=size)
     return 0

@@ -137,16 +137,20 @@ def bench_run_config(runtime: str, address: str | None, seed: int, algo: str = "
     return RunConfig(algo=algo, mode="async", runtime=runtime, address=address, seed=seed, server=server)
 
 
-def learner_table(names: list[str], address: str | None, plan: Plan, factory: WorkerFactory, seconds: float,
-                  rounds: int, unit: str, **columns: Any) -> list[dict[str, Any]]:
+def learner_table(names: list[str], address: str | None, build: Callable[[str], tuple[Plan, WorkerFactory]],
+                  seconds: float, rounds: int, unit: str, **columns: Any) -> list[dict[str, Any]]:
     """``gorila bench learner``'s table: one learner worker placed on each runtime of ``names``, its
     pipeline rate beside its limit (:func:`measure_interleaved`), printed a row each and returned as
     bench.json rows (``{unit}_per_s``, ``limit_{unit}_per_s``, ``ratio``, ``columns`` and, from the
     worker's report at the end, ``updates``, the updates its parameters took, and ``publications``,
-    how often a learner that owns them sent them to the store: 0 where it pushed to the server)."""
+    how often a learner that owns them sent them to the store: 0 where it pushed to the server).
+    ``build(runtime)`` gives the plan and the worker factory for a runtime, its plan built with that
+    runtime's run settings, so that a learner that owns its parameters publishes as a run there does
+    (after each of its steps on the local runtime, at most every 0.1 s on Ray)."""
     print(f"{'runtime':>8} {f'pipeline {unit}/s':>19} {f'limit {unit}/s':>16} {'ratio':>6} {'publications':>12}")
     rows = []
     for name in names:
+        plan, factory = build(name)
         with placed_workers(name, address, plan, factory, 1, "learner") as group:
             pipeline, limit = measure_interleaved(group, seconds, rounds)
             (report,) = group.call("report")

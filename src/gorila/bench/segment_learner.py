@@ -19,7 +19,9 @@ from gorila.actors.segment_actor import SegmentActor
 from gorila.bench.bare_loop import TORCH_OPTIMIZERS, pushed_rate
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.bench.sampling import bench_run_config, learner_table, measured_learner
-from gorila.core import Worker
+from gorila.config import RunConfig
+from gorila.core import Worker, WorkerFactory
+from gorila.driver.plan import Plan
 from gorila.learners.impala import ImpalaLearner
 from gorila.learners.ppo import PPOLearner
 from gorila.losses.impala import ImpalaLoss
@@ -120,21 +122,25 @@ def run(args: argparse.Namespace, names: list[str]) -> int:
     from gorila.algos.ppo.config import PPOConfig
     from gorila.algos.rl_config import RLConfig
 
-    run_config = bench_run_config("local", None, args.seed, args.algo, args.server)
     rl = RLConfig(env=args.env, device="cpu", inference="local")
     cfg: ImpalaConfig | PPOConfig
+    make_plan: Callable[[RunConfig], Plan]
     if args.algo == "impala":
         cfg = ImpalaConfig(actors=1, batch_size=args.batch_size or 1)
-        plan, pushes_per_batch = impala.make_plan(run_config, cfg, rl), 1
+        make_plan, pushes_per_batch = functools.partial(impala.make_plan, cfg=cfg, rl=rl), 1
     else:
         cfg = PPOConfig(actors=1, batch_size=args.batch_size or 1)
-        plan, pushes_per_batch = ppo.make_plan(run_config, cfg, rl), cfg.epochs * cfg.minibatches
-    actor_spec, learner_spec = plan.groups({QUEUES: []})  # each worker binds its own in-process queue
-    factory = functools.partial(SegmentLearnerWorker, actor=actor_spec.factory, learner=learner_spec.factory,
-                                batch_size=args.batch_size or 1, pushes_per_batch=pushes_per_batch,
-                                optimizer=cfg.optimizer, lr=cfg.lr)
-    plan = dataclasses.replace(plan, services=())
-    size = plan.initial_params().size
+        make_plan, pushes_per_batch = functools.partial(ppo.make_plan, cfg=cfg, rl=rl), cfg.epochs * cfg.minibatches
+
+    def build(runtime: str) -> tuple[Plan, WorkerFactory]:
+        plan = make_plan(bench_run_config(runtime, None, args.seed, args.algo, args.server))
+        actor_spec, learner_spec = plan.groups({QUEUES: []})  # each worker binds its own in-process queue
+        factory = functools.partial(SegmentLearnerWorker, actor=actor_spec.factory, learner=learner_spec.factory,
+                                    batch_size=args.batch_size or 1, pushes_per_batch=pushes_per_batch,
+                                    optimizer=cfg.optimizer, lr=cfg.lr)
+        return dataclasses.replace(plan, services=()), factory
+
+    size = build("local")[0].initial_params().size
     print(f"gorila bench learner --algo {args.algo}: {args.env}, {size:,} parameters, "
           f"batches of {args.batch_size or 1} segment(s) of {cfg.unroll_length} steps x {cfg.envs_per_actor} envs, "
           f"1 torch thread per process, medians of {args.rounds} alternating rounds, {args.seconds:g} s per figure")
@@ -145,7 +151,7 @@ def run(args: argparse.Namespace, names: list[str]) -> int:
     print(f"  limit:    the same network, loss and batches; backward and a torch {cfg.optimizer} step in the "
           "learner's process")
     out = bench_dir(args.out, "learner")
-    rows = learner_table(names, args.address, plan, factory, args.seconds, args.rounds, "samples", algo=args.algo,
+    rows = learner_table(names, args.address, build, args.seconds, args.rounds, "samples", algo=args.algo,
                          server=args.server)
     write_bench_json(out, "learner", vars(args), rows, parameters=size)
     return 0
