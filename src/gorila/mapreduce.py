@@ -1,5 +1,5 @@
-"""MapReduce (seed 000, §12.1.2): a map function over data shards held by workers, and the
-chapter's reductions ``sum``, ``mean`` and ``count``, on either runtime.
+"""MapReduce (the textbook's §12.1.2, docs/algorithms.md#sources): a map function over data shards
+held by workers, and the chapter's reductions ``sum``, ``mean`` and ``count``, on either runtime.
 
 The server broadcasts the same arguments to every worker; each worker maps its rows and reduces
 them locally (the combiner); the server reduces the workers' partial results::
@@ -29,7 +29,7 @@ import numpy as np
 from gorila import validate
 from gorila.core import Runtime, ServiceGroup
 
-#: The reductions of seed 000's Figure 12.3: the sum of the mapped values, their mean, their number.
+#: The reductions of the textbook's Figure 12.3: the sum of the mapped values, their mean, their number.
 COMBINERS = ("sum", "mean", "count")
 
 MapFn = Callable[..., "np.ndarray | Partial"]

@@ -1,4 +1,4 @@
-"""Minibatches copied to a learner's GPU ahead of their use (seed 003). Runs where torch sees a GPU."""
+"""Minibatches copied to a learner's GPU ahead of their use. Runs where torch sees a GPU."""
 
 import numpy as np
 import pytest

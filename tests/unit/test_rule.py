@@ -1,4 +1,4 @@
-"""The update rule and the shard's handling of each push, table by table (DESIGN.md §4)."""
+"""The update rule and the shard's handling of each push, table by table (docs/algorithms.md, the update rules)."""
 
 import math
 

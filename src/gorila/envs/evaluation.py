@@ -275,7 +275,7 @@ def human_normalized(game_id: str, score: float) -> float:
 
 def dqn_normalized(game_id: str, score: float) -> float:
     """``100 · (score − random) / (dqn − random)``: 0 plays like a random agent, 100 like Nature DQN
-    (seed 001: Gorila measured itself against DQN game by game)::
+    (Nair et al. 2015 measured Gorila against DQN game by game)::
 
         dqn_normalized("ALE/Breakout-v5", 401.2)   # 100.0
 

@@ -98,7 +98,7 @@ class A3CWorker:
         """``rollout_steps`` steps of every environment with actions sampled from pi: by this
         worker's network, or (central inference) by the inference server, group after group.
         With ``rollout_steps=0`` the rollout goes on until every environment's episode has ended
-        (seed 000: "repeat b steps or until the episode ends"); an environment whose episode ended
+        (the textbook's A3C: "repeat b steps or until the episode ends"); an environment whose episode ended
         first keeps stepping into its next one, which the rollout's end cuts and bootstraps from.
 
         A slot where an environment spent the step resetting (no row from the runner) is marked

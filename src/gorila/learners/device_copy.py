@@ -1,5 +1,6 @@
 """Minibatches onto a learner's GPU ahead of their use: pinned host memory and ``non_blocking`` copies
-on a side stream, so that the next minibatch travels while the current one trains (seed 003)."""
+on a side stream, so that the next minibatch travels while the current one trains (the fast-pipeline
+article of docs/algorithms.md#sources)."""
 
 from __future__ import annotations
 

@@ -137,7 +137,7 @@ class UpdateRule:
     @property
     def waits_when_behind(self) -> bool:
         """Whether a client whose push came back uncounted or rejected waits for the reply before
-        computing again (seed 002: a client that has fallen behind blocks until the server sends it
+        computing again (the semi-asynchronous rule: a client that has fallen behind blocks until the server sends it
         fresh parameters). True for rules without a barrier that bound staleness: semi-async, and
         async with ``max_staleness``; a barrier rule waits for every reply anyway."""
         return not self.barrier and math.isfinite(self.count_within)

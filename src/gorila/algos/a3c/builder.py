@@ -29,7 +29,8 @@ REFRESH_EVERY = 2
 
 
 def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
-    """``--workers`` A3C workers; under ``sync`` they are A2C, under ``semi-async`` seed 002's variant."""
+    """``--workers`` A3C workers; under ``sync`` they are A2C, under ``semi-async`` the semi-asynchronous
+    rule's variant."""
     network_fn, policy_fn = evaluation_policy(run, cfg, rl)
     net = network_fn()  # an unsupported env is refused here, before anything starts
     envs = EnvSpec(rl.env, cfg.envs_per_actor)

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 PAYLOADS = {"16K": 16 << 10, "1M": 1 << 20, "16M": 16 << 20}
 READ_FIELDS = ("cache", "readers", "reads", "read_latency_mean_ms", "read_latency_p99_ms", "server_reads_per_s",
                "server_reads_per_version_per_node", "versions", "publish_ms", "limit_memcpy_ms", "ratio")
-# Menger's reported figure (seed 004): with the cache, the mean read latency of 512 actors reading a
+# Menger's reported figure (Google AI, 2020): with the cache, the mean read latency of 512 actors reading a
 # 16 MB model was about 4.0 times lower.
 SEED_READ_REDUCTION = {"readers": 512, "model_mb": 16, "read_latency_reduction": 4.0}
 WRITE_FIELDS = ("shards", "writers", "payload", "adds", "write_latency_mean_ms", "write_latency_p99_ms",
