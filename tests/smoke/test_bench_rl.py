@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from gorila.bench.pipeline import limit_parts_at_once
+from gorila.bench.pipeline import limit_parts_at_once, segments_per_batch
 from gorila.cli import main
 
 pytestmark = pytest.mark.smoke
@@ -87,7 +87,7 @@ def test_bench_learner_of_impala_and_ppo_writes_samples_per_s_beside_the_bare_lo
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize("algo", ["impala", "dqn", "apex"])
+@pytest.mark.parametrize("algo", ["impala", "ppo", "dqn", "apex"])
 def test_bench_pipeline_writes_the_runs_steady_rate_beside_the_limit_of_its_parts(tmp_path, algo):
     report = bench(tmp_path, "pipeline", "--algo", algo, "--env", "CartPole-v1", "--runtime", "local",
                    "--seconds", "5", "--limit-seconds", "0.3")
@@ -101,11 +101,25 @@ def test_bench_pipeline_writes_the_runs_steady_rate_beside_the_limit_of_its_part
     assert row["limit_alone_frames_per_s"] == pytest.approx(row["cores"] / (sum(alone) / 1e6))
     assert row["ratio_alone"] == pytest.approx(row["frames_per_s"] / row["limit_alone_frames_per_s"])
     assert row["busy_cores"] > 0 and row["updates_per_frame"] > 0
+    # the bare loop learns from batches as big as the run's: PPO's default is a segment of each of its actors
+    run = json.loads((tmp_path / "run" / "config.json").read_text())[algo]
+    assert row["segments_per_batch"] == {"ppo": run.get("actors"), "impala": run.get("batch_size")}.get(algo, 1)
 
 
 def test_a_part_that_fails_in_one_of_the_processes_timing_at_once_is_an_error_not_a_wait():
     args = argparse.Namespace(algo="impala", env="NoSuchEnv-v0", seed=0, limit_seconds=0.2)
     started = time.monotonic()
     with pytest.raises(RuntimeError, match=r"2 processes at once failed: exit codes \[1"):
-        limit_parts_at_once(args, updates_per_frame=1.0, copies=2, timeout_s=120.0)
+        limit_parts_at_once(args, updates_per_frame=1.0, segments=1, copies=2, timeout_s=120.0)
     assert time.monotonic() - started < 100  # the failure is seen, not waited out
+
+
+@pytest.mark.parametrize("algo, settings, segments", [
+    ("ppo", {"batch_size": None, "actors": 2, "learners": 1}, 2),
+    ("ppo", {"batch_size": None, "actors": 3, "learners": 2}, 2),
+    ("ppo", {"batch_size": 4, "actors": 2, "learners": 1}, 4),
+    ("impala", {"batch_size": 3, "actors": 2}, 3),
+    ("dqn", {"actors": 2}, 1),
+])
+def test_the_limit_learns_from_batches_of_the_runs_segments(algo, settings, segments):
+    assert segments_per_batch(algo, settings) == segments

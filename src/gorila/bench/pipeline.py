@@ -33,6 +33,7 @@ import csv
 import dataclasses
 import functools
 import json
+import math
 import multiprocessing as mp
 import os
 import queue
@@ -96,11 +97,13 @@ def measure(args: Any, out: Path) -> dict[str, Any]:
                            eval_every_s=args.seconds)
     steady = steady_rate(run_dir / "metrics.csv")
     _wait_for_children(30.0)  # the run's processes still exiting would take CPU from the parts' timing
-    server = json.loads((run_dir / "config.json").read_text())["run"]["server"]  # the run's, default or given
+    saved = json.loads((run_dir / "config.json").read_text())
+    server = saved["run"]["server"]  # the run's, default or given
     updates_per_frame = summary["updates"] / max(summary["env_steps"], 1)
+    segments = segments_per_batch(args.algo, saved[args.algo])
     cores = os.cpu_count() or 1
-    alone = limit_parts(args, updates_per_frame)
-    parts = alone if cores == 1 else limit_parts_at_once(args, updates_per_frame, cores)
+    alone = limit_parts(args, updates_per_frame, segments)
+    parts = alone if cores == 1 else limit_parts_at_once(args, updates_per_frame, segments, cores)
     limit = cores / (sum(parts.values()) / 1e6)
     limit_alone = cores / (sum(alone.values()) / 1e6)
     train_s = summary["train_time_s"]
@@ -110,7 +113,7 @@ def measure(args: Any, out: Path) -> dict[str, Any]:
                "limit_alone_frames_per_s": limit_alone, "ratio_alone": steady / limit_alone,
                **{f"{name}_us_per_frame": us for name, us in parts.items()},
                **{f"{name}_us_per_frame_alone": us for name, us in alone.items()},
-               "updates_per_frame": updates_per_frame, "load_before": load,
+               "updates_per_frame": updates_per_frame, "segments_per_batch": segments, "load_before": load,
                "busy_cores_by_process_kind": busy, "busy_cores": summary["cpu_time_s"] / train_s,
                "learner_wait_fraction": summary.get("learner_wait_fraction"),
                "policy_lag_mean": summary.get("learner_policy_lag_mean"),
@@ -156,10 +159,21 @@ def steady_rate(metrics: Path) -> float:
     return (end_frames - start_frames) / (end_t - start_t)
 
 
-def limit_parts(args: Any, updates_per_frame: float, together: Callable[[], object] = lambda: None
-                ) -> dict[str, float]:
-    """Microseconds of one core a frame costs, each part timed in this process; ``together`` is
-    called before each part's clock starts (where processes timing at once meet)."""
+def segments_per_batch(algo: str, settings: dict[str, Any]) -> int:
+    """The segments each batch of the run's IMPALA or PPO learner held (``settings``: the algorithm's
+    part of its ``config.json``), which the limit's bare loop learns from too: PPO's default is one
+    segment of every actor a learner serves, so its minibatches grow with the actors. 1 for the
+    replay algorithms, whose learner term does not read it."""
+    if algo == "ppo":
+        return int(settings["batch_size"] or math.ceil(settings["actors"] / settings["learners"]))
+    return int(settings["batch_size"]) if algo == "impala" else 1
+
+
+def limit_parts(args: Any, updates_per_frame: float, segments: int = 1,
+                together: Callable[[], object] = lambda: None) -> dict[str, float]:
+    """Microseconds of one core a frame costs, each part timed in this process (IMPALA's and PPO's
+    learner on batches of ``segments`` segments); ``together`` is called before each part's clock
+    starts (where processes timing at once meet)."""
     from gorila.envs.spec import EnvSpec
 
     torch.set_num_threads(1)
@@ -172,17 +186,17 @@ def limit_parts(args: Any, updates_per_frame: float, together: Callable[[], obje
         act = _act_us(plan.network_fn(), runner.observations, args.algo, args.limit_seconds)
     finally:
         runner.close()
-    return {"env": env, "act": act, "learn": _learn_us(args, plan, cfg, updates_per_frame, together)}
+    return {"env": env, "act": act, "learn": _learn_us(args, plan, cfg, updates_per_frame, segments, together)}
 
 
-def limit_parts_at_once(args: Any, updates_per_frame: float, copies: int, timeout_s: float = 600.0
+def limit_parts_at_once(args: Any, updates_per_frame: float, segments: int, copies: int, timeout_s: float = 600.0
                         ) -> dict[str, float]:
     """:func:`limit_parts` timed by ``copies`` fresh processes at once, each on one thread, every
     part started together: the mean of their figures, part by part."""
     ctx = mp.get_context("spawn")  # a clean interpreter: no inherited threads or Ray state
     barrier, results = ctx.Barrier(copies), ctx.Queue()
     procs = start_one_thread(ctx, _time_parts_together,
-                             [(args, updates_per_frame, barrier, results, timeout_s) for _ in range(copies)])
+                             [(args, updates_per_frame, segments, barrier, results, timeout_s) for _ in range(copies)])
     timed: list[dict[str, float]] = []
     deadline = time.monotonic() + timeout_s
     try:
@@ -202,9 +216,9 @@ def limit_parts_at_once(args: Any, updates_per_frame: float, copies: int, timeou
     return {part: float(np.mean([t[part] for t in timed])) for part in timed[0]}
 
 
-def _time_parts_together(args: Any, updates_per_frame: float, barrier: Barrier, results: Queue[dict[str, float]],
-                         timeout_s: float) -> None:
-    results.put(limit_parts(args, updates_per_frame, functools.partial(barrier.wait, timeout_s)))
+def _time_parts_together(args: Any, updates_per_frame: float, segments: int, barrier: Barrier,
+                         results: Queue[dict[str, float]], timeout_s: float) -> None:
+    results.put(limit_parts(args, updates_per_frame, segments, functools.partial(barrier.wait, timeout_s)))
 
 
 def _plan(args: Any) -> tuple[Any, Any]:
@@ -257,17 +271,18 @@ def _act_us(network: torch.nn.Module, observations: np.ndarray, algo: str, secon
     return (time.perf_counter() - t0) / (calls * len(obs)) * 1e6
 
 
-def _learn_us(args: Any, plan: Any, cfg: Any, updates_per_frame: float, together: Callable[[], object]) -> float:
+def _learn_us(args: Any, plan: Any, cfg: Any, updates_per_frame: float, segments: int,
+              together: Callable[[], object]) -> float:
     """The learner's bare loop (:mod:`gorila.bench.learner`'s limit) per frame: on the run's own
-    network, loss and batches, Ape-X's dueling network included."""
+    network, loss and batches (IMPALA's and PPO's of ``segments`` segments, as the run's), Ape-X's
+    dueling network included."""
     if args.algo in ("impala", "ppo"):
         from gorila.algos.kit import QUEUES
         from gorila.bench.segment_learner import SegmentLearnerWorker
 
-        batch = getattr(cfg, "batch_size", None) or 1
         actor_spec, learner_spec = plan.groups({QUEUES: []})
         factory: Callable[..., Any] = functools.partial(
-            SegmentLearnerWorker, actor=actor_spec.factory, learner=learner_spec.factory, batch_size=batch,
+            SegmentLearnerWorker, actor=actor_spec.factory, learner=learner_spec.factory, batch_size=segments,
             pushes_per_batch=1, optimizer=cfg.optimizer, lr=cfg.lr)
         frames_per_s = _bare_rate(dataclasses.replace(plan, services=()), factory, args.limit_seconds, together)
         return 1e6 / frames_per_s
