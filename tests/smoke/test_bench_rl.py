@@ -87,10 +87,11 @@ def test_bench_learner_of_impala_and_ppo_writes_samples_per_s_beside_the_bare_lo
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize("algo", ["impala", "ppo", "dqn", "apex"])
-def test_bench_pipeline_writes_the_runs_steady_rate_beside_the_limit_of_its_parts(tmp_path, algo):
+@pytest.mark.parametrize("algo, mode", [("impala", None), ("ppo", None), ("ppo", "async"), ("dqn", None),
+                                        ("apex", None)])
+def test_bench_pipeline_writes_the_runs_steady_rate_beside_the_limit_of_its_parts(tmp_path, algo, mode):
     report = bench(tmp_path, "pipeline", "--algo", algo, "--env", "CartPole-v1", "--runtime", "local",
-                   "--seconds", "5", "--limit-seconds", "0.3")
+                   "--seconds", "5", "--limit-seconds", "0.3", *(["--mode", mode] if mode else []))
     (row,) = report["rows"]
     parts = [row[f"{name}_us_per_frame"] for name in ("env", "act", "learn")]
     assert row["frames_per_s"] > 0 and all(us > 0 for us in parts)
@@ -101,13 +102,14 @@ def test_bench_pipeline_writes_the_runs_steady_rate_beside_the_limit_of_its_part
     assert row["limit_alone_frames_per_s"] == pytest.approx(row["cores"] / (sum(alone) / 1e6))
     assert row["ratio_alone"] == pytest.approx(row["frames_per_s"] / row["limit_alone_frames_per_s"])
     assert row["busy_cores"] > 0 and row["updates_per_frame"] > 0
+    assert mode is None or row["mode"] == mode
     # the bare loop learns from batches as big as the run's: PPO's default is a segment of each of its actors
     run = json.loads((tmp_path / "run" / "config.json").read_text())[algo]
     assert row["segments_per_batch"] == {"ppo": run.get("actors"), "impala": run.get("batch_size")}.get(algo, 1)
 
 
 def test_a_part_that_fails_in_one_of_the_processes_timing_at_once_is_an_error_not_a_wait():
-    args = argparse.Namespace(algo="impala", env="NoSuchEnv-v0", seed=0, limit_seconds=0.2)
+    args = argparse.Namespace(algo="impala", env="NoSuchEnv-v0", seed=0, limit_seconds=0.2, mode=None)
     started = time.monotonic()
     with pytest.raises(RuntimeError, match=r"2 processes at once failed: exit codes \[1"):
         limit_parts_at_once(args, updates_per_frame=1.0, segments=1, copies=2, timeout_s=120.0)

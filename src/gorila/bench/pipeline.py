@@ -71,6 +71,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--server", default=None, choices=("process", "learner"),
                         help="where the updates are applied: process (the shards) or learner (it owns its parameters) "
                              "(default: the run's own, as gorila train chooses it)")
+    parser.add_argument("--mode", default=None, choices=("sync", "async", "semi-async"),
+                        help="the run's update rule, as gorila train takes it (ppo: async is APPO) (default: the "
+                             "algorithm's own)")
     parser.add_argument("--seed", type=int, default=0, help="the run's seed")
     parser.add_argument("--limit-seconds", type=float, default=3.0, help="timing of each part of the limit")
     parser.add_argument("--out", default=None, help="directory for bench.json and the run (default: bench/pipeline)")
@@ -87,11 +90,11 @@ def measure(args: Any, out: Path) -> dict[str, Any]:
     import gorila
 
     load = os.getloadavg()[0]
-    asked = f" --server {args.server}" if args.server else ""
+    asked = "".join(f" --{name} {getattr(args, name)}" for name in ("server", "mode") if getattr(args, name))
     print(f"gorila bench pipeline --algo {args.algo} --env {args.env} --runtime {args.runtime}{asked}: "
           f"{args.seconds:g} s of training (load average {load:.2f} before)")
     run_dir = out / "run"
-    chosen = {} if args.server is None else {"server": args.server}
+    chosen = {name: getattr(args, name) for name in ("server", "mode") if getattr(args, name) is not None}
     summary = gorila.train(args.algo, env=args.env, runtime=args.runtime, **chosen, seed=args.seed,
                            time_limit_s=args.seconds, stop_at_target=False, run_dir=run_dir,
                            eval_every_s=args.seconds)
@@ -109,7 +112,7 @@ def measure(args: Any, out: Path) -> dict[str, Any]:
     train_s = summary["train_time_s"]
     busy = {kind: cpu / train_s for kind, cpu in summary["cpu_s_by_process_kind"].items()}
     figures = {"frames_per_s": steady, "limit_frames_per_s": limit, "ratio": steady / limit, "cores": cores,
-               "server": server,
+               "server": server, "mode": saved["run"]["mode"],
                "limit_alone_frames_per_s": limit_alone, "ratio_alone": steady / limit_alone,
                **{f"{name}_us_per_frame": us for name, us in parts.items()},
                **{f"{name}_us_per_frame_alone": us for name, us in alone.items()},
@@ -227,8 +230,9 @@ def _plan(args: Any) -> tuple[Any, Any]:
     from gorila.algos.registry import ALGORITHMS
     from gorila.launch import configs_from_values
 
+    mode = {} if args.mode is None else {"mode": args.mode}
     run, configs = configs_from_values(args.algo, {"env": args.env, "runtime": "local", "seed": args.seed,
-                                                   "actors": 1, "device": "cpu", "inference": "local"})
+                                                   "actors": 1, "device": "cpu", "inference": "local", **mode})
     make_plan = ALGORITHMS[args.algo].plan_fn()
     return make_plan(run, *configs), configs[0]
 
