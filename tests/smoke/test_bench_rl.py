@@ -103,8 +103,12 @@ def test_bench_pipeline_writes_the_runs_steady_rate_beside_the_limit_of_its_part
     assert row["ratio_alone"] == pytest.approx(row["frames_per_s"] / row["limit_alone_frames_per_s"])
     assert row["busy_cores"] > 0 and row["updates_per_frame"] > 0
     assert mode is None or row["mode"] == mode
-    # the bare loop learns from batches as big as the run's: PPO's default is a segment of each of its actors
     run = json.loads((tmp_path / "run" / "config.json").read_text())[algo]
+    if algo == "dqn":  # its bundles act and learn in the same processes
+        assert row["learner_bound_frames_per_s"] is None
+    else:
+        assert row["learner_bound_frames_per_s"] == pytest.approx(run["learners"] * 1e6 / row["learn_us_per_frame"])
+    # the bare loop learns from batches as big as the run's: PPO's default is a segment of each of its actors
     assert row["segments_per_batch"] == {"ppo": run.get("actors"), "impala": run.get("batch_size")}.get(algo, 1)
 
 

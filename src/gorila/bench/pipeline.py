@@ -13,7 +13,9 @@ A run keeps every core busy, and cores that share a physical core, its caches or
 bandwidth do less each when all of them work (on a 2-vCPU virtual machine a learner's update took
 25-35 % longer with a busy loop on the other vCPU): each part is therefore timed with every core
 timing it, and the mean of their figures is its cost. The same parts timed by this process alone
-give ``limit_alone_frames_per_s`` and ``ratio_alone`` beside it, the ceiling of an idle machine.
+give ``limit_alone_frames_per_s`` and ``ratio_alone`` beside it, the ceiling of an idle machine. A
+learner is one process, so a run also learns no faster than its learners each on one core:
+``learner_bound_frames_per_s`` (``--learners`` / the learner term) and the run's ratio to it.
 
 The acting term is the actors' own way of acting: through the policy's numpy twin where it has one.
 
@@ -109,11 +111,17 @@ def measure(args: Any, out: Path) -> dict[str, Any]:
     parts = alone if cores == 1 else limit_parts_at_once(args, updates_per_frame, segments, cores)
     limit = cores / (sum(parts.values()) / 1e6)
     limit_alone = cores / (sum(alone.values()) / 1e6)
+    # A learner is one process: however many cores, a run learns no faster than its learners each on one
+    # (Gorila DQN's bundles act and learn in the same processes, which the cores' limit already bounds).
+    learners = int(saved[args.algo].get("learners") or 0) if args.algo != "dqn" else 0
+    learner_bound = learners * 1e6 / parts["learn"] if learners else None
     train_s = summary["train_time_s"]
     busy = {kind: cpu / train_s for kind, cpu in summary["cpu_s_by_process_kind"].items()}
     figures = {"frames_per_s": steady, "limit_frames_per_s": limit, "ratio": steady / limit, "cores": cores,
                "server": server, "mode": saved["run"]["mode"],
                "limit_alone_frames_per_s": limit_alone, "ratio_alone": steady / limit_alone,
+               "learner_bound_frames_per_s": learner_bound,
+               "ratio_to_learner_bound": steady / learner_bound if learner_bound else None,
                **{f"{name}_us_per_frame": us for name, us in parts.items()},
                **{f"{name}_us_per_frame_alone": us for name, us in alone.items()},
                "updates_per_frame": updates_per_frame, "segments_per_batch": segments, "load_before": load,
@@ -137,6 +145,10 @@ def measure(args: Any, out: Path) -> dict[str, Any]:
           f"every core timing each part) = {limit:,.0f} frames/s")
     print(f"         alone: {cores} cores / ({' + '.join(f'{us:.1f} µs {name}' for name, us in alone.items())}) = "
           f"{limit_alone:,.0f} frames/s")
+    if learner_bound is not None:
+        print(f"         its {learners} learner process{'es' if learners > 1 else ''}, each on one core: "
+              f"{learners} / {parts['learn']:.1f} µs learn = {learner_bound:,.0f} frames/s "
+              f"({steady / learner_bound:.2f} of it)")
     print(f"  ratio: {figures['ratio']:.2f} of the limit ({figures['ratio_alone']:.2f} of the idle machine's)")
     return figures
 
