@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-from collections.abc import Callable
 from typing import Any
 
 from gorila.bench.bare_loop import BareQLoop, pushed_rate
@@ -79,18 +78,13 @@ def run(args: argparse.Namespace, names: list[str]) -> int:
     cfg = DQNConfig(batch_size=batch_size, actors=1, replay_capacity=max(args.fill, DQNConfig.replay_capacity))
     copies = [None] if args.device == "cpu" else DEVICE_COPIES if args.device_copy == "both" else [args.device_copy]
 
-    def plan_for(runtime: str, copy: str | None) -> Plan:
-        return make_plan(bench_run_config(runtime, None, args.seed, "dqn", args.server), cfg,
+    def build(copy: str | None, runtime: str) -> tuple[Plan, WorkerFactory]:
+        plan = make_plan(bench_run_config(runtime, None, args.seed, "dqn", args.server), cfg,
                          RLConfig(env=args.env, device=args.device, device_copy=copy or "sync", inference="local"))
+        return plan, functools.partial(LearnerWorker, bundle=bundle_factory(plan), fill=args.fill,
+                                       optimizer=plan.spec.optimizer, lr=cfg.lr)
 
-    def build(copy: str | None) -> Callable[[str], tuple[Plan, WorkerFactory]]:
-        def for_runtime(runtime: str) -> tuple[Plan, WorkerFactory]:
-            plan = plan_for(runtime, copy)
-            return plan, functools.partial(LearnerWorker, bundle=bundle_factory(plan), fill=args.fill,
-                                           optimizer=plan.spec.optimizer, lr=cfg.lr)
-        return for_runtime
-
-    plan = plan_for("local", copies[0])
+    plan = build(copies[0], "local")[0]
     size, optimizer = plan.initial_params().size, plan.spec.optimizer
     print(f"gorila bench learner --algo dqn: {args.env}, {size:,} parameters ({size * 4 / 1e6:.2f} MB), batch "
           f"{batch_size}, learner on {args.device}, 1 torch thread per process, medians of {args.rounds} "
@@ -113,7 +107,7 @@ def run(args: argparse.Namespace, names: list[str]) -> int:
     for copy in copies:
         if copy is not None:
             print(f"  --device-copy {copy}:")
-        rows += learner_table(names, args.address, build(copy), args.seconds, args.rounds, "updates",
+        rows += learner_table(names, args.address, functools.partial(build, copy), args.seconds, args.rounds, "updates",
                               algo="dqn", server=args.server, device=args.device, device_copy=copy)
     write_bench_json(out, "learner", vars(args), rows, parameters=size)
     return 0

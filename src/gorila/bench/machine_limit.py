@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import queue
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -73,21 +74,40 @@ def start_one_thread(ctx: Any, target: Callable, args: list[tuple]) -> list:
                 os.environ[k] = v
 
 
+def gather_at_once(target: Callable[..., None], args: list[tuple], timeout_s: float) -> list[Any]:
+    """What each of ``len(args)`` fresh processes puts on its queue: one spawned process (a clean
+    interpreter, one thread: :func:`start_one_thread`) runs ``target(*a, barrier, results, timeout_s)``
+    for each tuple ``a``, the processes meeting at ``barrier`` wherever they start something together.
+    A process that exits with an error is an error here at once (the others would wait for it at the
+    barrier until the timeout), naming the exit codes."""
+    ctx = mp.get_context("spawn")  # a clean interpreter: no inherited threads or Ray state
+    barrier, results = ctx.Barrier(len(args)), ctx.Queue()
+    procs = start_one_thread(ctx, target, [(*a, barrier, results, timeout_s) for a in args])
+    gathered: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(gathered) < len(procs):
+            try:
+                gathered.append(results.get(timeout=1.0))
+            except queue.Empty:
+                failed = [proc.exitcode for proc in procs if proc.exitcode not in (None, 0)]
+                if failed or time.monotonic() > deadline:
+                    raise RuntimeError(f"{len(procs)} processes at once failed: exit codes {failed}, "
+                                       f"{len(gathered)} of {len(procs)} done") from None
+    finally:
+        for proc in procs:
+            if len(gathered) < len(procs):  # failed: kill the ones waiting at the barrier
+                proc.kill()
+            proc.join(timeout_s)
+    return gathered
+
+
 def map_intervals(cfg: LstsqConfig, seed: int, num_workers: int, rounds: int, synchronized: bool = False,
                   timeout_s: float = 600.0) -> list[tuple[float, float]]:
     """When each of the ``num_workers`` processes of :func:`map_seconds` started and ended its
     rounds, on the machine's monotonic clock."""
-    ctx = mp.get_context("spawn")  # a clean interpreter: no inherited threads or Ray state
-    barrier, results = ctx.Barrier(num_workers), ctx.Queue()
-    procs = start_one_thread(ctx, _timed_map, [(cfg, seed, num_workers, k, rounds, synchronized, barrier, results,
-                                                timeout_s) for k in range(num_workers)])
-    try:
-        return [results.get(timeout=timeout_s) for _ in procs]
-    finally:
-        for proc in procs:
-            proc.join(timeout_s)
-            if proc.is_alive():
-                proc.kill()
+    return gather_at_once(_timed_map, [(cfg, seed, num_workers, k, rounds, synchronized) for k in range(num_workers)],
+                          timeout_s)
 
 
 def map_limits(cfg: LstsqConfig, seed: int, counts: list[int], rounds: int,

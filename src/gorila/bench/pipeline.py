@@ -36,9 +36,7 @@ import dataclasses
 import functools
 import json
 import math
-import multiprocessing as mp
 import os
-import queue
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -48,7 +46,7 @@ import numpy as np
 import torch
 
 from gorila import validate
-from gorila.bench.machine_limit import start_one_thread
+from gorila.bench.machine_limit import gather_at_once
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.cliargs import command_parser
 from gorila.errors import ConfigError
@@ -92,11 +90,11 @@ def measure(args: Any, out: Path) -> dict[str, Any]:
     import gorila
 
     load = os.getloadavg()[0]
-    asked = "".join(f" --{name} {getattr(args, name)}" for name in ("server", "mode") if getattr(args, name))
+    chosen = {name: getattr(args, name) for name in ("server", "mode") if getattr(args, name) is not None}
+    asked = "".join(f" --{name} {value}" for name, value in chosen.items())
     print(f"gorila bench pipeline --algo {args.algo} --env {args.env} --runtime {args.runtime}{asked}: "
           f"{args.seconds:g} s of training (load average {load:.2f} before)")
     run_dir = out / "run"
-    chosen = {name: getattr(args, name) for name in ("server", "mode") if getattr(args, name) is not None}
     summary = gorila.train(args.algo, env=args.env, runtime=args.runtime, **chosen, seed=args.seed,
                            time_limit_s=args.seconds, stop_at_target=False, run_dir=run_dir,
                            eval_every_s=args.seconds)
@@ -112,8 +110,8 @@ def measure(args: Any, out: Path) -> dict[str, Any]:
     limit = cores / (sum(parts.values()) / 1e6)
     limit_alone = cores / (sum(alone.values()) / 1e6)
     # A learner is one process: however many cores, a run learns no faster than its learners each on one
-    # (Gorila DQN's bundles act and learn in the same processes, which the cores' limit already bounds).
-    learners = int(saved[args.algo].get("learners") or 0) if args.algo != "dqn" else 0
+    # (Gorila DQN names no learners: its bundles act and learn in the same processes, which the cores' limit bounds).
+    learners = int(saved[args.algo].get("learners") or 0)
     learner_bound = learners * 1e6 / parts["learn"] if learners else None
     train_s = summary["train_time_s"]
     busy = {kind: cpu / train_s for kind, cpu in summary["cpu_s_by_process_kind"].items()}
@@ -208,26 +206,7 @@ def limit_parts_at_once(args: Any, updates_per_frame: float, segments: int, copi
                         ) -> dict[str, float]:
     """:func:`limit_parts` timed by ``copies`` fresh processes at once, each on one thread, every
     part started together: the mean of their figures, part by part."""
-    ctx = mp.get_context("spawn")  # a clean interpreter: no inherited threads or Ray state
-    barrier, results = ctx.Barrier(copies), ctx.Queue()
-    procs = start_one_thread(ctx, _time_parts_together,
-                             [(args, updates_per_frame, segments, barrier, results, timeout_s) for _ in range(copies)])
-    timed: list[dict[str, float]] = []
-    deadline = time.monotonic() + timeout_s
-    try:
-        while len(timed) < copies:
-            try:
-                timed.append(results.get(timeout=1.0))
-            except queue.Empty:
-                failed = [proc.exitcode for proc in procs if proc.exitcode not in (None, 0)]
-                if failed or time.monotonic() > deadline:  # the others would wait for it at the barrier
-                    raise RuntimeError(f"timing the limit's parts in {copies} processes at once failed: exit codes "
-                                       f"{failed}, {len(timed)} of {copies} done") from None
-    finally:
-        for proc in procs:
-            if len(timed) < copies:  # failed: the others would wait at the barrier for the one that died
-                proc.kill()
-            proc.join(timeout_s)
+    timed = gather_at_once(_time_parts_together, [(args, updates_per_frame, segments)] * copies, timeout_s)
     return {part: float(np.mean([t[part] for t in timed])) for part in timed[0]}
 
 

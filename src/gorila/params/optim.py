@@ -104,6 +104,8 @@ class _Base:
     :data:`TORCH_FROM` or more), ``_direction_np`` on numpy arrays."""
 
     _slots: tuple[str, ...] = ()
+    # What _torch_views makes: tensors on the arrays' memory, which a copy must not carry (see __getstate__).
+    _torch_attrs: tuple[str, ...] = ("_tmp", "_lr_vector", "_state", "_arrays", "_torch_ready")
 
     def __init__(self, size: int, lr: LearningRate, state: dict[str, np.ndarray] | None = None):
         self.uses_torch = size >= TORCH_FROM
@@ -136,8 +138,7 @@ class _Base:
     def __getstate__(self) -> dict[str, Any]:
         # Pickled (or deep-copied) tensors would come back with memory of their own, no longer the
         # arrays': the step would move tensors that state_dict and the finite check never read.
-        return {k: v for k, v in self.__dict__.items()
-                if k not in ("_tmp", "_lr_vector", "_state", "_arrays", "_torch_ready", "_count", "_adam")}
+        return {k: v for k, v in self.__dict__.items() if k not in self._torch_attrs}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -278,6 +279,7 @@ class Adam(_Base):
     """Adam with bias correction (Kingma & Ba)."""
 
     _slots = ("m", "v")
+    _torch_attrs = (*_Base._torch_attrs, "_count", "_fused_adam")
 
     def __init__(self, size: int, lr: LearningRate, state: dict[str, np.ndarray] | None = None,
                  beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8):
@@ -289,18 +291,15 @@ class Adam(_Base):
         (``torch.optim.adam.adam(fused=True)``, torch 2.4 or later) on tensors sharing the arrays'
         memory: one pass over the slice instead of seven, less than half the time of
         :meth:`_direction`'s in-place operations on a 141 k-parameter slice. The same formula."""
-        if not self.uses_torch or isinstance(self.lr, np.ndarray):
-            super().step(params, grad)
-            return
-        if not self._torch_ready:
+        if self.uses_torch and not self._torch_ready:
             self._torch_views()
-        if self._count is None:  # a torch without a fused CPU Adam
+        if not self.uses_torch or self._fused_adam is None:
             super().step(params, grad)
             return
         step = self.steps
         self.steps += 1
         self._count.fill_(step)  # torch's Adam adds this step to its count before the bias correction
-        self._adam(
+        self._fused_adam(
             [torch.from_numpy(params)], [torch.from_numpy(grad)], [self._state["m"]], [self._state["v"]], [],
             [self._count], fused=True, amsgrad=False, beta1=self.beta1, beta2=self.beta2,
             lr=float(self.lr) if self.decay is None else self.decay.at(step), weight_decay=0.0, eps=self.eps,
@@ -308,9 +307,11 @@ class Adam(_Base):
 
     def _torch_views(self) -> None:
         super()._torch_views()
+        self._count = torch.zeros((), dtype=torch.float32)
+        # torch's functional Adam, fused on the CPU from torch 2.4, for one rate (a vector of rates: _direction)
         fused = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 4)
-        self._count = torch.zeros((), dtype=torch.float32) if fused else None
-        self._adam = importlib.import_module("torch.optim.adam").adam  # its functional form
+        self._fused_adam = (importlib.import_module("torch.optim.adam").adam
+                            if fused and not isinstance(self.lr, np.ndarray) else None)
 
     def _direction(self, g: torch.Tensor) -> torch.Tensor:
         m = self._state["m"].mul_(self.beta1).add_(g, alpha=1 - self.beta1)
