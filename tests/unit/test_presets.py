@@ -12,7 +12,7 @@ from gorila.machine import ATARI_FRAMES, Machine
 from gorila.replay.memory import estimate_storage_bytes
 
 
-@pytest.mark.parametrize("algo", ["dqn", "apex", "a3c"])
+@pytest.mark.parametrize("algo", ["dqn", "apex", "a3c", "impala", "ppo"])
 def test_every_preset_setting_is_a_valid_setting_of_its_algorithm(algo):
     run, configs = configs_from_values(algo, {"env": "MinAtar/Breakout-v1"})
     fields = {**vars(run), **{k: v for cfg in configs for k, v in vars(cfg).items()}}
