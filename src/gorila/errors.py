@@ -20,6 +20,10 @@ class ConfigError(GorilaError, ValueError):
         self.message = message
         super().__init__(f"{field}: {message}")
 
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        # Rebuilt from its two parts (an exception pickles its message alone), as it crosses processes.
+        return type(self), (self.field, self.message)
+
     @property
     def flag(self) -> str:
         """The CLI flag spelling of ``field`` (``count_within`` -> ``--count-within``)."""

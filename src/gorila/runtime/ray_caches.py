@@ -69,4 +69,4 @@ def _cache(title: str, name: str, factory: Any, index: int, placement: dict, opt
     return NamedActor(titled(ServiceProcess, title)
                       .options(num_cpus=CACHE_CPUS, max_concurrency=CACHE_CONCURRENCY, name=name, **placement,
                                **options)
-                      .remote(factory, index), name)
+                      .remote(factory, index, False), name)  # not serial: its calls on threads

@@ -11,10 +11,13 @@ holds them. :class:`~gorila.runtime.ray_runtime.RayRuntime` starts them; the par
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import threading
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from gorila.core import ServiceFactory, WorkerFactory
@@ -23,6 +26,7 @@ from gorila.metrics.cputime import CpuClock
 from gorila.params import ParameterServer
 from gorila.reply import Pending, ServiceEndpoint
 from gorila.runtime.ray_calls import RayPending, ray
+from gorila.runtime.service_socket import ServiceSocket, ServiceSocketServer, SocketLost, SocketReply
 
 # isort: split
 # Imports Ray: after gorila.runtime.ray_calls, which sets the environment Ray reads as it is imported.
@@ -30,16 +34,92 @@ from ray.exceptions import GetTimeoutError, RayActorError
 
 # A blocked worker's backoff, doubling from the first to the last.
 _BACKOFF_S = (0.001, 0.02)
+# How long a client waits to connect to a service's socket before it keeps to Ray's calls.
+_CONNECT_TIMEOUT_S = 10.0
 
 
 class RayService:
-    """Calls a method of the object hosted by a service process (picklable)."""
+    """Calls a method of the object hosted by a service process (picklable). A copy in a process on
+    the service's node, once the service has said where its socket is, calls over that socket
+    (:mod:`gorila.runtime.service_socket`: no Ray call on either side); elsewhere, until then, and
+    after its socket fails, as a Ray call. A call the socket lost is made again as a Ray call, which
+    Ray delivers to the restarted process (calls that must not be applied twice carry their own
+    numbers: a trajectory queue's or a replay shard's adds). One thread of a process calls it."""
 
     def __init__(self, handle: Any, what: str):
         self.handle, self.what = handle, what
+        self._where: RayPending | None = None  # the service's node and socket, once asked
+        self._socket: ServiceSocket | None = None
+        self._ray_only = False  # the service is on another node, or has no socket
 
-    def call(self, method: str, *args: Any) -> RayPending:
+    def __getstate__(self) -> dict[str, Any]:
+        return {"handle": self.handle, "what": self.what}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["handle"], state["what"])  # type: ignore[misc]
+
+    def call(self, method: str, *args: Any) -> Pending[Any]:
+        channel = self._channel()
+        if channel is not None:
+            try:
+                return _SocketOrRay(channel.call(method, args), functools.partial(self._ray_call, method, args))
+            except SocketLost:
+                pass  # the next call asks the service where its socket is now
+        return self._ray_call(method, args)
+
+    def _ray_call(self, method: str, args: tuple[Any, ...]) -> RayPending:
         return RayPending(self.handle.call.remote(method, *args), f"{self.what}.{method}")
+
+    def _channel(self) -> ServiceSocket | None:
+        if self._socket is not None and not self._socket.closed:
+            return self._socket
+        if self._socket is not None:  # lost: a restarted service listens on a new socket
+            self._socket, self._where = None, None
+        if self._ray_only:
+            return None
+        if self._where is None:
+            self._where = RayPending(self.handle.socket_at.remote(), f"{self.what}.socket_at")
+            return None
+        if not self._where.ready():
+            return None
+        try:
+            node, path = self._where.result(timeout_s=0.0)
+        except Exception:  # the service died meanwhile: ask its next process
+            self._where = None
+            return None
+        if path is None or node != ray.get_runtime_context().get_node_id():
+            self._ray_only = True
+            return None
+        try:
+            self._socket = ServiceSocket(path, timeout_s=_CONNECT_TIMEOUT_S)
+        except OSError:
+            self._where = None
+        return self._socket
+
+
+class _SocketOrRay:
+    """A reply on its way over a service's socket that, should the socket fail first, is asked for
+    again as a Ray call (``again``)."""
+
+    def __init__(self, reply: SocketReply, again: Callable[[], RayPending]):
+        self.reply: SocketReply | RayPending = reply
+        self.again = again
+
+    def result(self, timeout_s: float) -> Any:
+        try:
+            return self.reply.result(timeout_s)
+        except SocketLost:
+            if isinstance(self.reply, RayPending):
+                raise
+            self.reply = self.again()
+            return self.reply.result(timeout_s)
+
+    def ready(self) -> bool:
+        try:
+            return self.reply.ready()
+        except SocketLost:
+            self.reply = self.again()
+            return self.reply.ready()
 
 
 @functools.cache
@@ -56,25 +136,40 @@ def titled(host: type, title: str) -> Any:
 
 
 class ServiceProcess:
-    """Hosts one service object (a replay shard), built here from its factory; others call it."""
+    """Hosts one service object (a replay shard), built here from its factory; others call it.
 
-    def __init__(self, factory: ServiceFactory, service_id: int):
+    A ``serial`` service (Ray runs its calls one at a time) is served on its node over a socket too
+    (:class:`~gorila.runtime.service_socket.ServiceSocketServer`), its calls then serialised by a
+    lock; a service that Ray runs on threads (a parameter cache answering long polls) answers Ray's
+    calls only, since a socket's calls are answered in order."""
+
+    def __init__(self, factory: ServiceFactory, service_id: int, serial: bool = True):
         self.cpu = CpuClock()
         self.service = factory(service_id)
+        self.lock = threading.Lock() if serial else contextlib.nullcontext()
+        self.server = ServiceSocketServer(self.call) if serial else None
+        self.socket_path = self.server.start() if self.server is not None else None
 
     def ready(self) -> str:
         return ray.get_runtime_context().get_node_id()
 
+    def socket_at(self) -> tuple[str, str | None]:
+        """This process's node and the path of its socket (None: Ray's calls only)."""
+        return ray.get_runtime_context().get_node_id(), self.socket_path
+
     def call(self, method: str, *args: Any) -> Any:
-        return getattr(self.service, method)(*args)
+        with self.lock:
+            return getattr(self.service, method)(*args)
 
     def stats(self) -> dict[str, Any]:
         """The service's stats, with its process's CPU seconds (``cpu_s``: a run's summary counts them
         by service group, beside the workers' own)."""
-        return {**self.service.stats(), "cpu_s": self.cpu.seconds()}
+        with self.lock:
+            return {**self.service.stats(), "cpu_s": self.cpu.seconds()}
 
     def save(self) -> None:
-        self.service.save()
+        with self.lock:
+            self.service.save()
 
 
 class WorkerProcess:

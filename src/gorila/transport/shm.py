@@ -15,7 +15,8 @@ socket with it, so the other side sees the connection close::
     sock, block = connect(listener.path, 4 * size, header=str(size).encode(), name="gorila-shard-0", timeout_s=30)
 
 Users: the parameter shards' fast path (:mod:`gorila.runtime.shm`) and central inference
-(:mod:`gorila.inference.channel`).
+(:mod:`gorila.inference.channel`). A :class:`Listener` of ``SOCK_STREAM`` serves calls whose
+arguments travel in the messages themselves (:mod:`gorila.runtime.service_socket`).
 """
 
 from __future__ import annotations
@@ -48,16 +49,17 @@ class Listener:
         listener.socket.accept()
         listener.close()           # the socket closed, its dir removed
 
-    Dirs that killed processes of the same ``prefix`` left behind are removed first. An
+    ``kind`` is the socket type (``SOCK_SEQPACKET`` for a block's small messages, ``SOCK_STREAM``
+    for messages of any size). Dirs that killed processes of the same ``prefix`` left behind are removed first. An
     ``OSError`` (e.g. a temp dir path too long for a Unix socket) leaves nothing behind.
     """
 
-    def __init__(self, prefix: str, socket_name: str):
+    def __init__(self, prefix: str, socket_name: str, kind: int = socket.SOCK_SEQPACKET):
         tmp = tempfile.gettempdir()
-        remove_stale_dirs(tmp, prefix, socket_name)
+        remove_stale_dirs(tmp, prefix, socket_name, kind)
         self.dir = tempfile.mkdtemp(prefix=prefix)  # mode 0700: only this user connects
         self.path = os.path.join(self.dir, socket_name)
-        self.socket = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.socket = socket.socket(socket.AF_UNIX, kind)
         try:
             # Bound under another name and renamed once listening, so that a socket at ``path``
             # refusing connections always means its process is gone (see remove_stale_dirs).
@@ -77,11 +79,12 @@ class Listener:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def remove_stale_dirs(tmp: str, prefix: str, socket_name: str) -> None:
+def remove_stale_dirs(tmp: str, prefix: str, socket_name: str, kind: int = socket.SOCK_SEQPACKET) -> None:
     """Remove socket dirs left by processes (shards, inference servers) that were killed before
-    they could close: their socket refuses connections. A live one accepts the probe and drops it."""
+    they could close: their socket (of type ``kind``) refuses connections. A live one accepts the
+    probe and drops it."""
     for path in glob.glob(os.path.join(tmp, prefix + "*", socket_name)):
-        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as probe:
+        with socket.socket(socket.AF_UNIX, kind) as probe:
             try:
                 probe.connect(path)
             except ConnectionRefusedError:
