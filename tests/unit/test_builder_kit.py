@@ -10,7 +10,7 @@ from gorila.algos.apex.builder import make_plan as apex_plan
 from gorila.algos.apex.config import ApexConfig
 from gorila.algos.dqn.builder import make_plan as dqn_plan
 from gorila.algos.dqn.config import DQNConfig
-from gorila.algos.kit import INFERENCE, INFERENCE_METRICS, QUEUES
+from gorila.algos.kit import ACTOR_NICE, INFERENCE, INFERENCE_METRICS, QUEUES
 from gorila.algos.registry import ALGORITHMS
 from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
@@ -99,3 +99,12 @@ def test_device_cpu_asks_for_no_gpu_and_cuda_without_a_gpu_is_refused_off_ray():
         with pytest.raises(ConfigError) as err:
             dqn_plan(RunConfig(algo="dqn", runtime="local"), DQNConfig(), RLConfig(device="cuda"))
         assert err.value.field == "device"
+
+
+@pytest.mark.parametrize("algo", ["impala", "ppo", "apex"])
+def test_the_actors_that_feed_a_learner_yield_the_cpu_to_it(algo):
+    entry = ALGORITHMS[algo]
+    plan = entry.plan_fn()(RunConfig(algo=algo, runtime="ray"), *[cls() for cls in entry.config_classes()])
+    services = {s.name: [None] * s.count for s in plan.services}
+    nice = {group.name: group.nice for group in plan.groups(services)}
+    assert nice == {"actor": ACTOR_NICE, "learner": 0} and ACTOR_NICE > 0

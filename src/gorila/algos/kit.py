@@ -55,6 +55,11 @@ from gorila.reply import ServiceEndpoint
 from gorila.trajectory import RemoteQueue
 
 #: The inference service's name in a plan (``services[INFERENCE]`` in its ``groups``).
+#: The niceness of the actors that feed a learner (Ape-X's, IMPALA's, PPO's): where actors and learner
+#: share cores they yield the CPU to it, so that the learner, the pipeline's narrowest stage, never
+#: waits for a core while actors act ahead (IMPALA on MinAtar Breakout, 2 cores: 17.0 k frames/s with
+#: actors at the learner's priority, 18.6 k at this one; docs/benchmarks.md, "Removing downtime").
+ACTOR_NICE = 5
 INFERENCE = "inference"
 #: The inference server's columns in ``metrics.csv`` with central inference.
 INFERENCE_METRICS = ("inference.mean_batch", "inference.dropped", "inference.bytes_observations",
@@ -279,10 +284,12 @@ def trajectory_groups(actor: Callable[..., Any], learner: Callable[..., Any], ac
 
     Every actor is given every queue (``queues=``) and, with central inference, the run's
     inference server (``inference=``); learner j is given the queues and takes from queue j, and
-    asks the runtime for ``learner_gpus`` of a GPU (learners on ``--device cuda``)."""
+    asks the runtime for ``learner_gpus`` of a GPU (learners on ``--device cuda``). The actors run
+    at :data:`ACTOR_NICE`."""
     def groups(services: dict[str, list[ServiceEndpoint]]) -> list[WorkerSpec]:
         queues = [RemoteQueue(endpoint) for endpoint in services[QUEUES]]
         inference = services[INFERENCE][0] if central else None
-        return [WorkerSpec("actor", functools.partial(actor, queues=queues, inference=inference), actors),
+        return [WorkerSpec("actor", functools.partial(actor, queues=queues, inference=inference), actors,
+                           nice=ACTOR_NICE),
                 WorkerSpec("learner", functools.partial(learner, queues=queues), learners, gpus=learner_gpus)]
     return groups

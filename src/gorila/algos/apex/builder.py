@@ -25,6 +25,7 @@ from gorila.actors.nstep import NStepReturns
 from gorila.algos.apex.config import ApexConfig
 from gorila.algos.dqn.networks import build_q_network
 from gorila.algos.kit import (
+    ACTOR_NICE,
     CHUNK_SECONDS,
     INFERENCE,
     REPLAY_TRAFFIC,
@@ -43,7 +44,6 @@ from gorila.nets.q import greedy_policy, numpy_q_network
 from gorila.replay import Prioritization, RateLimiter, ShardedReplaySpec, check_replay_memory
 
 STEPS_PER_CHUNK = 20
-ACTOR_NICE = 5
 METRICS = ("replay.size", "replay.added", "replay.sampled", "replay.refused_samples", "replay.priority_max",
            "learner.wait_fraction", "learner.policy_lag_mean", *REPLAY_TRAFFIC)
 
