@@ -4,8 +4,11 @@ of the role's type without pretending to more of it."""
 
 from typing import Any
 
+import numpy as np
+
 from gorila.core import Runtime, ShardGroup, WorkerGroup
 from gorila.driver.plan import Score
+from gorila.params.shard import PushResult, PushTag
 from gorila.reply import Pending, ServiceEndpoint
 
 
@@ -53,6 +56,25 @@ class EndpointStandIn:
 
     def call(self, method: str, *args: Any) -> Pending[Any]:
         raise _unused(f"a call of {method}")
+
+
+class ShardStandIn:
+    """A :class:`~gorila.params.client.ShardEndpoint`."""
+
+    def push(self, grad: np.ndarray, version: int, worker_id: int, tag: PushTag) -> Pending[PushResult]:
+        raise _unused("push")
+
+    def pull(self) -> Pending[tuple[np.ndarray, int]]:
+        raise _unused("pull")
+
+    def version(self) -> Pending[int]:
+        raise _unused("version")
+
+    def wait_version(self, at_least: int, wait_s: float) -> Pending[int]:
+        raise _unused("wait_version")
+
+    def connect(self) -> None:
+        raise _unused("connect")
 
 
 class ReplyStandIn:

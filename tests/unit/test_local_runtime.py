@@ -22,13 +22,23 @@ class _Closable:
         self.closed = True
 
 
+class _Bare:
+    """A worker without ``close``."""
+
+    def step(self) -> None:
+        """Nothing to do."""
+
+    def report(self) -> dict:
+        return {}
+
+
 def test_shutdown_closes_the_workers_that_have_close():
     runtime = LocalRuntime()
     shards = runtime.start_shards(ServerSpec(rule=UpdateRule.asynchronous()), np.zeros(3, np.float32))
     closable = runtime.start_workers(_Closable, 2, shards.server, name="bundle")
-    runtime.start_workers(lambda k, server: object(), 1, shards.server, name="bare")  # nothing to close
+    runtime.start_workers(lambda k, server: _Bare(), 1, shards.server, name="bare")  # nothing to close
     runtime.shutdown()
-    assert [w.closed for w in closable.workers] == [True, True]
+    assert [w.closed for w in closable.workers if isinstance(w, _Closable)] == [True, True]
 
 
 class AlwaysBlocked:
