@@ -1,5 +1,7 @@
-"""What the evaluation tests share: envs registered under a test id, and a policy that keeps what
-it is shown (always action 0)."""
+"""What the evaluation tests share: envs registered under a test id, a factory of a given env, and a
+policy that keeps what it is shown (always action 0)."""
+
+from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np
@@ -11,6 +13,11 @@ def registered(name: str, entry_point, **kwargs) -> str:
     if env_id not in gym.registry:
         gym.register(env_id, entry_point=entry_point, kwargs=kwargs)
     return env_id
+
+
+def made(env: gym.Env) -> Callable[[], gym.Env]:
+    """A factory that hands out ``env`` itself (an env runner's, for an env the test holds)."""
+    return lambda: env
 
 
 class Watching:

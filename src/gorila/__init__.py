@@ -18,17 +18,24 @@ worker) never import PyTorch.
 """
 
 import importlib
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
 _LAZY = {"train": "gorila.api", "evaluate": "gorila.policy", "load_policy": "gorila.policy",
          "Policy": "gorila.policy"}
 
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'gorila' has no attribute {name!r}")
+if TYPE_CHECKING:
+    # the type checker sees the names themselves, so a name not here is an error rather than `Any`
+    from gorila.api import train as train
+    from gorila.policy import Policy as Policy
+    from gorila.policy import evaluate as evaluate
+    from gorila.policy import load_policy as load_policy
+else:
+    def __getattr__(name: str) -> object:
+        if name in _LAZY:
+            return getattr(importlib.import_module(_LAZY[name]), name)
+        raise AttributeError(f"module 'gorila' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

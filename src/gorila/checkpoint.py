@@ -196,12 +196,12 @@ def check_meta(meta: Mapping[str, object], fields: Mapping[str, Field], where: s
                 raise ValueError(f"{path} is {value!r}, not a mapping")
             check_meta(value, spec.fields, path)
             continue
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if spec.kind == "count" and not (number and isinstance(value, int) and value >= 0):
+        number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        if spec.kind == "count" and not (isinstance(number, int) and number >= 0):
             raise ValueError(f"{path} is {value!r}, not a count (an integer >= 0)")
-        if spec.kind in ("seconds", "number") and not (number and math.isfinite(value)):
+        if spec.kind in ("seconds", "number") and not (number is not None and math.isfinite(number)):
             raise ValueError(f"{path} is {value!r}, not a finite number")
-        if spec.kind == "seconds" and value < 0:  # type: ignore[operator]
+        if spec.kind == "seconds" and number is not None and number < 0:
             raise ValueError(f"{path} is {value!r}, not a number of seconds >= 0")
 
 
@@ -215,7 +215,7 @@ def _check_record(record: Mapping[str, object], sequence: int) -> None:
         "sha256": lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) is not None,
         "exports": lambda v: isinstance(v, dict) and all(
             isinstance(k, str) and f == f"{stem}.{k}.safetensors" for k, f in v.items()),
-        "saved_at": lambda v: type(v) in (int, float) and math.isfinite(v) and v >= 0,  # type: ignore[arg-type]
+        "saved_at": lambda v: (type(v) is int or type(v) is float) and math.isfinite(v) and v >= 0,
         "meta": lambda v: isinstance(v, dict),
     }
     for name, fits in expected.items():
@@ -229,7 +229,7 @@ def _sequences(directory: Path) -> set[int]:
     return {int(m.group(1)) for p in directory.iterdir() if (m := _NAME.match(p.name))}
 
 
-def _digest(record: Mapping[str, object]) -> str:
+def _digest(record: object) -> str:
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
 
 

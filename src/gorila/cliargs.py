@@ -26,14 +26,18 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gorila.errors import ConfigError
 from gorila.validate import excerpt
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 T = TypeVar("T")
+D = TypeVar("D", bound="DataclassInstance")
 
 
 def _base_type(hint: Any) -> tuple[Any, bool]:
@@ -45,7 +49,7 @@ def _base_type(hint: Any) -> tuple[Any, bool]:
     return hint, False
 
 
-def _parser_for(hint: Any):
+def _parser_for(hint: Any) -> Callable[[str], Any]:
     base, _ = _base_type(hint)
     if typing.get_origin(base) is tuple:
         return _comma_list(typing.get_args(base)[0])
@@ -89,9 +93,9 @@ def _path(text: str) -> Path:
     return Path(text)
 
 
-def _reported(parse):
+def _reported(parse: Callable[[str], T]) -> Callable[[str], T]:
     """``parse`` whose ConfigError argparse reports as the flag's own error message."""
-    def run(text: str):
+    def run(text: str) -> T:
         try:
             return parse(text)
         except ConfigError as err:
@@ -157,8 +161,7 @@ def add_flags(group: argparse._ActionsContainer, cls: type, *, skip: tuple[str, 
         if f.name in skip or "help" not in f.metadata:
             continue
         flag = "--" + f.name.replace("_", "-")
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        default = (defaults or {}).get(f.name, default)
+        default = (defaults or {}).get(f.name, _field_default(f))
         help_text = f.metadata["help"]
         if default is not None:
             if "default" in help_text:  # it would hide the real value behind words
@@ -180,6 +183,14 @@ def add_flags(group: argparse._ActionsContainer, cls: type, *, skip: tuple[str, 
                                **kwargs)
 
 
+def _field_default(f: dataclasses.Field[Any]) -> Any:
+    """A field's default, its factory's where it has one (every field with a flag has a default)."""
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    assert f.default_factory is not dataclasses.MISSING, f"{f.name} has no default"
+    return f.default_factory()
+
+
 class _Renamed(argparse.Action):
     """An old flag name: stores its value under the new one's field, and says so on stderr."""
 
@@ -187,7 +198,8 @@ class _Renamed(argparse.Action):
         super().__init__(*args, **kwargs)
         self.new = new
 
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
         print(f"{parser.prog}: note: {option_string} is now {self.new}; the old name will go in a later release",
               file=sys.stderr)
         setattr(namespace, self.dest, values)
@@ -198,7 +210,7 @@ def renamed(classes: list[type]) -> dict[str, str]:
     return {old: f.name for cls in classes for f in dataclasses.fields(cls) for old in f.metadata.get("was", ())}
 
 
-def from_flags(cls: type[T], namespace: argparse.Namespace, **overrides: Any) -> T:
+def from_flags(cls: type[D], namespace: argparse.Namespace, **overrides: Any) -> D:
     """An instance of ``cls`` from the flags the user gave (the rest keep their defaults)."""
     values = {f.name: getattr(namespace, f.name) for f in dataclasses.fields(cls)
               if getattr(namespace, f.name, None) is not None}
@@ -247,6 +259,7 @@ def check_types(classes: list[type], values: Mapping[str, Any]) -> None:
         base, optional = _base_type(hints[name])
         if value is None and optional:
             continue
+        allowed: tuple[type, ...]
         if typing.get_origin(base) is tuple:
             allowed, kind = (tuple, list), "a list"
         elif base in _KINDS:

@@ -15,6 +15,7 @@ from pathlib import Path
 from gorila import validate
 from gorila.errors import ConfigError
 from gorila.params import OPTIMIZERS, ServerSpec, UpdateRule
+from gorila.params.optim import LearningRate
 from gorila.params.owned import Publication
 from gorila.params.rule import MODES
 from gorila.runtime import RUNTIMES
@@ -183,7 +184,7 @@ class RunConfig:
             return None
         return self.time_limit_s + (chunk_seconds or 0.0) + TIME_LIMIT_GRACE_S
 
-    def server_spec(self, rule: UpdateRule, default_optimizer: str, lr, learners: int = 1) -> ServerSpec:
+    def server_spec(self, rule: UpdateRule, default_optimizer: str, lr: LearningRate, learners: int = 1) -> ServerSpec:
         """The parameter server this run asks for: ``--shards``, ``--server`` and ``--optimizer``
         (else the algorithm's ``default_optimizer``) around the algorithm's rule and rates;
         ``learners``: how many learners own the parameters under ``--server learner`` (several

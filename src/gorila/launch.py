@@ -19,7 +19,7 @@ import os
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gorila.algos.presets import budget_source, source, with_preset
 from gorila.algos.registry import ALGORITHMS
@@ -33,6 +33,9 @@ from gorila.run_files import check_run_dir
 from gorila.settings_file import read_settings
 from gorila.sizing import check_fits
 from gorila.validate import excerpt
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 
 def settings(algo: str) -> set[str]:
@@ -57,7 +60,7 @@ def configs_from_values(algo: str, values: dict[str, Any]) -> tuple[RunConfig, l
     check_types([RunConfig, *ALGORITHMS[algo].config_classes()], values)  # before any of them is read
     # JSON and Python callers give lists where configs hold tuples (hidden=[64, 64]).
     namespace = argparse.Namespace(**values_from_json(with_preset(algo, values)))
-    configs = [from_flags(cls, namespace) for cls in ALGORITHMS[algo].config_classes()]
+    configs: list[DataclassInstance] = [from_flags(cls, namespace) for cls in ALGORITHMS[algo].config_classes()]
     budget = (None if "total_steps" not in settings(algo) else RESUMED_BUDGET if values.get("resume") is not None
               else budget_source(values, _default_env(configs)))
     # --server not given: the algorithm's choice for these learners (a resumed run's is in its config.json)
@@ -76,7 +79,9 @@ RESUMED_BUDGET = "the run's own, or --total-steps given again"
 
 def _default_env(configs: list) -> str:
     """The env a run given none steps: the default of its configs' ``env``."""
-    return next(f.default for c in configs for f in dataclasses.fields(c) if f.name == "env")
+    env = next(f.default for c in configs for f in dataclasses.fields(c) if f.name == "env")
+    assert isinstance(env, str)  # RLConfig's default env
+    return env
 
 
 def budget_line(run: RunConfig, configs: list) -> str | None:

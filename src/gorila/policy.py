@@ -8,9 +8,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -26,6 +26,9 @@ from gorila.envs.normalize import NormalizedPolicy
 from gorila.errors import ConfigError
 from gorila.nets import FlatParams
 from gorila.validate import clipped
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 
 class Policy:
@@ -80,7 +83,7 @@ def load_policy(run_dir: Path | str, checkpoint: str = "best") -> Policy:
     values = values_from_json(saved.config[saved.algo])
     try:
         run = RunConfig(**{k: v for k, v in saved.config["run"].items() if k not in ("run_dir", "resume")})
-        configs = [cls(**{k: v for k, v in values.items() if k in cls.__dataclass_fields__})
+        configs = [cls(**{k: v for k, v in values.items() if k in _field_names(cls)})
                    for cls in algorithm.config_classes()]
         epsilon = values["eval_epsilon"]  # builders record the evaluation's exploration rate they resolved
     except (TypeError, KeyError, ConfigError) as err:  # a setting it does not have, or one out of range
@@ -90,7 +93,9 @@ def load_policy(run_dir: Path | str, checkpoint: str = "best") -> Policy:
     network_fn, policy_fn = algorithm.policy_fn()(run, *configs)
     net = network_fn().eval()
     FlatParams(net).set(saved.params)
-    shape = tuple(env_spaces(env_id)[0].shape)
+    observation_space = env_spaces(env_id)[0]
+    assert observation_space.shape is not None  # every RL algorithm's network refused any other observations
+    shape = tuple(observation_space.shape)
     act = policy_fn(net)
     if saved.statistics.obs is not None:  # --normalize-obs: through the statistics it was judged with, frozen
         act = NormalizedPolicy(act, saved.statistics.obs)
@@ -105,17 +110,25 @@ def evaluate(run_dir: Path | str, episodes: int = 10, *, epsilon: float | None =
     each episode there (see ``gorila eval``)."""
     policy = load_policy(run_dir, checkpoint)
     epsilon = policy.epsilon if epsilon is None else epsilon
-    scores = evaluation.evaluate(policy, policy.env_id, episodes, epsilon, seed=seed, noop_max=noop_max,
-                                 video_dir=None if video_dir is None else Path(video_dir))
+    # a batch of observations in, a batch of actions out (a single observation would give an int)
+    scores = evaluation.evaluate(lambda obs: np.asarray(policy(obs)), policy.env_id, episodes, epsilon, seed=seed,
+                                 noop_max=noop_max, video_dir=None if video_dir is None else Path(video_dir))
+    mean = float(np.mean(scores))
     out = {"run_dir": str(policy.run_dir), "algo": policy.algo, "env": policy.env_id,
            "checkpoint": policy.checkpoint, "checkpoint_env_steps": policy.env_steps,
            "checkpoint_version": policy.meta.get("version"), "episodes": episodes, "epsilon": epsilon,
-           "mean": float(np.mean(scores)), "min": float(np.min(scores)), "max": float(np.max(scores)),
+           "mean": mean, "min": float(np.min(scores)), "max": float(np.max(scores)),
            "scores": scores, **({"checkpoint_fallback": policy.fallback} if policy.fallback else {})}
     if video_dir is not None:
         out["videos"] = sorted(str(p) for p in Path(video_dir).glob("*.mp4"))
     if is_atari(policy.env_id):
-        out["human_normalized"] = evaluation.human_normalized(policy.env_id, out["mean"])
-        out["dqn_normalized"] = evaluation.dqn_normalized(policy.env_id, out["mean"])
+        out["human_normalized"] = evaluation.human_normalized(policy.env_id, mean)
+        out["dqn_normalized"] = evaluation.dqn_normalized(policy.env_id, mean)
         out["human_normalized_table"] = evaluation.NORMALIZATION_SOURCE
     return out
+
+
+def _field_names(cls: type[DataclassInstance]) -> Collection[str]:
+    """The names a config class's dataclass knows, its class variables among them: a config.json
+    that names one is then refused as edited rather than read without it."""
+    return cls.__dataclass_fields__.keys()

@@ -91,7 +91,8 @@ def _textbook_target(target_net, r: Rollout, t: int, n: int) -> float:
         y += discount * float(r.rewards[k, n])
         discount *= GAMMA
         if r.dones[k, n]:
-            if r.truncated[k, n]:
+            if r.truncated is not None and r.truncated[k, n]:  # without it, every end is a termination
+                assert r.final_obs is not None
                 y += discount * float(target_net(r.final_obs[k, n])[1])
             return y
     return y + discount * float(target_net(r.last_obs[n])[1])
@@ -124,8 +125,8 @@ def test_pushed_gradient_equals_autograd_of_the_textbook_loss(shared):
     grad, info = a3c_gradients(net, target_net, rollout, GAMMA, ENTROPY_COEF, flat)
 
     expected_loss = _textbook_loss(net, target_net, rollout)
-    expected = torch.autograd.grad(expected_loss, flat.params)
-    expected = torch.cat([g.reshape(-1) for g in expected]).numpy()
+    expected_grads = torch.autograd.grad(expected_loss, flat.params)
+    expected = torch.cat([g.reshape(-1) for g in expected_grads]).numpy()
     assert grad.dtype == np.float32 and grad.shape == (flat.size,)
     np.testing.assert_allclose(grad, expected, rtol=0, atol=1e-6)
     assert info["loss"] == pytest.approx(expected_loss.item(), abs=1e-6)
@@ -150,6 +151,7 @@ def test_descent_on_the_loss_raises_ln_pi_of_an_action_with_positive_advantage()
     values, returns, actions = torch.tensor([0.0]), torch.tensor([2.0]), torch.tensor([1])
     loss, info = a3c_loss(logits, values, actions, returns, entropy_coef=0.0)
     loss.backward()
+    assert logits.grad is not None
     stepped = torch.log_softmax(logits.detach() - 0.1 * logits.grad, -1)
     assert stepped[0, 1] > math.log(1 / 3)
     assert info["advantage"] == 2.0 and info["value_loss"] == 2.0
@@ -171,6 +173,7 @@ def test_entropy_gradient_pushes_toward_higher_entropy():
     values = returns = torch.tensor([0.5])  # zero advantage: only the entropy term acts
     loss, info = a3c_loss(logits, values, torch.tensor([0]), returns, entropy_coef=1.0)
     loss.backward()
+    assert logits.grad is not None
     probs = torch.softmax(logits.detach() - 0.1 * logits.grad, -1)
     assert -(probs * probs.log()).sum().item() > info["entropy"]
 
@@ -252,6 +255,7 @@ def test_an_invalid_slot_joins_no_loss_term_and_no_return(lam):
     base = _rollout(3, 2)
     valid = torch.ones(4, 2, dtype=torch.bool)
     valid[2, 0] = False   # env 0 resets at t=2, after terminating at t=1
+    assert isinstance(base.obs, torch.Tensor) and isinstance(base.rewards, torch.Tensor)
     garbage = dataclasses.replace(base, obs=base.obs.clone(), rewards=base.rewards.clone(), valid=valid)
     garbage.obs[2, 0] += 100.0
     garbage.rewards[2, 0] = 1e6
@@ -268,10 +272,10 @@ def test_one_step_targets_bootstrap_from_the_target_value_of_the_next_observatio
     torch.manual_seed(4)
     target_net = ActorCritic(3, 2, (5,))
     T, N = 3, 2
-    rollout = Rollout(obs=torch.randn(T, N, 3), actions=torch.zeros(T, N, dtype=torch.long),
-                      rewards=torch.randn(T, N), dones=torch.zeros(T, N, dtype=torch.bool),
-                      last_obs=torch.randn(N, 3))
+    obs, rewards, last_obs = torch.randn(T, N, 3), torch.randn(T, N), torch.randn(N, 3)
+    rollout = Rollout(obs=obs, actions=torch.zeros(T, N, dtype=torch.long), rewards=rewards,
+                      dones=torch.zeros(T, N, dtype=torch.bool), last_obs=last_obs)
     with torch.no_grad():
-        next_obs = torch.cat([rollout.obs[1:], rollout.last_obs.unsqueeze(0)])
+        next_obs = torch.cat([obs[1:], last_obs.unsqueeze(0)])
         expected = rollout.rewards + GAMMA * target_net(next_obs)[1]
     torch.testing.assert_close(rollout_targets(target_net, rollout, GAMMA, lam=0.0), expected)

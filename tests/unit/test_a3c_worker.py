@@ -42,7 +42,8 @@ if LONG not in gym.registry:
 
 IMAGE = "gorila-test/CountingImage-v0"
 if IMAGE not in gym.registry:
-    gym.register(IMAGE, entry_point=CountingImageEnv)
+    # gymnasium's EnvCreator wants **kwargs; an env class is its documented entry point
+    gym.register(IMAGE, entry_point=CountingImageEnv)  # type: ignore[arg-type]
 
 CFG = A3CConfig(envs_per_actor=2, unroll_length=7, gamma=0.5, hidden=(8,), max_grad_norm=None)
 

@@ -1,5 +1,6 @@
 """The builder kit: what the RL builders share is filled one way, from explicit arguments."""
 
+import functools
 import pickle
 
 import pytest
@@ -14,13 +15,17 @@ from gorila.algos.kit import ACTOR_NICE, INFERENCE, INFERENCE_METRICS, QUEUES
 from gorila.algos.registry import ALGORITHMS
 from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
+from gorila.driver.policy_evaluation import PolicyEvaluation
 from gorila.errors import ConfigError
+from role_fakes import EndpointStandIn
 
 
 def test_evaluation_epsilon_is_the_algorithms_unless_given():
     dqn = dqn_plan(RunConfig(algo="dqn"), DQNConfig(), RLConfig())
+    assert isinstance(dqn.evaluation, PolicyEvaluation)
     assert dqn.config["eval_epsilon"] == 0.05 and dqn.evaluation.epsilon == 0.05
     given = dqn_plan(RunConfig(algo="dqn"), DQNConfig(), RLConfig(eval_epsilon=0.0))
+    assert isinstance(given.evaluation, PolicyEvaluation)
     assert given.config["eval_epsilon"] == 0.0 and given.evaluation.epsilon == 0.0
 
 
@@ -34,6 +39,7 @@ def test_the_evaluation_cadence_is_the_algorithms_on_ray_unless_given(algo, runt
     configs = [cls() for cls in entry.config_classes()]
     configs = [RLConfig(eval_every_s=given) if isinstance(c, RLConfig) else c for c in configs]
     plan = entry.plan_fn()(RunConfig(algo=algo, runtime=runtime), *configs)
+    assert isinstance(plan.evaluation, PolicyEvaluation)
     assert plan.evaluation.every_s == every_s and plan.config["eval_every_s"] == every_s
 
 
@@ -58,7 +64,7 @@ def test_the_a3c_network_function_carries_only_what_shapes_the_network():
     not the whole config (which would ship every setting to every worker)."""
     network_fn, _ = a3c_policy(RunConfig(algo="a3c", seed=4), A3CConfig(hidden=(16,), shared_torso=True),
                                RLConfig())
-    assert network_fn.args == ("CartPole-v1", (16,), True, 4)
+    assert isinstance(network_fn, functools.partial) and network_fn.args == ("CartPole-v1", (16,), True, 4)
     assert b"A3CConfig" not in pickle.dumps(network_fn)
 
 
@@ -66,7 +72,7 @@ def test_on_ray_the_processes_on_cuda_share_one_gpu_and_the_others_ask_for_none(
     ray = RunConfig(algo="dqn", runtime="ray")
     cuda = RLConfig(device="cuda", inference="central", inference_device="cuda")
     plan = dqn_plan(ray, DQNConfig(replay="global", actors=2, learners=2), cuda)
-    groups = {w.name: w for w in plan.groups({"replay": [None], INFERENCE: [None]})}
+    groups = {w.name: w for w in plan.groups({"replay": [EndpointStandIn()], INFERENCE: [EndpointStandIn()]})}
     services = {s.name: s for s in plan.services}
     # two learners and the inference server on one GPU, a third each (to Ray's 1/10,000)
     assert groups["learner"].gpus == services[INFERENCE].gpus == 0.3333
@@ -81,10 +87,12 @@ def test_queue_fed_learners_on_cuda_ask_for_a_gpu_share_and_are_built_on_cuda(al
     config = ALGORITHMS[algo].config_classes()[0](learners=2)
     plan = ALGORITHMS[algo].plan_fn()(ray, config, RLConfig(device="cuda", inference="central",
                                                              inference_device="cuda"))
-    groups = {w.name: w for w in plan.groups({QUEUES: [None, None], INFERENCE: [None]})}
+    groups = {w.name: w for w in plan.groups({QUEUES: [EndpointStandIn(), EndpointStandIn()],
+                                              INFERENCE: [EndpointStandIn()]})}
     services = {s.name: s for s in plan.services}
     assert groups["learner"].gpus == services[INFERENCE].gpus == 0.3333 and groups["actor"].gpus == 0
-    assert groups["learner"].factory.keywords["device"] == "cuda"
+    factory = groups["learner"].factory
+    assert isinstance(factory, functools.partial) and factory.keywords["device"] == "cuda"
 
 
 def test_device_cpu_asks_for_no_gpu_and_cuda_without_a_gpu_is_refused_off_ray():
@@ -92,7 +100,8 @@ def test_device_cpu_asks_for_no_gpu_and_cuda_without_a_gpu_is_refused_off_ray():
 
     cpu = RLConfig(device="cpu", inference_device="cpu")  # auto would pick a GPU where this machine has one
     plan = apex_plan(RunConfig(algo="apex", runtime="ray"), ApexConfig(), cpu)
-    assert all(w.gpus == 0 for w in plan.groups({"replay": [None]})) and all(s.gpus == 0 for s in plan.services)
+    groups = plan.groups({"replay": [EndpointStandIn()]})
+    assert all(w.gpus == 0 for w in groups) and all(s.gpus == 0 for s in plan.services)
     assert cpu.gpu_shares("ray", learners=2, central=True) == (0.0, 0.0)
     if not torch.cuda.is_available():  # auto stays on the CPU where this machine has no GPU, on either runtime
         assert RLConfig().gpu_shares("ray", learners=2, central=True) == (0.0, 0.0)

@@ -1,4 +1,5 @@
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -116,8 +117,9 @@ def test_missing_or_empty_directory(tmp_path):
 
 
 def test_rejects_non_arrays_and_bad_keep(tmp_path):
+    not_arrays: dict[str, Any] = {"w": [1.0, 2.0]}  # as an untyped caller might pass them
     with pytest.raises(TypeError, match="'w'"):
-        save_checkpoint(tmp_path, {"w": [1.0, 2.0]}, {})
+        save_checkpoint(tmp_path, not_arrays, {})
     with pytest.raises(ValueError, match="keep"):
         save_checkpoint(tmp_path, _arrays(0), {}, keep=0)
 

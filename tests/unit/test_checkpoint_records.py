@@ -33,7 +33,7 @@ def edit_sidecar(sidecar, edit, sign=True):
 
 
 def loads_the_older_one(directory, check=None):
-    skipped = []
+    skipped: list[str] = []
     arrays, meta = load_checkpoint(directory, skipped, check=check)
     assert meta["env_steps"] == 500 and not arrays["params"].any()
     assert len(skipped) == 1 and skipped[0].startswith("ckpt-000002.json: ")

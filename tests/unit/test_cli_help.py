@@ -19,7 +19,9 @@ from gorila.config import RunConfig
 def _exit(argv: list[str]) -> int:
     with pytest.raises(SystemExit) as exited:
         main(argv)
-    return exited.value.code
+    code = exited.value.code
+    assert isinstance(code, int)
+    return code
 
 
 def test_version(capsys):

@@ -11,6 +11,7 @@ from gorila.cli import main
 
 def refused(capsys, argv: list[str]) -> str:
     """Run ``gorila`` with ``argv``; it must refuse with code 2. Returns what it printed on stderr."""
+    code: str | int | None
     try:
         code = main(argv)
     except SystemExit as exit_:  # argparse and the pre-checks exit on their own

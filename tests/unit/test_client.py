@@ -3,12 +3,13 @@
 import numpy as np
 
 from gorila.params import LocalEndpoint, ParameterClient, ServerSpec, UpdateRule
+from gorila.params.client import ShardEndpoint
 
 
 def make(rule, size=10, shards=3, workers=2):
     spec = ServerSpec(rule=rule, num_shards=shards, optimizer="sgd", lr=1.0)
     built = spec.build(np.zeros(size, np.float32))
-    endpoints = [LocalEndpoint(s) for s in built]
+    endpoints: list[ShardEndpoint] = [LocalEndpoint(s) for s in built]
     clients = [ParameterClient(endpoints, spec.layout(size), worker_id=k, barrier=rule.barrier)
                for k in range(workers)]
     return built, clients

@@ -10,7 +10,8 @@ from gorila.runtime.cluster_auth import prefer_token_auth, refusal, token_source
 def test_a_token_at_hand_turns_token_auth_on_unless_the_mode_is_set(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delitem(sys.modules, "ray", raising=False)  # as before gorila's Ray runtime is first imported
-    assert token_source({}) is None and not prefer_token_auth(environ := {})
+    environ: dict[str, str] = {}
+    assert token_source({}) is None and not prefer_token_auth(environ)
     assert "RAY_AUTH_MODE" not in environ
     (tmp_path / ".ray").mkdir()
     (tmp_path / ".ray" / "auth_token").write_text("abc\n")

@@ -15,6 +15,7 @@ from gorila.launch import configs_from_values, file_values
 
 def refused(capsys, argv: list[str]) -> str:
     """``gorila`` run with ``argv`` in this process; it must refuse with exit code 2 in one line."""
+    code: str | int | None
     try:
         code = main(argv)
     except SystemExit as exit_:

@@ -74,7 +74,9 @@ def test_epsilon_greedy_replaces_a_fraction_epsilon_of_actions_by_uniform_ones()
 def test_a_hard_target_is_refreshed_every_n_global_updates_whatever_this_learner_pushed():
     update = TargetUpdate.parse("hard:3")
     params = {v: np.full(2, float(v), np.float32) for v in range(10)}
-    target, version = update.follow(None, -1, params[0], 0)  # starts at the first parameters it sees
+    started = update.follow(None, -1, params[0], 0)  # starts at the first parameters it sees
+    assert started is not None
+    target, version = started
     seen = []
     for v in (1, 2, 4, 5, 6, 9):  # the versions this learner happens to compute on
         moved = update.follow(target, version, params[v], v)
@@ -87,8 +89,11 @@ def test_a_hard_target_is_refreshed_every_n_global_updates_whatever_this_learner
 
 def test_a_soft_target_moves_by_tau_once_per_new_version():
     update = TargetUpdate.soft(0.25)
-    target, version = update.follow(None, -1, np.zeros(2, np.float32), 0)
-    target, version = update.follow(target, version, np.full(2, 4.0, np.float32), 1)
+    started = update.follow(None, -1, np.zeros(2, np.float32), 0)
+    assert started is not None
+    moved = update.follow(*started, np.full(2, 4.0, np.float32), 1)
+    assert moved is not None
+    target, version = moved
     np.testing.assert_allclose(target, [1.0, 1.0])
     assert update.follow(target, version, np.full(2, 4.0, np.float32), 1) is None  # same version: stays
 

@@ -5,6 +5,7 @@ typed ``stats()`` / ``save()`` of a local service group."""
 import numpy as np
 import pytest
 
+from gorila.core import WorkerGroup
 from gorila.driver.chunks import Chunks, Patience
 from gorila.driver.plan import Budget, Plan
 from gorila.driver.progress import Progress
@@ -13,12 +14,14 @@ from gorila.errors import WorkerTimeoutError
 from gorila.params import ServerSpec, UpdateRule
 from gorila.reply import Done
 from gorila.runtime import LocalRuntime
+from role_fakes import EvaluationStandIn, GroupStandIn, ReplyStandIn, ServicesStandIn
 
 
 def _plan(budget: int, chunk: int) -> Plan:
     return Plan(algo="test", label="fake", initial_params=lambda: np.zeros(1, np.float32),
-                spec=ServerSpec(rule=UpdateRule.asynchronous()), groups=lambda services: [], evaluation=None,
-                budget=Budget(budget, "env_steps"), processes=1, chunk_steps=lambda updates: chunk)
+                spec=ServerSpec(rule=UpdateRule.asynchronous()), groups=lambda services: [],
+                evaluation=EvaluationStandIn(), budget=Budget(budget, "env_steps"), processes=1,
+                chunk_steps=lambda updates: chunk)
 
 
 class _Stepper:
@@ -37,7 +40,7 @@ class _Stepper:
 def test_a_chunk_never_asks_for_more_than_the_budget_has_left():
     runtime = LocalRuntime()
     shards = runtime.start_shards(ServerSpec(rule=UpdateRule.asynchronous()), np.zeros(1, np.float32))
-    groups = {"actor": runtime.start_workers(_Stepper, 2, shards.server, name="actor")}
+    groups: dict[str, WorkerGroup] = {"actor": runtime.start_workers(_Stepper, 2, shards.server, name="actor")}
     progress = Progress.resumed("env_steps", {})
     chunks = Chunks(groups, runtime, _plan(budget=120, chunk=50), progress, Patience(call_s=10.0), print)
     for used in (2, 4):  # the first chunks are a step each, which measure the group's pace
@@ -76,10 +79,10 @@ def test_chunks_are_sized_by_time_so_a_slow_env_is_never_asked_for_the_plans_100
     that no row, no stop and no timeout could come in between."""
     import gorila.driver.chunks as chunks_module
 
-    monkeypatch.setattr(chunks_module.time, "perf_counter", _SlowStepper.clock)
+    monkeypatch.setattr("gorila.driver.chunks.time.perf_counter", _SlowStepper.clock)
     runtime = LocalRuntime()
     shards = runtime.start_shards(ServerSpec(rule=UpdateRule.asynchronous()), np.zeros(1, np.float32))
-    groups = {"actor": runtime.start_workers(_SlowStepper, 1, shards.server, name="actor")}
+    groups: dict[str, WorkerGroup] = {"actor": runtime.start_workers(_SlowStepper, 1, shards.server, name="actor")}
     progress = Progress.resumed("env_steps", {})
     chunks = Chunks(groups, runtime, _plan(budget=10_000, chunk=100), progress, Patience(call_s=10.0), print)
     asked = []
@@ -98,7 +101,7 @@ class _Hung:
         raise AssertionError("a hung chunk has no result")
 
 
-class _HungGroup:
+class _HungGroup(GroupStandIn):
     """Two workers whose chunks never finish; kills are recorded."""
 
     def __init__(self):
@@ -111,13 +114,14 @@ class _HungGroup:
         self.killed.append(index)
 
 
-class _NothingReady:
+class _NothingReady(LocalRuntime):
     def wait(self, pending, timeout_s):
         return []
 
 
 def test_the_workers_of_a_stalled_chunk_are_restarted_once_each():
-    group, messages = _HungGroup(), []
+    group = _HungGroup()
+    messages: list[str] = []
     chunks = Chunks({"actor": group}, _NothingReady(), _plan(budget=100, chunk=5), Progress.resumed("env_steps", {}),
                     Patience(call_s=0.2, stall_s=0.0), messages.append)
     chunks.start_idle()
@@ -128,7 +132,7 @@ def test_the_workers_of_a_stalled_chunk_are_restarted_once_each():
                         "actor 1 made no progress for 0 s: restarting it"]
 
 
-class _Reply:
+class _Reply(ReplyStandIn):
     """A reply that is in once ``ready_after`` checks have seen it not in."""
 
     def __init__(self, ready_after: int):
@@ -161,7 +165,7 @@ class _Down:
         raise WorkerTimeoutError("replay 0.stats did not answer")
 
 
-class _Services:
+class _Services(ServicesStandIn):
     """A service group whose replies are set by the test."""
 
     def __init__(self):
@@ -172,7 +176,8 @@ class _Services:
 
 
 def test_a_restarted_service_is_noted_with_the_rows_it_lost():
-    services, messages = _Services(), []
+    services = _Services()
+    messages: list[str] = []
     watch = ServiceWatch({"replay": services}, messages.append)
     services.replies = [Done({"pid": 1, "size": 100})]
     assert watch.read() == {"replay": [{"pid": 1, "size": 100}]}
@@ -183,7 +188,8 @@ def test_a_restarted_service_is_noted_with_the_rows_it_lost():
 
 
 def test_a_service_that_does_not_answer_keeps_its_last_stats_and_holds_nothing_up():
-    services, messages = _Services(), []
+    services = _Services()
+    messages: list[str] = []
     watch = ServiceWatch({"replay": services}, messages.append)
     services.replies = [Done({"pid": 1, "size": 100}), Done({"pid": 5, "size": 7})]
     watch.read()

@@ -64,7 +64,7 @@ def test_row10_row11_a_failing_env_is_rebuilt_and_its_partial_episode_never_reac
     """Row 10 (env raises in step) and row 11 (wrong shape, NaN observation, NaN reward): the env is
     rebuilt, the episode it was in is dropped (no row of it, no episode counted), the failure
     counted; the other env and the rebuilt one go on."""
-    built = []
+    built: list[Faulty] = []
     r = runner(built, how=how)
     rows = play(r, NStep(n=3, gamma=0.5), 12)
     assert len(built) == 2 and r.env_failures == 1
@@ -81,7 +81,7 @@ def test_row10_row11_a_failing_env_is_rebuilt_and_its_partial_episode_never_reac
 
 def test_row11_the_failure_names_the_env_id_and_the_shape():
     """Row 11: what is recorded (and raised once failures add up) names the env id and the shape."""
-    built = []
+    built: list[Faulty] = []
     failures = EnvFailures(limit=1)
     with pytest.raises(EnvFailedError, match=r"the last: Faulty-v0 env 1 returned an observation of shape \(3,\); "
                                              r"its observation_space has \(1,\)"):
@@ -91,7 +91,7 @@ def test_row11_the_failure_names_the_env_id_and_the_shape():
 def test_row10_an_env_that_keeps_failing_fails_the_actor():
     """Row 10: R failures within the window (here in reset, on every episode) raise EnvFailedError,
     so the actor's process fails and is restarted like any crashed worker."""
-    built = []
+    built: list[Faulty] = []
     r = runner(built, EnvFailures(limit=3, window_steps=100), where="reset", fail_episodes=range(1, 100))
     with pytest.raises(EnvFailedError, match=r"3 environment failures within 100 steps; the last: "
                                              r"Faulty-v0 env 1: RuntimeError in reset: emulator lost"):
@@ -109,6 +109,6 @@ def test_failures_outside_the_window_do_not_add_up():
 
 def test_row11_a_nan_reward_is_recorded_naming_the_env():
     """Issue 32 item 4: a NaN reward is an env fault like a bad observation, named in the failure."""
-    built = []
+    built: list[Faulty] = []
     with pytest.raises(EnvFailedError, match=r"the last: Faulty-v0 env 1 returned a reward of nan$"):
         play(runner(built, EnvFailures(limit=1), how="nan_reward"), NStep(1, 0.9), 5)

@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from evaluation_fakes import Watching, registered
+from evaluation_fakes import Watching, made, registered
 from gorila.envs.evaluation import EvaluationEpisodes
 from gorila.envs.fake import CountingEnv, FlakyEnv
 from gorila.envs.make import env_spaces
@@ -49,7 +49,7 @@ def test_a_bad_value_in_evaluation_is_the_same_fault_its_episode_played_again(ho
     finally:
         played.close()
     assert played.returns == [5.0, 5.0, 5.0]  # the dropped episodes' partial returns are not kept
-    assert played.failures.count >= 2 and "Flaky" in played.failures.last
+    assert played.failures.count >= 2 and played.failures.last is not None and "Flaky" in played.failures.last
     assert all(_clean(np.asarray(obs, np.float32)) and np.asarray(obs).dtype.kind == "f" for obs in policy.seen)
 
 
@@ -64,13 +64,15 @@ def test_both_paths_name_the_same_fault_for_the_same_value():
             evaluation.play(Watching())
     finally:
         evaluation.close()
-    said = training.backend.failures.last.split(" env 0 ")[1], evaluation.failures.last.split(" env 0 ")[1]
+    trained, evaluated = training.backend.failures.last, evaluation.failures.last
+    assert trained is not None and evaluated is not None
+    said = trained.split(" env 0 ")[1], evaluated.split(" env 0 ")[1]
     assert said[0] == said[1] and "outside its observation_space" in said[0]
 
 
 def test_discrete_start_is_added_to_the_action_sent_in_training():
     envs = [CountingEnv(action_start=1), CountingEnv(action_start=1)]
-    runner = EnvRunner(GymnasiumBackend([lambda e=e: e for e in envs], "Start1"))
+    runner = EnvRunner(GymnasiumBackend([made(e) for e in envs], "Start1"))
     t = runner.step(np.array([0, 1]))
     assert runner.env_failures == 0 and list(t.action) == [0, 1]  # transitions keep the policy's indices
     assert [env.actions_taken for env in envs] == [[1], [2]]
@@ -81,7 +83,10 @@ def test_discrete_start_is_added_to_the_action_sent_in_evaluation():
     played = EvaluationEpisodes(env_id, episodes=2, epsilon=0.5, seed=0, noop_max=3)
     try:
         assert played.play(lambda obs: np.ones(len(obs), np.int64))
-        taken = [a for env in played.envs for a in env.unwrapped.actions_taken]
+        taken: list[int] = []
+        for env in played.envs:
+            assert isinstance(env.unwrapped, CountingEnv)
+            taken += env.unwrapped.actions_taken
     finally:
         played.close()
     assert played.failures.count == 0 and played.returns == [5.0, 5.0]

@@ -1,9 +1,11 @@
 import itertools
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
+from evaluation_fakes import made
 from gorila.envs import (
     CountingEnv,
     EnvRunner,
@@ -21,7 +23,7 @@ from gorila.errors import ConfigError
 
 
 def runner_of(*envs) -> EnvRunner:
-    return EnvRunner(GymnasiumBackend([lambda e=e: e for e in envs]))
+    return EnvRunner(GymnasiumBackend([made(e) for e in envs]))
 
 
 def run(runner: EnvRunner, steps: int):
@@ -71,15 +73,15 @@ class NextStepBackend(GymnasiumBackend):
         return super().reset()
 
     def step(self, actions):
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         for i, (env, action) in enumerate(zip(self.envs, actions)):
             if self.done[i]:
                 rows.append((env.reset()[0], 0.0, False, False))
                 self.done[i] = False
             else:
-                obs, reward, terminated, truncated, _ = env.step(action)
-                rows.append((obs, reward, terminated, truncated))
-                self.done[i] = terminated or truncated
+                stepped, reward, ended, cut, _ = env.step(action)
+                rows.append((stepped, reward, ended, cut))
+                self.done[i] = ended or cut
         obs, reward, terminated, truncated = (np.array(x) for x in zip(*rows))
         reward = reward.astype(np.float32)
         return obs.astype(np.float32), reward, reward, terminated, truncated, obs.astype(np.float32)

@@ -3,9 +3,11 @@ too many failures fail that evaluation with a clear message, not the run (issue 
 
 import functools
 import itertools
+from collections.abc import Callable
 
 import numpy as np
 import pytest
+from torch import nn
 
 from evaluation_fakes import Watching, registered
 from gorila.algos.dqn.networks import build_q_network
@@ -17,6 +19,7 @@ from gorila.nets import FlatParams
 from gorila.nets.q import greedy_policy
 from gorila.params import ServerSpec, UpdateRule
 from gorila.runtime import LocalRuntime
+from role_fakes import GroupStandIn, ReplyStandIn
 
 
 def flaky_id(how: str, fail_every: int) -> str:
@@ -39,7 +42,7 @@ def test_a_failing_env_in_evaluation_is_rebuilt_and_its_episode_dropped_and_play
     # Every episode is 5 steps paying 1.0: a dropped episode's partial (or NaN) return is not kept.
     assert played.returns == [5.0, 5.0, 5.0]
     assert played.failures.count >= 2
-    assert "Flaky" in played.failures.last
+    assert played.failures.last is not None and "Flaky" in played.failures.last
     assert all(np.isfinite(obs).all() for obs in policy.seen)  # the policy never saw a NaN
 
 
@@ -51,6 +54,11 @@ def test_too_many_failures_in_a_window_fail_the_evaluation_naming_the_last():
             played.play(Watching())
     finally:
         played.close()
+
+
+def unbuilt(env_id: str) -> Callable[[], nn.Module]:
+    """The env's Q-network function, for an evaluation whose evaluator is never started (nothing builds it)."""
+    return functools.partial(build_q_network, env_id, (8,), 0)
 
 
 def _evaluation(env_id: str) -> PolicyEvaluation:
@@ -97,7 +105,8 @@ def test_a_restarted_evaluator_is_counted_among_worker_restarts_and_its_counts_k
     what its earlier process counted stays counted."""
     from gorila.reply import Done
 
-    evaluation = PolicyEvaluation(flaky_id("raise", 7), None, greedy_policy, episodes=3, epsilon=0.0, seed=0,
+    env_id = flaky_id("raise", 7)
+    evaluation = PolicyEvaluation(env_id, unbuilt(env_id), greedy_policy, episodes=3, epsilon=0.0, seed=0,
                                   noop_max=0, every_s=0.0, target=5.0)
     first = {"eval_return": 5.0, "eval_min": 5.0, "eval_max": 5.0, "eval_version": 1, "eval_seed": 0,
              "eval_params": np.zeros(3, np.float32), "playing": False, "env_failures": 2,
@@ -115,11 +124,11 @@ def test_a_restarted_evaluator_is_counted_among_worker_restarts_and_its_counts_k
 def test_with_every_steps_an_evaluation_starts_at_each_multiple_of_the_steps_and_not_by_the_clock():
     from gorila.reply import Done
 
-    evaluation = PolicyEvaluation("CartPole-v1", None, greedy_policy, episodes=1, epsilon=0.0, seed=0, noop_max=0,
-                                  every_s=0.0, target=None, every_steps=1000)
-    started = []
+    evaluation = PolicyEvaluation("CartPole-v1", unbuilt("CartPole-v1"), greedy_policy, episodes=1, epsilon=0.0,
+                                  seed=0, noop_max=0, every_s=0.0, target=None, every_steps=1000)
+    started: list[bool | int] = []
 
-    class Group:
+    class Group(GroupStandIn):
         def start_steps(self, n):
             started.append(True)
             return [Done({"playing": False})]
@@ -140,18 +149,18 @@ def test_an_evaluation_is_placed_where_the_run_was_when_the_evaluator_took_its_p
 
     from gorila.reply import Done
 
-    evaluation = PolicyEvaluation("CartPole-v1", None, greedy_policy, episodes=1, epsilon=0.0, seed=0, noop_max=0,
-                                  every_s=0.0, target=None)
+    evaluation = PolicyEvaluation("CartPole-v1", unbuilt("CartPole-v1"), greedy_policy, episodes=1, epsilon=0.0,
+                                  seed=0, noop_max=0, every_s=0.0, target=None)
     report = {"eval_return": 9.0, "eval_min": 9.0, "eval_max": 9.0, "eval_version": 7, "eval_seed": 0,
               "eval_params": np.zeros(3, np.float32), "playing": False}
     waiting = []
 
-    class Group:
+    class Group(GroupStandIn):
         def start_steps(self, n):
             waiting.append(True)
             return [Waiting()]
 
-    class Waiting:
+    class Waiting(ReplyStandIn):
         def ready(self):
             return False
 
@@ -163,5 +172,6 @@ def test_an_evaluation_is_placed_where_the_run_was_when_the_evaluator_took_its_p
     evaluation.before_chunk({"env_steps": 1300, "train_time_s": 5.0})
     evaluation.pending = Done({**report, "eval_taken_at": taken_at})
     score = evaluation.after_chunk()
+    assert score is not None
     assert score.at == {"env_steps": 900, "train_time_s": 4.0}
     assert score.row["eval_env_steps"] == 900 and "eval_taken_at" not in score.record

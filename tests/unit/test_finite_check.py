@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from gorila.params.shard import all_finite
+from gorila.params.optim import all_finite
 
 
 def test_finite_values_whose_squares_overflow_are_finite():

@@ -8,7 +8,7 @@ from torch import nn
 from gorila.nets import FlatParams
 
 
-def _net(seed: int = 0) -> nn.Module:
+def _net(seed: int = 0) -> nn.Sequential:
     torch.manual_seed(seed)
     return nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
 
@@ -36,8 +36,10 @@ def test_get_is_a_copy_in_parameter_order_and_set_loads_every_parameter():
 def test_parameters_are_views_of_one_buffer_that_a_second_flat_params_shares():
     net = _net()
     flat = FlatParams(net)
+    first = net[0]
+    assert isinstance(first, nn.Linear)
     with torch.no_grad():
-        net[0].bias.fill_(7.0)
+        first.bias.fill_(7.0)
     assert set(flat.get()[flat.slices()["0.bias"]]) == {7.0}
     again = FlatParams(net)
     again.set(np.ones(flat.size, np.float32))

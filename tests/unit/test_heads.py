@@ -83,7 +83,8 @@ class TorqueEnv(gym.Env):
 
 def test_the_runner_steps_the_env_with_clipped_actions_and_hands_back_the_sampled_ones():
     if "gorila-test/Torque-v0" not in gym.registry:
-        gym.register("gorila-test/Torque-v0", entry_point=TorqueEnv)
+        # gymnasium's EnvCreator wants **kwargs; an env class is its documented entry point
+        gym.register("gorila-test/Torque-v0", entry_point=TorqueEnv)  # type: ignore[arg-type]
     with make_env_runner("gorila-test/Torque-v0", 3, seed=0, training=True) as runner:
         t = runner.step(np.array([[7.0], [-0.5], [-3.0]], np.float32))
     np.testing.assert_array_equal(t.action, [[7.0], [-0.5], [-3.0]])  # what the policy sampled

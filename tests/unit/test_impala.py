@@ -9,7 +9,6 @@ import torch
 from gorila.algos.a3c.networks import make_network
 from gorila.algos.impala.config import ImpalaConfig
 from gorila.errors import ConfigError, WorkerTimeoutError
-from gorila.learners import impala as impala_learner
 from gorila.learners.impala import ImpalaLearner
 from gorila.losses.impala import ImpalaLoss
 from gorila.nets.flat import FlatParams
@@ -102,7 +101,7 @@ def _learner(queue, batch_size=2, timeout_s=30.0):
 
 def test_the_learner_pushes_once_it_holds_a_batch_and_counts_the_policy_lag(monkeypatch):
     clock = [0.0]
-    monkeypatch.setattr(impala_learner.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr("gorila.learners.impala.time.monotonic", lambda: clock[0])
     queue = TrajectoryQueue(0, capacity=8)
     learner, shards = _learner(queue, timeout_s=5.0)
     assert not learner.step()  # empty: blocked
@@ -133,5 +132,6 @@ def test_the_builder_hands_the_learners_the_vtrace_switch_and_the_actors_their_r
     plan = make_plan(RunConfig(algo="impala", runtime="local"), ImpalaConfig(vtrace=flag, actor_refresh=7),
                      RLConfig(env=COUNTING))
     actors, learners = plan.groups({"trajectories": [LocalService(TrajectoryQueue(0, capacity=2))]})
+    assert isinstance(learners.factory, functools.partial) and isinstance(actors.factory, functools.partial)
     assert learners.factory.keywords["loss"].vtrace is expected
     assert actors.factory.keywords["refresh_every"] == 7

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from gorila.core import Worker
 from gorila.params import ServerSpec, UpdateRule
 from gorila.runtime import LocalRuntime
 
@@ -21,13 +22,23 @@ class _Closable:
         self.closed = True
 
 
+class _Bare:
+    """A worker without ``close``."""
+
+    def step(self) -> None:
+        """Nothing to do."""
+
+    def report(self) -> dict:
+        return {}
+
+
 def test_shutdown_closes_the_workers_that_have_close():
     runtime = LocalRuntime()
     shards = runtime.start_shards(ServerSpec(rule=UpdateRule.asynchronous()), np.zeros(3, np.float32))
     closable = runtime.start_workers(_Closable, 2, shards.server, name="bundle")
-    runtime.start_workers(lambda k, server: object(), 1, shards.server, name="bare")  # nothing to close
+    runtime.start_workers(lambda k, server: _Bare(), 1, shards.server, name="bare")  # nothing to close
     runtime.shutdown()
-    assert [w.closed for w in closable.workers] == [True, True]
+    assert [w.closed for w in closable.workers if isinstance(w, _Closable)] == [True, True]
 
 
 class AlwaysBlocked:
@@ -48,7 +59,7 @@ class AlwaysBlocked:
 def test_a_chunk_ends_as_soon_as_every_worker_is_blocked():
     from gorila.runtime.local import LocalWorkers
 
-    workers = [AlwaysBlocked(), AlwaysBlocked()]
+    workers: list[Worker] = [AlwaysBlocked(), AlwaysBlocked()]
     assert LocalWorkers(workers).run_steps(10**9) == [{"steps": 1}, {"steps": 1}]
 
 
@@ -79,7 +90,8 @@ def _group(name, workers, stepper, factory=None):
 def test_chunks_are_stepped_one_after_another_in_the_order_they_were_started():
     from gorila.runtime.local_steps import Stepper
 
-    log, stepper = [], Stepper()
+    log: list[str] = []
+    stepper = Stepper()
     a = _group("a", [Logged("a0", log), Logged("a1", log)], stepper)
     b = _group("b", [Logged("b0", log)], stepper)
     replies = a.start_steps(2) + b.start_steps(3)
@@ -94,7 +106,8 @@ def test_a_step_that_outlasts_the_stall_limit_is_given_up_and_its_worker_rebuilt
 
     from gorila.runtime.local_steps import Stepper
 
-    log, release, stepper = [], threading.Event(), Stepper(stall_s=0.2)
+    log: list[str] = []
+    release, stepper = threading.Event(), Stepper(stall_s=0.2)
     hung = Logged("a1", log, hang_at=2, release=release)
     a = _group("actor", [Logged("a0", log), hung], stepper, factory=lambda k: Logged(f"new{k}", log))
     b = _group("learner", [Logged("b0", log)], stepper)
@@ -142,7 +155,8 @@ class Raises:
 def test_an_error_in_a_step_reaches_the_reply_and_nothing_submitted_after_it_is_stepped():
     from gorila.runtime.local_steps import Stepper
 
-    log, stepper = [], Stepper()
+    log: list[str] = []
+    stepper = Stepper()
     failing = _group("actor", [Raises()], stepper).start_steps(1)[0]
     behind = _group("learner", [Logged("b0", log)], stepper).start_steps(1)[0]
     assert stepper.wait(5.0)

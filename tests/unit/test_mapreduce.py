@@ -19,6 +19,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sharded_moments.py
 
 def load_example():
     spec = importlib.util.spec_from_file_location("sharded_moments", EXAMPLE)
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

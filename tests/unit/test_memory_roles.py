@@ -71,6 +71,7 @@ def test_a_process_tree_is_read_until_its_root_exits():
             "subprocess.run([sys.executable, '-c', 'import sys; b = b\"x\" * (64 << 20); print(\"ready\", flush=True); "
             "sys.stdin.read()'])")
     root = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert root.stdout is not None and root.stdin is not None
     assert root.stdout.readline() == "ready\n"
     peaks = sample_tree(root, every_s=0.1, timeout_s=60, after_read=root.stdin.close)
     root.stdout.close()

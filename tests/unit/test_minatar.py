@@ -2,6 +2,7 @@
 replay that keeps one bit per cell."""
 
 import dataclasses
+from importlib import metadata
 
 import gymnasium as gym
 import numpy as np
@@ -11,14 +12,15 @@ import torch
 from gorila.algos.a3c.networks import network_for
 from gorila.envs.vector import Transitions
 from gorila.nets import FlatParams
-from gorila.nets.cnn import NatureCNN
+from gorila.nets.cnn import DuelingHead, NatureCNN
 from gorila.nets.minatar import MinAtarActorCritic, MinAtarQNetwork, is_grid
 from gorila.nets.q import make_q_network
 from gorila.replay.grids import PackedGridStorage
 from gorila.replay.memory import estimate_storage_bytes, make_storage
 from gorila.replay.storage import SCALAR_BYTES, TransitionStorage
 
-BREAKOUT = gym.spaces.Box(0, 1, (4, 10, 10), dtype=bool)
+# gymnasium's Box types leave out bool, which it supports (MinAtar's grids)
+BREAKOUT = gym.spaces.Box(0, 1, (4, 10, 10), dtype=bool)  # type: ignore[arg-type]
 
 
 def test_minatar_q_network_has_young_and_tians_shape_and_parameter_count():
@@ -31,7 +33,7 @@ def test_minatar_q_network_has_young_and_tians_shape_and_parameter_count():
 def test_dueling_minatar_q_network_splits_into_two_128_unit_streams():
     net = MinAtarQNetwork(n_actions=6, in_channels=10, dueling=True)
     q = net(torch.ones(5, 10, 10, 10, dtype=torch.bool))
-    assert q.shape == (5, 6)
+    assert q.shape == (5, 6) and isinstance(net.head, DuelingHead)
     assert net.head.value[0].out_features == 128 and net.head.advantage[0].out_features == 128
 
 
@@ -123,8 +125,8 @@ def _without_minatar(monkeypatch, entry_points):
     from gorila.envs import make
 
     registry = {k: v for k, v in gym.registry.items() if v.namespace != "MinAtar"}
-    monkeypatch.setattr(make.gym, "registry", registry)
-    monkeypatch.setattr(make.metadata, "entry_points", lambda group, name: entry_points if
+    monkeypatch.setattr(gym, "registry", registry)  # the modules make.py reads them from
+    monkeypatch.setattr(metadata, "entry_points", lambda group, name: entry_points if
                         (group, name) == ("gymnasium.envs", "MinAtar") else [])
     return make
 

@@ -49,7 +49,8 @@ def test_observations_reach_a_cpu_network_as_float32_of_the_same_values(dtype):
 
 
 def test_greedy_policy_on_boolean_grids_is_the_argmax_of_the_network():
-    space = gym.spaces.Box(0, 1, (4, 10, 10), dtype=bool)
+    # gymnasium's Box types leave out bool, which it supports (MinAtar's grids)
+    space = gym.spaces.Box(0, 1, (4, 10, 10), dtype=bool)  # type: ignore[arg-type]
     torch.manual_seed(0)
     net = make_q_network(space, 3).eval()
     obs = np.stack([space.sample() for _ in range(16)])

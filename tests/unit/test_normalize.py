@@ -2,6 +2,7 @@
 the statistics' round trip through reports and checkpoint arrays, and the driver's merge."""
 
 import functools
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -21,6 +22,7 @@ from gorila.envs.normalize import (
 )
 from gorila.envs.vector import EnvRunner, GymnasiumBackend
 from gorila.errors import CheckpointError, ConfigError
+from role_fakes import GroupStandIn
 
 
 def test_chan_merge_of_two_halves_is_the_statistics_of_the_whole():
@@ -113,10 +115,11 @@ def test_a_workers_report_carries_its_growth_once_and_the_driver_merges_reports_
     driver.take("actor", reports)
     assert reports == [{"env_steps": 8}, {"env_steps": 2}]  # the parts are taken out of the reports
     # a: the first observations and 4 steps of 2 envs; b: the first and 1 step
-    assert driver.statistics.obs.count == 5 * 2 + 2 * 2 and driver.statistics.ret is None
+    merged = driver.statistics.obs
+    assert merged is not None and merged.count == 5 * 2 + 2 * 2 and driver.statistics.ret is None
     assert a.report()["normalization"]["obs"]["count"] == 0  # nothing new since the last report
 
-    class Actors:  # a worker group whose actors' normalize_with loads their normalisers
+    class Actors(GroupStandIn):  # a worker group whose actors' normalize_with loads their normalisers
         def call(self, method, *args):
             assert method == "normalize_with"
             return [normalizer.load(*args) for normalizer in (a, b)]
@@ -125,6 +128,7 @@ def test_a_workers_report_carries_its_growth_once_and_the_driver_merges_reports_
     assert a.current.obs.count == 5 * 2
     driver.hand_back("actor", Actors())
     np.testing.assert_array_equal(a.current.obs.mean, b.current.obs.mean)  # every actor normalises alike
+    assert driver.statistics.obs is not None
     np.testing.assert_allclose(a.current.obs.mean, driver.statistics.obs.mean)
 
 
@@ -132,6 +136,7 @@ def test_statistics_survive_checkpoint_arrays_and_damaged_ones_are_refused():
     stats = Statistics(RunningStats(5, np.array([1.0, 2.0]), np.array([3.0, 4.0])),
                        RunningStats(7, np.asarray(1.5), np.asarray(2.5)))
     back = Statistics.from_arrays({k: v.copy() for k, v in stats.arrays().items()})
+    assert back.obs is not None and back.ret is not None
     assert back.obs.count == 5 and back.obs.mean.tolist() == [1.0, 2.0] and back.obs.m2.tolist() == [3.0, 4.0]
     assert back.ret.count == 7 and back.ret.mean.shape == () and float(back.ret.m2) == 2.5
     assert Statistics.from_arrays({}).obs is None
@@ -146,7 +151,12 @@ def test_statistics_survive_checkpoint_arrays_and_damaged_ones_are_refused():
 def test_a_normalised_policy_sees_the_frozen_statistics_normalised_observations():
     stats = RunningStats(2, np.array([1000.0]), np.array([2.0]))  # mean 1000, var 1
     seen = []
-    policy = NormalizedPolicy(lambda obs: seen.append(obs) or np.zeros(len(obs)), stats)
+
+    def acts(obs):
+        seen.append(obs)
+        return np.zeros(len(obs))
+
+    policy = NormalizedPolicy(acts, stats)
     policy(np.array([[1001.0], [999.0]]))
     np.testing.assert_allclose(seen[0], [[1.0], [-1.0]], atol=1e-6)
     assert stats.count == 2  # nothing added at evaluation
@@ -160,7 +170,8 @@ def test_image_observations_and_other_algorithms_are_refused_by_field():
     assert RLConfig(normalize_reward=True).normalization(frames, 0.99) == Normalization(False, True, 0.99)
     assert RLConfig().normalization(gym.spaces.Box(-1, 1, (3,)), 0.99) is None
     for algo, field in (("dqn", "normalize_obs"), ("apex", "normalize_reward")):
-        configs = [cls() for cls in ALGORITHMS[algo].config_classes()[:-1]] + [RLConfig(**{field: True})]
+        flag: dict[str, Any] = {field: True}
+        configs = [cls() for cls in ALGORITHMS[algo].config_classes()[:-1]] + [RLConfig(**flag)]
         with pytest.raises(ConfigError) as err:
             ALGORITHMS[algo].check(configs)
         assert err.value.field == field

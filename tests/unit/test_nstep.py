@@ -59,6 +59,7 @@ def test_environments_keep_their_own_windows_and_a_new_episode_starts_clean():
 
 def test_one_step_rows_leave_at_once():
     rows = NStep(1, 0.9).add(step(0, 0, 1.0, terminated=True))
+    assert rows is not None and rows.discount is not None and rows.steps is not None
     assert rows.discount.tolist() == [0.0] and rows.steps.tolist() == [1] and rows.reward.tolist() == [1.0]
 
 
@@ -73,6 +74,7 @@ def test_a_version_given_to_add_tags_every_row():
     nstep = NStep(2, GAMMA)
     nstep.add(step(0, 0, 1.0, version=3), policy_version=7)
     rows = nstep.add(step(0, 1, 1.0, version=3), policy_version=8)
+    assert rows is not None and rows.policy_version is not None
     assert rows.policy_version.tolist() == [7]
 
 
@@ -107,6 +109,7 @@ def test_rows_equal_their_definition_over_random_episodes_of_several_envs():
                         break
             rows = nstep.add(t)
             if rows is not None:
+                assert rows.steps is not None and rows.discount is not None and rows.policy_version is not None
                 got += list(zip(rows.obs[:, 0], rows.action, rows.reward, rows.next_obs[:, 0], rows.steps,
                                 rows.discount, rows.env_index, rows.policy_version))
         assert len(got) == len(expected) > 300

@@ -30,6 +30,7 @@ def test_the_numpy_network_computes_the_torch_networks_outputs(make, channels, s
     net = make(channels, size)
     flat = randomised(net)
     twin = numpy_minatar(net)
+    assert twin is not None
     twin.set(flat)  # the whole vector in, the value head and all
     obs = np.random.default_rng(1).random((64, channels, *size)) < 0.3  # MinAtar's boolean grids
     with torch.no_grad():
@@ -48,5 +49,6 @@ def test_only_plain_minatar_networks_have_a_numpy_twin():
 
 def test_a_vector_of_another_networks_length_is_refused():
     twin = numpy_minatar(MinAtarActorCritic(3, 4))
+    assert twin is not None
     with pytest.raises(ValueError, match=f"expected {twin.total} parameters"):
         twin.set(np.zeros(twin.size, np.float32))  # the policy's entries only: not the network's vector

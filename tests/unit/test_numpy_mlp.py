@@ -15,6 +15,7 @@ import torch
 from gorila.algos.a3c.networks import GreedyPolicy, make_network
 from gorila.algos.registry import ALGORITHMS
 from gorila.config import RunConfig
+from gorila.driver.policy_evaluation import PolicyEvaluation
 from gorila.nets import FlatParams
 from gorila.nets.actor_critic import ActorCritic, ConvActorCritic
 from gorila.nets.minatar import MinAtarActorCritic
@@ -28,7 +29,9 @@ def test_the_numpy_copy_computes_the_networks_q_values_and_actions(hidden):
     net = VectorQNetwork(4, hidden, 3)
     flat = FlatParams(net).get() + np.random.default_rng(0).normal(0, 0.5, FlatParams(net).size).astype(np.float32)
     FlatParams(net).set(flat)
-    copy = NumpyMLP(mlp_widths(net))
+    widths = mlp_widths(net)
+    assert widths is not None
+    copy = NumpyMLP(widths)
     copy.set(flat)
     obs = np.random.default_rng(1).normal(size=(256, 4)).astype(np.float64)  # cast as the network casts
     with torch.no_grad():
@@ -77,6 +80,7 @@ def _twin_on_random_parameters(net, obs_dim: int, rows: int):
     flat = np.random.default_rng(0).normal(0, 0.5, FlatParams(net).size).astype(np.float32)
     FlatParams(net).set(flat)
     policy = numpy_policy(net)
+    assert policy is not None
     policy.set(flat)
     obs = np.random.default_rng(1).normal(0, 2.0, size=(rows, obs_dim))
     with torch.no_grad():
@@ -120,6 +124,7 @@ def test_a_gaussian_policys_numpy_twin_is_the_torch_policy(hidden, shared, size)
 def test_only_mlp_and_minatar_actor_critics_have_a_numpy_policy():
     net = make_network("CartPole-v1", (64, 64), False, seed=0)
     policy = numpy_policy(net)
+    assert isinstance(policy, NumpyMLP)
     assert (policy.widths, policy.activation, policy.total) == ((4, 64, 64, 2), "tanh", FlatParams(net).size)
     assert numpy_policy(ConvActorCritic(6)) is None
     assert numpy_policy(MinAtarActorCritic(6, 4, (10, 10))) is not None
@@ -128,6 +133,7 @@ def test_only_mlp_and_minatar_actor_critics_have_a_numpy_policy():
 
 def test_a_vector_of_another_networks_length_is_refused_by_the_policy():
     policy = numpy_policy(ActorCritic(4, 2, (8,)))
+    assert isinstance(policy, NumpyMLP)
     with pytest.raises(ValueError, match=f"expected {policy.total} parameters"):
         policy.set(np.zeros(policy.size, np.float32))  # the policy's own entries only: not the network's vector
 
@@ -156,6 +162,7 @@ def test_the_evaluator_a_builder_makes_plays_without_torch(tmp_path, algo, env):
     configs = [cls() for cls in algorithm.config_classes()]
     configs[-1] = type(configs[-1])(env=env, eval_episodes=2)
     plan = algorithm.plan_fn()(run, *configs)
+    assert isinstance(plan.evaluation, PolicyEvaluation)
     shipped = pickle.dumps((plan.evaluation.factory, plan.initial_params()))
     done = subprocess.run([sys.executable, "-c", EVALUATOR], input=shipped, capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr.decode()

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gorila.nets import FlatParams
-from gorila.nets.cnn import NatureCNN
+from gorila.nets.cnn import DuelingHead, NatureCNN
 from gorila.nets.minatar import MinAtarQNetwork
 from gorila.nets.numpy_conv import NumpyMinAtarNet
 from gorila.nets.numpy_mlp import NumpyDueling, NumpyMLP
@@ -46,7 +46,7 @@ def test_the_twin_computes_the_torch_networks_q_values_and_greedy_actions(name):
     net = make()
     flat = randomised(net)
     twin = numpy_q_network(net)
-    assert isinstance(twin, NumpyDueling) == ("dueling" in name)
+    assert twin is not None and isinstance(twin, NumpyDueling) == ("dueling" in name)
     twin.set(flat)
     obs = observations(shape)
     with torch.no_grad():
@@ -70,6 +70,7 @@ def test_equal_q_values_go_to_the_first_action_as_torchs_argmax_does(name):
     n_actions = last_bias.stop - last_bias.start
     flat[last_bias] = [0.0] + [2.0] * (n_actions - 1)  # every action but the first ties for the max
     twin, torch_net = numpy_q_network(net), TorchQNetwork(net)
+    assert twin is not None
     twin.set(flat)
     torch_net.set(flat)
     obs = observations(shape, n=8)
@@ -79,7 +80,8 @@ def test_equal_q_values_go_to_the_first_action_as_torchs_argmax_does(name):
 
 def test_the_twin_of_a_network_is_the_kind_it_needs_and_the_nature_cnn_has_none():
     box = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
-    grid = gym.spaces.Box(0, 1, (4, 10, 10), np.bool_)
+    # gymnasium's Box types leave out bool, which it supports (MinAtar's grids)
+    grid = gym.spaces.Box(0, 1, (4, 10, 10), np.bool_)  # type: ignore[arg-type]
     assert type(numpy_q_network(make_q_network(box, 2))) is NumpyMLP
     assert type(numpy_q_network(make_q_network(grid, 3))) is NumpyMinAtarNet
     dueling = numpy_q_network(make_q_network(grid, 3, dueling=True))
@@ -102,11 +104,13 @@ class TorsoLast(MinAtarQNetwork):
 
 def test_a_network_laid_out_otherwise_in_the_flat_vector_has_no_twin():
     net = TorsoLast()
+    assert isinstance(net.head, DuelingHead)
     assert next(net.parameters()) is net.head.value[0].weight  # the layout the twin would misread
     assert numpy_q_network(net) is None
 
 
 def test_a_vector_of_another_length_is_refused():
     twin = numpy_q_network(VectorQNetwork(4, (8,), 2, dueling=True))
+    assert isinstance(twin, NumpyDueling)
     with pytest.raises(ValueError, match=f"expected {twin.total} parameters"):
         twin.set(np.zeros(twin.total + 1, np.float32))

@@ -25,7 +25,8 @@ def backend(request, monkeypatch):
 
 
 def test_the_backend_is_the_one_asked_for(backend):
-    assert make_optimizer("adam", 3, 0.1).uses_torch == (backend == "torch")
+    adam = make_optimizer("adam", 3, 0.1)
+    assert isinstance(adam, optim.Adam) and adam.uses_torch == (backend == "torch")
 
 
 def run(name, lr=0.1):
@@ -61,7 +62,7 @@ def test_rmsprop(backend):
 
 
 def test_adam(backend):
-    m = v = 0.0
+    m = v = np.zeros(3)
     w = np.ones(3)
     for t, g in enumerate(G, start=1):
         g = g.astype(np.float64)

@@ -3,6 +3,7 @@ shards, sends its parameters to the store actors read when its publication says 
 waits for the store, and starts from what the store holds."""
 
 from dataclasses import replace
+from typing import TypeVar
 
 import numpy as np
 import pytest
@@ -13,9 +14,18 @@ from gorila.params.client import LocalEndpoint
 from gorila.params.owned import OwnedEndpoint, Publication, owned_server
 from gorila.params.server import ParameterServer
 from gorila.params.shard import PushTag
+from role_fakes import ShardStandIn
 
 SIZE = 6
 SPEC = ServerSpec(rule=UpdateRule.asynchronous(), optimizer="adam", lr=0.1)
+E = TypeVar("E", bound=LocalEndpoint)
+
+
+def _endpoints(server: ParameterServer, kind: type[E]) -> list[E]:
+    """The server's endpoints, every one a ``kind`` (its shards in this process)."""
+    endpoints = [e for e in server.endpoints if isinstance(e, kind)]
+    assert len(endpoints) == len(server.endpoints)
+    return endpoints
 
 
 def _store(params=None) -> ParameterServer:
@@ -48,7 +58,7 @@ def test_publications_come_at_most_once_every_every_s():
     for _ in range(3):
         _push(owned)
     assert _held(store)[1] == 0  # none yet: the last (the owned server's start) was less than every_s ago
-    owned.endpoints[0].flush()  # the end of a chunk publishes whatever the period
+    _endpoints(owned, OwnedEndpoint)[0].flush()  # the end of a chunk publishes whatever the period
     assert _held(store)[1] == 3
 
 
@@ -86,15 +96,19 @@ def test_at_step_end_a_step_of_several_updates_is_published_once_with_its_newest
     from gorila.params.owned import PublishingWorker
 
     store = _store()
-    owned = owned_server(store, SPEC, RunConfig(runtime="local", server="learner").publication())
-    worker = PublishingWorker(_Learner(owned, batches=2, updates=4), list(owned.endpoints))
+    publication = RunConfig(runtime="local", server="learner").publication()
+    assert publication is not None
+    owned = owned_server(store, SPEC, publication)
+    worker = PublishingWorker(_Learner(owned, batches=2, updates=4), _endpoints(owned, OwnedEndpoint))
     for step in (1, 2):
         assert worker.step() is True
         params, version = _held(store)
         assert version == 4 * step and np.array_equal(params, _held(owned)[0])
-        assert owned.endpoints[0].publications == step
-    assert not RunConfig(runtime="ray", server="learner").publication().at_step_end  # Ray's actors read meanwhile
-    assert not RunConfig(runtime="local", server="learner", publish_every=3).publication().at_step_end
+        assert _endpoints(owned, OwnedEndpoint)[0].publications == step
+    on_ray = RunConfig(runtime="ray", server="learner").publication()
+    assert on_ray is not None and not on_ray.at_step_end  # Ray's actors read meanwhile
+    periodic = RunConfig(runtime="local", server="learner", publish_every=3).publication()
+    assert periodic is not None and not periodic.at_step_end
     with pytest.raises(ConfigError, match="publish_every"):
         Publication(every_updates=3, at_step_end=True)
 
@@ -106,13 +120,13 @@ def test_a_learner_waiting_for_data_publishes_its_newest_version_whatever_the_pe
 
     store = _store()
     owned = owned_server(store, SPEC, Publication(every_updates=1, every_s=1e9))
-    worker = PublishingWorker(_Learner(owned, batches=3), list(owned.endpoints))
+    worker = PublishingWorker(_Learner(owned, batches=3), _endpoints(owned, OwnedEndpoint))
     assert [worker.step() for _ in range(3)] == [True] * 3
     assert _held(store)[1] == 0  # while the learner learns, the period holds publications back
     assert worker.step() is False
     params, version = _held(store)
     assert version == 3 and np.array_equal(params, _held(owned)[0])
-    assert worker.step() is False and owned.endpoints[0].publications == 1  # nothing new: nothing sent
+    assert worker.step() is False and _endpoints(owned, OwnedEndpoint)[0].publications == 1  # nothing new: nothing sent
 
 
 class SlowStore(LocalEndpoint):
@@ -162,12 +176,12 @@ def test_a_flush_sends_the_optimizer_state_and_a_new_learner_starts_from_it():
     owned = owned_server(store, SPEC, Publication(every_s=0.0, state_every_s=1e9))
     for value in (1.0, -2.0, 3.0):
         _push(owned, value)
-    mine = owned.endpoints[0].shard.state_dict()
-    assert any(not np.array_equal(v, mine[k]) for k, v in store.endpoints[0].shard.state_dict().items()
+    mine = _endpoints(owned, OwnedEndpoint)[0].shard.state_dict()
+    assert any(not np.array_equal(v, mine[k]) for k, v in _endpoints(store, LocalEndpoint)[0].shard.state_dict().items()
                if k.startswith("optim."))
-    owned.endpoints[0].flush()
+    _endpoints(owned, OwnedEndpoint)[0].flush()
     restarted = owned_server(store, SPEC, Publication())  # a learner restarted from the store
-    again = restarted.endpoints[0].shard.state_dict()
+    again = _endpoints(restarted, LocalEndpoint)[0].shard.state_dict()
     for key in [k for k in mine if k.startswith(("params", "counters", "optim."))]:
         assert np.array_equal(again[key], mine[key]), key
 
@@ -186,14 +200,14 @@ def test_the_store_counts_its_own_pulls_and_the_parameters_published():
     for _ in range(3):
         _held(store)  # an actor's pull
     _push(owned)
-    stats = store.endpoints[0].shard.stats
+    stats = _endpoints(store, LocalEndpoint)[0].shard.stats
     assert stats.pulls == 3 and stats.updates == 1 and stats.pushes_counted == 1
     assert stats.bytes_in == SIZE * 4
 
 
 def test_workers_placement_cannot_be_published_to():
-    class Unpublishable:
-        pass
+    class Unpublishable(ShardStandIn):
+        """A shard reached without ``publish``."""
 
     store = ParameterServer((Unpublishable(),), SPEC.layout(SIZE), SPEC.rule, 5.0)
     with pytest.raises(Exception, match="publish"):

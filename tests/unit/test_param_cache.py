@@ -10,7 +10,7 @@ import uuid
 import numpy as np
 import pytest
 
-from gorila.params import LocalEndpoint, ParameterServer, ServerSpec, UpdateRule
+from gorila.params import LocalEndpoint, ParameterServer, ParameterShard, ServerSpec, UpdateRule
 from gorila.params.cache import CachedSource, CacheSpec, ParamCache
 from gorila.params.seqlock import SeqlockBuffer
 
@@ -40,7 +40,7 @@ def test_a_reader_never_sees_a_torn_vector():
     try:
         assert ready.wait(timeout=30)
         out = np.empty(size, np.float32)
-        seen = set()
+        seen: set[int] = set()
         deadline = time.monotonic() + 60
         while len(seen) < 50:
             version = owner.read(out)
@@ -174,7 +174,7 @@ def test_a_cache_stuck_in_a_slow_pull_still_beats_so_its_readers_stay():
         cache.close()
 
 
-def _server(size: int) -> ParameterServer:
+def _server(size: int) -> tuple[ParameterServer, list[ParameterShard]]:
     spec = ServerSpec(UpdateRule.asynchronous(), num_shards=2, optimizer="sgd", lr=1.0)
     shards = spec.build(np.zeros(size, np.float32))
     return ParameterServer(tuple(LocalEndpoint(s) for s in shards), spec.layout(size), spec.rule), shards

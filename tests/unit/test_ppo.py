@@ -131,7 +131,8 @@ def test_linear_lr_decay_falls_to_zero_over_the_runs_updates_and_survives_a_stat
     assert learning_rate(cfg, RLConfig(total_steps=2560), UpdateRule.asynchronous()) == LinearDecay(1e-3, 200)
     # a barrier over 2 learners: 2 pushes per update, half as many optimizer steps
     two = PPOConfig(lr=1e-3, lr_decay="linear", learners=2, actors=2)
-    assert learning_rate(two, RLConfig(total_steps=2560), UpdateRule.synchronous(2)).steps == 200
+    decayed = learning_rate(two, RLConfig(total_steps=2560), UpdateRule.synchronous(2))
+    assert isinstance(decayed, LinearDecay) and decayed.steps == 200
     assert learning_rate(PPOConfig(lr=1e-3), RLConfig(total_steps=2560), UpdateRule.asynchronous()) == 1e-3
     with pytest.raises(ConfigError) as refused:
         PPOConfig(lr_decay="cosine")

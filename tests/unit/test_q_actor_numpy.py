@@ -65,7 +65,9 @@ def test_priorities_are_the_torch_formulas_on_the_twin_and_on_the_torch_network(
     assert isinstance(in_torch.network, TorchQNetwork) and not isinstance(twin.network, TorchQNetwork)
     for actor in (twin, in_torch):
         actor.load(params, version=1)
-    rows = random_rows(twin.observation_space.shape, twin.n_actions)
+    shape = twin.observation_space.shape
+    assert shape is not None
+    rows = random_rows(shape, twin.n_actions)
     expected = torch_priorities(reference, rows)
     assert expected.std() > 0.1  # rows that differ: a formula reading the wrong entries shows
     for actor in (twin, in_torch):

@@ -131,7 +131,7 @@ def test_frame_storage_returns_exactly_the_rows_added_across_streams_and_episode
 
 
 @pytest.mark.parametrize("n", [1, 3])
-def test_frame_storage_ring_only_forgets_whole_old_rows(n):
+def test_frame_storage_ring_only_forgets_whole_old_rows(n, monkeypatch):
     runner = EnvRunner(GymnasiumBackend([lambda: stacked_env(7), lambda: stacked_env(4, truncate=True)]))
     storage = FrameStackStorage(2 * 16, (4, 1), np.float32, num_streams=2)
     present, lost_any = set(), False  # what a sampler learns from add's return values
@@ -144,7 +144,7 @@ def test_frame_storage_ring_only_forgets_whole_old_rows(n):
         present.difference_update(lost.tolist())
         lost_any |= len(lost) > 0
         return written, lost
-    storage.add = add
+    monkeypatch.setattr(storage, "add", add)
     added = collect(runner, storage, 60, n=n)
     assert 0 < len(storage) <= 32 and lost_any
     recent = Counter(added[-len(storage) - 8:])
@@ -177,7 +177,9 @@ def test_frame_storage_refuses_observations_that_are_not_frame_stacks():
 def test_atari_observations_are_stacked_bytes_and_replay_stores_each_frame_once():
     runner = make_env_runner("ALE/Pong-v5", 1, seed=0, training=True, backend="gymnasium")
     assert runner.observations.shape == (1, 4, 84, 84) and runner.observations.dtype == np.uint8
-    storage = make_storage(64, runner.observation_space.shape, np.uint8)
+    shape = runner.observation_space.shape
+    assert shape is not None
+    storage = make_storage(64, shape, np.uint8)
     assert isinstance(storage, FrameStackStorage)
     nstep, added = NStep(3, gamma=0.99), []
     rng = np.random.default_rng(0)
@@ -213,7 +215,8 @@ def test_check_replay_memory_refuses_what_does_not_fit():
 # -- Prefetcher -------------------------------------------------------------------------------------------
 
 def test_prefetcher_hands_out_samples_in_order_and_stays_bounded():
-    calls, full = [], threading.Event()
+    calls: list[int] = []
+    full = threading.Event()
 
     def sample():
         calls.append(len(calls))

@@ -111,12 +111,17 @@ def test_when_no_shard_answers_within_the_timeout_it_is_a_worker_timeout():
 
 def test_a_learner_that_copies_ahead_is_handed_the_requests_next_minibatch_while_this_one_trains(monkeypatch):
     learner = make_learner([FakeShard(0)])
-    staged, trained = [], []
+    staged: list[Batch] = []
+    trained: list[Batch] = []
     gradient = learner.learner.gradient
     learner.learner.stages_ahead = True
+
+    def trains(params, version, batch):
+        trained.append(batch)
+        return gradient(params, version, batch)
+
     monkeypatch.setattr(learner.learner, "stage", staged.append)
-    monkeypatch.setattr(learner.learner, "gradient",
-                        lambda params, version, batch: (trained.append(batch), gradient(params, version, batch))[1])
+    monkeypatch.setattr(learner.learner, "gradient", trains)
     for _ in range(4):
         learner.step()
     # prefetch=2: each request brings two minibatches; the second is staged while the first trains

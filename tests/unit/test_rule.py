@@ -35,7 +35,7 @@ def test_semi_async_applies_mean_after_twenty_counted_pushes_and_accepted_ones_j
     rule = UpdateRule.semi_async()
     shard = shard_at_version(rule, 6)  # 6 * 20 zero pushes
     base = shard.pull()[0]
-    grads = []
+    grads: list[float] = []
     for i in range(19):
         result = shard.push(np.full(D, i, np.float32), version=6 - (i % 4), worker_id=i)  # staleness 0..3
         assert (result.outcome, result.applied) == ("counted", False)
@@ -87,7 +87,7 @@ def test_synchronous_is_gradient_descent_on_the_mean():
     rule = UpdateRule.synchronous(num_workers=3)
     assert (rule.aggregate, rule.count_within, rule.accept_within, rule.barrier) == (3, 0, 0, True)
     shard = ParameterShard(np.ones(D, np.float32), rule=rule, lr=0.1)
-    outs = [shard.push(np.full(D, g, np.float32), version=0, worker_id=g) for g in (1.0, 2.0, 6.0)]
+    outs = [shard.push(np.full(D, g, np.float32), version=0, worker_id=g) for g in (1, 2, 6)]
     assert [o.applied for o in outs] == [False, False, True]
     np.testing.assert_allclose(shard.pull()[0], 1.0 - 0.1 * 3.0)
     late = shard.push(np.ones(D, np.float32), version=0)  # a gradient of the previous version

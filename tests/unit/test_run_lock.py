@@ -22,6 +22,7 @@ with hold_run_dir(sys.argv[1]):
 def _holder(run_dir):
     proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(run_dir)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
     assert proc.stdout.readline() == "held\n"
     return proc
 
@@ -36,7 +37,7 @@ def test_a_directory_held_by_a_live_run_is_refused_naming_its_pid(tmp_path):
     finally:
         holder.stdin.close()
         holder.wait(timeout=30)
-    lines = []
+    lines: list[str] = []
     with hold_run_dir(tmp_path / "run", message=lines.append):  # released at the holder's exit
         assert (tmp_path / "run" / LOCK_NAME).read_text().split()[0] == str(os.getpid())
     assert lines == []  # released cleanly: nothing to take over
@@ -47,7 +48,7 @@ def test_the_lock_of_a_killed_run_is_taken_over_with_a_message(tmp_path):
     holder = _holder(tmp_path / "run")
     holder.kill()  # the kernel releases the lock; the file still names the dead owner
     holder.wait(timeout=30)
-    lines = []
+    lines: list[str] = []
     with hold_run_dir(tmp_path / "run", message=lines.append):
         pass
     assert len(lines) == 1 and f"taking over the lock of PID {holder.pid}" in lines[0], lines

@@ -3,6 +3,7 @@ import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -59,8 +60,9 @@ def test_unknown_keys_are_refused_by_name(tmp_path):
     logger = _logger(tmp_path)
     with pytest.raises(ValueError, match="'reward', 'x'.*return, loss, lag"):
         logger.log(1, {"loss": 1.0, "x": 1, "reward": 2})
+    not_a_number: dict[str, Any] = {"loss": "high"}  # as an untyped caller might pass it
     with pytest.raises(TypeError, match="'loss'"):
-        logger.log(1, {"loss": "high"})
+        logger.log(1, not_a_number)
     logger.close({})
     assert len(_rows(tmp_path / "metrics.csv")) == 1  # header only: nothing half-logged
 
@@ -175,7 +177,8 @@ def test_time_s_is_the_training_time_the_run_gives(tmp_path):
 
 
 def _events(run_dir: Path):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    # tensorboard ships no type hints
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # type: ignore[import-untyped]
 
     events = EventAccumulator(str(run_dir), size_guidance={"tensors": 0})
     events.Reload()
@@ -194,7 +197,7 @@ def test_tensorboard_scalars_are_written_under_their_tags(tmp_path):
 
 
 def test_tensorboard_states_the_step_axis_and_the_hyperparameters(tmp_path):
-    from tensorboard.plugins.hparams import plugin_data_pb2
+    from tensorboard.plugins.hparams import plugin_data_pb2  # type: ignore[import-untyped]  # no type hints
 
     logger = _logger(tmp_path, tensorboard=True, tags={"return": "eval/return"}, step_axis="env steps",
                      hparams={"run.mode": "async", "dqn.lr": 0.03, "dqn.hidden": (64, 64), "run.seed": 0},

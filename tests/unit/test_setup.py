@@ -28,7 +28,9 @@ def test_torch_comes_pinned_from_pips_own_sources_unless_an_index_is_given(tmp_p
 
 
 def test_the_license_file_is_the_one_pyproject_declares():
-    declared = re.search(r'^license = \{ text = "([^"]+)" \}$', (ROOT / "pyproject.toml").read_text(), re.M)[1]
+    found = re.search(r'^license = \{ text = "([^"]+)" \}$', (ROOT / "pyproject.toml").read_text(), re.M)
+    assert found is not None
+    declared = found[1]
     text = (ROOT / "LICENSE").read_text()
     assert declared == "Apache-2.0"
     assert "Apache License" in text and "Version 2.0, January 2004" in text and "END OF TERMS AND CONDITIONS" in text

@@ -34,19 +34,21 @@ def host(rule, barrier_timeout_s=10.0, on_advance=None):
 
 
 def test_a_barrier_push_returns_once_every_worker_joined_with_the_new_parameters():
-    advances = []
-    h = host(UpdateRule.synchronous(num_workers=3), on_advance=lambda: advances.append(h.version))
+    advances: list[int] = []
+    h: ShardHost = host(UpdateRule.synchronous(num_workers=3), on_advance=lambda: advances.append(h.version))
+    shard = h.shard
+    assert isinstance(shard, CountingShard)
     grads = [np.full(D, k, np.float32) for k in (1, 2, 3)]
     with ThreadPoolExecutor(3) as pool:
         first = [pool.submit(h.push, grads[k], 0, k) for k in range(2)]
-        assert h.shard.taken.acquire(timeout=10) and h.shard.taken.acquire(timeout=10)  # both joined
+        assert shard.taken.acquire(timeout=10) and shard.taken.acquire(timeout=10)  # both joined
         done, _ = wait(first, timeout=0.2)
         assert not done  # two of three joined: nobody may go on yet
         last = pool.submit(h.push, grads[2], 0, 2)
         results = [f.result(timeout=10) for f in (*first, last)]
     want = -0.5 * np.mean(grads, axis=0)
     for r in results:
-        assert r.version == 1 and np.array_equal(r.params, want)
+        assert r.version == 1 and r.params is not None and np.array_equal(r.params, want)
     assert [r.applied for r in results] == [False, False, True]
     assert advances == [1]
 

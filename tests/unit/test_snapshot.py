@@ -61,11 +61,13 @@ def test_flat_gradients_come_back_as_views_of_their_buffer():
 
 
 def test_state_is_loaded_into_the_objects_this_run_built():
-    saved, fresh = FlatParams(nn.Linear(3, 2)), FlatParams(nn.Linear(3, 2))
+    layer = nn.Linear(3, 2)
+    saved, fresh = FlatParams(nn.Linear(3, 2)), FlatParams(layer)
     saved.set(np.arange(saved.size, dtype=np.float32))
-    buffer = fresh.module.weight.data_ptr()
+    buffer = layer.weight.data_ptr()
     back = _round_trip({"params": saved}, fresh={"params": fresh})["params"]
-    assert back is fresh and back.module.weight.data_ptr() == buffer  # the same objects, the same memory
+    # the same objects, the same memory
+    assert back is fresh and back.module is layer and layer.weight.data_ptr() == buffer
     assert back.get().tolist() == list(range(saved.size))
     back.zero_grad()
     back.module(torch.ones(1, 3)).sum().backward()  # its gradient views still see backward's sums

@@ -9,6 +9,7 @@ from gorila.algos.lstsq.builder import make_plan
 from gorila.algos.lstsq.config import LstsqConfig
 from gorila.config import RunConfig
 from gorila.errors import ConfigError
+from gorila.learners.lstsq import LstsqWorker
 from gorila.learners.straggler import Straggler
 from gorila.runtime.local import LocalShards
 
@@ -36,5 +37,6 @@ def test_the_lstsq_builder_slows_worker_zero_of_the_run():
     run = RunConfig(algo="lstsq", mode="async", runtime="local")
     plan = make_plan(run, LstsqConfig(workers=2, n=1000, d=4, straggler=4.0))
     shards = LocalShards(plan.spec, plan.initial_params(), 10.0)
-    factory = plan.groups([])[0].factory
-    assert [factory(k, shards.server).slow.factor for k in (0, 1)] == [4.0, 1.0]
+    factory = plan.groups({})[0].factory
+    workers = [factory(k, shards.server) for k in (0, 1)]
+    assert [w.slow.factor for w in workers if isinstance(w, LstsqWorker)] == [4.0, 1.0]

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-from gorila.actors import segment_actor
 from gorila.actors.segment_actor import SegmentActor
 from gorila.algos.a3c.networks import make_network
 from gorila.envs.spec import EnvSpec
@@ -31,13 +30,19 @@ def segment(version: int, T: int = 3, N: int = 2, fill: float = 0.0) -> Segment:
                    policy_version=np.full((T, N), version, np.int64), last_obs=np.zeros((N, 1), np.float32))
 
 
+def took(segments: list[Segment] | None) -> list[Segment]:
+    """What a take handed out (None: it had none to give)."""
+    assert segments is not None
+    return segments
+
+
 def test_the_queue_is_fifo_and_a_full_queue_refuses_adds():
     queue = TrajectoryQueue(0, capacity=2)
     assert queue.take(1) is None  # empty
     assert queue.add(segment(0, fill=1), "a", 0) == 1
     assert queue.add(segment(0, fill=2), "a", 1) == 1
     assert queue.add(segment(0, fill=3), "a", 2) is None  # full: held back
-    taken = queue.take(5)
+    taken = took(queue.take(5))
     assert [s.obs[0, 0, 0] for s in taken] == [1, 2]
     assert queue.add(segment(0, fill=3), "a", 2) == 1  # sent again once there is room
     assert queue.stats()["refused"] == 1 and queue.stats()["added"] == 3
@@ -55,7 +60,7 @@ def test_segments_beyond_the_max_policy_lag_are_dropped_and_counted():
     queue = TrajectoryQueue(0, capacity=8, max_policy_lag=3)
     for seq, version in enumerate([1, 5, 7, 2]):
         queue.add(segment(version), "a", seq)
-    taken = queue.take(4, learner_version=8)  # lags 7, 3, 1, 6: the first and last go
+    taken = took(queue.take(4, learner_version=8))  # lags 7, 3, 1, 6: the first and last go
     assert [s.oldest_version for s in taken] == [5, 7]
     assert queue.stats()["dropped_stale"] == 2
     queue.add(segment(0), "a", 4)
@@ -93,7 +98,7 @@ def test_a_segment_carries_the_steps_their_discounts_and_the_behaviour_log_probs
     actor = _actor(server, network_fn, queue, twin=twin)
     assert (actor.flat is None) == twin  # with the twin, no torch network at all
     assert actor.step()
-    (seg,) = queue.take(1)
+    (seg,) = took(queue.take(1))
     # Counting-v0 ends after 5 steps (obs 0..4), and the next episode starts at once
     assert seg.obs[:, 0, 0].tolist() == [0, 1, 2, 3, 4, 0, 1]
     assert seg.valid.all()
@@ -109,7 +114,7 @@ def test_a_segment_carries_the_steps_their_discounts_and_the_behaviour_log_probs
 
 def test_a_full_queue_holds_the_actor_back_its_segments_arrive_in_order_and_a_long_wait_is_an_error(monkeypatch):
     clock = [0.0]
-    monkeypatch.setattr(segment_actor.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr("gorila.actors.segment_actor.time.monotonic", lambda: clock[0])
     network_fn, _, server = _server(timeout_s=10.0)
     queue = TrajectoryQueue(0, capacity=1)
     actor = _actor(server, network_fn, queue, unroll=2)
@@ -139,13 +144,13 @@ def test_the_actor_pulls_only_every_refresh_every_segments():
         pusher.params()
         pusher.push(np.ones(pusher.layout.size, np.float32))
         actor.step()
-    versions = [int(s.policy_version[0, 0]) for s in queue.take(8)]
+    versions = [int(s.policy_version[0, 0]) for s in took(queue.take(8))]
     assert versions == [1, 1, 1, 4]
 
 
 def test_an_actor_in_rounds_waits_for_the_updates_on_its_last_segment_then_acts_on_them(monkeypatch):
     clock = [0.0]
-    monkeypatch.setattr(segment_actor.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr("gorila.actors.segment_actor.time.monotonic", lambda: clock[0])
     network_fn, _, server = _server(timeout_s=10.0)
     queue = TrajectoryQueue(0, capacity=8)
     actor = SegmentActor(0, server, envs=EnvSpec(COUNTING, 2), network_fn=network_fn,
@@ -163,7 +168,7 @@ def test_an_actor_in_rounds_waits_for_the_updates_on_its_last_segment_then_acts_
     assert not actor.step() and actor.report()["env_steps"] == 4
     update()
     assert actor.step()
-    assert [int(s.policy_version[0, 0]) for s in queue.take(8)] == [0, 2]
+    assert [int(s.policy_version[0, 0]) for s in took(queue.take(8))] == [0, 2]
     assert not actor.step()  # now waiting for version 4
     clock[0] = 10.5
     with pytest.raises(WorkerTimeoutError, match="version 4"):
@@ -181,7 +186,7 @@ def test_an_actor_waiting_for_its_round_resends_a_refused_segment():
     assert not actor.step()  # refused and sent again
     queue.take(1)
     assert not actor.step()  # still waiting for version 1, but the segment went in
-    (seg,) = queue.take(1)
+    (seg,) = took(queue.take(1))
     assert seg.obs.shape == (2, 2, 1) and queue.stats()["added"] == 2
 
 
@@ -217,7 +222,7 @@ def test_an_actors_segment_carries_the_observation_each_truncated_step_was_cut_a
     queue = TrajectoryQueue(0, capacity=4)
     actor = _actor(server, network_fn, queue, env=cut_id)
     assert actor.step()
-    (seg,) = queue.take(1)
+    (seg,) = took(queue.take(1))
     assert seg.obs[:, 0, 0].tolist() == [0, 1, 2, 0, 1, 2, 0]
     assert list(zip(*np.nonzero(seg.truncated))) == [(2, 0), (2, 1), (5, 0), (5, 1)]
     assert seg.final_obs[:, 0].tolist() == [3.0, 3.0, 3.0, 3.0]  # the step after index 2: where it was cut

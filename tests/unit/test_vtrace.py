@@ -12,7 +12,8 @@ from gorila.losses.vtrace import vtrace_targets
 T, B = 6, 3
 
 
-def _inputs(seed, gamma=0.9, terminate_p=0.2):
+def _inputs(seed, gamma=0.9, terminate_p=0.2
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     rewards = torch.randn(T, B, generator=g, dtype=torch.float64)
     values = torch.randn(T, B, generator=g, dtype=torch.float64)
@@ -139,6 +140,7 @@ def test_ppo_clips_the_ratio_in_the_direction_of_the_advantage():
     assert info["policy_loss"] == pytest.approx(-(1.2 - 2.0) / 2)
     assert info["clip_fraction"] == 1.0
     loss.backward()
+    assert logits.grad is not None
     assert logits.grad[0].abs().sum().item() == 0.0
     assert logits.grad[1].abs().sum().item() > 0.0
 

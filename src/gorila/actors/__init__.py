@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gorila.actors.exploration import ExplorationSchedule
 
@@ -17,7 +17,12 @@ _LAZY = {"QActor": "gorila.actors.q_actor", "QActorSpec": "gorila.actors.q_actor
 __all__ = ["ExplorationSchedule", "QActor", "QActorSpec", "ReplayActor"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+if TYPE_CHECKING:
+    # the type checker sees the names themselves, so a name not here is an error rather than `Any`
+    from gorila.actors.q_actor import QActor, QActorSpec
+    from gorila.actors.replay_actor import ReplayActor
+else:
+    def __getattr__(name: str) -> object:
+        if name in _LAZY:
+            return getattr(importlib.import_module(_LAZY[name]), name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

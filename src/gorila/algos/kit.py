@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from torch import nn
 
@@ -35,6 +35,7 @@ from gorila.actors.nstep import NStepReturns
 from gorila.actors.rollout import CentralQActorSpec
 from gorila.algos.rl_config import ONE_A_SECOND, RLConfig, resolve_device
 from gorila.config import RunConfig
+from gorila.core import ReplayClient
 from gorila.driver.plan import Budget, Plan, ServiceSpec, WorkerSpec
 from gorila.driver.policy_evaluation import PolicyEvaluation
 from gorila.envs.spec import EnvSpec
@@ -108,8 +109,12 @@ def sampled_inference(network_fn: Callable[[], nn.Module], rl: RLConfig, total_e
     return inference_service(policy, rl.batching_rule(total_envs), refresh_every, gpus)
 
 
-def rl_plan(run: RunConfig, rl: RLConfig, *, algo: str, net: nn.Module, network_fn: Callable[[], nn.Module],
-            policy_fn: Callable[[nn.Module], Any], eval_epsilon: float, central: bool, config: dict,
+#: The network a plan's ``network_fn`` builds, which its evaluation's ``policy_fn`` takes.
+Net = TypeVar("Net", bound=nn.Module)
+
+
+def rl_plan(run: RunConfig, rl: RLConfig, *, algo: str, net: nn.Module, network_fn: Callable[[], Net],
+            policy_fn: Callable[[Net], Any], eval_epsilon: float, central: bool, config: dict,
             metrics: tuple[str, ...] = (), eval_numpy: NumpyNetwork | None = None, cache_readers: str = "actor",
             eval_every_s: float = ONE_A_SECOND, **plan: Any) -> Plan:
     """A :class:`Plan` with the fields every RL algorithm fills the same way; ``plan`` holds the
@@ -151,10 +156,14 @@ def rl_plan(run: RunConfig, rl: RLConfig, *, algo: str, net: nn.Module, network_
 class QLearningSettings(Protocol):
     """The settings of a Q-learner that DQN's and Ape-X's configs share."""
 
-    loss: str
-    target: str
-    target_update: TargetUpdate
-    max_grad_norm: float | None
+    @property
+    def loss(self) -> str: ...
+    @property
+    def target(self) -> str: ...
+    @property
+    def target_update(self) -> TargetUpdate: ...
+    @property
+    def max_grad_norm(self) -> float | None: ...
 
 
 def q_learner(network_fn: Callable[[], nn.Module], settings: QLearningSettings, rl: RLConfig, runtime: str,
@@ -232,7 +241,7 @@ class ReplayTopology:
                services: dict[str, list[ServiceEndpoint]]) -> list[WorkerSpec]:
         """The actor and learner groups, given the plan's services by name; ``actor(services)`` is
         the spec of every actor (it may name the inference server)."""
-        replay = [RemoteReplay(endpoint) for endpoint in services["replay"]]
+        replay: list[ReplayClient] = [RemoteReplay(endpoint) for endpoint in services["replay"]]
         spec = actor(services)
         actors = functools.partial(ReplayActor, actor=spec, replay=replay, routing=self.routing,
                                    steps_per_add=self.steps_per_add, refresh_every=self.refresh_every,

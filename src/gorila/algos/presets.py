@@ -351,7 +351,9 @@ def with_preset(algo: str, values: dict[str, Any], machine: Machine | None = Non
     if values.get("preset") is not None:
         chosen = named(values["preset"], algo)
         filled = chosen.values(machine or Machine.here())
-        chosen.check_env(values.get("env", filled.get("env")))
+        env = values.get("env", filled.get("env"))
+        assert env is not None  # every preset names its env
+        chosen.check_env(env)
     return {**preset(algo, values.get("env", filled.get("env"))), **filled, **values}
 
 

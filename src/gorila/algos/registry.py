@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from gorila.config import LEARNER_OWNED, default_server
 
@@ -16,6 +16,18 @@ if TYPE_CHECKING:  # the builders' modules import torch: loaded only when a run 
     from gorila.driver.plan import Plan
 
 _RL = "gorila.algos.rl_config:RLConfig"
+
+
+class MainConfig(Protocol):
+    """An algorithm's first config class, as :meth:`Algorithm.flag_defaults` reads it."""
+
+    optimizer: ClassVar[str]
+
+
+class MainRLConfig(MainConfig, Protocol):
+    """An RL algorithm's first config class: it also names its evaluation's ε."""
+
+    EVAL_EPSILON: ClassVar[float]
 
 
 @dataclass(frozen=True)
@@ -44,10 +56,12 @@ class Algorithm:
         server's optimizer and (RL) the evaluation's ε, class attributes of its first config, and
         ``--server`` for its default settings on the default runtime."""
         classes = self.config_classes()
-        main = classes[0]
-        defaults = {"optimizer": main.optimizer, "server": self.default_server([cls() for cls in classes], "ray")}
+        main: type[MainConfig] = classes[0]
+        defaults: dict[str, object] = {"optimizer": main.optimizer,
+                                       "server": self.default_server([cls() for cls in classes], "ray")}
         if self.is_rl:
-            defaults["eval_epsilon"] = main.EVAL_EPSILON
+            rl_main: type[MainRLConfig] = classes[0]
+            defaults["eval_epsilon"] = rl_main.EVAL_EPSILON
         return defaults
 
     def default_server(self, configs: list, runtime: str) -> str:

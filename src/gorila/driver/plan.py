@@ -121,9 +121,12 @@ class Evaluation(Protocol):
     restarted, which the run counts among its ``worker_restarts``.
     """
 
-    columns: tuple[str, ...]
-    target: float | None
-    restarts: int
+    @property
+    def columns(self) -> tuple[str, ...]: ...
+    @property
+    def target(self) -> float | None: ...
+    @property
+    def restarts(self) -> int: ...
 
     def start(self, runtime: Runtime, shards: ShardGroup, groups: dict[str, WorkerGroup],
               stall_s: float | None = None) -> None: ...

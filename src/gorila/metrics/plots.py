@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -151,7 +151,7 @@ def plot_speedup(workers: Sequence[int], speedup: Sequence[float], out_png: Path
     return _save(fig, out_png)
 
 
-def plot_predictions(curves: dict[str, tuple[Sequence[int], Sequence[float], Sequence[float]]], out_png: Path,
+def plot_predictions(curves: Mapping[str, tuple[Sequence[int], Sequence[float], Sequence[float]]], out_png: Path,
                      title: str) -> Path:
     """``gorila simulate``'s figure: predicted speedup (left) and mean staleness (right) against
     workers, on log axes, one curve per label. ``curves[label] = (workers, speedup,

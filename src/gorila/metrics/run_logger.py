@@ -33,6 +33,7 @@ from gorila.run_files import METRICS_HEAD, open_inside, read_metrics
 from gorila.validate import clipped
 
 if TYPE_CHECKING:  # torch is imported only by a run that writes TensorBoard events
+    import numpy as np
     from torch.utils.tensorboard import SummaryWriter
 
 #: Unless ``shown`` says which, the first this-many columns are shown beside the progress display.
@@ -111,8 +112,8 @@ class RunLogger:
         self._closed = False
         self._summary: dict | None = None  # as summary.json holds it, once written
 
-    def log(self, step: int, row: Mapping[str, float | None], train_s: float | None = None,
-            steps: Mapping[str, int] | None = None) -> None:
+    def log(self, step: int, row: Mapping[str, float | np.floating | np.integer | None],
+            train_s: float | None = None, steps: Mapping[str, int] | None = None) -> None:
         """Record ``row`` at ``step``: a CSV row (absent or ``None`` columns blank), scalars, progress
         (``train_s``, seconds of training so far, measures it against a time limit). ``steps`` puts
         a column's scalar at a step of its own (an evaluation where its parameters were taken)."""

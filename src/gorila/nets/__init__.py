@@ -6,12 +6,15 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING
 
 __all__ = ["FlatParams", "soft_update"]
 
-
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        return getattr(importlib.import_module("gorila.nets.flat"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+if TYPE_CHECKING:
+    # the type checker sees the names themselves, so a name not here is an error rather than `Any`
+    from gorila.nets.flat import FlatParams, soft_update
+else:
+    def __getattr__(name: str) -> object:
+        if name in __all__:
+            return getattr(importlib.import_module("gorila.nets.flat"), name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

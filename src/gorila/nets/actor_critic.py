@@ -48,15 +48,19 @@ class ActorCritic(nn.Module):
         self.shared = shared
         self.head: CategoricalHead | GaussianHead = (GaussianHead(n_actions) if continuous
                                                      else CategoricalHead(n_actions))
+        self.policy: nn.Linear | nn.Sequential
+        self.value: nn.Linear | nn.Sequential
         if shared:
             self.torso = mlp(obs_dim, hidden, activation=nn.Tanh)
             width = hidden[-1] if hidden else obs_dim
-            self.policy = nn.Linear(width, n_actions)
+            self.policy = out = nn.Linear(width, n_actions)
             self.value = nn.Linear(width, 1)
         else:
             self.policy = mlp(obs_dim, hidden, n_actions, activation=nn.Tanh)
             self.value = mlp(obs_dim, hidden, 1, activation=nn.Tanh)
-        out = self.policy if shared else self.policy[-1]
+            last = self.policy[-1]
+            assert isinstance(last, nn.Linear)  # mlp() ends in a Linear when given out_dim
+            out = last
         with torch.no_grad():
             out.weight.mul_(0.01)
             out.bias.zero_()
@@ -147,10 +151,10 @@ def numpy_mlp_policy(net: nn.Module) -> NumpyMLP | NumpyGaussian | None:
     if not isinstance(net, ActorCritic):
         return None
     torso = list(net.torso) if net.shared else []
-    head = [net.policy] if net.shared else list(net.policy)
+    head = list(net.policy) if isinstance(net.policy, nn.Sequential) else [net.policy]
     layers = torso + head
-    linears = layers[0::2]
-    if (not all(type(layer) is nn.Linear for layer in linears) or len(layers) != 2 * len(linears) - 1
+    linears = [layer for layer in layers[0::2] if type(layer) is nn.Linear]
+    if (len(linears) != len(layers[0::2]) or len(layers) != 2 * len(linears) - 1
             or not all(type(layer) is nn.Tanh for layer in layers[1::2])):
         return None
     # the policy's parameters, in its layer order, must be the vector's first entries (after the log-std)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 from torch import nn
@@ -36,16 +38,18 @@ class FlatParams:
             if p.dtype != torch.float32 or p.device != self.params[0].device:
                 raise ValueError("FlatParams needs float32 parameters, all on one device")
         device = self.params[0].device if self.params else torch.device("cpu")
-        self._flat = _shared_buffer(self.params, self.size)
-        if self._flat is None:
-            self._flat = torch.cat([p.detach().reshape(-1) for p in self.params]) if self.params \
+        flat = _shared_buffer(self.params, self.size)
+        if flat is None:
+            flat = torch.cat([p.detach().reshape(-1) for p in self.params]) if self.params \
                 else torch.zeros(0, device=device)
             with torch.no_grad():
-                for p, view in zip(self.params, self._views(self._flat)):
+                for p, view in zip(self.params, self._views(flat)):
                     p.data = view
-        self._flat_grad = _shared_buffer([p.grad for p in self.params], self.size)
-        if self._flat_grad is None:
-            self._flat_grad = torch.zeros(self.size, device=device)
+        self._flat: torch.Tensor = flat
+        flat_grad = _shared_buffer([p.grad for p in self.params], self.size)
+        if flat_grad is None:
+            flat_grad = torch.zeros(self.size, device=device)
+        self._flat_grad: torch.Tensor = flat_grad
         self._grad_views = self._views(self._flat_grad)
         # numpy views for the CPU case: grad() then hands out the buffer itself.
         self._grad_np = self._flat_grad.numpy() if device.type == "cpu" else None
@@ -112,7 +116,7 @@ class FlatParams:
         return out
 
     def _views(self, buffer: torch.Tensor) -> list[torch.Tensor]:
-        return [part.view_as(p) for part, p in zip(buffer.split(self.sizes), self.params)]
+        return [part.view_as(p) for part, p in zip(torch.split(buffer, self.sizes), self.params)]
 
     def _sync_grads(self) -> None:
         """Copy into the buffer any ``.grad`` that is not (or no longer) a view of it."""
@@ -126,19 +130,20 @@ class FlatParams:
                     view.copy_(p.grad)
 
 
-def _shared_buffer(tensors: list[torch.Tensor | None], size: int) -> torch.Tensor | None:
+def _shared_buffer(tensors: Sequence[torch.Tensor | None], size: int) -> torch.Tensor | None:
     """The flat tensor that ``tensors`` already are consecutive views of, in order, or None."""
-    if not tensors or any(t is None or not t.is_contiguous() for t in tensors):
+    present = [t for t in tensors if t is not None and t.is_contiguous()]
+    if not present or len(present) != len(tensors):
         return None
-    storage = tensors[0].untyped_storage()
+    storage = present[0].untyped_storage()
     if storage.nbytes() != size * 4:
         return None
     offset = 0
-    for t in tensors:
+    for t in present:
         if t.untyped_storage().data_ptr() != storage.data_ptr() or t.storage_offset() != offset:
             return None
         offset += t.numel()
-    return torch.empty(0, dtype=torch.float32, device=tensors[0].device).set_(storage, 0, (size,))
+    return torch.empty(0, dtype=torch.float32, device=present[0].device).set_(storage, 0, (size,), (1,))
 
 
 def soft_update(target: np.ndarray, online: np.ndarray, tau: float) -> np.ndarray:

@@ -49,7 +49,8 @@ class MinAtarQNetwork(nn.Module):
     def __init__(self, n_actions: int, in_channels: int, image_size: tuple[int, int] = (10, 10),
                  dueling: bool = False):
         super().__init__()
-        self.image_size = tuple(image_size)
+        height, width = image_size
+        self.image_size = (height, width)
         self.features, n_features = _torso(in_channels, image_size)
         self.head = (DuelingHead(n_features, (HIDDEN,), n_actions) if dueling
                      else nn.Sequential(nn.Linear(n_features, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, n_actions)))
@@ -71,7 +72,8 @@ class MinAtarActorCritic(nn.Module):
 
     def __init__(self, n_actions: int, in_channels: int, image_size: tuple[int, int] = (10, 10)):
         super().__init__()
-        self.image_size = tuple(image_size)
+        height, width = image_size
+        self.image_size = (height, width)
         features, n_features = _torso(in_channels, image_size)
         self.torso = nn.Sequential(features, nn.Linear(n_features, HIDDEN), nn.ReLU())
         self.head = CategoricalHead(n_actions)
@@ -102,11 +104,17 @@ def numpy_minatar(net: nn.Module) -> NumpyMinAtarNet | None:
 
     The layers it plays must be the vector's first entries (FlatParams' order, the parameters' own):
     checked here, so a network laid out otherwise gets None rather than a copy reading the wrong entries."""
+    features: nn.Module
+    hidden: nn.Module
+    out: nn.Module
     if isinstance(net, MinAtarActorCritic):
-        conv, hidden, out = net.torso[0][0], net.torso[1], net.policy
+        features, hidden, out = net.torso[0], net.torso[1], net.policy
     elif isinstance(net, MinAtarQNetwork) and isinstance(net.head, nn.Sequential):
-        conv, hidden, out = net.features[0], net.head[0], net.head[2]
+        features, hidden, out = net.features, net.head[0], net.head[2]
     else:
+        return None
+    conv = features[0] if isinstance(features, nn.Sequential) else None
+    if not (isinstance(conv, nn.Conv2d) and isinstance(hidden, nn.Linear) and isinstance(out, nn.Linear)):
         return None
     played = [conv.weight, conv.bias, hidden.weight, hidden.bias, out.weight, out.bias]
     params = [p for p in net.parameters() if p.requires_grad]  # FlatParams' order

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TypeGuard
 
 import gymnasium as gym
 import numpy as np
@@ -69,10 +70,14 @@ def _linear_widths(layers: nn.Module, relu_after_last: bool = False) -> tuple[in
         return None
     modules = list(layers)
     linears, relus = modules[0::2], modules[1::2]
-    if not linears or len(relus) != len(linears) - (0 if relu_after_last else 1) or not all(
-            isinstance(layer, nn.Linear) for layer in linears) or not all(type(layer) is nn.ReLU for layer in relus):
+    if not linears or len(relus) != len(linears) - (0 if relu_after_last else 1) or not _all_linear(
+            linears) or not all(type(layer) is nn.ReLU for layer in relus):
         return None
     return (linears[0].in_features, *(layer.out_features for layer in linears))
+
+
+def _all_linear(layers: list[nn.Module]) -> TypeGuard[list[nn.Linear]]:
+    return all(isinstance(layer, nn.Linear) for layer in layers)
 
 
 def mlp_widths(net: nn.Module) -> tuple[int, ...] | None:
@@ -85,8 +90,12 @@ def numpy_dueling(net: nn.Module) -> NumpyDueling | None:
     """A dueling MLP or MinAtar Q-network as an unset :class:`~gorila.nets.numpy_mlp.NumpyDueling`
     taking its whole flat vector; None for others (the Nature CNN, a plain network). Its layout is
     checked against the flat vector's order, as :func:`~gorila.nets.minatar.numpy_minatar` checks."""
-    if isinstance(net, VectorQNetwork) and len(net.body) == 2 and isinstance(net.body[1], DuelingHead):
+    torso: nn.Module
+    head: nn.Module
+    if isinstance(net, VectorQNetwork) and len(net.body) == 2:
         torso, head = net.body[0], net.body[1]
+        if not isinstance(torso, nn.Sequential) or not isinstance(head, DuelingHead):
+            return None
         torso_widths = _linear_widths(torso, relu_after_last=True) if len(torso) else ()
         if torso_widths is None:
             return None
@@ -105,6 +114,8 @@ def numpy_dueling(net: nn.Module) -> NumpyDueling | None:
     inner: NumpyNetwork
     if isinstance(net, MinAtarQNetwork):
         conv = net.features[0]
+        if not isinstance(conv, nn.Conv2d):
+            return None
         inner = NumpyMinAtarNet(conv.in_channels, stacked, net.image_size, filters=conv.out_channels)
     else:
         inner = NumpyMLP((*(torso_widths or value[:1]), *stacked))

@@ -7,7 +7,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol, overload
 
 import numpy as np
 
@@ -197,6 +197,11 @@ class ParameterClient:
         self._pull(range(self.layout.num_shards))
         self._computed_on, self._computed_epochs = list(self.versions), list(self.epochs)
         return self._flat
+
+    @overload
+    def push(self, grad: np.ndarray, wait: Literal[True] = True) -> ClientPush: ...
+    @overload
+    def push(self, grad: np.ndarray, wait: bool) -> ClientPush | None: ...
 
     def push(self, grad: np.ndarray, wait: bool = True) -> ClientPush | None:
         """Push a flat gradient computed on ``params()``; all shards are sent to before any wait.

@@ -6,9 +6,13 @@ when a Ray runtime is made. The protocols they implement are in :mod:`gorila.cor
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gorila.core import Runtime
+
+if TYPE_CHECKING:
+    # the type checker sees the name itself (loaded on first use below), rather than `Any`
+    from gorila.runtime.local import LocalRuntime
 
 RUNTIMES = ("local", "ray")
 
@@ -40,14 +44,15 @@ def preload(name: str) -> None:
         import gorila.runtime.ray_runtime  # noqa: F401
 
 
-def __getattr__(name: str) -> Any:
-    # LocalRuntime when first asked for: a Ray worker process imports this package for its host
-    # modules and never runs the local runtime, whose modules it need not load.
-    if name == "LocalRuntime":
-        from gorila.runtime.local import LocalRuntime
+if not TYPE_CHECKING:
+    def __getattr__(name: str) -> object:
+        # LocalRuntime when first asked for: a Ray worker process imports this package for its host
+        # modules and never runs the local runtime, whose modules it need not load.
+        if name == "LocalRuntime":
+            from gorila.runtime.local import LocalRuntime
 
-        return LocalRuntime
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+            return LocalRuntime
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["ONE_THREAD", "RUNTIMES", "LocalRuntime", "make_runtime", "preload"]

@@ -41,7 +41,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -56,6 +56,8 @@ from gorila.errors import (
 from gorila.params.rule import OUTCOMES
 from gorila.params.shard import REASONS, PushResult, PushTag
 from gorila.transport.shm import Listener, accept_block, connect, supported
+
+R = TypeVar("R")  # what a FastPending's reply reads as
 
 # Requests: op, version, worker id, the push's tag (epoch, client, seq, reply_params). The gradient is
 # already in the slot. A publication's small arrays follow the request (see _encode_small).
@@ -248,7 +250,8 @@ class FastPathChannel:
     def closed(self) -> bool:
         return self._sock.fileno() < 0
 
-    def push(self, grad: np.ndarray, version: int, worker_id: int, tag: PushTag = PushTag()) -> FastPending | None:
+    def push(self, grad: np.ndarray, version: int, worker_id: int, tag: PushTag = PushTag()
+             ) -> FastPending[PushResult] | None:
         """Send a push. None (take another path) while busy, once closed, or for a gradient that is not
         float32 of this shard's size: the shard's own check then names the mismatch."""
         slot = self._grad
@@ -257,15 +260,15 @@ class FastPathChannel:
             return None
         np.copyto(slot, grad)
         return self._send(_REQUEST.pack(_PUSH, version, worker_id, tag.epoch, tag.client, tag.seq,
-                                        tag.reply_params), "push")
+                                        tag.reply_params), "push", _pushed)
 
-    def pull(self) -> FastPending | None:
+    def pull(self) -> FastPending[tuple[np.ndarray | None, int]] | None:
         """Ask for the shard's parameters and version; None while busy."""
         if not self._busy.acquire(blocking=False):
             return None
-        return self._send(_REQUEST.pack(_PULL, 0, 0, 0, 0, -1, True), "pull")
+        return self._send(_REQUEST.pack(_PULL, 0, 0, 0, 0, -1, True), "pull", _pulled)
 
-    def publish(self, state: dict[str, np.ndarray]) -> FastPending | None:
+    def publish(self, state: dict[str, np.ndarray]) -> FastPending[None] | None:
         """Send an owning learner's publication: ``state["params"]`` through the slot, the other
         arrays in the request. None (take another path) while busy, once closed, or for a state that
         does not fit (parameters of another size, or arrays too large for a message: optimizer state)."""
@@ -276,16 +279,16 @@ class FastPathChannel:
                 or not self._busy.acquire(blocking=False)):
             return None
         np.copyto(slot, params)
-        return self._send(_REQUEST.pack(_PUBLISH, 0, 0, 0, 0, -1, False) + small, "publish")
+        return self._send(_REQUEST.pack(_PUBLISH, 0, 0, 0, 0, -1, False) + small, "publish", _published)
 
-    def _send(self, request: bytes, what: str) -> FastPending | None:
+    def _send(self, request: bytes, what: str, read: Callable[[PushResult], R]) -> FastPending[R] | None:
         try:
             self._sock.send(request)
         except OSError:
             self.close()
             self._busy.release()
             return None
-        return FastPending(self, what)
+        return FastPending(self, what, read)
 
     def receive(self, timeout_s: float, what: str) -> PushResult:
         """The reply to the request in flight; frees the channel for the next one."""
@@ -320,18 +323,28 @@ class FastPathChannel:
         self._grad = self._params = None
 
 
-class FastPending:
+class FastPending(Generic[R]):
     """A reply on its way over a :class:`FastPathChannel` (read it once): a
-    :class:`PushResult` for a push, ``(params, version)`` for a pull, None for a publication."""
+    :class:`PushResult` for a push, ``(params, version)`` for a pull, None for a publication
+    (``read`` turns the channel's reply into it)."""
 
-    def __init__(self, channel: FastPathChannel, what: str):
-        self.channel, self.what = channel, what
+    def __init__(self, channel: FastPathChannel, what: str, read: Callable[[PushResult], R]):
+        self.channel, self.what, self.read = channel, what, read
 
-    def result(self, timeout_s: float) -> PushResult | tuple[np.ndarray | None, int] | None:
-        result = self.channel.receive(timeout_s, self.what)
-        if self.what == "publish":
-            return None
-        return (result.params, result.version) if self.what == "pull" else result
+    def result(self, timeout_s: float) -> R:
+        return self.read(self.channel.receive(timeout_s, self.what))
 
     def ready(self) -> bool:
         return self.channel.ready()
+
+
+def _pushed(reply: PushResult) -> PushResult:
+    return reply
+
+
+def _pulled(reply: PushResult) -> tuple[np.ndarray | None, int]:
+    return reply.params, reply.version
+
+
+def _published(reply: PushResult) -> None:
+    return None

@@ -11,11 +11,11 @@ import functools
 from dataclasses import asdict
 
 from gorila.algos.a3c.config import A3CConfig
-from gorila.algos.a3c.networks import evaluation_policy_for, learning_rates
+from gorila.algos.a3c.networks import EvaluationPolicy, evaluation_policy_for, learning_rates
 from gorila.algos.kit import CHUNK_SECONDS, INFERENCE, inference_service, rl_plan
 from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
-from gorila.driver.plan import Plan, WorkerSpec
+from gorila.driver.plan import Plan, ServiceSpec, WorkerSpec
 from gorila.envs.spec import EnvSpec
 from gorila.inference.policies import SampledPolicy
 from gorila.learners.a3c import A3CWorker
@@ -42,7 +42,7 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
         loss=A3CLoss(cfg.gamma, cfg.entropy_coef, cfg.gae_lambda, cfg.max_grad_norm),
         rollout_steps=cfg.unroll_length, target_tau=cfg.target_tau, seed=run.seed,
         timeout_s=run.call_timeout(CHUNK_SECONDS), straggler=cfg.straggler, normalize=normalize)
-    inference = ()
+    inference: tuple[ServiceSpec, ...] = ()
     if central:  # the server samples a ~ pi(.|s) with the parameters it last pulled
         # A3C's workers compute their gradients on the CPU: only the inference server asks for a GPU.
         _, server_gpus = rl.gpu_shares(run.runtime, 0, central)
@@ -70,7 +70,7 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
         normalized=("worker",) if normalize is not None else ())
 
 
-def evaluation_policy(run: RunConfig, cfg: A3CConfig, rl: RLConfig):
+def evaluation_policy(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> EvaluationPolicy:
     """``(network_fn, policy_fn)`` for ``gorila eval``: the architecture and its greedy policy. The
     network function binds only what shapes the network, so workers receive a few numbers."""
     return evaluation_policy_for(rl.env, cfg, run.seed, "a3c")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 import gymnasium as gym
 import numpy as np
@@ -23,7 +23,7 @@ from gorila.envs import env_spaces
 from gorila.errors import ConfigError
 from gorila.nets.actor_critic import ActorCritic, ConvActorCritic
 from gorila.nets.flat import FlatParams
-from gorila.nets.heads import head_for
+from gorila.nets.heads import GaussianHead, head_for
 from gorila.nets.minatar import MinAtarActorCritic, is_grid
 
 ActorCriticNet = ActorCritic | ConvActorCritic | MinAtarActorCritic
@@ -40,22 +40,23 @@ def network_for(observation_space: gym.Space, action_space: gym.Space, hidden: t
     ``log_std_init`` starts a Gaussian policy's log standard deviation; a discrete policy refuses any
     but 0 (``ConfigError("log_std_init", ...)``), which it would silently ignore.
     """
-    rank = len(observation_space.shape) if isinstance(observation_space, gym.spaces.Box) else 0
+    shape = observation_space.shape if isinstance(observation_space, gym.spaces.Box) else ()
+    rank = len(shape)
     head = head_for(action_space, algo)
-    continuous = isinstance(action_space, gym.spaces.Box)
+    continuous = isinstance(head, GaussianHead)  # Box actions; Discrete ones get a CategoricalHead
     if rank not in (1, 3) or (continuous and rank != 1):
         raise ConfigError("env", f"{algo} takes vector or (channels, height, width) image observations, and Box "
                                  f"actions only with vector observations; got observations {observation_space} "
                                  f"and actions {action_space}")
     if not continuous and log_std_init != 0.0:
         raise ConfigError("log_std_init", f"applies to Box actions only; {action_space} is discrete")
+    size = head.size if isinstance(head, GaussianHead) else head.n
     if rank == 3:
-        channels, height, width = observation_space.shape
+        channels, height, width = shape
         if is_grid(observation_space):
-            return MinAtarActorCritic(int(action_space.n), channels, (height, width))
-        return ConvActorCritic(int(action_space.n), channels, (height, width))
-    size = head.size if continuous else head.n  # type: ignore[union-attr]
-    return ActorCritic(int(observation_space.shape[0]), size, hidden, shared=shared_torso, continuous=continuous,
+            return MinAtarActorCritic(size, channels, (height, width))
+        return ConvActorCritic(size, channels, (height, width))
+    return ActorCritic(int(shape[0]), size, hidden, shared=shared_torso, continuous=continuous,
                        log_std_init=log_std_init)
 
 
@@ -73,13 +74,19 @@ def make_network(env_id: str, hidden: tuple[int, ...], shared_torso: bool, seed:
 class NetworkShape(Protocol):
     """The settings of an actor-critic algorithm's config that shape its network (A3C's, IMPALA's, PPO's)."""
 
-    hidden: tuple[int, ...]
-    shared_torso: bool
-    log_std_init: float
+    @property
+    def hidden(self) -> tuple[int, ...]: ...
+    @property
+    def shared_torso(self) -> bool: ...
+    @property
+    def log_std_init(self) -> float: ...
 
 
-def evaluation_policy_for(env_id: str, cfg: NetworkShape, seed: int, algo: str
-                          ) -> tuple[Callable[[], ActorCriticNet], Callable[[ActorCriticNet], GreedyPolicy]]:
+#: ``(network_fn, policy_fn)`` of an actor-critic algorithm: what its builder's ``evaluation_policy`` returns.
+EvaluationPolicy: TypeAlias = "tuple[Callable[[], ActorCriticNet], Callable[[ActorCriticNet], GreedyPolicy]]"
+
+
+def evaluation_policy_for(env_id: str, cfg: NetworkShape, seed: int, algo: str) -> EvaluationPolicy:
     """``(network_fn, policy_fn)`` of an actor-critic algorithm, what its builder's
     ``evaluation_policy`` returns: :func:`make_network` bound to what shapes the network (a few
     numbers, so workers receive them cheaply), and :func:`greedy_policy`."""

@@ -16,12 +16,17 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import asdict
 
-import psutil
+import gymnasium as gym
+import numpy as np
+import psutil  # type: ignore[import-untyped]  # psutil ships no type hints
+from torch import nn
 
-from gorila.actors import ExplorationSchedule
+from gorila.actors import ExplorationSchedule, QActorSpec
 from gorila.actors.nstep import NStepReturns
+from gorila.actors.rollout import CentralQActorSpec
 from gorila.algos.apex.config import ApexConfig
 from gorila.algos.dqn.networks import build_q_network
 from gorila.algos.kit import (
@@ -55,6 +60,7 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
     envs = EnvSpec(rl.env, cfg.envs_per_actor, cfg.env_backend, cfg.terminal_on_life_loss)
     with envs.runner(run.seed) as runner:
         space = runner.observation_space
+    assert isinstance(space, gym.spaces.Box)  # the Q-network built above refused any other observations
     check_replay_memory(cfg.replay_capacity, space.shape, space.dtype,
                         available_bytes=psutil.virtual_memory().available // cfg.replay_shards)
     routing = ShardedReplaySpec(
@@ -72,7 +78,7 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
 
     twin = numpy_q_network(net)
 
-    def actor(services: dict):
+    def actor(services: dict) -> QActorSpec | CentralQActorSpec:
         """Each actor's network copy (which also gives its rows their initial priorities; its numpy
         twin where it has one), or (``--inference central``) the run's inference server."""
         return q_actor(envs, network_fn, exploration, returns, seed=run.seed,
@@ -111,6 +117,7 @@ def _limiter(cfg: ApexConfig) -> RateLimiter:
     return RateLimiter.sample_to_insert_ratio(cfg.samples_per_insert, min_size, error_buffer)
 
 
-def evaluation_policy(run: RunConfig, cfg: ApexConfig, rl: RLConfig):
+def evaluation_policy(run: RunConfig, cfg: ApexConfig, rl: RLConfig
+                      ) -> tuple[Callable[[], nn.Module], Callable[[nn.Module], Callable[[np.ndarray], np.ndarray]]]:
     """``(network_fn, policy_fn)`` for evaluation and ``gorila eval``: the architecture and its greedy policy."""
     return functools.partial(build_q_network, rl.env, cfg.hidden, run.seed, cfg.dueling), greedy_policy

@@ -10,10 +10,14 @@ import functools
 from collections.abc import Callable
 from dataclasses import asdict
 
-import psutil
+import gymnasium as gym
+import numpy as np
+import psutil  # type: ignore[import-untyped]  # psutil ships no type hints
 from torch import nn
 
+from gorila.actors import QActorSpec
 from gorila.actors.nstep import NStepReturns
+from gorila.actors.rollout import CentralQActorSpec
 from gorila.algos.dqn.config import DQNConfig
 from gorila.algos.dqn.networks import build_q_network
 from gorila.algos.kit import (
@@ -61,16 +65,19 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
     envs = EnvSpec(rl.env, cfg.envs_per_actor, cfg.env_backend, cfg.terminal_on_life_loss)
     with envs.runner(run.seed) as runner:
         space = runner.observation_space
+    assert isinstance(space, gym.spaces.Box)  # the Q-network built above refused any other observations
+    refresh = cfg.actor_refresh
+    assert refresh is not None  # DQNConfig resolves its default
     returns = NStepReturns(cfg.n_step, cfg.gamma)
     central = rl.central_inference(space, runtime=run.runtime)
     # Bundles hold a learner each: on cuda they share the GPU with the inference server.
     learner_gpus, server_gpus = rl.gpu_shares(run.runtime, cfg.num_learners, central)
-    inference = (greedy_q_inference(network_fn, rl, cfg.actors * cfg.envs_per_actor, cfg.actor_refresh,
+    inference = (greedy_q_inference(network_fn, rl, cfg.actors * cfg.envs_per_actor, refresh,
                                     run.runtime, server_gpus),) if central else ()
 
     twin = numpy_q_network(net)
 
-    def actor(services: dict, in_numpy: bool = True):
+    def actor(services: dict, in_numpy: bool = True) -> QActorSpec | CentralQActorSpec:
         """Each actor's network copy (its numpy twin where it has one, unless ``in_numpy`` is False:
         a bundle's learner holds torch in the same process), or (``--inference central``) the run's
         inference server."""
@@ -84,22 +91,22 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
                                     "learner; one that owns the parameters needs --actors 1 (one bundle, whose "
                                     "actor then reads them in its own process), or --replay global")
     spec = run.server_spec(rule, cfg.optimizer, cfg.lr, learners=cfg.num_learners)
-    common = dict(net=net, network_fn=network_fn, policy_fn=greedy_policy, eval_numpy=twin,
-                  eval_epsilon=cfg.EVAL_EPSILON,
-                  central=central, config={**asdict(cfg), "target_update": str(cfg.target_update)}, spec=spec)
+    plan = functools.partial(rl_plan, run, rl, algo="dqn", net=net, network_fn=network_fn, policy_fn=greedy_policy,
+                             eval_numpy=twin, eval_epsilon=cfg.EVAL_EPSILON, central=central,
+                             config={**asdict(cfg), "target_update": str(cfg.target_update)}, spec=spec)
     if cfg.replay == "local":
         def bundles(services: dict) -> list[WorkerSpec]:
             bundle = functools.partial(Bundle, actor=actor(services, in_numpy=False), learner=learner,
                                        replay_capacity=cfg.replay_capacity, batch_size=cfg.batch_size,
                                        learning_starts=cfg.learning_starts, train_every=cfg.train_every,
-                                       actor_refresh=cfg.actor_refresh, prefetch=run.runtime != "local")
+                                       actor_refresh=refresh, prefetch=run.runtime != "local")
             # --server learner: the one bundle owns the parameters; its actor pulls them in-process.
             return [WorkerSpec("bundle", learner_factory(bundle, run, spec, 1), cfg.actors, gpus=learner_gpus)]
 
-        return rl_plan(run, rl, algo="dqn", **common, groups=bundles, services=inference,
-                       processes=cfg.actors + len(inference), chunk_steps=lambda updates: BUNDLE_STEPS_PER_CHUNK,
-                       snapshot=cfg.checkpoint_replay,
-                       metrics=("bundle.policy_lag_mean", "bundle.q_mean"), histograms=("bundle.policy_lag",))
+        return plan(groups=bundles, services=inference,
+                    processes=cfg.actors + len(inference), chunk_steps=lambda updates: BUNDLE_STEPS_PER_CHUNK,
+                    snapshot=cfg.checkpoint_replay,
+                    metrics=("bundle.policy_lag_mean", "bundle.q_mean"), histograms=("bundle.policy_lag",))
 
     check_replay_memory(cfg.replay_capacity, space.shape, space.dtype,
                         available_bytes=psutil.virtual_memory().available // cfg.replay_shards)
@@ -107,21 +114,21 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
                                 tuple(space.shape), space.dtype, seed=run.seed,
                                 checkpoints=run.resolved_run_dir(rl.env) / "checkpoints" if cfg.checkpoint_replay
                                 else None)
-    topology = ReplayTopology(routing, cfg.actors, cfg.num_learners, steps_per_add=cfg.actor_refresh,
-                              refresh_every=None if central else cfg.actor_refresh, batch_size=cfg.batch_size,
+    topology = ReplayTopology(routing, cfg.actors, cfg.num_learners, steps_per_add=refresh,
+                              refresh_every=None if central else refresh, batch_size=cfg.batch_size,
                               learning_starts=cfg.learning_starts, by_node=cfg.replay_placement == "node",
                               learner_gpus=learner_gpus)
-    return rl_plan(run, rl, algo="dqn", **common,
-                   groups=lambda services: owned_learners(topology.groups(actor, learner, services), run, spec,
-                                                          cfg.num_learners),
-                   services=(topology.service(), *inference),
-                   processes=topology.processes + len(inference),
-                   chunk_steps=lambda updates: GLOBAL_STEPS_PER_CHUNK, snapshot=cfg.checkpoint_replay,
-                   checkpoint_services=("replay",) if cfg.checkpoint_replay else (),
-                   metrics=("learner.policy_lag_mean", "learner.q_mean", *REPLAY_TRAFFIC),
-                   histograms=("learner.policy_lag",))
+    return plan(groups=lambda services: owned_learners(topology.groups(actor, learner, services), run, spec,
+                                                       cfg.num_learners),
+                services=(topology.service(), *inference),
+                processes=topology.processes + len(inference),
+                chunk_steps=lambda updates: GLOBAL_STEPS_PER_CHUNK, snapshot=cfg.checkpoint_replay,
+                checkpoint_services=("replay",) if cfg.checkpoint_replay else (),
+                metrics=("learner.policy_lag_mean", "learner.q_mean", *REPLAY_TRAFFIC),
+                histograms=("learner.policy_lag",))
 
 
-def evaluation_policy(run: RunConfig, cfg: DQNConfig, rl: RLConfig):
+def evaluation_policy(run: RunConfig, cfg: DQNConfig, rl: RLConfig
+                      ) -> tuple[Callable[[], nn.Module], Callable[[nn.Module], Callable[[np.ndarray], np.ndarray]]]:
     """``(network_fn, policy_fn)`` for ``gorila eval``: the architecture and its greedy policy."""
     return network(run, cfg, rl), greedy_policy

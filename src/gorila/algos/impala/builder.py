@@ -14,7 +14,7 @@ import functools
 from dataclasses import asdict
 
 from gorila.actors.segment_actor import SegmentActor
-from gorila.algos.a3c.networks import evaluation_policy_for
+from gorila.algos.a3c.networks import EvaluationPolicy, evaluation_policy_for
 from gorila.algos.impala.config import ImpalaConfig
 from gorila.algos.kit import (
     ACTOR_TIME,
@@ -90,6 +90,6 @@ def check_sync_learners(run: RunConfig, learners: int) -> None:
                                       "use one learner (it takes every actor's segments) or --mode async")
 
 
-def evaluation_policy(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig):
+def evaluation_policy(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> EvaluationPolicy:
     """``(network_fn, policy_fn)`` for evaluation and ``gorila eval``: the architecture and its greedy policy."""
     return evaluation_policy_for(rl.env, cfg, run.seed, "impala")

@@ -49,6 +49,7 @@ class LossEvaluation:
         """Nothing to start: judging is a pull and a few small products, done after each chunk."""
 
     def after_chunk(self) -> Score:
+        assert self.shards is not None  # the driver starts an evaluation before its first chunk
         w, versions = self.shards.pull()
         loss = self.moments.loss(w)
         self.last = {"suboptimality": loss - self.best, "loss": loss,

@@ -20,7 +20,7 @@ import math
 from dataclasses import asdict
 
 from gorila.actors.segment_actor import SegmentActor
-from gorila.algos.a3c.networks import evaluation_policy_for
+from gorila.algos.a3c.networks import EvaluationPolicy, evaluation_policy_for
 from gorila.algos.impala.builder import check_sync_learners
 from gorila.algos.kit import (
     ACTOR_TIME,
@@ -115,6 +115,6 @@ def learning_rate(cfg: PPOConfig, rl: RLConfig, rule: UpdateRule) -> float | Lin
     return LinearDecay(cfg.lr, max(1, math.ceil(pushes / rule.aggregate)))
 
 
-def evaluation_policy(run: RunConfig, cfg: PPOConfig, rl: RLConfig):
+def evaluation_policy(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> EvaluationPolicy:
     """``(network_fn, policy_fn)`` for evaluation and ``gorila eval``: the architecture and its greedy policy."""
     return evaluation_policy_for(rl.env, cfg, run.seed, "ppo")
