@@ -17,6 +17,7 @@ from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.policy_evaluation import PolicyEvaluation
 from gorila.errors import ConfigError
+from gorila.reply import ServiceEndpoint
 from role_fakes import EndpointStandIn
 
 
@@ -114,6 +115,6 @@ def test_device_cpu_asks_for_no_gpu_and_cuda_without_a_gpu_is_refused_off_ray():
 def test_the_actors_that_feed_a_learner_yield_the_cpu_to_it(algo):
     entry = ALGORITHMS[algo]
     plan = entry.plan_fn()(RunConfig(algo=algo, runtime="ray"), *[cls() for cls in entry.config_classes()])
-    services = {s.name: [None] * s.count for s in plan.services}
+    services: dict[str, list[ServiceEndpoint]] = {s.name: [EndpointStandIn()] * s.count for s in plan.services}
     nice = {group.name: group.nice for group in plan.groups(services)}
     assert nice == {"actor": ACTOR_NICE, "learner": 0} and ACTOR_NICE > 0

@@ -68,7 +68,9 @@ def test_a_call_runs_on_the_service_s_socket_thread(served):
 def test_arrays_and_segments_cross_whole():
     queue = TrajectoryQueue(0, capacity=2)
     server = ServiceSocketServer(lambda method, *args: getattr(queue, method)(*args))
-    channel = ServiceSocket(server.start(), timeout_s=10)
+    path = server.start()
+    assert path is not None
+    channel = ServiceSocket(path, timeout_s=10)
     try:
         big = np.arange(300_000, dtype=np.float32)  # larger than one write of the socket's buffer
         assert channel.call("add", (big, "actor-0", 0)).result(timeout_s=10) == 1
