@@ -34,7 +34,7 @@ run: setup
 TEST_WORKERS ?= 2
 
 # The linter first (pycodestyle, pyflakes, import order, unused noqa; see [tool.ruff] in pyproject.toml),
-# then the type checker (the roles and what plays them, see [tool.mypy] in pyproject.toml).
+# then the type checker (every module of the package and the unit tests, see [tool.mypy] in pyproject.toml).
 test: setup
 	$(BIN)/ruff check src tests
 	$(BIN)/python -m mypy
