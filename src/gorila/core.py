@@ -43,11 +43,10 @@ if TYPE_CHECKING:  # annotations only: importing these here would make every rol
     import gymnasium as gym
 
     from gorila.envs.spec import EnvSpec
-    from gorila.envs.vector import Transitions
     from gorila.params.server import ParameterServer, ServerSpec
     from gorila.params.shard_stats import ShardStats
     from gorila.params.tiers import CacheTiers
-    from gorila.replay.storage import Batch
+    from gorila.types import Batch, Transitions
 
 
 class ParamSource(Protocol):

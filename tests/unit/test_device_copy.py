@@ -9,7 +9,7 @@ from gorila.learners.q_learner import QLearner
 from gorila.learners.target import TargetUpdate
 from gorila.nets import FlatParams
 from gorila.nets.q import VectorQNetwork
-from gorila.replay import Batch
+from gorila.types import Batch
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU that torch can see")
 
@@ -84,7 +84,7 @@ def test_impalas_gradient_on_the_gpu_is_its_gradient_on_the_cpu(vtrace):
 
     from gorila.algos.a3c.networks import make_network
     from gorila.losses.impala import ImpalaLoss
-    from gorila.trajectory import Segment
+    from gorila.types import Segment
 
     network_fn = functools.partial(make_network, "CartPole-v1", (16,), False, 0)
     g = np.random.default_rng(1)

@@ -5,7 +5,7 @@ from torch import nn
 
 from gorila.errors import ConfigError
 from gorila.losses.dqn import double_q_targets, dqn_loss, q_loss
-from gorila.replay import Batch
+from gorila.types import Batch
 
 T = torch.tensor
 

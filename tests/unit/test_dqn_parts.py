@@ -13,7 +13,7 @@ from gorila.learners.target import TargetUpdate
 from gorila.losses.dqn import dqn_loss
 from gorila.nets import FlatParams
 from gorila.nets.q import VectorQNetwork
-from gorila.replay import Batch
+from gorila.types import Batch
 
 
 def network():

@@ -14,7 +14,8 @@ from gorila.losses.impala import ImpalaLoss
 from gorila.nets.flat import FlatParams
 from gorila.params import LocalEndpoint, ParameterServer, ServerSpec, UpdateRule
 from gorila.runtime.local import LocalService
-from gorila.trajectory import RemoteQueue, Segment, TrajectoryQueue
+from gorila.trajectory import RemoteQueue, TrajectoryQueue
+from gorila.types import Segment
 
 COUNTING = "gorila/Counting-v0"
 network_fn = functools.partial(make_network, COUNTING, (8,), False, 0)

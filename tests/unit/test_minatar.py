@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from gorila.algos.a3c.networks import network_for
-from gorila.envs.vector import Transitions
 from gorila.nets import FlatParams
 from gorila.nets.cnn import DuelingHead, NatureCNN
 from gorila.nets.minatar import MinAtarActorCritic, MinAtarQNetwork, is_grid
@@ -18,6 +17,7 @@ from gorila.nets.q import make_q_network
 from gorila.replay.grids import PackedGridStorage
 from gorila.replay.memory import estimate_storage_bytes, make_storage
 from gorila.replay.storage import SCALAR_BYTES, TransitionStorage
+from gorila.types import Transitions
 
 # gymnasium's Box types leave out bool, which it supports (MinAtar's grids)
 BREAKOUT = gym.spaces.Box(0, 1, (4, 10, 10), dtype=bool)  # type: ignore[arg-type]

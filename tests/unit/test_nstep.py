@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from gorila.actors.nstep import NStep
-from gorila.envs import Transitions
+from gorila.types import Transitions
 
 GAMMA = 0.5
 

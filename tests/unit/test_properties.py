@@ -5,9 +5,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gorila.envs import Transitions
 from gorila.params import ParameterShard, ShardLayout, UpdateRule
 from gorila.replay import TransitionStorage
+from gorila.types import Transitions
 
 rules = st.builds(
     lambda aggregate, count, extra: UpdateRule(aggregate=aggregate, count_within=count, accept_within=count + extra),

@@ -7,7 +7,7 @@ import pytest
 from gymnasium.wrappers import FrameStackObservation
 
 from gorila.actors.nstep import NStep
-from gorila.envs import CountingEnv, EnvRunner, Transitions, make_env_runner
+from gorila.envs import CountingEnv, EnvRunner, make_env_runner
 from gorila.envs.vector import GymnasiumBackend
 from gorila.errors import ConfigError, WorkerTimeoutError
 from gorila.replay import (
@@ -18,6 +18,7 @@ from gorila.replay import (
     make_storage,
 )
 from gorila.replay.prefetch import Prefetcher
+from gorila.types import Transitions
 
 
 class StampEpisodes(gym.ObservationWrapper):

@@ -14,7 +14,7 @@ from gorila.learners.target import TargetUpdate
 from gorila.nets import FlatParams
 from gorila.nets.q import VectorQNetwork
 from gorila.params import LocalEndpoint, ParameterServer, ServerSpec, UpdateRule
-from gorila.replay import Batch
+from gorila.types import Batch
 
 
 def network():

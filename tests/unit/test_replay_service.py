@@ -8,10 +8,11 @@ import pytest
 from gymnasium.wrappers import FrameStackObservation
 
 from gorila.actors.nstep import NStep
-from gorila.envs import CountingEnv, EnvRunner, Transitions
+from gorila.envs import CountingEnv, EnvRunner
 from gorila.envs.vector import GymnasiumBackend
 from gorila.errors import ConfigError
 from gorila.replay import FrameStackStorage, Prioritization, RateLimiter, ReplayShard, ShardedReplaySpec
+from gorila.types import Transitions
 
 
 class Frames(gym.ObservationWrapper):

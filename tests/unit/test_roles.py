@@ -15,15 +15,15 @@ import torch
 
 from gorila.actors import ExplorationSchedule, QActorSpec
 from gorila.core import ActorSpec, Learner, ParamSource, ReplayClient
-from gorila.envs import Transitions
 from gorila.envs.spec import EnvSpec
 from gorila.learners.q_learner import QLearner
 from gorila.learners.target import TargetUpdate
 from gorila.nets import FlatParams
 from gorila.nets.q import VectorQNetwork
 from gorila.params import LocalEndpoint, ParameterServer, ServerSpec, UpdateRule
-from gorila.replay import Batch, RateLimiter, RemoteReplay, ReplayShard
+from gorila.replay import RateLimiter, RemoteReplay, ReplayShard
 from gorila.reply import Done, Pending
+from gorila.types import Batch, Transitions
 
 TIMEOUT_S = 10.0
 ENV = "gorila/Counting-v0"   # observation = step index in a 5-step episode, two actions

@@ -18,6 +18,7 @@ from gorila import atomic
 from gorila.errors import CheckpointError
 from gorila.nets import FlatParams
 from gorila.runtime import snapshot
+from gorila.types import Segment
 
 
 def _worker(shard) -> dict:
@@ -126,6 +127,20 @@ def test_a_snapshot_that_refers_to_what_the_run_lacks_is_refused():
     data = snapshot.dumps({"part": {"shard": shard}}, {"shard3": shard})
     with pytest.raises(CheckpointError, match="shard3"):
         snapshot.loads(data, {}).read("part")
+
+
+def test_a_class_saved_under_the_name_it_had_before_it_moved_is_read_where_it_lives_now():
+    segment = Segment(obs=np.arange(6.0).reshape(3, 2, 1), actions=np.zeros((3, 2), np.int64),
+                      rewards=np.ones((3, 2), np.float32), discounts=np.ones((3, 2), np.float32),
+                      truncated=np.zeros((3, 2), bool), final_obs=np.zeros((0, 1)), valid=np.ones((3, 2), bool),
+                      log_probs=np.zeros((3, 2), np.float32), policy_version=np.full((3, 2), 7, np.int64),
+                      last_obs=np.zeros((2, 1)))
+    data = snapshot.dumps({"part": [segment]}, {})
+    (length,) = struct.unpack("<Q", data[:8])
+    tree = data[8:8 + length].replace(b'"gorila.types:Segment"', b'"gorila.trajectory.segment:Segment"')
+    assert tree != data[8:8 + length]  # the snapshot named the class, and now names it as it was named before
+    (back,) = snapshot.loads(struct.pack("<Q", len(tree)) + tree + data[8 + length:], {}).read("part")
+    assert type(back) is Segment and np.array_equal(back.obs, segment.obs) and back.oldest_version == 7
 
 
 def test_a_thread_is_not_saved():

@@ -17,7 +17,8 @@ from gorila.nets.flat import FlatParams
 from gorila.nets.numpy_policy import numpy_policy
 from gorila.params import LocalEndpoint, ParameterServer, ServerSpec, UpdateRule
 from gorila.runtime.local import LocalService
-from gorila.trajectory import RemoteQueue, Segment, TrajectoryQueue
+from gorila.trajectory import RemoteQueue, TrajectoryQueue
+from gorila.types import Segment
 
 COUNTING = "gorila/Counting-v0"  # 5-step episodes whose observation is the step index
 

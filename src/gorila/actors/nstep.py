@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gorila import validate
-from gorila.envs.vector import Transitions
+from gorila.types import Transitions
 
 
 @dataclass(frozen=True)

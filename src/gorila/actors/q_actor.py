@@ -19,8 +19,8 @@ from gorila.actors.exploration import ExplorationSchedule, epsilon_greedy
 from gorila.actors.nstep import NStepReturns
 from gorila.actors.tally import ExperienceTally
 from gorila.envs.spec import EnvSpec
-from gorila.envs.vector import Transitions
 from gorila.nets.numpy_conv import NumpyNetwork
+from gorila.types import Transitions
 
 if TYPE_CHECKING:
     from torch import nn

@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 
 from gorila.core import ActorSpec, ReplayClient
-from gorila.envs.vector import Transitions
 from gorila.errors import WorkerTimeoutError
 from gorila.params import ParameterServer
 from gorila.params.cache import CachedSource
 from gorila.replay import ShardedReplaySpec
 from gorila.reply import Pending
+from gorila.types import Transitions
 
 
 class ReplayActor:

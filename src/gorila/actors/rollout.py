@@ -20,10 +20,10 @@ from gorila.actors.nstep import NStepReturns
 from gorila.actors.tally import ExperienceTally
 from gorila.envs.normalize import Normalization, NormalizedRunner, Normalizer
 from gorila.envs.spec import EnvSpec, stored_action
-from gorila.envs.vector import Episode, Transitions
 from gorila.inference.channel import SlotLayout
 from gorila.inference.client import InferenceClient
 from gorila.reply import ServiceEndpoint
+from gorila.types import Episode, Transitions
 
 
 class RolloutWorker:

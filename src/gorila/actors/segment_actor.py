@@ -15,14 +15,14 @@ from gorila.actors.rollout import RolloutWorker
 from gorila.actors.tally import ExperienceTally
 from gorila.envs.normalize import Normalization, Statistics, actor_runner
 from gorila.envs.spec import EnvSpec, stored_action
-from gorila.envs.vector import Transitions
 from gorila.errors import WorkerTimeoutError
 from gorila.nets.numpy_conv import NumpyNetwork
 from gorila.nets.numpy_sampler import NumpySampler
 from gorila.params import ParameterServer
 from gorila.params.cache import CachedSource
 from gorila.reply import Pending, ServiceEndpoint
-from gorila.trajectory import RemoteQueue, Segment
+from gorila.trajectory import RemoteQueue
+from gorila.types import Segment, Transitions
 
 # How long one step waits at the server for the end of a round before it says it is blocked: short,
 # so a chunk whose learner has stopped (the run's end) comes back soon, and long enough that a
@@ -32,7 +32,7 @@ ROUND_WAIT_S = 0.25
 
 class SegmentActor:
     """A worker: each ``step()`` acts ``unroll_length`` steps of its envs with actions sampled from
-    its own actor-critic copy, and sends the :class:`~gorila.trajectory.Segment` to its queue::
+    its own actor-critic copy, and sends the :class:`~gorila.types.Segment` to its queue::
 
         factory = functools.partial(SegmentActor, envs=EnvSpec("CartPole-v1", 8), network_fn=network_fn,
                                     queues=[RemoteQueue(e) for e in endpoints], unroll_length=20,

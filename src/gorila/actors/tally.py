@@ -6,7 +6,7 @@ import collections
 from collections.abc import Iterable
 from typing import Any
 
-from gorila.envs.vector import Episode
+from gorila.types import Episode
 
 #: Episodes whose returns a worker reports: the driver's ``train_return`` is the mean of the run's
 #: latest 100 episodes (as published learning curves report), whichever workers played them.

@@ -22,7 +22,7 @@ from gorila.learners.q_learner import QLearner
 from gorila.learners.replay_learner import ReplayLearner
 from gorila.losses.dqn import dqn_loss
 from gorila.params import ParameterServer
-from gorila.replay import Batch
+from gorila.types import Batch
 
 # Minibatches the bare loop cycles through, taken from the pipeline's own replay.
 LIMIT_BATCHES = 16

@@ -22,9 +22,10 @@ from gorila.driver.plan import Plan
 from gorila.learners.q_learner import QLearner
 from gorila.learners.replay_learner import ReplayLearner
 from gorila.params import ParameterServer
-from gorila.replay import Batch, RemoteReplay
+from gorila.replay import RemoteReplay
 from gorila.replay.shard import ReplayShard
 from gorila.runtime.local import LocalService
+from gorila.types import Batch
 
 # Minibatches both loops cycle through (at least): enough that neither trains on one batch only.
 LIMIT_BATCHES = 16

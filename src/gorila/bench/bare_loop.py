@@ -19,7 +19,7 @@ from gorila.learners.q_learner import QLearner
 from gorila.losses.dqn import dqn_loss
 from gorila.nets.inputs import module_device
 from gorila.params import ParameterClient
-from gorila.replay import Batch
+from gorila.types import Batch
 
 # The bare loop's optimizer for each server optimizer name (torch's defaults otherwise).
 TORCH_OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {

@@ -18,7 +18,7 @@ from gorila.learners.bundle import Bundle
 from gorila.learners.q_learner import QLearner
 from gorila.params import ParameterServer
 from gorila.params.owned import PublishingWorker
-from gorila.replay import Batch
+from gorila.types import Batch
 
 # Distinct minibatches the limit cycles through: enough that it does not train on one batch only.
 LIMIT_BATCHES = 16

@@ -18,9 +18,9 @@ from gorila import validate
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.cliargs import command_parser
 from gorila.core import ReplayClient
-from gorila.envs.vector import Transitions
 from gorila.params import ParameterServer
-from gorila.replay import Batch, Prioritization, PrioritizedSampler, RemoteReplay, ReplayShard
+from gorila.replay import Prioritization, PrioritizedSampler, RemoteReplay, ReplayShard
+from gorila.types import Batch, Transitions
 
 
 def rows_for(obs_shape: tuple[int, ...], obs_dtype: npt.DTypeLike, count: int, rng: np.random.Generator, streams: int,

@@ -29,7 +29,8 @@ from gorila.losses.ppo_targets import PPOLoss
 from gorila.nets.flat import FlatParams
 from gorila.params import ParameterServer
 from gorila.runtime.local import LocalService
-from gorila.trajectory import RemoteQueue, Segment, TrajectoryQueue
+from gorila.trajectory import RemoteQueue, TrajectoryQueue
+from gorila.types import Segment
 
 # Distinct segments both loops cycle through: enough that neither trains on one batch only.
 SEGMENTS = 16

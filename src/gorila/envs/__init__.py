@@ -12,7 +12,7 @@ import gymnasium as gym
 from gorila.envs.evaluation import dqn_normalized, evaluate, human_normalized
 from gorila.envs.fake import CountingEnv
 from gorila.envs.make import env_spaces, is_atari, is_minatar, make_env
-from gorila.envs.vector import EnvRunner, Episode, Transitions, make_env_runner
+from gorila.envs.vector import EnvRunner, make_env_runner
 
 if "gorila/Counting-v0" not in gym.registry:
     gym.register("gorila/Counting-v0", entry_point="gorila.envs.fake:CountingEnv")
@@ -23,5 +23,5 @@ if "gorila/Hang-v0" not in gym.registry:
 if "gorila/Slow-v0" not in gym.registry:
     gym.register("gorila/Slow-v0", entry_point="gorila.envs.fake:CountingEnv", kwargs={"step_s": 0.2})
 
-__all__ = ["CountingEnv", "EnvRunner", "Episode", "Transitions", "dqn_normalized", "env_spaces", "evaluate",
+__all__ = ["CountingEnv", "EnvRunner", "dqn_normalized", "env_spaces", "evaluate",
            "human_normalized", "is_atari", "is_minatar", "make_env", "make_env_runner"]

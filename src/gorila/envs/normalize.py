@@ -24,8 +24,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from gorila.envs.vector import EnvRunner, Episode, Transitions
+from gorila.envs.vector import EnvRunner
 from gorila.errors import CheckpointError
+from gorila.types import Episode, Transitions
 
 #: VecNormalize's defaults: normalised observations and rewards are clipped to ±CLIP, and EPSILON
 #: keeps the division finite while a variance is 0.

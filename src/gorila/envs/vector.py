@@ -9,11 +9,9 @@ the first observation of the next episode.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -22,48 +20,9 @@ from gorila import validate
 from gorila.envs.faults import EnvCheck, EnvFailures, reward_fault
 from gorila.envs.make import RAW_REWARD, close_env, is_atari, make_env
 from gorila.errors import ConfigError
+from gorila.types import Episode, Transitions
 
 BACKENDS = ("auto", "gymnasium", "envpool")
-
-
-@dataclass(frozen=True)
-class Transitions:
-    """One row per environment that took a real step; ``env_index`` says which. ``len`` counts rows.
-
-    An actor tags each row with the ``policy_version`` (the server version of the parameters that
-    chose its action; None where no policy was involved). Rows bound for replay also carry
-    ``discount`` and ``steps`` (see :class:`gorila.actors.nstep.NStep`): the TD target of row ``i`` is
-    ``reward[i] + discount[i] · Q(next_obs[i])``, ``next_obs`` being ``steps[i]`` steps after ``obs``.
-    """
-
-    obs: np.ndarray
-    action: np.ndarray
-    reward: np.ndarray       # float32, the training reward (sign-clipped for Atari training)
-    next_obs: np.ndarray
-    terminated: np.ndarray   # bool
-    truncated: np.ndarray    # bool
-    env_index: np.ndarray    # int64
-    policy_version: np.ndarray | None = None  # int64 per row
-    discount: np.ndarray | None = None        # float32 per row
-    steps: np.ndarray | None = None           # int64 per row
-
-    def __len__(self) -> int:
-        return len(self.env_index)
-
-    @classmethod
-    def concatenate(cls, parts: list[Transitions]) -> Transitions:
-        """The rows of ``parts`` in order."""
-        # arg-type: mypy cannot tell the required columns (never None) from the optional ones
-        return cls(*(None if getattr(parts[0], f.name) is None else np.concatenate([getattr(t, f.name) for t in parts])  # type: ignore[arg-type]
-                     for f in dataclasses.fields(cls)))
-
-
-class Episode(NamedTuple):
-    """A finished episode: undiscounted return of the unclipped rewards, and its length in steps."""
-
-    score: float
-    length: int
-    env_index: int
 
 
 class VectorBackend(Protocol):

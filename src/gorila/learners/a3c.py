@@ -16,7 +16,6 @@ from gorila.actors.rollout import RolloutWorker
 from gorila.actors.tally import ExperienceTally
 from gorila.envs.normalize import Normalization, Statistics, actor_runner
 from gorila.envs.spec import EnvSpec
-from gorila.envs.vector import Transitions
 from gorila.learners.replay_learner import lag_bins
 from gorila.learners.straggler import Straggler
 from gorila.losses.a3c import A3CLoss, Rollout
@@ -25,6 +24,7 @@ from gorila.nets.heads import ActionHead
 from gorila.nets.numpy_policy import PolicySampler
 from gorila.params import OUTCOMES, ParameterServer
 from gorila.reply import ServiceEndpoint
+from gorila.types import Transitions
 
 
 class A3CWorker:

@@ -12,8 +12,9 @@ import numpy as np
 from gorila.core import ActorSpec, Learner
 from gorila.learners.replay_learner import StagingLearner, device_copy_report, lag_bins
 from gorila.params import ParameterServer
-from gorila.replay import Batch, check_replay_memory, make_storage
+from gorila.replay import check_replay_memory, make_storage
 from gorila.replay.prefetch import Prefetcher
+from gorila.types import Batch
 
 
 class Bundle:

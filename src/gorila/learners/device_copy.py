@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gorila.replay.storage import Batch
+from gorila.types import Batch
 
 #: The fields of a :class:`Batch` that the loss reads on the device; indices and policy versions
 #: stay numpy arrays on the host, where the learner's bookkeeping reads them.

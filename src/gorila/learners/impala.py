@@ -16,7 +16,8 @@ from gorila.losses.impala import ImpalaLoss
 from gorila.nets.flat import FlatParams
 from gorila.params import ParameterServer
 from gorila.reply import Pending
-from gorila.trajectory import RemoteQueue, Segment
+from gorila.trajectory import RemoteQueue
+from gorila.types import Segment
 
 
 class ImpalaLearner:

@@ -11,7 +11,8 @@ from gorila.learners.impala import ImpalaLearner
 from gorila.learners.replay_learner import lag_bins
 from gorila.losses.ppo_targets import PPOLoss
 from gorila.params import ParameterServer
-from gorila.trajectory import RemoteQueue, Segment
+from gorila.trajectory import RemoteQueue
+from gorila.types import Segment
 
 
 class PPOLearner(ImpalaLearner):

@@ -13,7 +13,7 @@ from gorila.learners.device_copy import DeviceCopy
 from gorila.learners.target import TargetUpdate
 from gorila.losses.dqn import dqn_loss
 from gorila.nets import FlatParams
-from gorila.replay import Batch
+from gorila.types import Batch
 
 
 class OutlierFilter:

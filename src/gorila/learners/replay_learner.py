@@ -13,8 +13,8 @@ import numpy as np
 from gorila.core import Learner, ReplayClient
 from gorila.errors import WorkerTimeoutError
 from gorila.params import ParameterServer
-from gorila.replay import Batch
 from gorila.reply import Pending
+from gorila.types import Batch
 
 #: How long a learner waits for one replay shard's sample reply before it asks another shard too.
 #: A live shard answers in milliseconds; a killed one takes seconds to be restarted.

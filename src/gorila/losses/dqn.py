@@ -1,6 +1,6 @@
 """DQN losses as pure functions of tensors: double-Q and max-Q targets, the TD loss, and both together.
 
-A replay :class:`~gorila.replay.storage.Batch` carries each row's ``discount`` (``γ^m``, 0 where the
+A replay :class:`~gorila.types.Batch` carries each row's ``discount`` (``γ^m``, 0 where the
 episode terminated inside the row's ``m`` steps), so one-step and n-step rows share one target:
 ``y = R + discount · Q_target(s')``.
 """
@@ -14,7 +14,7 @@ from torch import nn
 from gorila.errors import ConfigError
 from gorila.losses.kinds import LOSS_KINDS, TARGET_KINDS
 from gorila.nets.inputs import module_device
-from gorila.replay.storage import Batch
+from gorila.types import Batch
 
 
 def double_q_targets(reward: torch.Tensor, discount: torch.Tensor, next_q_online: torch.Tensor,
@@ -57,7 +57,7 @@ def q_loss(q_taken: torch.Tensor, targets: torch.Tensor, kind: str = "huber",
 
 def dqn_loss(online: nn.Module, target: nn.Module, batch: Batch, kind: str = "huber",
              bootstrap: str = "double") -> tuple[torch.Tensor, dict]:
-    """The importance-weighted DQN loss of a replay :class:`~gorila.replay.storage.Batch` (numpy arrays)::
+    """The importance-weighted DQN loss of a replay :class:`~gorila.types.Batch` (numpy arrays)::
 
         loss, info = dqn_loss(online, target, batch)                    # double-Q
         loss, info = dqn_loss(online, target, batch, bootstrap="max")   # Nature DQN

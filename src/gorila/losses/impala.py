@@ -20,7 +20,7 @@ from gorila.losses.vtrace import vtrace_targets
 from gorila.nets.flat import FlatParams
 from gorila.nets.heads import ActionHead
 from gorila.nets.inputs import module_device, observation_tensor
-from gorila.trajectory.segment import Segment
+from gorila.types import Segment
 
 
 def bootstrap_inputs(net: nn.Module, segment: Segment) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -21,7 +21,7 @@ from gorila.losses.vtrace import vtrace_targets
 from gorila.nets.flat import FlatParams
 from gorila.nets.heads import ActionHead
 from gorila.nets.inputs import module_device, observation_tensor
-from gorila.trajectory.segment import Segment
+from gorila.types import Segment
 
 ADVANTAGES = ("gae", "vtrace")
 

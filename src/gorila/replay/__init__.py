@@ -7,8 +7,8 @@ from gorila.replay.memory import check_replay_memory, estimate_storage_bytes, ma
 from gorila.replay.priority import PrioritizedSampler
 from gorila.replay.rate_limit import RateLimiter
 from gorila.replay.shard import Prioritization, ReplayShard, ShardedReplaySpec
-from gorila.replay.storage import Batch, TransitionStorage
+from gorila.replay.storage import TransitionStorage
 
-__all__ = ["Batch", "FrameStackStorage", "PrioritizedSampler", "Prioritization", "RateLimiter", "RemoteReplay",
+__all__ = ["FrameStackStorage", "PrioritizedSampler", "Prioritization", "RateLimiter", "RemoteReplay",
            "ReplayShard", "ShardedReplaySpec", "TransitionStorage", "check_replay_memory", "estimate_storage_bytes",
            "make_storage"]

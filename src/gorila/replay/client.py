@@ -6,9 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from gorila.envs.vector import Transitions
-from gorila.replay.storage import Batch
 from gorila.reply import Pending, ServiceEndpoint
+from gorila.types import Batch, Transitions
 
 
 class RemoteReplay:

@@ -17,9 +17,9 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from gorila import validate
-from gorila.envs.vector import Transitions
 from gorila.errors import ConfigError
-from gorila.replay.storage import SCALAR_BYTES, Batch, check_array, check_rows
+from gorila.replay.storage import SCALAR_BYTES, check_array, check_rows
+from gorila.types import Batch, Transitions
 
 # Bytes per slot besides the frame: the scalars plus steps and depth int8 and valid bool.
 SLOT_BYTES = SCALAR_BYTES + 3

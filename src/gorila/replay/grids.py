@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import DTypeLike
 
-from gorila.envs.vector import Transitions
-from gorila.replay.storage import SCALAR_BYTES, Batch, TransitionStorage
+from gorila.replay.storage import SCALAR_BYTES, TransitionStorage
+from gorila.types import Batch, Transitions
 
 
 def is_bool_grid(obs_shape: tuple[int, ...], obs_dtype: DTypeLike) -> bool:

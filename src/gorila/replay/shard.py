@@ -20,12 +20,11 @@ from numpy.typing import DTypeLike
 
 from gorila import validate
 from gorila.checkpoint import Field, check_meta, load_checkpoint, save_checkpoint
-from gorila.envs.vector import Transitions
 from gorila.errors import CheckpointError
 from gorila.replay.memory import check_replay_memory, make_storage
 from gorila.replay.priority import PrioritizedSampler
 from gorila.replay.rate_limit import RateLimiter
-from gorila.replay.storage import Batch
+from gorila.types import Batch, Transitions
 
 #: ``--replay-placement``: ``node`` (shard s and its actors on node s) or ``spread`` (where Ray likes).
 REPLAY_PLACEMENTS = ("node", "spread")

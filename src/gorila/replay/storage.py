@@ -4,36 +4,17 @@ Two layouts behind one interface (``add``, ``sample_indices``, ``gather``, ``sam
 ``state_dict``): :class:`TransitionStorage` keeps vector observations as they are;
 :class:`FrameStackStorage` (in :mod:`gorila.replay.frames`) keeps each frame of stacked-frame
 observations once. :func:`gorila.replay.memory.make_storage` picks one from the observation shape.
-Rows are :class:`~gorila.envs.vector.Transitions` with ``discount`` (see
+Rows are :class:`~gorila.types.Transitions` with ``discount`` (see
 :class:`~gorila.actors.nstep.NStep`): the TD target of a row is ``reward + discount · Q(next_obs)``.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 from numpy.typing import DTypeLike
 
 from gorila import validate
-from gorila.envs.vector import Transitions
-
-
-class Batch(NamedTuple):
-    """A sampled minibatch. The TD target of row ``i`` is ``reward[i] + discount[i] · Q(next_obs[i])``
-    (``discount`` is 0 where the episode terminated). ``indices`` name the rows in their storage (to
-    send priorities back), ``weights`` are importance weights (1 under uniform sampling),
-    ``policy_version`` is the parameter version that acted."""
-
-    obs: np.ndarray
-    action: np.ndarray          # int64
-    reward: np.ndarray          # float32
-    next_obs: np.ndarray
-    discount: np.ndarray        # float32
-    indices: np.ndarray         # int64
-    weights: np.ndarray         # float32
-    policy_version: np.ndarray  # int64
-
+from gorila.types import Batch, Transitions
 
 # What add returns for the slots it lost besides those it wrote: shared, read-only.
 NO_SLOTS = np.zeros(0, np.int64)

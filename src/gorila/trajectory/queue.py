@@ -8,7 +8,7 @@ from typing import Any
 
 from gorila import validate
 from gorila.reply import Pending, ServiceEndpoint
-from gorila.trajectory.segment import Segment
+from gorila.types import Segment
 
 
 class TrajectoryQueue:

@@ -16,10 +16,10 @@ from functools import partial
 
 import numpy as np
 
-from gorila.envs.vector import Transitions
 from gorila.params import ParameterServer
 from gorila.params.cache import CachedSource, CacheSpec, ParamCache
 from gorila.replay import RemoteReplay
+from gorila.types import Transitions
 
 
 def node_name(node: int) -> str:

@@ -31,6 +31,12 @@ DICTS: dict[str, type] = {"dict": dict, "OrderedDict": OrderedDict, "Counter": C
 #: What a saved defaultdict may make its missing values with.
 FACTORIES: dict[str, type] = {"list": list, "dict": dict, "int": int, "float": float, "set": set}
 KEY_TYPES = (type(None), bool, int, float, str, bytes, tuple)
+#: Classes that have moved, by the names a snapshot written before the move gives them: a run saved
+#: then resumes with each class where it lives now.
+MOVED = {"gorila.envs.vector:Transitions": "gorila.types:Transitions",
+         "gorila.envs.vector:Episode": "gorila.types:Episode",
+         "gorila.trajectory.segment:Segment": "gorila.types:Segment",
+         "gorila.replay.storage:Batch": "gorila.types:Batch"}
 
 
 def plain_key(value: Any, where: str) -> Any:
@@ -62,6 +68,7 @@ def named_class(name: Any) -> type:
     never imports a module."""
     if not isinstance(name, str) or name.count(":") != 1:
         raise CheckpointError(f"the snapshot names a class {str(name)[:80]!r}")
+    name = MOVED.get(name, name)
     module_name, qualname = name.split(":")
     module = sys.modules.get(module_name)
     cls = getattr(module, qualname, None) if module is not None else None

@@ -1,11 +1,61 @@
-"""A fixed-length segment of experience: ``T`` steps of ``N`` environments acted by one policy copy."""
+"""The data every layer passes, at the bottom of the package: it imports nothing of gorila.
+
+- :class:`Transitions`: rows of real env steps, as actors hand them out and replay stores them.
+- :class:`Episode`: a finished episode's score and length.
+- :class:`Segment`: ``--unroll-length`` steps of an actor's envs, as IMPALA's and PPO's learners take them.
+- :class:`Batch`: a minibatch sampled from replay.
+
+Envs, actors, replay, trajectory queues and learners all import these from here, so none of them
+depends on another's module for its data.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class Transitions:
+    """One row per environment that took a real step; ``env_index`` says which. ``len`` counts rows.
+
+    An actor tags each row with the ``policy_version`` (the server version of the parameters that
+    chose its action; None where no policy was involved). Rows bound for replay also carry
+    ``discount`` and ``steps`` (see :class:`gorila.actors.nstep.NStep`): the TD target of row ``i`` is
+    ``reward[i] + discount[i] · Q(next_obs[i])``, ``next_obs`` being ``steps[i]`` steps after ``obs``.
+    """
+
+    obs: np.ndarray
+    action: np.ndarray
+    reward: np.ndarray       # float32, the training reward (sign-clipped for Atari training)
+    next_obs: np.ndarray
+    terminated: np.ndarray   # bool
+    truncated: np.ndarray    # bool
+    env_index: np.ndarray    # int64
+    policy_version: np.ndarray | None = None  # int64 per row
+    discount: np.ndarray | None = None        # float32 per row
+    steps: np.ndarray | None = None           # int64 per row
+
+    def __len__(self) -> int:
+        return len(self.env_index)
+
+    @classmethod
+    def concatenate(cls, parts: list[Transitions]) -> Transitions:
+        """The rows of ``parts`` in order."""
+        # arg-type: mypy cannot tell the required columns (never None) from the optional ones
+        return cls(*(None if getattr(parts[0], f.name) is None else np.concatenate([getattr(t, f.name) for t in parts])  # type: ignore[arg-type]
+                     for f in dataclasses.fields(cls)))
+
+
+class Episode(NamedTuple):
+    """A finished episode: undiscounted return of the unclipped rewards, and its length in steps."""
+
+    score: float
+    length: int
+    env_index: int
 
 
 @dataclass(frozen=True)
@@ -46,7 +96,8 @@ class Segment:
 
     def final_values_at(self, mask: np.ndarray) -> np.ndarray:
         """The final observations of the truncated steps that ``mask`` (``(T, N)`` bool) also marks."""
-        return self.final_obs[mask[self.truncated]]
+        chosen: np.ndarray = self.final_obs[mask[self.truncated]]
+        return chosen
 
     @property
     def steps(self) -> int:
@@ -74,3 +125,19 @@ class Segment:
         order = np.lexsort((envs, times))
         final_obs = np.concatenate([s.final_obs for s in segments])[order]
         return cls(**joined, final_obs=final_obs, last_obs=np.concatenate([s.last_obs for s in segments]))
+
+
+class Batch(NamedTuple):
+    """A sampled minibatch. The TD target of row ``i`` is ``reward[i] + discount[i] · Q(next_obs[i])``
+    (``discount`` is 0 where the episode terminated). ``indices`` name the rows in their storage (to
+    send priorities back), ``weights`` are importance weights (1 under uniform sampling),
+    ``policy_version`` is the parameter version that acted."""
+
+    obs: np.ndarray
+    action: np.ndarray          # int64
+    reward: np.ndarray          # float32
+    next_obs: np.ndarray
+    discount: np.ndarray        # float32
+    indices: np.ndarray         # int64
+    weights: np.ndarray         # float32
+    policy_version: np.ndarray  # int64
