@@ -58,8 +58,7 @@ from gorila.trajectory import RemoteQueue
 #: The inference service's name in a plan (``services[INFERENCE]`` in its ``groups``).
 #: The niceness of the actors that feed a learner (Ape-X's, IMPALA's, PPO's): where actors and learner
 #: share cores they yield the CPU to it, so that the learner, the pipeline's narrowest stage, never
-#: waits for a core while actors act ahead (IMPALA on MinAtar Breakout, 2 cores: 17.0 k frames/s with
-#: actors at the learner's priority, 18.6 k at this one; docs/benchmarks.md, "Removing downtime").
+#: waits for a core while actors act ahead (docs/benchmarks.md, "Removing downtime, stage by stage").
 ACTOR_NICE = 5
 INFERENCE = "inference"
 #: The inference server's columns in ``metrics.csv`` with central inference.

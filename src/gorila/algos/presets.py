@@ -57,8 +57,8 @@ MINATAR: dict[str, dict[str, Any]] = {
              "learning_starts": 2_000, "eps_base": 0.1, "eps_alpha": 1.0, "add_every": 50},
     "a3c": {**_MINATAR_RL, "lr_policy": 1e-3, "lr_value": 1e-3, "gae_lambda": 0.8, "unroll_length": 16},
     # Their own settings learn MinAtar; only the evaluation's cadence changes. Back to back, as on
-    # vector envs, the greedy games of a fast-improving policy took a quarter of the frames of a
-    # 2-core IMPALA run (docs/benchmarks.md, "Removing downtime, stage by stage").
+    # vector envs, the greedy games of a fast-improving policy take frames from training on a small
+    # machine (docs/benchmarks.md, "Removing downtime, stage by stage").
     "impala": dict(_MINATAR_RL),
     "ppo": dict(_MINATAR_RL),
 }

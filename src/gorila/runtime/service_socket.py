@@ -1,10 +1,9 @@
 """Calls to a service process from its own node over a Unix socket, past Ray.
 
 A Ray actor call costs the caller, Ray's core workers and the callee about a millisecond of CPU
-or more each: on a 2-core machine an IMPALA run's trajectory queue, answering about 200 adds,
-takes and room checks a second, kept 0.28 of a core busy in Ray's call machinery while its own
-Python took under 1 % of that (docs/benchmarks.md, "Removing downtime, stage by stage"). A call
-from a process on the service's node goes instead as one message on a Unix stream socket to a
+or more each, where a service such as a trajectory queue does microseconds of work per call
+(docs/benchmarks.md, "Removing downtime, stage by stage"). A call from a process on the
+service's node goes instead as one message on a Unix stream socket to a
 thread of the service's process, which calls the service and sends back one message: the call's
 result or the error it raised. Messages are pickled (protocol 5: arrays travel as their bytes), as
 Ray pickles its calls, between two processes of the same run and user: the socket lives in a
