@@ -9,7 +9,7 @@ from gorila.core import WorkerGroup
 from gorila.driver.chunks import Chunks, Patience
 from gorila.driver.plan import Budget, Plan
 from gorila.driver.progress import Progress
-from gorila.driver.report import ServiceWatch
+from gorila.driver.service_watch import ServiceWatch
 from gorila.errors import WorkerTimeoutError
 from gorila.params import ServerSpec, UpdateRule
 from gorila.reply import Done

@@ -58,7 +58,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     out = bench_dir(args.out, "ps")
     from gorila.runtime.ray_runtime import RayRuntime
-    from gorila.runtime.ray_shards import RayShardEndpoint
+    from gorila.runtime.ray_shard_endpoint import RayShardEndpoint
 
     transports = ("shm", "ray") if args.transport == "both" else (args.transport,)
     runtime = RayRuntime(address=args.address)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import signal
 import threading
 import time
@@ -37,11 +36,12 @@ from gorila.driver.chunks import Chunks, Patience
 from gorila.driver.exact import Restored, WorkerState, restore_workers
 from gorila.driver.failure import cluster_lost, save_after_failure
 from gorila.driver.normalization import RunStatistics
-from gorila.driver.plan import Placed, Plan, WorkerSpec
+from gorila.driver.plan import Placed, Plan
 from gorila.driver.progress import Progress, resumable
 from gorila.driver.report import Outputs, Report
 from gorila.driver.run_lock import hold_run_dir
 from gorila.driver.run_log import open_log, plot, prepare_plot
+from gorila.driver.stages import processes, runtime_stage
 from gorila.driver.stop import Interrupted, StopSignals
 from gorila.metrics.progress import Limits
 from gorila.metrics.terminal import Terminal
@@ -131,7 +131,7 @@ def _run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChu
         planned = _in_background(_built, build, terminal) if build is not None else None
         started: list[Runtime] = []
         try:  # starting Ray installs a SIGTERM handler of its own (sys.exit(15)): a signal still ends it here
-            with terminal.stage(_runtime_stage(run_config)), signals.foreign():
+            with terminal.stage(runtime_stage(run_config)), signals.foreign():
                 started.append(make_runtime(run_config.runtime, run_config.address,
                                             call_timeout_s=run_config.call_timeout(plan.chunk_seconds
                                                                                    if isinstance(plan, Plan) else None),
@@ -180,7 +180,7 @@ def _run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChu
             if plan.param_cache is not None:
                 server, caches = runtime.start_param_caches(server, plan.param_cache)
                 services.update(caches)
-            with terminal.stage(f"starting {_processes(plan, specs)}"):
+            with terminal.stage(f"starting {processes(plan, specs)}"):
                 groups = {w.name: runtime.start_workers(w.factory, w.count, server, name=w.name,
                                                         nice=w.nice, wait=False, node_of=w.node_of, gpus=w.gpus,
                                                         spread=w.spread)
@@ -368,27 +368,3 @@ def _nothing_to_do(plan: Plan, report: Report) -> tuple[str, str] | None:
 
 def _signal_name(signals: StopSignals) -> str | None:
     return None if signals.received is None else signal.Signals(signals.received).name
-
-
-def _runtime_stage(run_config: RunConfig) -> str:
-    """The stage line of the runtime's start: where the run goes, as the runtime will choose it
-    (``--address``, else ``RAY_ADDRESS``, else an embedded Ray)."""
-    if run_config.runtime == "local":
-        return "local runtime: everything in this process"
-    if run_config.address:
-        return f"joining the Ray cluster at {run_config.address}"
-    if os.environ.get("RAY_ADDRESS"):
-        return f"joining the Ray cluster at {os.environ['RAY_ADDRESS']} (from RAY_ADDRESS)"
-    return "starting Ray on this machine (127.0.0.1 only, no dashboard)"
-
-
-def _processes(plan: Plan, specs: list[WorkerSpec]) -> str:
-    """What starts side by side, e.g. ``1 parameter shard, 1 replay service, 4 actors, 1 learner``."""
-    parts = [_count(plan.spec.num_shards, "parameter shard")]
-    parts += [_count(s.count, s.name + " service") for s in plan.services]
-    parts += [_count(w.count, w.name) for w in specs]
-    return ", ".join(parts)
-
-
-def _count(n: int, name: str) -> str:
-    return f"{n} {name}{'' if n == 1 else 's'}"
