@@ -15,7 +15,7 @@ from pathlib import Path
 from gorila import validate
 from gorila.errors import ConfigError
 from gorila.params import OPTIMIZERS, ServerSpec, UpdateRule
-from gorila.params.optim import LearningRate
+from gorila.params.learning_rate import LearningRate
 from gorila.params.owned import Publication
 from gorila.params.rule import MODES
 from gorila.runtime import RUNTIMES

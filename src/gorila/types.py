@@ -110,7 +110,10 @@ class Segment:
 
     @classmethod
     def concatenate(cls, segments: list[Segment]) -> Segment:
-        """The segments' envs side by side (all of one length ``T``)."""
+        """The segments' envs side by side (all of one length ``T``); one segment is itself (a
+        segment is never changed once made)."""
+        if len(segments) == 1:
+            return segments[0]
         if len({s.actions.shape[0] for s in segments}) != 1:
             raise ValueError("segments of different lengths cannot be batched")
         sparse = ("last_obs", "final_obs")

@@ -56,6 +56,19 @@ def test_off_policy_data_is_reweighted_only_with_vtrace():
     assert not np.allclose(on, off)
 
 
+def test_the_value_target_of_a_segment_s_last_step_bootstraps_from_the_observation_after_it():
+    """One step, on-policy: the value target is r + discount * V(last_obs), so the value loss is
+    1/2 mean((r + 0.9 V(last_obs) - V(obs))^2)."""
+    net = network_fn()
+    seg = _segment(net, T=1, N=5, seed=3)
+    _, info = ImpalaLoss().gradients(net, seg, FlatParams(net))
+    with torch.no_grad():
+        value = net(torch.as_tensor(seg.obs[0]))[1].numpy()
+        after = net(torch.as_tensor(seg.last_obs))[1].numpy()
+    target = seg.rewards[0] + 0.9 * after
+    assert info["value_loss"] == pytest.approx(0.5 * np.mean((target - value) ** 2), rel=1e-5)
+
+
 def test_a_truncated_step_bootstraps_from_where_the_episode_was_cut_and_a_terminated_one_from_nothing():
     net = network_fn()
     base = _segment(net, T=1, N=1)

@@ -12,7 +12,8 @@ import pytest
 
 from gorila.errors import ConfigError
 from gorila.params import make_optimizer, optim
-from gorila.params.optim import OPTIMIZERS, LinearDecay
+from gorila.params.learning_rate import LinearDecay
+from gorila.params.optim import OPTIMIZERS
 
 G = [np.array([0.5, -1.0, 2.0], np.float32), np.array([-0.25, 0.5, 1.0], np.float32)]
 

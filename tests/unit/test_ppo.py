@@ -125,7 +125,7 @@ def test_linear_lr_decay_falls_to_zero_over_the_runs_updates_and_survives_a_stat
     from gorila.algos.ppo.builder import learning_rate
     from gorila.algos.rl_config import RLConfig
     from gorila.params import make_optimizer
-    from gorila.params.optim import LinearDecay
+    from gorila.params.learning_rate import LinearDecay
 
     # 2 actors x 8 envs x 16 steps = 256 env steps a batch; 10 epochs x 2 minibatches = 20 pushes
     cfg = PPOConfig(lr=1e-3, lr_decay="linear")
@@ -155,7 +155,7 @@ def test_linear_lr_decay_falls_to_zero_over_the_runs_updates_and_survives_a_stat
 
 
 def test_a_server_spec_carries_the_decay_to_every_shard():
-    from gorila.params.optim import LinearDecay
+    from gorila.params.learning_rate import LinearDecay
 
     spec = ServerSpec(rule=UpdateRule.asynchronous(), num_shards=2, optimizer="adam", lr=LinearDecay(1e-3, 10))
     shards = spec.build(np.zeros(4, np.float32))
@@ -163,7 +163,7 @@ def test_a_server_spec_carries_the_decay_to_every_shard():
 
 
 def test_a_restarted_shard_keeps_its_decay(tmp_path):
-    from gorila.params.optim import LinearDecay
+    from gorila.params.learning_rate import LinearDecay
     from gorila.runtime.shard_recovery import ShardRecovery
 
     rule = UpdateRule.asynchronous()

@@ -23,12 +23,14 @@ from gorila.nets.inputs import module_device, observation_tensor
 from gorila.types import Segment
 
 
-def bootstrap_inputs(net: nn.Module, segment: Segment) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def bootstrap_inputs(net: nn.Module, segment: Segment, bootstrap: torch.Tensor | None = None
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(rewards, discounts, bootstrap_value)`` of ``segment`` as V-trace and GAE read them, without
     gradient: a truncated step's reward gains ``discount * V(final_obs)`` and its discount becomes 0
     (the episode's sums end with the value of where it was cut); reset slots and failed envs get
-    discount 0 too, so no return flows across them; the bootstrap is ``V(last_obs)``. Tensors are
-    on the device of ``net``'s parameters."""
+    discount 0 too, so no return flows across them; the bootstrap is ``V(last_obs)``, given as
+    ``bootstrap`` where the caller's own forward pass computed it. Tensors are on the device of
+    ``net``'s parameters."""
     device = module_device(net)
     valid = torch.as_tensor(segment.valid, device=device)
     rewards = torch.as_tensor(segment.rewards, dtype=torch.float32, device=device)
@@ -36,7 +38,8 @@ def bootstrap_inputs(net: nn.Module, segment: Segment) -> tuple[torch.Tensor, to
     cut = segment.truncated & segment.valid
     truncated = torch.as_tensor(cut, device=device)
     with torch.no_grad():
-        _, bootstrap = net(observation_tensor(segment.last_obs, device))
+        if bootstrap is None:
+            _, bootstrap = net(observation_tensor(segment.last_obs, device))
         if cut.any():  # only the cut steps' final observations travel to the device
             final = net(observation_tensor(segment.final_values_at(cut), device))[1]
             rewards = rewards.clone()
@@ -68,9 +71,13 @@ class ImpalaLoss:
         valid = torch.as_tensor(segment.valid, device=device)
         weight = valid.float()
         count = weight.sum().clamp(min=1.0)
-        rewards, discounts, bootstrap = bootstrap_inputs(net, segment)
         flat.zero_grad()  # in place: the gradients stay views of flat's buffer
-        out, values = net(obs)
+        # One forward pass over the segment's steps and the observations after them: a second call
+        # for the bootstrap alone, at the actors' small batch, cost most of what the first did.
+        last = observation_tensor(segment.last_obs, device).unsqueeze(0)
+        out, values = net(torch.cat([obs, last]))
+        out, values, after = out[:-1], values[:-1], values[-1].detach()
+        rewards, discounts, bootstrap = bootstrap_inputs(net, segment, after)
         head: ActionHead = getattr(net, "head")  # the actor-critic's action distribution (nets/heads.py)
         log_pi, entropies = head.log_prob_and_entropy(out, torch.as_tensor(segment.actions, device=device))
         behaviour = torch.as_tensor(segment.log_probs, dtype=torch.float32, device=device)

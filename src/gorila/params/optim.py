@@ -7,8 +7,9 @@ its own state, which ``state_dict`` / ``load_state_dict`` save and restore exact
     opt.step(params, grad)
 
 ``lr`` may be a scalar, a float32 vector of the slice's length (one learning rate per
-parameter, e.g. separate rates for a policy and a value head), or a :class:`LinearDecay` (a
-scalar rate falling linearly to 0 over a number of steps: PPO's ``--lr-decay linear``).
+parameter, e.g. separate rates for a policy and a value head), or a ``LinearDecay`` (a
+scalar rate falling linearly to 0 over a number of steps: PPO's ``--lr-decay linear``;
+:mod:`gorila.params.learning_rate`).
 
 A slice of :data:`TORCH_FROM` parameters or more steps with torch's fused in-place operations
 on tensors that share memory with the numpy arrays: ``w.add_(g, alpha=-lr)`` reads and writes
@@ -24,12 +25,12 @@ from __future__ import annotations
 
 import importlib
 import warnings
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from gorila import validate
+from gorila.params.learning_rate import LearningRate, LinearDecay
 
 if TYPE_CHECKING:
     import torch
@@ -46,30 +47,6 @@ OPTIMIZERS = ("sgd", "momentum", "adagrad", "rmsprop", "adam")
 #: Slices at least this long step with torch; shorter ones with numpy (see the module's docstring).
 TORCH_FROM = 1 << 15
 
-
-@dataclass(frozen=True)
-class LinearDecay:
-    """A learning rate that falls linearly from ``lr`` at the first step to 0 after ``steps``
-    optimizer steps, and stays 0 after them; the step count is the optimizer's own, saved and
-    restored with its state, so a resumed run goes on down the same line::
-
-        opt = make_optimizer("adam", size, LinearDecay(1e-3, steps=10_000))
-        LinearDecay(1e-3, 10_000).at(5_000)        # 5e-4
-    """
-
-    lr: float
-    steps: int
-
-    def __post_init__(self) -> None:
-        validate.number("lr", self.lr, low=0.0, low_open=True)
-        validate.integer("lr_decay_steps", self.steps, low=1)
-
-    def at(self, step: int) -> float:
-        """The rate of step ``step`` (0 for the first)."""
-        return self.lr * max(0.0, 1.0 - step / self.steps)
-
-
-LearningRate = float | np.ndarray | LinearDecay
 
 # Gradients often arrive as read-only arrays (Ray's object store, a client's shared-memory
 # slot). Torch warns that it cannot protect them; the optimizers only ever read them.
@@ -260,6 +237,23 @@ class RMSProp(_Base):
                  rho: float = 0.99, eps: float = 1e-5):
         super().__init__(size, lr, state)
         self.rho, self.eps = float(rho), float(eps)
+
+    def step(self, params: np.ndarray, grad: np.ndarray) -> None:
+        """On the torch path with one learning rate (or its decay), the parameters move by
+        ``addcdiv_`` (as torch's own RMSprop does): one pass over the slice fewer than the
+        direction's division and its scaled add. The same formula."""
+        if not self.uses_torch or isinstance(self.lr, np.ndarray):
+            super().step(params, grad)
+            return
+        if not self._torch_ready:
+            self._torch_views()
+        step = self.steps
+        self.steps += 1
+        g = torch.from_numpy(grad)
+        mean_sq = self._state["mean_sq"].mul_(self.rho).addcmul_(g, g, value=1 - self.rho)
+        denominator = torch.sqrt(mean_sq, out=self._tmp).add_(self.eps)
+        lr = float(self.lr) if self.decay is None else self.decay.at(step)
+        torch.from_numpy(params).addcdiv_(g, denominator, value=-lr)
 
     def _direction(self, g: torch.Tensor) -> torch.Tensor:
         mean_sq = self._state["mean_sq"].mul_(self.rho).addcmul_(g, g, value=1 - self.rho)

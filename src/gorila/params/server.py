@@ -12,7 +12,8 @@ from gorila.errors import CheckpointError, ConfigError
 from gorila.params.cache import CachedSource, CacheSpec
 from gorila.params.client import ParameterClient, ShardEndpoint
 from gorila.params.layout import ShardLayout
-from gorila.params.optim import OPTIMIZERS, LearningRate, LinearDecay, optimizer_slots
+from gorila.params.learning_rate import LearningRate, LinearDecay
+from gorila.params.optim import OPTIMIZERS, optimizer_slots
 from gorila.params.rendezvous import RendezvousSpec
 from gorila.params.rule import UpdateRule
 from gorila.params.shard import ParameterShard
@@ -33,7 +34,7 @@ class ServerSpec:
         shards = spec.build(initial_params)
 
     ``lr`` may be a float32 vector over the whole flat vector (per-parameter rates), or a
-    :class:`~gorila.params.optim.LinearDecay` that every shard steps down alike. ``placement``
+    :class:`~gorila.params.learning_rate.LinearDecay` that every shard steps down alike. ``placement``
     says where a runtime puts the shards (:data:`PLACEMENTS`).
     A worker whose ``nonfinite_limit``-th non-finite gradient in a row arrives stops the run.
     """

@@ -9,7 +9,8 @@ from typing import Literal
 import numpy as np
 
 from gorila.errors import CheckpointError, GradientError, NonFiniteError, VersionError
-from gorila.params.optim import LearningRate, ServerOptimizer, all_finite, make_optimizer
+from gorila.params.learning_rate import LearningRate
+from gorila.params.optim import ServerOptimizer, all_finite, make_optimizer
 from gorila.params.rule import Outcome, UpdateRule
 from gorila.params.shard_stats import STAT_FIELDS, ShardStats
 

@@ -27,7 +27,7 @@ import numpy as np
 from gorila.checkpoint import load_checkpoint, save_checkpoint
 from gorila.errors import CheckpointError
 from gorila.params import ParameterShard, UpdateRule
-from gorila.params.optim import LearningRate, LinearDecay
+from gorila.params.learning_rate import LearningRate, LinearDecay
 from gorila.params.shard import check_state
 
 _log = logging.getLogger(__name__)

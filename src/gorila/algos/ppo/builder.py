@@ -43,7 +43,7 @@ from gorila.learners.ppo import PPOLearner
 from gorila.losses.ppo_targets import PPOLoss
 from gorila.nets.numpy_policy import numpy_policy
 from gorila.params import UpdateRule
-from gorila.params.optim import LinearDecay
+from gorila.params.learning_rate import LinearDecay
 from gorila.trajectory import TrajectoryQueue
 
 STEPS_PER_CHUNK = 2

@@ -36,7 +36,8 @@ KEY_TYPES = (type(None), bool, int, float, str, bytes, tuple)
 MOVED = {"gorila.envs.vector:Transitions": "gorila.types:Transitions",
          "gorila.envs.vector:Episode": "gorila.types:Episode",
          "gorila.trajectory.segment:Segment": "gorila.types:Segment",
-         "gorila.replay.storage:Batch": "gorila.types:Batch"}
+         "gorila.replay.storage:Batch": "gorila.types:Batch",
+         "gorila.params.optim:LinearDecay": "gorila.params.learning_rate:LinearDecay"}
 
 
 def plain_key(value: Any, where: str) -> Any:
