@@ -20,7 +20,7 @@ from typing import NoReturn
 
 from gorila import __version__
 from gorila.algos.registry import ALGORITHMS
-from gorila.cliargs import add_flags, command_parser
+from gorila.cliargs import add_flags, command_parser, renamed
 from gorila.config import RunConfig
 from gorila.errors import CheckpointError, ClusterUnreachableError, ConfigError, GorilaError
 
@@ -99,7 +99,9 @@ def _configs(argv: list[str]) -> tuple[RunConfig, list, int]:
         flag = next((u for u in unknown if u.startswith("-")), unknown[0])
         other = sorted(name for name, a in ALGORITHMS.items() if name != algo and _has_flag(name, flag))
         close = difflib.get_close_matches(flag.split("=")[0], _flags(parser), n=1, cutoff=0.6)
-        hint = (f" (it is a flag of --algo {', '.join(other)})" if other
+        now = renamed([RunConfig, *ALGORITHMS[algo].config_classes()]).get(flag.split("=")[0][2:].replace("-", "_"))
+        hint = (f" (it is now --{now.replace('_', '-')})" if now
+                else f" (it is a flag of --algo {', '.join(other)})" if other
                 else f" (did you mean {close[0]}?)" if close else "")
         parser.exit(EXIT_USAGE, f"gorila train: error: {flag.split('=')[0]}: not a flag of --algo {algo}{hint}; "
                                 f"gorila train --algo {algo} --help lists them\n")
@@ -116,7 +118,7 @@ def _configs(argv: list[str]) -> tuple[RunConfig, list, int]:
 
 
 def _flags(parser: argparse.ArgumentParser) -> list[str]:
-    """The flags a misspelt one may be close to: the shown ones, not the hidden old names."""
+    """The flags a misspelt one may be close to: the shown ones, not hidden ones."""
     return [option for action in parser._actions for option in action.option_strings
             if option.startswith("--") and action.help is not argparse.SUPPRESS]
 

@@ -13,8 +13,9 @@ Every help shows a flag's default once, with its real value: ``add_flags`` write
 help (argparse's own default stays None, so that only flags the user gave count; a default that
 depends on the algorithm is passed in ``defaults``; a ``None`` default is explained in its help as
 ``(default: ...)``), and :class:`HelpFormatter`, which every parser of :func:`command_parser` uses,
-adds it for hand-written flags (``gorila bench``, ``gorila simulate``). A renamed field keeps its
-old names as hidden flags (``metadata={"was": ("envs_per_worker",)}``) that still work and say so.
+adds it for hand-written flags (``gorila bench``, ``gorila simulate``). A renamed field records its
+old names (``metadata={"was": ("envs_per_worker",)}``): an old flag or setting is refused with the
+new name, and a run directory's ``config.json`` written under the old one resumes as it was.
 """
 
 from __future__ import annotations
@@ -23,10 +24,9 @@ import argparse
 import dataclasses
 import os
 import re
-import sys
 import types
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -151,11 +151,11 @@ def shown_default(value: Any) -> str:
 
 def add_flags(group: argparse._ActionsContainer, cls: type, *, skip: tuple[str, ...] = (),
               defaults: Mapping[str, Any] | None = None) -> None:
-    """One ``--flag`` per field of ``cls`` that has a ``help`` in its metadata, and a hidden one per
-    old name in ``metadata["was"]``. The help ends with ``(default: X)``: the field's default, or
-    the one ``defaults`` gives where the algorithm decides it (the server's optimizer); a ``None``
-    default (nothing set) is explained by the help's own ``(default: ...)`` words or not at all, and
-    a help that speaks of its default while there is a value to show is refused."""
+    """One ``--flag`` per field of ``cls`` that has a ``help`` in its metadata. The help ends with
+    ``(default: X)``: the field's default, or the one ``defaults`` gives where the algorithm decides
+    it (the server's optimizer); a ``None`` default (nothing set) is explained by the help's own
+    ``(default: ...)`` words or not at all, and a help that speaks of its default while there is a
+    value to show is refused."""
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         if f.name in skip or "help" not in f.metadata:
@@ -178,9 +178,6 @@ def add_flags(group: argparse._ActionsContainer, cls: type, *, skip: tuple[str, 
         if "metavar" in f.metadata:
             kwargs["metavar"] = f.metadata["metavar"]
         group.add_argument(flag, help=help_text, **kwargs)
-        for old in f.metadata.get("was", ()):
-            group.add_argument("--" + old.replace("_", "-"), action=_Renamed, new=flag, help=argparse.SUPPRESS,
-                               **kwargs)
 
 
 def _field_default(f: dataclasses.Field[Any]) -> Any:
@@ -191,22 +188,9 @@ def _field_default(f: dataclasses.Field[Any]) -> Any:
     return f.default_factory()
 
 
-class _Renamed(argparse.Action):
-    """An old flag name: stores its value under the new one's field, and says so on stderr."""
-
-    def __init__(self, *args: Any, new: str, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.new = new
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
-        print(f"{parser.prog}: note: {option_string} is now {self.new}; the old name will go in a later release",
-              file=sys.stderr)
-        setattr(namespace, self.dest, values)
-
-
 def renamed(classes: list[type]) -> dict[str, str]:
-    """Old setting names of ``classes``' fields -> their current names (``metadata["was"]``)."""
+    """Old setting names of ``classes``' fields -> their current names (``metadata["was"]``): what a
+    run directory's ``config.json`` written before a rename holds, and what an old flag is told."""
     return {old: f.name for cls in classes for f in dataclasses.fields(cls) for old in f.metadata.get("was", ())}
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -108,17 +107,17 @@ def budget_line(run: RunConfig, configs: list) -> str | None:
     return line
 
 
-def current_names(algo: str, values: dict[str, Any], *, where: str = "", warn: bool = True) -> dict[str, Any]:
-    """``values`` with a renamed setting under its current name (``envs_per_worker`` is now
-    ``envs_per_actor``), which wins where both are given; each old name is said as a
-    ``FutureWarning`` naming ``where`` it came from, unless ``warn`` is False (a run's own
-    ``config.json``, written by an earlier gorila: nothing for the user to change)."""
+def current_names(algo: str, values: dict[str, Any], *, where: str = "", recorded: bool = False) -> dict[str, Any]:
+    """``values``, a setting under a name it had before a rename refused (a ``ConfigError`` naming
+    the current name, ``where`` it came from), unless ``recorded``: a run's own ``config.json``,
+    written by an earlier gorila, whose old names are read under the current ones (which win where
+    both are there), so that the run resumes as it was."""
     old_names = renamed([RunConfig, *ALGORITHMS[algo].config_classes()])
+    given = sorted(values.keys() & old_names.keys())
+    if given and not recorded:
+        raise ConfigError(given[0], f"{where}now {old_names[given[0]]}")
     out = {k: v for k, v in values.items() if k not in old_names}
-    for old in values.keys() & old_names.keys():
-        if warn:
-            warnings.warn(f"{where}{old} is now {old_names[old]}; the old name will go in a later release",
-                          FutureWarning, stacklevel=3)
+    for old in given:
         out.setdefault(old_names[old], values[old])
     return out
 
@@ -141,7 +140,7 @@ def _recorded_values(field: str, path: Path, saved: Any) -> tuple[str, dict[str,
             or not isinstance(saved.get(algo, {}), dict)):
         raise ConfigError(field, f"{path} does not describe a gorila training run")
     names = settings(algo)
-    recorded = current_names(algo, {**saved["run"], **saved.get(algo, {})}, warn=False)
+    recorded = current_names(algo, {**saved["run"], **saved.get(algo, {})}, recorded=True)
     values = {k: v for k, v in recorded.items() if k in names}
     return algo, values_from_json(values)
 
@@ -156,7 +155,8 @@ def file_values(path: Path, algo: str | None = None) -> tuple[str, dict[str, Any
     data = read_settings(path, "config")  # its size, depth and aliases bounded before it is parsed
     if not isinstance(data, dict):
         raise ConfigError("config", f"{path} holds a {type(data).__name__}, not a mapping of settings")
-    if isinstance(data.get("run"), dict):  # a run's config.json
+    recorded = isinstance(data.get("run"), dict)  # a run's config.json, which gorila wrote
+    if recorded:
         saved_algo, values = _recorded_values("config", path, data)
         values = {k: v for k, v in values.items() if k not in ("run_dir", "resume")}
     else:
@@ -166,7 +166,7 @@ def file_values(path: Path, algo: str | None = None) -> tuple[str, dict[str, Any
             raise ConfigError("config", f"{path}: unknown algorithm {excerpt(saved_algo)}; choose from "
                                         f"{', '.join(sorted(ALGORITHMS))}")
     algo = algo or saved_algo
-    values = current_names(algo, values, where=f"{path}: ")
+    values = current_names(algo, values, where=f"{path}: ", recorded=recorded)
     unknown = sorted(set(values) - settings(algo))
     if unknown:
         raise ConfigError("config", f"{path}: {unknown[0]!r} is not a setting of {algo}")
