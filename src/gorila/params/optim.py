@@ -135,9 +135,14 @@ class _Base:
         direction = self._direction(torch.from_numpy(grad))
         w = torch.from_numpy(params)
         if self._lr_vector is None:
-            w.add_(direction, alpha=-(float(self.lr) if self.decay is None else self.decay.at(step)))
+            w.add_(direction, alpha=-self._scalar_rate(step))
         else:
             w.addcmul_(direction, self._lr_vector, value=-1.0)
+
+    def _scalar_rate(self, step: int) -> float:
+        """The learning rate of step ``step`` (0 for the first) where it is one number: the scalar, or
+        the decay's value then."""
+        return float(self.lr) if self.decay is None else self.decay.at(step)
 
     def step_finite(self, params: np.ndarray, grad: np.ndarray) -> bool:
         """:meth:`step`, undone when it leaves a parameter or a state value NaN or infinite (a
@@ -252,8 +257,7 @@ class RMSProp(_Base):
         g = torch.from_numpy(grad)
         mean_sq = self._state["mean_sq"].mul_(self.rho).addcmul_(g, g, value=1 - self.rho)
         denominator = torch.sqrt(mean_sq, out=self._tmp).add_(self.eps)
-        lr = float(self.lr) if self.decay is None else self.decay.at(step)
-        torch.from_numpy(params).addcdiv_(g, denominator, value=-lr)
+        torch.from_numpy(params).addcdiv_(g, denominator, value=-self._scalar_rate(step))
 
     def _direction(self, g: torch.Tensor) -> torch.Tensor:
         mean_sq = self._state["mean_sq"].mul_(self.rho).addcmul_(g, g, value=1 - self.rho)
@@ -296,7 +300,7 @@ class Adam(_Base):
         self._fused_adam(
             [torch.from_numpy(params)], [torch.from_numpy(grad)], [self._state["m"]], [self._state["v"]], [],
             [self._count], fused=True, amsgrad=False, beta1=self.beta1, beta2=self.beta2,
-            lr=float(self.lr) if self.decay is None else self.decay.at(step), weight_decay=0.0, eps=self.eps,
+            lr=self._scalar_rate(step), weight_decay=0.0, eps=self.eps,
             maximize=False)
 
     def _torch_views(self) -> None:

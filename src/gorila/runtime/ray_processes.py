@@ -108,9 +108,7 @@ class _SocketOrRay:
     def result(self, timeout_s: float) -> Any:
         try:
             return self.reply.result(timeout_s)
-        except SocketLost:
-            if isinstance(self.reply, RayPending):
-                raise
+        except SocketLost:  # only a socket's reply raises it
             self.reply = self.again()
             return self.reply.result(timeout_s)
 
