@@ -8,9 +8,9 @@ run's :class:`~gorila.params.server.ServerSpec`: the same optimizer, update rule
 state layout) from the store's state, applies each gradient where it was computed, and counts a
 version per update. It *sends* its parameters to the store (Ape-X's broadcast, Menger's "the
 learner only sends the updated model"): every ``every_updates`` updates, at most once every
-``every_s`` (a publication through Ray costs the learner a serialised copy of its parameters:
-publishing every update made IMPALA's learner on MinAtar 0.67 of its bare loop, against 1.04 for
-the server), and never with one still on its way, so the learner never waits for the store. Every
+``every_s`` (a publication through Ray costs the learner a serialised copy of its parameters;
+docs/benchmarks.md, "A whole run against its limit", measures publishing every update), and never
+with one still on its way, so the learner never waits for the store. Every
 ``state_every_s`` a publication carries the optimizer state too, so a checkpoint of the store (and
 a learner restarted from it) has all of it::
 
