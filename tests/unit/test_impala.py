@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from gorila.algos.a3c.networks import make_network
 from gorila.algos.impala.config import ImpalaConfig
 from gorila.errors import ConfigError, WorkerTimeoutError
 from gorila.learners.impala import ImpalaLearner
 from gorila.losses.impala import ImpalaLoss
+from gorila.nets.actor_critic_env import make_network
 from gorila.nets.flat import FlatParams
 from gorila.params import LocalEndpoint, ParameterServer, ServerSpec, UpdateRule
 from gorila.runtime.local import LocalService

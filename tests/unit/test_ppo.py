@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from gorila.algos.a3c.networks import make_network
 from gorila.algos.ppo.config import PPOConfig
 from gorila.errors import ConfigError
 from gorila.learners.ppo import PPOLearner
 from gorila.losses.gae import gae
 from gorila.losses.ppo_targets import PPOLoss
+from gorila.nets.actor_critic_env import make_network
 from gorila.nets.flat import FlatParams
 from gorila.params import LocalEndpoint, ParameterServer, ServerSpec, UpdateRule
 from gorila.runtime.local import LocalService

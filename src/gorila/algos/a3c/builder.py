@@ -11,7 +11,6 @@ import functools
 from dataclasses import asdict
 
 from gorila.algos.a3c.config import A3CConfig
-from gorila.algos.a3c.networks import EvaluationPolicy, evaluation_policy_for, learning_rates
 from gorila.algos.kit import CHUNK_SECONDS, INFERENCE, inference_service, rl_plan
 from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
@@ -20,6 +19,7 @@ from gorila.envs.spec import EnvSpec
 from gorila.inference.policies import SampledPolicy
 from gorila.learners.a3c import A3CWorker
 from gorila.losses.a3c import A3CLoss
+from gorila.nets.actor_critic_env import EvaluationPolicy, evaluation_policy_for, learning_rates
 from gorila.nets.numpy_policy import numpy_policy
 
 STEPS_PER_CHUNK = 20

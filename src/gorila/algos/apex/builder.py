@@ -28,7 +28,6 @@ from gorila.actors import ExplorationSchedule, QActorSpec
 from gorila.actors.nstep import NStepReturns
 from gorila.actors.rollout import CentralQActorSpec
 from gorila.algos.apex.config import ApexConfig
-from gorila.algos.dqn.networks import build_q_network
 from gorila.algos.kit import (
     ACTOR_NICE,
     CHUNK_SECONDS,
@@ -45,7 +44,7 @@ from gorila.algos.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan
 from gorila.envs.spec import EnvSpec
-from gorila.nets.q import greedy_policy, numpy_q_network
+from gorila.nets.q import build_q_network, greedy_policy, numpy_q_network
 from gorila.replay import Prioritization, RateLimiter, ShardedReplaySpec, check_replay_memory
 
 STEPS_PER_CHUNK = 20

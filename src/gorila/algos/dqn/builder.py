@@ -19,7 +19,6 @@ from gorila.actors import QActorSpec
 from gorila.actors.nstep import NStepReturns
 from gorila.actors.rollout import CentralQActorSpec
 from gorila.algos.dqn.config import DQNConfig
-from gorila.algos.dqn.networks import build_q_network
 from gorila.algos.kit import (
     CHUNK_SECONDS,
     INFERENCE,
@@ -38,7 +37,7 @@ from gorila.driver.plan import Plan, WorkerSpec
 from gorila.envs.spec import EnvSpec
 from gorila.errors import ConfigError
 from gorila.learners.bundle import Bundle
-from gorila.nets.q import greedy_policy, numpy_q_network
+from gorila.nets.q import build_q_network, greedy_policy, numpy_q_network
 from gorila.replay import ShardedReplaySpec, check_replay_memory
 
 # Driver steps per chunk: an actor's or learner's step takes a few milliseconds, so a chunk lasts

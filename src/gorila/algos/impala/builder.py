@@ -14,7 +14,6 @@ import functools
 from dataclasses import asdict
 
 from gorila.actors.segment_actor import SegmentActor
-from gorila.algos.a3c.networks import EvaluationPolicy, evaluation_policy_for
 from gorila.algos.impala.config import ImpalaConfig
 from gorila.algos.kit import (
     ACTOR_TIME,
@@ -33,6 +32,7 @@ from gorila.envs.spec import EnvSpec
 from gorila.errors import ConfigError
 from gorila.learners.impala import ImpalaLearner
 from gorila.losses.impala import ImpalaLoss
+from gorila.nets.actor_critic_env import EvaluationPolicy, evaluation_policy_for
 from gorila.nets.numpy_policy import numpy_policy
 from gorila.trajectory import TrajectoryQueue
 

@@ -20,7 +20,6 @@ import math
 from dataclasses import asdict
 
 from gorila.actors.segment_actor import SegmentActor
-from gorila.algos.a3c.networks import EvaluationPolicy, evaluation_policy_for
 from gorila.algos.impala.builder import check_sync_learners
 from gorila.algos.kit import (
     ACTOR_TIME,
@@ -41,6 +40,7 @@ from gorila.envs.spec import EnvSpec
 from gorila.errors import ConfigError
 from gorila.learners.ppo import PPOLearner
 from gorila.losses.ppo_targets import PPOLoss
+from gorila.nets.actor_critic_env import EvaluationPolicy, evaluation_policy_for
 from gorila.nets.numpy_policy import numpy_policy
 from gorila.params import UpdateRule
 from gorila.params.learning_rate import LinearDecay

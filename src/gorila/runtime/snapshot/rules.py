@@ -37,7 +37,8 @@ MOVED = {"gorila.envs.vector:Transitions": "gorila.types:Transitions",
          "gorila.envs.vector:Episode": "gorila.types:Episode",
          "gorila.trajectory.segment:Segment": "gorila.types:Segment",
          "gorila.replay.storage:Batch": "gorila.types:Batch",
-         "gorila.params.optim:LinearDecay": "gorila.params.learning_rate:LinearDecay"}
+         "gorila.params.optim:LinearDecay": "gorila.params.learning_rate:LinearDecay",
+         "gorila.algos.a3c.networks:GreedyPolicy": "gorila.nets.actor_critic_env:GreedyPolicy"}
 
 
 def plain_key(value: Any, where: str) -> Any:
