@@ -39,6 +39,7 @@ from gorila.core import ReplayClient
 from gorila.driver.plan import Budget, Plan, ServiceSpec, WorkerSpec
 from gorila.driver.policy_evaluation import PolicyEvaluation
 from gorila.envs.spec import EnvSpec
+from gorila.errors import ConfigError
 from gorila.inference.batching import BatchingRule
 from gorila.inference.policies import GreedyQPolicy, SampledPolicy
 from gorila.inference.server import InferencePolicy, InferenceServer
@@ -280,6 +281,15 @@ def owned_learners(groups: list[WorkerSpec], run: RunConfig, spec: ServerSpec, l
     """``groups`` with the learner group's factory given to :func:`learner_factory`."""
     return [replace(group, factory=learner_factory(group.factory, run, spec, learners)) if group.name == "learner"
             else group for group in groups]
+
+
+def check_sync_learners(run: RunConfig, learners: int) -> None:
+    """Several queue-fed learners under a barrier need the local runtime: in processes of their own a
+    learner whose queue ran dry ends its chunk with fewer pushes, and another waits at the barrier
+    for a push that never comes in time (see :class:`~gorila.learners.impala.ImpalaLearner`)."""
+    if run.rule(num_workers=learners).barrier and learners > 1 and run.runtime != "local":
+        raise ConfigError("learners", "--mode sync with several learners runs on --runtime local only; "
+                                      "use one learner (it takes every actor's segments) or --mode async")
 
 
 def trajectory_groups(actor: Callable[..., Any], learner: Callable[..., Any], actors: int, learners: int,

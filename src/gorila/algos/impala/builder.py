@@ -18,6 +18,7 @@ from gorila.algos.impala.config import ImpalaConfig
 from gorila.algos.kit import (
     ACTOR_TIME,
     QUEUES,
+    check_sync_learners,
     learner_factory,
     rl_plan,
     sampled_inference,
@@ -29,7 +30,6 @@ from gorila.config import RunConfig
 from gorila.driver.plan import Plan, ServiceSpec
 from gorila.envs.make import env_spaces
 from gorila.envs.spec import EnvSpec
-from gorila.errors import ConfigError
 from gorila.learners.impala import ImpalaLearner
 from gorila.losses.impala import ImpalaLoss
 from gorila.nets.actor_critic_env import EvaluationPolicy, evaluation_policy_for
@@ -79,15 +79,6 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
         services=(ServiceSpec(QUEUES, queue, cfg.learners), *inference),
         processes=cfg.actors + 2 * cfg.learners + len(inference), chunk_steps=lambda updates: STEPS_PER_CHUNK,
         metrics=METRICS, histograms=("learner.policy_lag",), normalized=("actor",) if normalize is not None else ())
-
-
-def check_sync_learners(run: RunConfig, learners: int) -> None:
-    """Several queue-fed learners under a barrier need the local runtime: in processes of their own a
-    learner whose queue ran dry ends its chunk with fewer pushes, and another waits at the barrier
-    for a push that never comes in time (see :class:`~gorila.learners.impala.ImpalaLearner`)."""
-    if run.rule(num_workers=learners).barrier and learners > 1 and run.runtime != "local":
-        raise ConfigError("learners", "--mode sync with several learners runs on --runtime local only; "
-                                      "use one learner (it takes every actor's segments) or --mode async")
 
 
 def evaluation_policy(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> EvaluationPolicy:

@@ -20,11 +20,11 @@ import math
 from dataclasses import asdict
 
 from gorila.actors.segment_actor import SegmentActor
-from gorila.algos.impala.builder import check_sync_learners
 from gorila.algos.kit import (
     ACTOR_TIME,
     CHUNK_SECONDS,
     QUEUES,
+    check_sync_learners,
     learner_factory,
     rl_plan,
     sampled_inference,
