@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import gorila
-from gorila.algos.impala.config import ImpalaConfig
-from gorila.algos.kit import QUEUES
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.impala.config import ImpalaConfig
+from gorila.agents.kit import QUEUES
+from gorila.agents.rl_config import RLConfig
 from gorila.cli import main
 from gorila.config import RunConfig
 from gorila.errors import ConfigError

@@ -8,11 +8,11 @@ import numpy as np
 import torch
 
 from gorila.actors.segment_actor import SegmentActor
-from gorila.algos.impala.builder import make_plan as impala_plan
-from gorila.algos.impala.config import ImpalaConfig
-from gorila.algos.ppo.builder import make_plan as ppo_plan
-from gorila.algos.ppo.config import PPOConfig
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.impala.builder import make_plan as impala_plan
+from gorila.agents.impala.config import ImpalaConfig
+from gorila.agents.ppo.builder import make_plan as ppo_plan
+from gorila.agents.ppo.config import PPOConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.loop import run
 from gorila.envs.spec import EnvSpec

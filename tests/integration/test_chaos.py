@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from gorila.algos.dqn.config import DQNConfig
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.dqn.config import DQNConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.loop import run
 from gorila.driver.policy_evaluation import PolicyEvaluation

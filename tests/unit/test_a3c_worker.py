@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from gorila.algos.a3c.builder import make_plan
-from gorila.algos.a3c.config import A3CConfig
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.a3c.builder import make_plan
+from gorila.agents.a3c.config import A3CConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.envs import CountingEnv
 from gorila.errors import ConfigError

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from gorila.algos.impala.config import ImpalaConfig
+from gorila.agents.impala.config import ImpalaConfig
 from gorila.errors import ConfigError, WorkerTimeoutError
 from gorila.learners.impala import ImpalaLearner
 from gorila.losses.impala import ImpalaLoss
@@ -139,8 +139,8 @@ def test_the_learner_pushes_once_it_holds_a_batch_and_counts_the_policy_lag(monk
 
 @pytest.mark.parametrize("flag, expected", [("on", True), ("off", False)])
 def test_the_builder_hands_the_learners_the_vtrace_switch_and_the_actors_their_refresh(flag, expected):
-    from gorila.algos.impala.builder import make_plan
-    from gorila.algos.rl_config import RLConfig
+    from gorila.agents.impala.builder import make_plan
+    from gorila.agents.rl_config import RLConfig
     from gorila.config import RunConfig
 
     plan = make_plan(RunConfig(algo="impala", runtime="local"), ImpalaConfig(vtrace=flag, actor_refresh=7),

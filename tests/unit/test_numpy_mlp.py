@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from gorila.algos.registry import ALGORITHMS
+from gorila.agents.registry import ALGORITHMS
 from gorila.config import RunConfig
 from gorila.driver.policy_evaluation import PolicyEvaluation
 from gorila.nets import FlatParams

@@ -67,9 +67,9 @@ class LearnerWorker:
 
 def run(args: argparse.Namespace, names: list[str]) -> int:
     """The benchmark of DQN's bundle learner on each runtime of ``names``."""
-    from gorila.algos.dqn.builder import make_plan
-    from gorila.algos.dqn.config import DQNConfig
-    from gorila.algos.rl_config import DEVICE_COPIES, RLConfig
+    from gorila.agents.dqn.builder import make_plan
+    from gorila.agents.dqn.config import DQNConfig
+    from gorila.agents.rl_config import DEVICE_COPIES, RLConfig
 
     if args.device == "cuda" and names != ["local"]:
         names = ["local"]  # a Ray learner would need the cluster to place it on a GPU: measured in-process only

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gorila.algos.lstsq.config import LstsqConfig
+from gorila.agents.lstsq.config import LstsqConfig
 from gorila.envs.least_squares import LeastSquares
 from gorila.learners.lstsq import local_gradient
 from gorila.runtime import ONE_THREAD

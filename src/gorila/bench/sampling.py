@@ -28,7 +28,7 @@ from gorila.params.owned import PublishingWorker
 from gorila.runtime import RUNTIMES, make_runtime
 
 if TYPE_CHECKING:
-    from gorila.algos.dqn.config import DQNConfig
+    from gorila.agents.dqn.config import DQNConfig
 
 INFERENCE_MODES = ("local", "central")
 L = TypeVar("L")
@@ -215,9 +215,9 @@ def combined_limit(env_rate: float, infer_rate: float) -> float:
 
 
 def main(argv: list[str]) -> int:
-    from gorila.algos.dqn.builder import make_plan
-    from gorila.algos.dqn.config import DQNConfig
-    from gorila.algos.rl_config import RLConfig
+    from gorila.agents.dqn.builder import make_plan
+    from gorila.agents.dqn.config import DQNConfig
+    from gorila.agents.rl_config import RLConfig
 
     parser = command_parser("gorila bench sampling", __doc__)
     parser.add_argument("--env", default="CartPole-v1", help="Gymnasium id (ALE/Pong-v5: the Nature CNN)")

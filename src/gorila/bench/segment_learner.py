@@ -116,12 +116,12 @@ class SegmentLearnerWorker:
 
 def run(args: argparse.Namespace, names: list[str]) -> int:
     """The benchmark for ``args.algo`` (impala or ppo) on each runtime of ``names``."""
-    from gorila.algos.impala import builder as impala
-    from gorila.algos.impala.config import ImpalaConfig
-    from gorila.algos.kit import QUEUES
-    from gorila.algos.ppo import builder as ppo
-    from gorila.algos.ppo.config import PPOConfig
-    from gorila.algos.rl_config import RLConfig
+    from gorila.agents.impala import builder as impala
+    from gorila.agents.impala.config import ImpalaConfig
+    from gorila.agents.kit import QUEUES
+    from gorila.agents.ppo import builder as ppo
+    from gorila.agents.ppo.config import PPOConfig
+    from gorila.agents.rl_config import RLConfig
 
     rl = RLConfig(env=args.env, device="cpu", inference="local")
     cfg: ImpalaConfig | PPOConfig

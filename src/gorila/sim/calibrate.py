@@ -61,14 +61,14 @@ def _worker(algo: str, workers: int, worker_id: int) -> tuple[Worker, Plan]:
 
     run = RunConfig(algo=algo, mode="async", runtime="local")
     if algo == "lstsq":
-        from gorila.algos.lstsq.builder import make_plan as make_lstsq_plan
-        from gorila.algos.lstsq.config import LstsqConfig
+        from gorila.agents.lstsq.builder import make_plan as make_lstsq_plan
+        from gorila.agents.lstsq.config import LstsqConfig
 
         plan = make_lstsq_plan(run, LstsqConfig(workers=workers, **LSTSQ))
     else:
-        from gorila.algos.a3c.builder import make_plan
-        from gorila.algos.a3c.config import A3CConfig
-        from gorila.algos.rl_config import RLConfig
+        from gorila.agents.a3c.builder import make_plan
+        from gorila.agents.a3c.config import A3CConfig
+        from gorila.agents.rl_config import RLConfig
 
         plan = make_plan(run, A3CConfig(workers=workers), RLConfig(env="CartPole-v1", device="cpu"))
     shards = LocalShards(plan.spec, plan.initial_params(), 60.0)

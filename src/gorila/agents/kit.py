@@ -1,7 +1,7 @@
 """The builder kit: the parts of a plan that the RL algorithms' builders share.
 
 A builder reads its own config and composes these; none of them reads a config object of an
-algorithm, only the :class:`~gorila.algos.rl_config.RLConfig` every RL algorithm shares and explicit
+algorithm, only the :class:`~gorila.agents.rl_config.RLConfig` every RL algorithm shares and explicit
 arguments::
 
     network_fn = functools.partial(build_q_network, rl.env, cfg.hidden, run.seed)
@@ -33,7 +33,7 @@ from torch import nn
 from gorila.actors import ExplorationSchedule, QActorSpec, ReplayActor
 from gorila.actors.nstep import NStepReturns
 from gorila.actors.rollout import CentralQActorSpec
-from gorila.algos.rl_config import ONE_A_SECOND, RLConfig, resolve_device
+from gorila.agents.rl_config import ONE_A_SECOND, RLConfig, resolve_device
 from gorila.config import RunConfig
 from gorila.core import ReplayClient
 from gorila.driver.plan import Budget, Plan, ServiceSpec, WorkerSpec
@@ -122,7 +122,7 @@ def rl_plan(run: RunConfig, rl: RLConfig, *, algo: str, net: nn.Module, network_
 
     ``eval_epsilon`` is the algorithm's evaluation ε, used unless ``--eval-epsilon`` is given;
     ``eval_every_s`` its evaluation cadence on Ray, unless ``--eval-every-s`` is given (on the
-    local runtime :data:`~gorila.algos.rl_config.ONE_A_SECOND`);
+    local runtime :data:`~gorila.agents.rl_config.ONE_A_SECOND`);
     ``config`` the algorithm's own settings for ``config.json`` (the RL settings are added);
     ``eval_numpy`` the network's greedy policy in numpy, where it has a numpy twin (a plain Q-network's,
     :func:`gorila.nets.q.numpy_q_network`, or an actor-critic's policy head,

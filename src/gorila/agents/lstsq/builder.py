@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from gorila.algos.lstsq.config import LstsqConfig
+from gorila.agents.lstsq.config import LstsqConfig
 from gorila.config import RunConfig
 from gorila.core import Runtime, ShardGroup, WorkerGroup
 from gorila.driver.plan import Budget, Plan, Score, WorkerSpec

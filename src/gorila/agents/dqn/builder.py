@@ -1,7 +1,7 @@
 """Build Gorila DQN's plan: the network, the server, and bundles or actors + replay + learners.
 
-This is where :class:`~gorila.algos.dqn.config.DQNConfig` is read; every component gets explicit
-arguments and value objects built here, from the parts of :mod:`gorila.algos.kit`.
+This is where :class:`~gorila.agents.dqn.config.DQNConfig` is read; every component gets explicit
+arguments and value objects built here, from the parts of :mod:`gorila.agents.kit`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from torch import nn
 from gorila.actors import QActorSpec
 from gorila.actors.nstep import NStepReturns
 from gorila.actors.rollout import CentralQActorSpec
-from gorila.algos.dqn.config import DQNConfig
-from gorila.algos.kit import (
+from gorila.agents.dqn.config import DQNConfig
+from gorila.agents.kit import (
     CHUNK_SECONDS,
     INFERENCE,
     REPLAY_TRAFFIC,
@@ -31,7 +31,7 @@ from gorila.algos.kit import (
     q_learner,
     rl_plan,
 )
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, WorkerSpec
 from gorila.envs.spec import EnvSpec

@@ -10,7 +10,7 @@ the local runtime the groups' turns make the rounds, on Ray each actor waits, be
 segment, for the server to be ``--epochs`` x ``--minibatches`` updates past its last one); any
 other mode is APPO (V-trace advantages under the clip, segments of older policies corrected by
 pi / mu, actors never waiting, their lag bounded by ``--max-policy-lag``). This is where
-:class:`~gorila.algos.ppo.config.PPOConfig` is read; networks are A3C's.
+:class:`~gorila.agents.ppo.config.PPOConfig` is read; networks are A3C's.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import math
 from dataclasses import asdict
 
 from gorila.actors.segment_actor import SegmentActor
-from gorila.algos.kit import (
+from gorila.agents.kit import (
     ACTOR_TIME,
     CHUNK_SECONDS,
     QUEUES,
@@ -31,8 +31,8 @@ from gorila.algos.kit import (
     shipped_network_fn,
     trajectory_groups,
 )
-from gorila.algos.ppo.config import PPOConfig
-from gorila.algos.rl_config import RLConfig, resolve_device
+from gorila.agents.ppo.config import PPOConfig
+from gorila.agents.rl_config import RLConfig, resolve_device
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, ServiceSpec
 from gorila.envs.make import env_spaces

@@ -1,8 +1,8 @@
 """Build the A3C / A2C plan: the same workers under every update rule.
 
-This is where :class:`~gorila.algos.a3c.config.A3CConfig` is read; the workers get explicit
+This is where :class:`~gorila.agents.a3c.config.A3CConfig` is read; the workers get explicit
 arguments (an :class:`~gorila.losses.a3c.A3CLoss`, an :class:`~gorila.envs.spec.EnvSpec`), and the
-plan is composed from the parts of :mod:`gorila.algos.kit`.
+plan is composed from the parts of :mod:`gorila.agents.kit`.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import functools
 from dataclasses import asdict
 
-from gorila.algos.a3c.config import A3CConfig
-from gorila.algos.kit import CHUNK_SECONDS, INFERENCE, inference_service, rl_plan
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.a3c.config import A3CConfig
+from gorila.agents.kit import CHUNK_SECONDS, INFERENCE, inference_service, rl_plan
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, ServiceSpec, WorkerSpec
 from gorila.envs.spec import EnvSpec

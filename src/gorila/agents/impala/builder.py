@@ -5,7 +5,7 @@
        ▲ pull every --actor-refresh segments   back-pressure) --max-policy-lag)  ▼
        └──────────────────────────────────── parameter server ◄──────────────────┘
 
-This is where :class:`~gorila.algos.impala.config.ImpalaConfig` is read; networks are A3C's.
+This is where :class:`~gorila.agents.impala.config.ImpalaConfig` is read; networks are A3C's.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import functools
 from dataclasses import asdict
 
 from gorila.actors.segment_actor import SegmentActor
-from gorila.algos.impala.config import ImpalaConfig
-from gorila.algos.kit import (
+from gorila.agents.impala.config import ImpalaConfig
+from gorila.agents.kit import (
     ACTOR_TIME,
     QUEUES,
     check_sync_learners,
@@ -25,7 +25,7 @@ from gorila.algos.kit import (
     shipped_network_fn,
     trajectory_groups,
 )
-from gorila.algos.rl_config import RLConfig, resolve_device
+from gorila.agents.rl_config import RLConfig, resolve_device
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, ServiceSpec
 from gorila.envs.make import env_spaces

@@ -9,7 +9,7 @@ With ``--inference central`` the actors hold no network: they step their envs in
 groups and the run's inference server chooses every action (greedy, batched, refreshed every
 --actor-refresh batches); the actor adds ε. Their rows enter replay with the largest priority so far.
 
-This is where :class:`~gorila.algos.apex.config.ApexConfig` is read.
+This is where :class:`~gorila.agents.apex.config.ApexConfig` is read.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from torch import nn
 from gorila.actors import ExplorationSchedule, QActorSpec
 from gorila.actors.nstep import NStepReturns
 from gorila.actors.rollout import CentralQActorSpec
-from gorila.algos.apex.config import ApexConfig
-from gorila.algos.kit import (
+from gorila.agents.apex.config import ApexConfig
+from gorila.agents.kit import (
     ACTOR_NICE,
     CHUNK_SECONDS,
     INFERENCE,
@@ -40,7 +40,7 @@ from gorila.algos.kit import (
     q_learner,
     rl_plan,
 )
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan
 from gorila.envs.spec import EnvSpec

@@ -15,7 +15,7 @@ from gorila.config import LEARNER_OWNED, default_server
 if TYPE_CHECKING:  # the builders' modules import torch: loaded only when a run asks for one
     from gorila.driver.plan import Plan
 
-_RL = "gorila.algos.rl_config:RLConfig"
+_RL = "gorila.agents.rl_config:RLConfig"
 
 
 class MainConfig(Protocol):
@@ -104,11 +104,11 @@ def _load(path: str) -> Any:
 
 
 ALGORITHMS = {
-    "lstsq": Algorithm("lstsq", ("gorila.algos.lstsq.config:LstsqConfig",), "gorila.algos.lstsq.builder"),
-    "a3c": Algorithm("a3c", ("gorila.algos.a3c.config:A3CConfig", _RL), "gorila.algos.a3c.builder"),
-    "dqn": Algorithm("dqn", ("gorila.algos.dqn.config:DQNConfig", _RL), "gorila.algos.dqn.builder",
-                     checks="gorila.algos.dqn.config:check_settings"),
-    "apex": Algorithm("apex", ("gorila.algos.apex.config:ApexConfig", _RL), "gorila.algos.apex.builder"),
-    "impala": Algorithm("impala", ("gorila.algos.impala.config:ImpalaConfig", _RL), "gorila.algos.impala.builder"),
-    "ppo": Algorithm("ppo", ("gorila.algos.ppo.config:PPOConfig", _RL), "gorila.algos.ppo.builder"),
+    "lstsq": Algorithm("lstsq", ("gorila.agents.lstsq.config:LstsqConfig",), "gorila.agents.lstsq.builder"),
+    "a3c": Algorithm("a3c", ("gorila.agents.a3c.config:A3CConfig", _RL), "gorila.agents.a3c.builder"),
+    "dqn": Algorithm("dqn", ("gorila.agents.dqn.config:DQNConfig", _RL), "gorila.agents.dqn.builder",
+                     checks="gorila.agents.dqn.config:check_settings"),
+    "apex": Algorithm("apex", ("gorila.agents.apex.config:ApexConfig", _RL), "gorila.agents.apex.builder"),
+    "impala": Algorithm("impala", ("gorila.agents.impala.config:ImpalaConfig", _RL), "gorila.agents.impala.builder"),
+    "ppo": Algorithm("ppo", ("gorila.agents.ppo.config:PPOConfig", _RL), "gorila.agents.ppo.builder"),
 }

@@ -19,7 +19,7 @@ from gorila.replay.shard import REPLAY_PLACEMENTS
 from gorila.validate import MAX_PROCESSES
 
 if TYPE_CHECKING:
-    from gorila.algos.rl_config import RLConfig
+    from gorila.agents.rl_config import RLConfig
 
 REPLAY_MODES = ("local", "global")
 
