@@ -82,7 +82,7 @@ def test_the_gradient_is_the_same_whether_the_minibatch_was_copied_ahead_or_when
 def test_impalas_gradient_on_the_gpu_is_its_gradient_on_the_cpu(vtrace):
     import functools
 
-    from gorila.losses.impala import ImpalaLoss
+    from gorila.agents.impala.loss import ImpalaLoss
     from gorila.nets.actor_critic_env import make_network
     from gorila.types import Segment
 

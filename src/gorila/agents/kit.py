@@ -286,7 +286,7 @@ def owned_learners(groups: list[WorkerSpec], run: RunConfig, spec: ServerSpec, l
 def check_sync_learners(run: RunConfig, learners: int) -> None:
     """Several queue-fed learners under a barrier need the local runtime: in processes of their own a
     learner whose queue ran dry ends its chunk with fewer pushes, and another waits at the barrier
-    for a push that never comes in time (see :class:`~gorila.learners.impala.ImpalaLearner`)."""
+    for a push that never comes in time (see :class:`~gorila.agents.impala.learner.ImpalaLearner`)."""
     if run.rule(num_workers=learners).barrier and learners > 1 and run.runtime != "local":
         raise ConfigError("learners", "--mode sync with several learners runs on --runtime local only; "
                                       "use one learner (it takes every actor's segments) or --mode async")

@@ -16,15 +16,15 @@ import numpy as np
 from torch import nn
 
 from gorila.actors.segment_actor import SegmentActor
+from gorila.agents.impala.learner import ImpalaLearner
+from gorila.agents.impala.loss import ImpalaLoss
 from gorila.bench.bare_loop import TORCH_OPTIMIZERS, pushed_rate
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.bench.sampling import bench_run_config, learner_table, measured_learner
 from gorila.config import RunConfig
 from gorila.core import Worker, WorkerFactory
 from gorila.driver.plan import Plan
-from gorila.learners.impala import ImpalaLearner
 from gorila.learners.ppo import PPOLearner
-from gorila.losses.impala import ImpalaLoss
 from gorila.losses.ppo_targets import PPOLoss
 from gorila.nets.flat import FlatParams
 from gorila.params import ParameterServer
@@ -37,7 +37,7 @@ SEGMENTS = 16
 
 
 class SegmentLearnerWorker:
-    """The plan's real learner (:class:`~gorila.learners.impala.ImpalaLearner` or its PPO subclass:
+    """The plan's real learner (:class:`~gorila.agents.impala.learner.ImpalaLearner` or its PPO subclass:
     batches taken from a trajectory queue, the gradient on the pulled parameters, pushed to the
     server) fed by an in-process queue kept full with ``SEGMENTS`` segments its actor collected first
     (its initial policy); and, in the same process, the limit: the same network, the same loss and

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import numpy as np
 from torch import nn
 
-from gorila.learners.impala import ImpalaLearner
+from gorila.agents.impala.learner import ImpalaLearner
 from gorila.learners.replay_learner import lag_bins
 from gorila.losses.ppo_targets import PPOLoss
 from gorila.params import ParameterServer

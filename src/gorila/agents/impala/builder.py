@@ -5,7 +5,8 @@
        ▲ pull every --actor-refresh segments   back-pressure) --max-policy-lag)  ▼
        └──────────────────────────────────── parameter server ◄──────────────────┘
 
-This is where :class:`~gorila.agents.impala.config.ImpalaConfig` is read; networks are A3C's.
+This is where :class:`~gorila.agents.impala.config.ImpalaConfig` is read; the networks are the actor-critics' of
+:mod:`gorila.nets.actor_critic_env`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from dataclasses import asdict
 
 from gorila.actors.segment_actor import SegmentActor
 from gorila.agents.impala.config import ImpalaConfig
+from gorila.agents.impala.learner import ImpalaLearner
+from gorila.agents.impala.loss import ImpalaLoss
 from gorila.agents.kit import (
     ACTOR_TIME,
     QUEUES,
@@ -30,8 +33,6 @@ from gorila.config import RunConfig
 from gorila.driver.plan import Plan, ServiceSpec
 from gorila.envs.make import env_spaces
 from gorila.envs.spec import EnvSpec
-from gorila.learners.impala import ImpalaLearner
-from gorila.losses.impala import ImpalaLoss
 from gorila.nets.actor_critic_env import EvaluationPolicy, evaluation_policy_for
 from gorila.nets.numpy_policy import numpy_policy
 from gorila.trajectory import TrajectoryQueue

@@ -38,7 +38,9 @@ MOVED = {"gorila.envs.vector:Transitions": "gorila.types:Transitions",
          "gorila.trajectory.segment:Segment": "gorila.types:Segment",
          "gorila.replay.storage:Batch": "gorila.types:Batch",
          "gorila.params.optim:LinearDecay": "gorila.params.learning_rate:LinearDecay",
-         "gorila.algos.a3c.networks:GreedyPolicy": "gorila.nets.actor_critic_env:GreedyPolicy"}
+         "gorila.algos.a3c.networks:GreedyPolicy": "gorila.nets.actor_critic_env:GreedyPolicy",
+         "gorila.learners.impala:ImpalaLearner": "gorila.agents.impala.learner:ImpalaLearner",
+         "gorila.losses.impala:ImpalaLoss": "gorila.agents.impala.loss:ImpalaLoss"}
 
 
 def plain_key(value: Any, where: str) -> Any:

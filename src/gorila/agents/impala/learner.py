@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from gorila.agents.impala.loss import ImpalaLoss
 from gorila.errors import WorkerTimeoutError
 from gorila.learners.replay_learner import lag_bins
-from gorila.losses.impala import ImpalaLoss
 from gorila.nets.flat import FlatParams
 from gorila.params import ParameterServer
 from gorila.reply import Pending
