@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from gorila.agents.ppo.config import PPOConfig
+from gorila.agents.ppo.gae import gae
+from gorila.agents.ppo.learner import PPOLearner
+from gorila.agents.ppo.loss import PPOLoss
 from gorila.errors import ConfigError
-from gorila.learners.ppo import PPOLearner
-from gorila.losses.gae import gae
-from gorila.losses.ppo_targets import PPOLoss
 from gorila.nets.actor_critic_env import make_network
 from gorila.nets.flat import FlatParams
 from gorila.params import LocalEndpoint, ParameterServer, ServerSpec, UpdateRule

@@ -18,14 +18,14 @@ from torch import nn
 from gorila.actors.segment_actor import SegmentActor
 from gorila.agents.impala.learner import ImpalaLearner
 from gorila.agents.impala.loss import ImpalaLoss
+from gorila.agents.ppo.learner import PPOLearner
+from gorila.agents.ppo.loss import PPOLoss
 from gorila.bench.bare_loop import TORCH_OPTIMIZERS, pushed_rate
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.bench.sampling import bench_run_config, learner_table, measured_learner
 from gorila.config import RunConfig
 from gorila.core import Worker, WorkerFactory
 from gorila.driver.plan import Plan
-from gorila.learners.ppo import PPOLearner
-from gorila.losses.ppo_targets import PPOLoss
 from gorila.nets.flat import FlatParams
 from gorila.params import ParameterServer
 from gorila.runtime.local import LocalService

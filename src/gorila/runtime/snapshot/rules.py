@@ -40,7 +40,9 @@ MOVED = {"gorila.envs.vector:Transitions": "gorila.types:Transitions",
          "gorila.params.optim:LinearDecay": "gorila.params.learning_rate:LinearDecay",
          "gorila.algos.a3c.networks:GreedyPolicy": "gorila.nets.actor_critic_env:GreedyPolicy",
          "gorila.learners.impala:ImpalaLearner": "gorila.agents.impala.learner:ImpalaLearner",
-         "gorila.losses.impala:ImpalaLoss": "gorila.agents.impala.loss:ImpalaLoss"}
+         "gorila.losses.impala:ImpalaLoss": "gorila.agents.impala.loss:ImpalaLoss",
+         "gorila.learners.ppo:PPOLearner": "gorila.agents.ppo.learner:PPOLearner",
+         "gorila.losses.ppo_targets:PPOLoss": "gorila.agents.ppo.loss:PPOLoss"}
 
 
 def plain_key(value: Any, where: str) -> Any:

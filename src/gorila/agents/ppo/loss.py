@@ -14,8 +14,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from gorila.losses.gae import gae
-from gorila.losses.ppo import ppo_loss
+from gorila.agents.ppo.gae import gae
+from gorila.agents.ppo.surrogate import ppo_loss
 from gorila.losses.vtrace import bootstrap_inputs, vtrace_targets
 from gorila.nets.flat import FlatParams
 from gorila.nets.heads import ActionHead

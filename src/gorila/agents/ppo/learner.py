@@ -8,8 +8,8 @@ import numpy as np
 from torch import nn
 
 from gorila.agents.impala.learner import ImpalaLearner
+from gorila.agents.ppo.loss import PPOLoss
 from gorila.learners.replay_learner import lag_bins
-from gorila.losses.ppo_targets import PPOLoss
 from gorila.params import ParameterServer
 from gorila.trajectory import RemoteQueue
 from gorila.types import Segment
