@@ -1,7 +1,7 @@
 """``gorila simulate --calibrate``: measure this machine's costs for the simulator.
 
 * **compute**: the real workers' gradients (:class:`~gorila.learners.lstsq.LstsqWorker`,
-  :class:`~gorila.learners.a3c.A3CWorker`, built from their algorithms' plans as a run builds
+  :class:`~gorila.agents.a3c.learner.A3CWorker`, built from their algorithms' plans as a run builds
   them), timed in ``k`` processes computing at once for ``k`` = 1 and the machine's CPUs, so the
   samples carry what concurrent workers share (cores, caches, memory bandwidth);
 * **apply**: :meth:`ParameterShard.push` of a gradient in process, per optimizer and size (the

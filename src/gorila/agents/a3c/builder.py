@@ -1,7 +1,7 @@
 """Build the A3C / A2C plan: the same workers under every update rule.
 
 This is where :class:`~gorila.agents.a3c.config.A3CConfig` is read; the workers get explicit
-arguments (an :class:`~gorila.losses.a3c.A3CLoss`, an :class:`~gorila.envs.spec.EnvSpec`), and the
+arguments (an :class:`~gorila.agents.a3c.loss.A3CLoss`, an :class:`~gorila.envs.spec.EnvSpec`), and the
 plan is composed from the parts of :mod:`gorila.agents.kit`.
 """
 
@@ -11,14 +11,14 @@ import functools
 from dataclasses import asdict
 
 from gorila.agents.a3c.config import A3CConfig
+from gorila.agents.a3c.learner import A3CWorker
+from gorila.agents.a3c.loss import A3CLoss
 from gorila.agents.kit import CHUNK_SECONDS, INFERENCE, inference_service, rl_plan
 from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, ServiceSpec, WorkerSpec
 from gorila.envs.spec import EnvSpec
 from gorila.inference.policies import SampledPolicy
-from gorila.learners.a3c import A3CWorker
-from gorila.losses.a3c import A3CLoss
 from gorila.nets.actor_critic_env import EvaluationPolicy, evaluation_policy_for, learning_rates
 from gorila.nets.numpy_policy import numpy_policy
 

@@ -42,7 +42,9 @@ MOVED = {"gorila.envs.vector:Transitions": "gorila.types:Transitions",
          "gorila.learners.impala:ImpalaLearner": "gorila.agents.impala.learner:ImpalaLearner",
          "gorila.losses.impala:ImpalaLoss": "gorila.agents.impala.loss:ImpalaLoss",
          "gorila.learners.ppo:PPOLearner": "gorila.agents.ppo.learner:PPOLearner",
-         "gorila.losses.ppo_targets:PPOLoss": "gorila.agents.ppo.loss:PPOLoss"}
+         "gorila.losses.ppo_targets:PPOLoss": "gorila.agents.ppo.loss:PPOLoss",
+         "gorila.learners.a3c:A3CWorker": "gorila.agents.a3c.learner:A3CWorker",
+         "gorila.losses.a3c:A3CLoss": "gorila.agents.a3c.loss:A3CLoss"}
 
 
 def plain_key(value: Any, where: str) -> Any:
