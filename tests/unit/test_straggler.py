@@ -7,9 +7,9 @@ import pytest
 from gorila.agents.a3c.config import A3CConfig
 from gorila.agents.lstsq.builder import make_plan
 from gorila.agents.lstsq.config import LstsqConfig
+from gorila.agents.lstsq.learner import LstsqWorker
 from gorila.config import RunConfig
 from gorila.errors import ConfigError
-from gorila.learners.lstsq import LstsqWorker
 from gorila.learners.straggler import Straggler
 from gorila.runtime.local import LocalShards
 

@@ -1,6 +1,6 @@
 """``gorila simulate --calibrate``: measure this machine's costs for the simulator.
 
-* **compute**: the real workers' gradients (:class:`~gorila.learners.lstsq.LstsqWorker`,
+* **compute**: the real workers' gradients (:class:`~gorila.agents.lstsq.learner.LstsqWorker`,
   :class:`~gorila.agents.a3c.learner.A3CWorker`, built from their algorithms' plans as a run builds
   them), timed in ``k`` processes computing at once for ``k`` = 1 and the machine's CPUs, so the
   samples carry what concurrent workers share (cores, caches, memory bandwidth);
