@@ -16,13 +16,13 @@ import gymnasium as gym
 import numpy as np
 
 from gorila import validate
+from gorila.agents.dqn.bundle import Bundle
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.cliargs import command_parser
 from gorila.config import RunConfig
 from gorila.core import Worker, WorkerFactory, WorkerGroup
 from gorila.driver.plan import Plan
 from gorila.envs import make_env
-from gorila.learners.bundle import Bundle
 from gorila.params import ParameterServer
 from gorila.params.owned import PublishingWorker
 from gorila.runtime import RUNTIMES, make_runtime
@@ -35,7 +35,7 @@ L = TypeVar("L")
 
 
 class SamplingWorker:
-    """The actor half of a real :class:`~gorila.learners.bundle.Bundle` (``Bundle.act``: ε-greedy
+    """The actor half of a real :class:`~gorila.agents.dqn.bundle.Bundle` (``Bundle.act``: ε-greedy
     steps of its envs, every transition added to its replay; the greedy actions from its own network
     copy, or from the inference server) and, in the same process, the limit's env half: copies of
     the same envs stepped with random actions in a plain loop."""

@@ -18,6 +18,7 @@ from torch import nn
 from gorila.actors import QActorSpec
 from gorila.actors.nstep import NStepReturns
 from gorila.actors.rollout import CentralQActorSpec
+from gorila.agents.dqn.bundle import Bundle
 from gorila.agents.dqn.config import DQNConfig
 from gorila.agents.kit import (
     CHUNK_SECONDS,
@@ -36,7 +37,6 @@ from gorila.config import RunConfig
 from gorila.driver.plan import Plan, WorkerSpec
 from gorila.envs.spec import EnvSpec
 from gorila.errors import ConfigError
-from gorila.learners.bundle import Bundle
 from gorila.nets.q import build_q_network, greedy_policy, numpy_q_network
 from gorila.replay import ShardedReplaySpec, check_replay_memory
 

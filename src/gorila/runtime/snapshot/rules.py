@@ -44,7 +44,8 @@ MOVED = {"gorila.envs.vector:Transitions": "gorila.types:Transitions",
          "gorila.learners.ppo:PPOLearner": "gorila.agents.ppo.learner:PPOLearner",
          "gorila.losses.ppo_targets:PPOLoss": "gorila.agents.ppo.loss:PPOLoss",
          "gorila.learners.a3c:A3CWorker": "gorila.agents.a3c.learner:A3CWorker",
-         "gorila.losses.a3c:A3CLoss": "gorila.agents.a3c.loss:A3CLoss"}
+         "gorila.losses.a3c:A3CLoss": "gorila.agents.a3c.loss:A3CLoss",
+         "gorila.learners.bundle:Bundle": "gorila.agents.dqn.bundle:Bundle"}
 
 
 def plain_key(value: Any, where: str) -> Any:
