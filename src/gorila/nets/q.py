@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TypeGuard
+from typing import TypeAlias, TypeGuard
 
 import gymnasium as gym
 import numpy as np
@@ -181,6 +181,11 @@ class TorchQNetwork:
 def greedy_policy(net: nn.Module) -> Callable[[np.ndarray], np.ndarray]:
     """Batch of observations -> argmax-Q actions (for acting and for evaluation)."""
     return GreedyQ(net)
+
+
+#: ``(network_fn, policy_fn)`` of a Q-learning algorithm (Gorila DQN, Ape-X): what its builder's
+#: ``evaluation_policy`` returns.
+QEvaluationPolicy: TypeAlias = tuple[Callable[[], nn.Module], Callable[[nn.Module], Callable[[np.ndarray], np.ndarray]]]
 
 
 class GreedyQ:

@@ -16,13 +16,10 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
 from dataclasses import asdict
 
 import gymnasium as gym
-import numpy as np
 import psutil  # type: ignore[import-untyped]  # psutil ships no type hints
-from torch import nn
 
 from gorila.actors import ExplorationSchedule, QActorSpec
 from gorila.actors.nstep import NStepReturns
@@ -44,7 +41,7 @@ from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan
 from gorila.envs.spec import EnvSpec
-from gorila.nets.q import build_q_network, greedy_policy, numpy_q_network
+from gorila.nets.q import QEvaluationPolicy, build_q_network, greedy_policy, numpy_q_network
 from gorila.replay import Prioritization, RateLimiter, ShardedReplaySpec, check_replay_memory
 
 STEPS_PER_CHUNK = 20
@@ -116,7 +113,6 @@ def _limiter(cfg: ApexConfig) -> RateLimiter:
     return RateLimiter.sample_to_insert_ratio(cfg.samples_per_insert, min_size, error_buffer)
 
 
-def evaluation_policy(run: RunConfig, cfg: ApexConfig, rl: RLConfig
-                      ) -> tuple[Callable[[], nn.Module], Callable[[nn.Module], Callable[[np.ndarray], np.ndarray]]]:
+def evaluation_policy(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> QEvaluationPolicy:
     """``(network_fn, policy_fn)`` for evaluation and ``gorila eval``: the architecture and its greedy policy."""
     return functools.partial(build_q_network, rl.env, cfg.hidden, run.seed, cfg.dueling), greedy_policy

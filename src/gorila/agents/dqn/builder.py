@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import asdict
 
 import gymnasium as gym
-import numpy as np
 import psutil  # type: ignore[import-untyped]  # psutil ships no type hints
 from torch import nn
 
@@ -37,7 +36,7 @@ from gorila.config import RunConfig
 from gorila.driver.plan import Plan, WorkerSpec
 from gorila.envs.spec import EnvSpec
 from gorila.errors import ConfigError
-from gorila.nets.q import build_q_network, greedy_policy, numpy_q_network
+from gorila.nets.q import QEvaluationPolicy, build_q_network, greedy_policy, numpy_q_network
 from gorila.replay import ShardedReplaySpec, check_replay_memory
 
 # Driver steps per chunk: an actor's or learner's step takes a few milliseconds, so a chunk lasts
@@ -127,7 +126,6 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
                 histograms=("learner.policy_lag",))
 
 
-def evaluation_policy(run: RunConfig, cfg: DQNConfig, rl: RLConfig
-                      ) -> tuple[Callable[[], nn.Module], Callable[[nn.Module], Callable[[np.ndarray], np.ndarray]]]:
+def evaluation_policy(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> QEvaluationPolicy:
     """``(network_fn, policy_fn)`` for ``gorila eval``: the architecture and its greedy policy."""
     return network(run, cfg, rl), greedy_policy
