@@ -115,7 +115,7 @@ def _learner(queue, batch_size=2, timeout_s=30.0):
 
 def test_the_learner_pushes_once_it_holds_a_batch_and_counts_the_policy_lag(monkeypatch):
     clock = [0.0]
-    monkeypatch.setattr("gorila.agents.impala.learner.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("gorila.learners.segment_learner.time.monotonic", lambda: clock[0])
     queue = TrajectoryQueue(0, capacity=8)
     learner, shards = _learner(queue, timeout_s=5.0)
     assert not learner.step()  # empty: blocked

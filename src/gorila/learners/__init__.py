@@ -6,6 +6,7 @@ folder of :mod:`gorila.agents`.
 ``q_learner``          ``QLearner`` (double-Q or max-Q gradients), ``OutlierFilter``
 ``target``             ``TargetUpdate``: when the target network follows the server
 ``replay_learner``     ``ReplayLearner``: a learner fed by the global replay's shards
+``segment_learner``    ``SegmentLearner``: a learner fed by a trajectory queue (IMPALA, PPO)
 ``device_copy``        ``DeviceCopy``: a GPU learner's minibatches copied ahead of their use
 ``straggler``          ``Straggler``: one worker's gradients made slower (lstsq, A3C)
 =====================  ===============================================================
