@@ -52,7 +52,7 @@ def pytest_runtest_teardown(item, nextitem):
 
 
 def _train(run_config, *configs, on_chunk=None):
-    from gorila.algos.registry import ALGORITHMS
+    from gorila.agents.registry import ALGORITHMS
     from gorila.driver.loop import run
 
     return run(run_config, ALGORITHMS[run_config.algo].plan_fn()(run_config, *configs), on_chunk)

@@ -7,13 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
-from gorila.algos.dqn.networks import build_q_network
 from gorila.checkpoint import load_checkpoint
 from gorila.driver.plan import Budget, Plan, WorkerSpec
 from gorila.driver.policy_evaluation import PolicyEvaluation
 from gorila.envs.fake import HangingEnv
 from gorila.nets import FlatParams
-from gorila.nets.q import greedy_policy
+from gorila.nets.q import build_q_network, greedy_policy
 from gorila.params import ServerSpec, UpdateRule
 
 HANG = "gorila/Hang-v0"  # 5-step episodes of reward 1; the 20th step of each process never returns

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gorila.algos.presets import algo_of
+from gorila.agents.presets import algo_of
 from gorila.config import RunConfig
 from gorila.errors import ConfigError
 from gorila.launch import configs_from_values, file_values, launch, saved_values

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from gorila import __version__
-from gorila.algos.registry import ALGORITHMS
+from gorila.agents.registry import ALGORITHMS
 from gorila.cliargs import add_flags, command_parser, renamed
 from gorila.config import RunConfig
 from gorila.errors import CheckpointError, ClusterUnreachableError, ConfigError, GorilaError
@@ -67,7 +67,7 @@ def _train_parser(algo: str) -> argparse.ArgumentParser:
 
 def _configs(argv: list[str]) -> tuple[RunConfig, list, int]:
     """The run's configs from the command line, and the terminal's verbosity."""
-    from gorila.algos.presets import algo_of
+    from gorila.agents.presets import algo_of
     from gorila.launch import configs_from_values, file_values, saved_values
     from gorila.metrics.terminal import NORMAL, QUIET, VERBOSE
 
@@ -244,7 +244,7 @@ def cmd_plot(argv: list[str]) -> int:
 
 
 def cmd_presets(argv: list[str]) -> int:
-    from gorila.algos.presets import table
+    from gorila.agents.presets import table
 
     parser = command_parser(
         "gorila presets",

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gorila.algos.presets import budget_source, source, with_preset
-from gorila.algos.registry import ALGORITHMS
+from gorila.agents.presets import budget_source, source, with_preset
+from gorila.agents.registry import ALGORITHMS
 from gorila.cliargs import check_types, from_flags, parse_value, renamed
 from gorila.config import RunConfig, values_from_json
 from gorila.driver.run_lock import hold_run_dir
@@ -45,7 +45,7 @@ def settings(algo: str) -> set[str]:
 
 def configs_from_values(algo: str, values: dict[str, Any]) -> tuple[RunConfig, list]:
     """The ``RunConfig`` and the algorithm's configs from ``values`` (name -> value; the rest come
-    from the preset ``values["preset"]`` names, then from the env's, see :mod:`gorila.algos.presets`,
+    from the preset ``values["preset"]`` names, then from the env's, see :mod:`gorila.agents.presets`,
     or keep their defaults), each validated on construction."""
     if algo not in ALGORITHMS:
         raise ConfigError("algo", f"unknown algorithm {algo!r}; choose from {', '.join(sorted(ALGORITHMS))}")
@@ -89,7 +89,7 @@ def budget_line(run: RunConfig, configs: list) -> str | None:
 
         budget: 5,000,000 env steps (MinAtar's published budget, Young & Tian 2019); stops early at --target-return 10
     """
-    from gorila.algos.rl_config import RLConfig
+    from gorila.agents.rl_config import RLConfig
 
     rl = next((c for c in configs if isinstance(c, RLConfig)), None)
     if rl is None or run.budget_source is None:

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from gorila.algos.registry import ALGORITHMS
+from gorila.agents.registry import ALGORITHMS
 from gorila.config import RunConfig, values_from_json
 from gorila.driver.saved import SavedRun
 from gorila.envs import evaluation

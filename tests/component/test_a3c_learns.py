@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from gorila.algos.a3c.builder import make_plan
-from gorila.algos.a3c.config import A3CConfig
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.a3c.builder import make_plan
+from gorila.agents.a3c.config import A3CConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.runtime import LocalRuntime
 

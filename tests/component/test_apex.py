@@ -3,9 +3,9 @@ it by priority, sends priorities back, and the rate limiter holds samples per in
 
 import pytest
 
-from gorila.algos.apex.builder import make_plan
-from gorila.algos.apex.config import ApexConfig
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.apex.builder import make_plan
+from gorila.agents.apex.config import ApexConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.loop import run
 from gorila.errors import ConfigError

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from gorila.algos.ppo.config import PPOConfig
+from gorila.agents.ppo.config import PPOConfig
 from gorila.cli import main
 
 # The rate each learner is measured in: DQN's and Ape-X's updates, IMPALA's and PPO's env steps learnt from.

@@ -5,9 +5,9 @@ import hashlib
 import numpy as np
 import pytest
 
-from gorila.algos.dqn.builder import make_plan
-from gorila.algos.dqn.config import DQNConfig
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.dqn.builder import make_plan
+from gorila.agents.dqn.config import DQNConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.learners.q_learner import QLearner
 from gorila.params import LocalEndpoint, ParameterServer

@@ -3,11 +3,11 @@ actors' actions chosen by the inference server (its thread, in this process)."""
 
 import pytest
 
-from gorila.algos.apex.builder import make_plan as apex_plan
-from gorila.algos.apex.config import ApexConfig
-from gorila.algos.dqn.builder import make_plan as dqn_plan
-from gorila.algos.dqn.config import DQNConfig
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.apex.builder import make_plan as apex_plan
+from gorila.agents.apex.config import ApexConfig
+from gorila.agents.dqn.builder import make_plan as dqn_plan
+from gorila.agents.dqn.config import DQNConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.loop import run
 from gorila.errors import ConfigError
@@ -72,8 +72,8 @@ def test_bad_inference_flags_are_refused_by_name():
 
 @pytest.mark.parametrize("inference", ["local", "central"])
 def test_a3c_reports_its_policy_lag_in_either_mode(tmp_path, inference):
-    from gorila.algos.a3c.builder import make_plan as a3c_plan
-    from gorila.algos.a3c.config import A3CConfig
+    from gorila.agents.a3c.builder import make_plan as a3c_plan
+    from gorila.agents.a3c.config import A3CConfig
 
     cfg = A3CConfig(workers=2, envs_per_actor=4, unroll_length=5, hidden=(8,))
     run_config = RunConfig(algo="a3c", runtime="local", run_dir=tmp_path)
@@ -87,8 +87,8 @@ def test_a3c_reports_its_policy_lag_in_either_mode(tmp_path, inference):
 
 @pytest.mark.parametrize("inference", ["local", "central"])
 def test_a3c_rollouts_to_the_episode_s_end_in_either_mode(tmp_path, inference):
-    from gorila.algos.a3c.builder import make_plan as a3c_plan
-    from gorila.algos.a3c.config import A3CConfig
+    from gorila.agents.a3c.builder import make_plan as a3c_plan
+    from gorila.agents.a3c.config import A3CConfig
 
     cfg = A3CConfig(workers=1, envs_per_actor=4, unroll_length=0, hidden=(8,))
     run_config = RunConfig(algo="a3c", runtime="local", run_dir=tmp_path)

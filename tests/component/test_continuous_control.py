@@ -10,13 +10,13 @@ import pytest
 import torch
 
 import gorila
-from gorila.algos.a3c.networks import make_network
-from gorila.algos.impala.config import ImpalaConfig
-from gorila.algos.kit import QUEUES
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.impala.config import ImpalaConfig
+from gorila.agents.kit import QUEUES
+from gorila.agents.rl_config import RLConfig
 from gorila.cli import main
 from gorila.config import RunConfig
 from gorila.errors import ConfigError
+from gorila.nets.actor_critic_env import make_network
 
 QUICK = dict(env="Pendulum-v1", runtime="local", total_steps=2_000, stop_at_target=False, eval_episodes=2,
              eval_every_s=0.2)

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from gorila.algos.a3c.builder import make_plan
-from gorila.algos.a3c.config import A3CConfig
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.a3c.builder import make_plan
+from gorila.agents.a3c.config import A3CConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.checkpoint import load_checkpoint
 from gorila.config import RunConfig
 from gorila.driver.loop import FIRST_CHECKPOINT_S, run

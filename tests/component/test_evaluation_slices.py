@@ -4,10 +4,9 @@ training chunks instead of holding training up for a whole evaluation (Atari: ma
 import functools
 import itertools
 
-from gorila.algos.dqn.networks import build_q_network
 from gorila.driver.policy_evaluation import IN_PROCESS_SHARE, PolicyEvaluation
 from gorila.nets import FlatParams
-from gorila.nets.q import greedy_policy
+from gorila.nets.q import build_q_network, greedy_policy
 from gorila.params import ServerSpec, UpdateRule
 from gorila.runtime import LocalRuntime
 

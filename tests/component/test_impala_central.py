@@ -8,18 +8,18 @@ import numpy as np
 import torch
 
 from gorila.actors.segment_actor import SegmentActor
-from gorila.algos.a3c.networks import make_network
-from gorila.algos.impala.builder import make_plan as impala_plan
-from gorila.algos.impala.config import ImpalaConfig
-from gorila.algos.ppo.builder import make_plan as ppo_plan
-from gorila.algos.ppo.config import PPOConfig
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.impala.builder import make_plan as impala_plan
+from gorila.agents.impala.config import ImpalaConfig
+from gorila.agents.ppo.builder import make_plan as ppo_plan
+from gorila.agents.ppo.config import PPOConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.loop import run
 from gorila.envs.spec import EnvSpec
 from gorila.inference.batching import BatchingRule
 from gorila.inference.policies import SampledPolicy
 from gorila.inference.server import InferenceServer
+from gorila.nets.actor_critic_env import make_network
 from gorila.nets.flat import FlatParams
 from gorila.params import LocalEndpoint, ParameterServer, ServerSpec, UpdateRule
 from gorila.runtime.local import LocalService

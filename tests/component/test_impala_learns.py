@@ -3,9 +3,9 @@ queues, learners push V-trace gradients, and the greedy policy reaches CartPole'
 
 import pytest
 
-from gorila.algos.impala.builder import make_plan
-from gorila.algos.impala.config import ImpalaConfig
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.impala.builder import make_plan
+from gorila.agents.impala.config import ImpalaConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.loop import run
 

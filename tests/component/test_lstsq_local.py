@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from gorila.algos.lstsq.builder import make_plan
-from gorila.algos.lstsq.config import LstsqConfig
+from gorila.agents.lstsq.builder import make_plan
+from gorila.agents.lstsq.config import LstsqConfig
 from gorila.config import RunConfig
 from gorila.driver.loop import run
 from gorila.envs.least_squares import CHUNK_ROWS, LeastSquares

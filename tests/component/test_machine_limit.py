@@ -2,7 +2,7 @@
 
 import pytest
 
-from gorila.algos.lstsq.config import LstsqConfig
+from gorila.agents.lstsq.config import LstsqConfig
 from gorila.bench.machine_limit import map_intervals
 
 SMALL = LstsqConfig(n=4000, d=16)

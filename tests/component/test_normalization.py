@@ -9,8 +9,8 @@ import pytest
 import safetensors.numpy
 
 import gorila
-from gorila.algos.a3c.networks import greedy_policy
 from gorila.envs.evaluation import evaluate
+from gorila.nets.actor_critic_env import greedy_policy
 from tests.component.test_exact_resume import A3C, _evaluations, _interrupted_and_resumed, _work
 from tests.evaluation_fakes import registered
 

@@ -3,7 +3,7 @@ node's cache: the server is read once per version by the cache, not once per act
 
 import pytest
 
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.loop import run
 
@@ -11,7 +11,7 @@ ACTORS = 6
 
 
 def _summary(tmp_path, algo: str, param_cache: str) -> dict:
-    from gorila.algos.registry import ALGORITHMS
+    from gorila.agents.registry import ALGORITHMS
 
     run_config = RunConfig(algo=algo, runtime="local", mode="async", seed=0, run_dir=tmp_path / param_cache)
     cfg_class = ALGORITHMS[algo].config_classes()[0]
@@ -36,8 +36,8 @@ def test_the_actors_read_through_the_node_cache(tmp_path, algo):
 
 
 def test_a3c_workers_read_the_node_cache_and_their_pushes_bring_no_parameters(tmp_path):
-    from gorila.algos.a3c.builder import make_plan
-    from gorila.algos.a3c.config import A3CConfig
+    from gorila.agents.a3c.builder import make_plan
+    from gorila.agents.a3c.config import A3CConfig
 
     def summary(param_cache: str) -> tuple[dict, int]:
         run_config = RunConfig(algo="a3c", runtime="local", mode="async", seed=0, run_dir=tmp_path / param_cache)

@@ -3,9 +3,9 @@ builds them, reach CartPole's target with the greedy policy."""
 
 import pytest
 
-from gorila.algos.ppo.builder import make_plan
-from gorila.algos.ppo.config import PPOConfig
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.ppo.builder import make_plan
+from gorila.agents.ppo.config import PPOConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.loop import run
 

@@ -4,7 +4,7 @@
 import json
 
 import gorila
-from gorila.algos.presets import PRESETS
+from gorila.agents.presets import PRESETS
 
 
 def test_a_preset_run_names_its_preset_and_source_and_keeps_the_flags_given(tmp_path):

@@ -6,11 +6,11 @@ import pickle
 import subprocess
 import sys
 
-from gorila.algos.apex.builder import make_plan as apex_plan
-from gorila.algos.apex.config import ApexConfig
-from gorila.algos.dqn.builder import make_plan as dqn_plan
-from gorila.algos.dqn.config import DQNConfig
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.apex.builder import make_plan as apex_plan
+from gorila.agents.apex.config import ApexConfig
+from gorila.agents.dqn.builder import make_plan as dqn_plan
+from gorila.agents.dqn.config import DQNConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.nets.numpy_mlp import NumpyDueling, NumpyMLP
 from gorila.nets.q import TorchQNetwork

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from gorila.algos.kit import QUEUES
-from gorila.algos.registry import ALGORITHMS
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.kit import QUEUES
+from gorila.agents.registry import ALGORITHMS
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 
 DRIVER_ONLY = ("torch", "rich", "matplotlib", "gorila.runtime.local", "gorila.metrics.run_logger",

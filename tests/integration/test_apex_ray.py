@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from gorila.algos.apex.config import ApexConfig
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.apex.config import ApexConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]

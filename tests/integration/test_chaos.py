@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from gorila.algos.dqn.config import DQNConfig
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.dqn.config import DQNConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.loop import run
 from gorila.driver.policy_evaluation import PolicyEvaluation
@@ -218,7 +218,7 @@ def test_chaos_the_evaluator_killed_again_and_again_while_its_env_raises(ray_loc
     whole (each returns 5), the env failures counted across the restarts, none failed."""
     import ray.cloudpickle
 
-    from gorila.algos.dqn.networks import build_q_network
+    from gorila.nets.q import build_q_network
 
     ray.cloudpickle.register_pickle_by_value(sys.modules["hang_plans"])  # the learner is the tests'
     env = "gorila/Flaky-v0"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gorila.algos.dqn.config import DQNConfig
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.dqn.config import DQNConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -53,7 +53,7 @@ def test_row2_learners_keep_drawing_from_the_surviving_shard_while_a_killed_one_
     """Row 2 of the fault matrix: while a killed replay shard is down, the learner goes on
     sampling from the other shard (its version keeps moving); the shard comes back empty and the
     rows it held are counted as lost. Before, the learner waited on the dead shard's reply."""
-    from gorila.algos.registry import ALGORITHMS
+    from gorila.agents.registry import ALGORITHMS
     from gorila.driver.loop import run
 
     ray_local.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the gated factory

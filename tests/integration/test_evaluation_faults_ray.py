@@ -5,10 +5,9 @@ import functools
 
 import pytest
 
-from gorila.algos.dqn.networks import build_q_network
 from gorila.driver.policy_evaluation import PolicyEvaluation
 from gorila.nets import FlatParams
-from gorila.nets.q import greedy_policy
+from gorila.nets.q import build_q_network, greedy_policy
 from gorila.params import ServerSpec, UpdateRule
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]

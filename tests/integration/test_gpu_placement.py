@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-from gorila.algos.apex.config import ApexConfig
-from gorila.algos.dqn.config import DQNConfig
-from gorila.algos.registry import ALGORITHMS
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.apex.config import ApexConfig
+from gorila.agents.dqn.config import DQNConfig
+from gorila.agents.registry import ALGORITHMS
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 
 # A cluster of its own and three placements: about a minute on two shared cores.

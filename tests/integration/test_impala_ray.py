@@ -2,8 +2,8 @@
 
 import pytest
 
-from gorila.algos.impala.config import ImpalaConfig
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.impala.config import ImpalaConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -26,7 +26,7 @@ def test_impala_trains_on_ray(ray_local, tmp_path, train, mode, learners):
 
 @pytest.mark.heavy
 def test_ppo_trains_on_ray(ray_local, tmp_path, train):
-    from gorila.algos.ppo.config import PPOConfig
+    from gorila.agents.ppo.config import PPOConfig
 
     run = RunConfig(algo="ppo", mode="sync", runtime="ray", run_dir=tmp_path)
     summary = train(run, PPOConfig(epochs=2, minibatches=2), RL)

@@ -4,8 +4,8 @@ and the run reaches its target."""
 
 import pytest
 
-from gorila.algos.impala.config import ImpalaConfig
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.impala.config import ImpalaConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from gorila.algos.lstsq.config import LstsqConfig
+from gorila.agents.lstsq.config import LstsqConfig
 from gorila.checkpoint import load_checkpoint, save_checkpoint
 from gorila.config import RunConfig
 from gorila.errors import GradientError, WorkerTimeoutError

@@ -2,9 +2,9 @@
 
 import pytest
 
-from gorila.algos.a3c.config import A3CConfig
-from gorila.algos.dqn.config import DQNConfig
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.a3c.config import A3CConfig
+from gorila.agents.dqn.config import DQNConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]

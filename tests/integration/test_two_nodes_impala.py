@@ -3,9 +3,9 @@ and the parameter shard spread over both nodes, each algorithm reaching CartPole
 
 import pytest
 
-from gorila.algos.impala.config import ImpalaConfig
-from gorila.algos.ppo.config import PPOConfig
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.impala.config import ImpalaConfig
+from gorila.agents.ppo.config import PPOConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 
 # About 20 s each on two shared cores; a run that stalls fails here instead of hanging the suite.

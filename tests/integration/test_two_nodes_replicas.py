@@ -4,8 +4,8 @@ all-reduces over 127.0.0.1, the first publishes, and the run reaches CartPole's 
 
 import pytest
 
-from gorila.algos.impala.config import ImpalaConfig
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.impala.config import ImpalaConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from tests.integration.test_two_nodes_rl import NodesSeen
 

@@ -4,10 +4,10 @@ its greedy (DQN, Ape-X: ε = 0.05) evaluation. IMPALA and PPO: test_two_nodes_im
 
 import pytest
 
-from gorila.algos.a3c.config import A3CConfig
-from gorila.algos.apex.config import ApexConfig
-from gorila.algos.dqn.config import DQNConfig
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.a3c.config import A3CConfig
+from gorila.agents.apex.config import ApexConfig
+from gorila.agents.dqn.config import DQNConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 
 # A run that stalls fails here instead of hanging the suite.

@@ -29,10 +29,9 @@ def test_a_back_to_back_evaluator_plays_at_a_lower_priority_than_training(ray_lo
     evaluating on a cadence runs at the driver's priority, as the workers do."""
     import functools
 
-    from gorila.algos.dqn.networks import build_q_network
     from gorila.driver.policy_evaluation import BACKGROUND_NICE, PolicyEvaluation
     from gorila.nets import FlatParams
-    from gorila.nets.q import greedy_policy
+    from gorila.nets.q import build_q_network, greedy_policy
     from gorila.params import ServerSpec, UpdateRule
     from gorila.runtime.ray_runtime import RayRuntime
 

@@ -7,8 +7,8 @@ import json
 import pytest
 from safetensors.numpy import load_file
 
-from gorila.algos.a3c.networks import make_network
 from gorila.cli import main
+from gorila.nets.actor_critic_env import make_network
 from gorila.nets.minatar import MinAtarActorCritic
 
 pytestmark = pytest.mark.smoke

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from gorila.algos.a3c.config import A3CConfig
+from gorila.agents.a3c.config import A3CConfig
+from gorila.agents.a3c.loss import Rollout, a3c_gradients, a3c_loss, n_step_returns, rollout_targets
 from gorila.errors import ConfigError
-from gorila.losses.a3c import Rollout, a3c_gradients, a3c_loss, n_step_returns, rollout_targets
 from gorila.nets import FlatParams, soft_update
 from gorila.nets.actor_critic import ActorCritic
 

@@ -5,14 +5,14 @@ import numpy as np
 import pytest
 import torch
 
-from gorila.algos.a3c.builder import make_plan
-from gorila.algos.a3c.config import A3CConfig
-from gorila.algos.a3c.networks import greedy_policy, learning_rates, make_network, network_for
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.a3c.builder import make_plan
+from gorila.agents.a3c.config import A3CConfig
+from gorila.agents.a3c.loss import a3c_gradients, rollout_targets
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.envs import CountingEnv
 from gorila.errors import ConfigError
-from gorila.losses.a3c import a3c_gradients, rollout_targets
+from gorila.nets.actor_critic_env import greedy_policy, learning_rates, make_network, network_for
 from gorila.nets.flat import FlatParams
 from gorila.nets.heads import GaussianHead
 from gorila.params import LocalEndpoint, ParameterServer

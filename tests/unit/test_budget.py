@@ -3,7 +3,7 @@
 
 import pytest
 
-from gorila.algos.presets import PUBLISHED_BUDGETS
+from gorila.agents.presets import PUBLISHED_BUDGETS
 from gorila.bench.minatar import references
 from gorila.launch import budget_line, configs_from_values
 

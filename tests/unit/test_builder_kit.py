@@ -5,15 +5,15 @@ import pickle
 
 import pytest
 
-from gorila.algos.a3c.builder import evaluation_policy as a3c_policy
-from gorila.algos.a3c.config import A3CConfig
-from gorila.algos.apex.builder import make_plan as apex_plan
-from gorila.algos.apex.config import ApexConfig
-from gorila.algos.dqn.builder import make_plan as dqn_plan
-from gorila.algos.dqn.config import DQNConfig
-from gorila.algos.kit import ACTOR_NICE, INFERENCE, INFERENCE_METRICS, QUEUES
-from gorila.algos.registry import ALGORITHMS
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.a3c.builder import evaluation_policy as a3c_policy
+from gorila.agents.a3c.config import A3CConfig
+from gorila.agents.apex.builder import make_plan as apex_plan
+from gorila.agents.apex.config import ApexConfig
+from gorila.agents.dqn.builder import make_plan as dqn_plan
+from gorila.agents.dqn.config import DQNConfig
+from gorila.agents.kit import ACTOR_NICE, INFERENCE, INFERENCE_METRICS, QUEUES
+from gorila.agents.registry import ALGORITHMS
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.policy_evaluation import PolicyEvaluation
 from gorila.errors import ConfigError

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from gorila import __version__
-from gorila.algos.registry import ALGORITHMS
+from gorila.agents.registry import ALGORITHMS
 from gorila.bench import BENCHMARKS
 from gorila.cli import COMMANDS, _train_parser, main
 from gorila.cliargs import HelpFormatter, shown_default

@@ -82,8 +82,8 @@ def test_the_gradient_is_the_same_whether_the_minibatch_was_copied_ahead_or_when
 def test_impalas_gradient_on_the_gpu_is_its_gradient_on_the_cpu(vtrace):
     import functools
 
-    from gorila.algos.a3c.networks import make_network
-    from gorila.losses.impala import ImpalaLoss
+    from gorila.agents.impala.loss import ImpalaLoss
+    from gorila.nets.actor_critic_env import make_network
     from gorila.types import Segment
 
     network_fn = functools.partial(make_network, "CartPole-v1", (16,), False, 0)

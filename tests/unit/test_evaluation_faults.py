@@ -10,13 +10,12 @@ import pytest
 from torch import nn
 
 from evaluation_fakes import Watching, registered
-from gorila.algos.dqn.networks import build_q_network
 from gorila.driver.policy_evaluation import PolicyEvaluation
 from gorila.envs.evaluation import EvaluationEpisodes
 from gorila.envs.fake import FlakyEnv
 from gorila.errors import EnvFailedError
 from gorila.nets import FlatParams
-from gorila.nets.q import greedy_policy
+from gorila.nets.q import build_q_network, greedy_policy
 from gorila.params import ServerSpec, UpdateRule
 from gorila.runtime import LocalRuntime
 from role_fakes import GroupStandIn, ReplyStandIn

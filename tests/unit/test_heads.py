@@ -113,7 +113,7 @@ def test_a_losss_log_probability_and_entropy_in_one_pass_are_the_heads_own(head)
 @pytest.mark.parametrize("algo", ["a3c", "impala", "ppo"])
 def test_log_std_init_sets_the_spread_of_the_first_policy(algo):
     """``--log-std-init`` reaches the network that actors sample from (and the learner trains)."""
-    from gorila.algos.registry import ALGORITHMS
+    from gorila.agents.registry import ALGORITHMS
     from gorila.launch import configs_from_values
 
     run, configs = configs_from_values(algo, {"env": "Pendulum-v1", "log_std_init": -2.0})

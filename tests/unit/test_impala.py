@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from gorila.algos.a3c.networks import make_network
-from gorila.algos.impala.config import ImpalaConfig
+from gorila.agents.impala.config import ImpalaConfig
+from gorila.agents.impala.learner import ImpalaLearner
+from gorila.agents.impala.loss import ImpalaLoss
 from gorila.errors import ConfigError, WorkerTimeoutError
-from gorila.learners.impala import ImpalaLearner
-from gorila.losses.impala import ImpalaLoss
+from gorila.nets.actor_critic_env import make_network
 from gorila.nets.flat import FlatParams
 from gorila.params import LocalEndpoint, ParameterServer, ServerSpec, UpdateRule
 from gorila.runtime.local import LocalService
@@ -115,7 +115,7 @@ def _learner(queue, batch_size=2, timeout_s=30.0):
 
 def test_the_learner_pushes_once_it_holds_a_batch_and_counts_the_policy_lag(monkeypatch):
     clock = [0.0]
-    monkeypatch.setattr("gorila.learners.impala.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("gorila.learners.segment_learner.time.monotonic", lambda: clock[0])
     queue = TrajectoryQueue(0, capacity=8)
     learner, shards = _learner(queue, timeout_s=5.0)
     assert not learner.step()  # empty: blocked
@@ -139,8 +139,8 @@ def test_the_learner_pushes_once_it_holds_a_batch_and_counts_the_policy_lag(monk
 
 @pytest.mark.parametrize("flag, expected", [("on", True), ("off", False)])
 def test_the_builder_hands_the_learners_the_vtrace_switch_and_the_actors_their_refresh(flag, expected):
-    from gorila.algos.impala.builder import make_plan
-    from gorila.algos.rl_config import RLConfig
+    from gorila.agents.impala.builder import make_plan
+    from gorila.agents.rl_config import RLConfig
     from gorila.config import RunConfig
 
     plan = make_plan(RunConfig(algo="impala", runtime="local"), ImpalaConfig(vtrace=flag, actor_refresh=7),

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gorila.agents.lstsq.learner import residual_gradients
 from gorila.envs.least_squares import LeastSquares
 from gorila.errors import ConfigError
-from gorila.learners.lstsq import residual_gradients
 from gorila.mapreduce import DataShard, MapReduce, Partial, reduce, rows_of
 from gorila.runtime import make_runtime
 

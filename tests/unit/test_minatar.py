@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from gorila.algos.a3c.networks import network_for
 from gorila.nets import FlatParams
+from gorila.nets.actor_critic_env import network_for
 from gorila.nets.cnn import DuelingHead, NatureCNN
 from gorila.nets.minatar import MinAtarActorCritic, MinAtarQNetwork, is_grid
 from gorila.nets.q import make_q_network

@@ -8,8 +8,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from gorila.algos.registry import ALGORITHMS
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.registry import ALGORITHMS
+from gorila.agents.rl_config import RLConfig
 from gorila.driver.normalization import RunStatistics
 from gorila.envs.normalize import (
     CLIP,

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-from gorila.algos.a3c.networks import GreedyPolicy, make_network
-from gorila.algos.registry import ALGORITHMS
+from gorila.agents.registry import ALGORITHMS
 from gorila.config import RunConfig
 from gorila.driver.policy_evaluation import PolicyEvaluation
 from gorila.nets import FlatParams
 from gorila.nets.actor_critic import ActorCritic, ConvActorCritic
+from gorila.nets.actor_critic_env import GreedyPolicy, make_network
 from gorila.nets.minatar import MinAtarActorCritic
 from gorila.nets.numpy_mlp import NumpyMLP
 from gorila.nets.numpy_policy import PolicySampler, numpy_policy

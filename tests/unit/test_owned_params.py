@@ -215,9 +215,9 @@ def test_workers_placement_cannot_be_published_to():
 
 
 def test_only_queue_or_replay_fed_learners_may_own_the_parameters_and_several_only_on_ray():
-    from gorila.algos.impala.builder import make_plan
-    from gorila.algos.impala.config import ImpalaConfig
-    from gorila.algos.rl_config import RLConfig
+    from gorila.agents.impala.builder import make_plan
+    from gorila.agents.impala.config import ImpalaConfig
+    from gorila.agents.rl_config import RLConfig
     from gorila.config import RunConfig
     from gorila.errors import ConfigError
 
@@ -235,9 +235,9 @@ def test_only_queue_or_replay_fed_learners_may_own_the_parameters_and_several_on
 def test_a_gorila_dqn_bundle_owns_the_parameters_only_when_it_is_the_one_bundle():
     """With --replay local every bundle holds a learner: one bundle may own the parameters (its
     actor reads them in its own process); several are refused, naming the ways out."""
-    from gorila.algos.dqn.builder import make_plan
-    from gorila.algos.dqn.config import DQNConfig
-    from gorila.algos.rl_config import RLConfig
+    from gorila.agents.dqn.builder import make_plan
+    from gorila.agents.dqn.config import DQNConfig
+    from gorila.agents.rl_config import RLConfig
     from gorila.config import RunConfig
     from gorila.errors import ConfigError
     from gorila.params import ParameterServer

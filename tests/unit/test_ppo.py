@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from gorila.algos.a3c.networks import make_network
-from gorila.algos.ppo.config import PPOConfig
+from gorila.agents.ppo.config import PPOConfig
+from gorila.agents.ppo.gae import gae
+from gorila.agents.ppo.learner import PPOLearner
+from gorila.agents.ppo.loss import PPOLoss
 from gorila.errors import ConfigError
-from gorila.learners.ppo import PPOLearner
-from gorila.losses.gae import gae
-from gorila.losses.ppo_targets import PPOLoss
+from gorila.nets.actor_critic_env import make_network
 from gorila.nets.flat import FlatParams
 from gorila.params import LocalEndpoint, ParameterServer, ServerSpec, UpdateRule
 from gorila.runtime.local import LocalService
@@ -98,8 +98,8 @@ def test_a_batch_added_after_the_learners_request_came_back_empty_is_learnt_from
 
 
 def test_more_learners_than_actors_is_refused():
-    from gorila.algos.ppo.builder import make_plan
-    from gorila.algos.rl_config import RLConfig
+    from gorila.agents.ppo.builder import make_plan
+    from gorila.agents.rl_config import RLConfig
     from gorila.config import RunConfig
 
     with pytest.raises(ConfigError) as refused:
@@ -110,8 +110,8 @@ def test_more_learners_than_actors_is_refused():
 
 
 def test_sync_on_ray_refuses_a_batch_other_than_one_segment_of_every_actor():
-    from gorila.algos.ppo.builder import make_plan
-    from gorila.algos.rl_config import RLConfig
+    from gorila.agents.ppo.builder import make_plan
+    from gorila.agents.rl_config import RLConfig
     from gorila.config import RunConfig
 
     with pytest.raises(ConfigError) as refused:  # its actors would wait for a round that never ends
@@ -122,8 +122,8 @@ def test_sync_on_ray_refuses_a_batch_other_than_one_segment_of_every_actor():
 
 
 def test_linear_lr_decay_falls_to_zero_over_the_runs_updates_and_survives_a_state_round_trip():
-    from gorila.algos.ppo.builder import learning_rate
-    from gorila.algos.rl_config import RLConfig
+    from gorila.agents.ppo.builder import learning_rate
+    from gorila.agents.rl_config import RLConfig
     from gorila.params import make_optimizer
     from gorila.params.learning_rate import LinearDecay
 

@@ -4,7 +4,7 @@ frames-to-reference figure), and the published settings ``--preset NAME`` fills 
 import numpy as np
 import pytest
 
-from gorila.algos.presets import MINATAR, PRESETS, preset, table, with_preset
+from gorila.agents.presets import MINATAR, PRESETS, preset, table, with_preset
 from gorila.bench.minatar import first_reach, reference_scores
 from gorila.errors import ConfigError
 from gorila.launch import configs_from_values

@@ -12,10 +12,9 @@ import torch
 
 from gorila.actors import ExplorationSchedule, QActorSpec
 from gorila.actors.nstep import NStepReturns
-from gorila.algos.dqn.networks import build_q_network
 from gorila.envs.spec import EnvSpec
 from gorila.nets import FlatParams
-from gorila.nets.q import TorchQNetwork, numpy_q_network
+from gorila.nets.q import TorchQNetwork, build_q_network, numpy_q_network
 from gorila.types import Transitions
 
 GREEDY = ExplorationSchedule.annealed(0.0, 0.0, 1)  # ε = 0: every action is the network's

@@ -15,6 +15,9 @@ import torch
 from torch import nn
 
 from gorila import atomic
+from gorila.agents.a3c.loss import A3CLoss
+from gorila.agents.impala.loss import ImpalaLoss
+from gorila.agents.ppo.loss import PPOLoss
 from gorila.errors import CheckpointError
 from gorila.nets import FlatParams
 from gorila.runtime import snapshot
@@ -142,6 +145,20 @@ def test_a_class_saved_under_the_name_it_had_before_it_moved_is_read_where_it_li
     (back,) = snapshot.loads(struct.pack("<Q", len(tree)) + tree + data[8 + length:], {}).read("part")
     assert type(back) is Segment and np.array_equal(back.obs, segment.obs) and back.oldest_version == 7
 
+
+
+@pytest.mark.parametrize("loss, old", [(A3CLoss(gamma=0.9), "gorila.losses.a3c:A3CLoss"),
+                                       (ImpalaLoss(rho_bar=2.0), "gorila.losses.impala:ImpalaLoss"),
+                                       (PPOLoss(clip=0.1), "gorila.losses.ppo_targets:PPOLoss")])
+def test_a_loss_saved_before_its_algorithm_had_a_folder_is_read_from_there(loss, old):
+    """A run saved while the algorithms' losses lived in ``losses/`` holds their old names."""
+    data = snapshot.dumps({"part": [loss]}, {})
+    (length,) = struct.unpack("<Q", data[:8])
+    now = f"{type(loss).__module__}:{type(loss).__qualname__}".encode()
+    tree = data[8:8 + length].replace(b'"' + now + b'"', b'"' + old.encode() + b'"')
+    assert tree != data[8:8 + length]
+    (back,) = snapshot.loads(struct.pack("<Q", len(tree)) + tree + data[8 + length:], {}).read("part")
+    assert back == loss
 
 def test_a_thread_is_not_saved():
     thread = threading.Thread(target=lambda: None, name="gorila-prefetch")

@@ -4,12 +4,12 @@ import time
 
 import pytest
 
-from gorila.algos.a3c.config import A3CConfig
-from gorila.algos.lstsq.builder import make_plan
-from gorila.algos.lstsq.config import LstsqConfig
+from gorila.agents.a3c.config import A3CConfig
+from gorila.agents.lstsq.builder import make_plan
+from gorila.agents.lstsq.config import LstsqConfig
+from gorila.agents.lstsq.learner import LstsqWorker
 from gorila.config import RunConfig
 from gorila.errors import ConfigError
-from gorila.learners.lstsq import LstsqWorker
 from gorila.learners.straggler import Straggler
 from gorila.runtime.local import LocalShards
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from gorila.actors.segment_actor import SegmentActor
-from gorila.algos.a3c.networks import make_network
 from gorila.envs.spec import EnvSpec
 from gorila.errors import WorkerTimeoutError
+from gorila.nets.actor_critic_env import make_network
 from gorila.nets.flat import FlatParams
 from gorila.nets.numpy_policy import numpy_policy
 from gorila.params import LocalEndpoint, ParameterServer, ServerSpec, UpdateRule

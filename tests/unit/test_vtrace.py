@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from gorila.losses.gae import gae
-from gorila.losses.ppo import ppo_loss
+from gorila.agents.ppo.gae import gae
+from gorila.agents.ppo.surrogate import ppo_loss
 from gorila.losses.vtrace import vtrace_targets
 
 T, B = 6, 3

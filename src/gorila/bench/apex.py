@@ -67,9 +67,9 @@ class PipelineLearner:
 def main(argv: list[str]) -> int:
     import functools
 
-    from gorila.algos.apex.builder import make_plan
-    from gorila.algos.apex.config import ApexConfig
-    from gorila.algos.rl_config import RLConfig
+    from gorila.agents.apex.builder import make_plan
+    from gorila.agents.apex.config import ApexConfig
+    from gorila.agents.rl_config import RLConfig
     from gorila.config import RunConfig
     from gorila.runtime import make_runtime
 

@@ -115,9 +115,9 @@ class ApexLearnerWorker:
 
 def run(args: argparse.Namespace, names: list[str]) -> int:
     """The benchmark of Ape-X's learner on each runtime of ``names``."""
-    from gorila.algos.apex.builder import make_plan
-    from gorila.algos.apex.config import ApexConfig
-    from gorila.algos.rl_config import RLConfig
+    from gorila.agents.apex.builder import make_plan
+    from gorila.agents.apex.config import ApexConfig
+    from gorila.agents.rl_config import RLConfig
 
     # Ape-X's published setting and its presets: a dueling network; one actor fills one shard,
     # sampled without a rate limiter (the feed answers the learner at once).

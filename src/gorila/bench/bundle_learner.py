@@ -9,12 +9,12 @@ import argparse
 import functools
 from typing import Any
 
+from gorila.agents.dqn.bundle import Bundle
 from gorila.bench.bare_loop import BareQLoop, pushed_rate
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.bench.sampling import bench_run_config, bundle_factory, learner_table, measured_learner
 from gorila.core import WorkerFactory
 from gorila.driver.plan import Plan
-from gorila.learners.bundle import Bundle
 from gorila.learners.q_learner import QLearner
 from gorila.params import ParameterServer
 from gorila.params.owned import PublishingWorker
@@ -25,7 +25,7 @@ LIMIT_BATCHES = 16
 
 
 class LearnerWorker:
-    """The learner half of a real :class:`~gorila.learners.bundle.Bundle` (``Bundle.learn``: a
+    """The learner half of a real :class:`~gorila.agents.dqn.bundle.Bundle` (``Bundle.learn``: a
     minibatch from its replay, the double-Q gradient on the client's parameters, pushed to the
     server without waiting for the reply, or, under ``--server learner``, applied where it is
     computed and published to the store), its replay first filled by ``fill`` transitions of its
@@ -67,9 +67,9 @@ class LearnerWorker:
 
 def run(args: argparse.Namespace, names: list[str]) -> int:
     """The benchmark of DQN's bundle learner on each runtime of ``names``."""
-    from gorila.algos.dqn.builder import make_plan
-    from gorila.algos.dqn.config import DQNConfig
-    from gorila.algos.rl_config import DEVICE_COPIES, RLConfig
+    from gorila.agents.dqn.builder import make_plan
+    from gorila.agents.dqn.config import DQNConfig
+    from gorila.agents.rl_config import DEVICE_COPIES, RLConfig
 
     if args.device == "cuda" and names != ["local"]:
         names = ["local"]  # a Ray learner would need the cluster to place it on a GPU: measured in-process only

@@ -18,8 +18,8 @@ ALGOS = ("dqn", "apex", "impala", "ppo")
 
 
 def main(argv: list[str]) -> int:
-    from gorila.algos.dqn.config import DQNConfig
-    from gorila.algos.rl_config import DEVICE_COPIES
+    from gorila.agents.dqn.config import DQNConfig
+    from gorila.agents.rl_config import DEVICE_COPIES
 
     parser = command_parser("gorila bench learner", __doc__)
     parser.add_argument("--algo", default="dqn", choices=ALGOS,

@@ -2,7 +2,7 @@
 
 ``gorila bench speedup`` prints each measured speedup next to this limit, taken in the same run:
 ``m`` bare processes (no Ray, no parameter server, no communication) each compute
-:func:`gorila.learners.lstsq.local_gradient` over their ``n / m`` rows, all at once, and
+:func:`gorila.agents.lstsq.learner.local_gradient` over their ``n / m`` rows, all at once, and
 ``limit(m) = T(1) / T(m)``. Where cores share floating-point units or memory bandwidth, this is
 below ``m``, and no parallel runtime can beat it. For synchronous gradient descent the processes
 also meet at a barrier after every gradient (the least any synchronous round must do): waiting
@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gorila.algos.lstsq.config import LstsqConfig
+from gorila.agents.lstsq.config import LstsqConfig
+from gorila.agents.lstsq.learner import local_gradient
 from gorila.envs.least_squares import LeastSquares
-from gorila.learners.lstsq import local_gradient
 from gorila.runtime import ONE_THREAD
 
 if TYPE_CHECKING:

@@ -218,7 +218,7 @@ def _time_parts_together(args: Any, updates_per_frame: float, segments: int, bar
 def _plan(args: Any) -> tuple[Any, Any]:
     """The plan ``gorila train`` builds for ``args.algo`` on ``args.env`` with its presets, on the
     local runtime with one actor: whose network, batches and learner are timed."""
-    from gorila.algos.registry import ALGORITHMS
+    from gorila.agents.registry import ALGORITHMS
     from gorila.launch import configs_from_values
 
     mode = {} if args.mode is None else {"mode": args.mode}
@@ -272,7 +272,7 @@ def _learn_us(args: Any, plan: Any, cfg: Any, updates_per_frame: float, segments
     network, loss and batches (IMPALA's and PPO's of ``segments`` segments, as the run's), Ape-X's
     dueling network included."""
     if args.algo in ("impala", "ppo"):
-        from gorila.algos.kit import QUEUES
+        from gorila.agents.kit import QUEUES
         from gorila.bench.segment_learner import SegmentLearnerWorker
 
         actor_spec, learner_spec = plan.groups({QUEUES: []})

@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from gorila.algos.registry import ALGORITHMS
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.registry import ALGORITHMS
+from gorila.agents.rl_config import RLConfig
 from gorila.bench.machine_limit import start_one_thread
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.config import RunConfig

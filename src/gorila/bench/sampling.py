@@ -16,26 +16,26 @@ import gymnasium as gym
 import numpy as np
 
 from gorila import validate
+from gorila.agents.dqn.bundle import Bundle
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.cliargs import command_parser
 from gorila.config import RunConfig
 from gorila.core import Worker, WorkerFactory, WorkerGroup
 from gorila.driver.plan import Plan
 from gorila.envs import make_env
-from gorila.learners.bundle import Bundle
 from gorila.params import ParameterServer
 from gorila.params.owned import PublishingWorker
 from gorila.runtime import RUNTIMES, make_runtime
 
 if TYPE_CHECKING:
-    from gorila.algos.dqn.config import DQNConfig
+    from gorila.agents.dqn.config import DQNConfig
 
 INFERENCE_MODES = ("local", "central")
 L = TypeVar("L")
 
 
 class SamplingWorker:
-    """The actor half of a real :class:`~gorila.learners.bundle.Bundle` (``Bundle.act``: ε-greedy
+    """The actor half of a real :class:`~gorila.agents.dqn.bundle.Bundle` (``Bundle.act``: ε-greedy
     steps of its envs, every transition added to its replay; the greedy actions from its own network
     copy, or from the inference server) and, in the same process, the limit's env half: copies of
     the same envs stepped with random actions in a plain loop."""
@@ -215,9 +215,9 @@ def combined_limit(env_rate: float, infer_rate: float) -> float:
 
 
 def main(argv: list[str]) -> int:
-    from gorila.algos.dqn.builder import make_plan
-    from gorila.algos.dqn.config import DQNConfig
-    from gorila.algos.rl_config import RLConfig
+    from gorila.agents.dqn.builder import make_plan
+    from gorila.agents.dqn.config import DQNConfig
+    from gorila.agents.rl_config import RLConfig
 
     parser = command_parser("gorila bench sampling", __doc__)
     parser.add_argument("--env", default="CartPole-v1", help="Gymnasium id (ALE/Pong-v5: the Nature CNN)")

@@ -16,16 +16,16 @@ import numpy as np
 from torch import nn
 
 from gorila.actors.segment_actor import SegmentActor
+from gorila.agents.impala.loss import ImpalaLoss
+from gorila.agents.ppo.learner import PPOLearner
+from gorila.agents.ppo.loss import PPOLoss
 from gorila.bench.bare_loop import TORCH_OPTIMIZERS, pushed_rate
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.bench.sampling import bench_run_config, learner_table, measured_learner
 from gorila.config import RunConfig
 from gorila.core import Worker, WorkerFactory
 from gorila.driver.plan import Plan
-from gorila.learners.impala import ImpalaLearner
-from gorila.learners.ppo import PPOLearner
-from gorila.losses.impala import ImpalaLoss
-from gorila.losses.ppo_targets import PPOLoss
+from gorila.learners.segment_learner import SegmentLearner
 from gorila.nets.flat import FlatParams
 from gorila.params import ParameterServer
 from gorila.runtime.local import LocalService
@@ -37,7 +37,7 @@ SEGMENTS = 16
 
 
 class SegmentLearnerWorker:
-    """The plan's real learner (:class:`~gorila.learners.impala.ImpalaLearner` or its PPO subclass:
+    """The plan's real learner (a :class:`~gorila.learners.segment_learner.SegmentLearner`, IMPALA's or PPO's:
     batches taken from a trajectory queue, the gradient on the pulled parameters, pushed to the
     server) fed by an in-process queue kept full with ``SEGMENTS`` segments its actor collected first
     (its initial policy); and, in the same process, the limit: the same network, the same loss and
@@ -61,7 +61,7 @@ class SegmentLearnerWorker:
         self.segments: list[Segment] = [collector.collect() for _ in range(SEGMENTS)]
         collector.close()
         self.worker = learner(worker_id, server, queues=queues)
-        self.learner = measured_learner(self.worker, ImpalaLearner)
+        self.learner = measured_learner(self.worker, SegmentLearner)
         self.batch_size, self.pushes_per_batch = batch_size, pushes_per_batch
         self.samples_per_batch = sum(s.steps for s in self.segments[:batch_size])
         self.seq = itertools.count()
@@ -116,12 +116,12 @@ class SegmentLearnerWorker:
 
 def run(args: argparse.Namespace, names: list[str]) -> int:
     """The benchmark for ``args.algo`` (impala or ppo) on each runtime of ``names``."""
-    from gorila.algos.impala import builder as impala
-    from gorila.algos.impala.config import ImpalaConfig
-    from gorila.algos.kit import QUEUES
-    from gorila.algos.ppo import builder as ppo
-    from gorila.algos.ppo.config import PPOConfig
-    from gorila.algos.rl_config import RLConfig
+    from gorila.agents.impala import builder as impala
+    from gorila.agents.impala.config import ImpalaConfig
+    from gorila.agents.kit import QUEUES
+    from gorila.agents.ppo import builder as ppo
+    from gorila.agents.ppo.config import PPOConfig
+    from gorila.agents.rl_config import RLConfig
 
     rl = RLConfig(env=args.env, device="cpu", inference="local")
     cfg: ImpalaConfig | PPOConfig

@@ -16,8 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from gorila import validate
-from gorila.algos.lstsq.builder import make_plan
-from gorila.algos.lstsq.config import LstsqConfig
+from gorila.agents.lstsq.builder import make_plan
+from gorila.agents.lstsq.config import LstsqConfig
 from gorila.bench.machine_limit import map_limits
 from gorila.bench.report import bench_dir, write_bench_json
 from gorila.cliargs import command_parser, count_list

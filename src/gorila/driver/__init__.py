@@ -15,6 +15,6 @@
 ``saved``              ``SavedRun``: a run directory read back
 =====================  ===============================================================
 
-The driver imports no algorithm and owns no algorithm's config; builders in :mod:`gorila.algos`
-import it (the RL algorithms' shared settings are :mod:`gorila.algos.rl_config`).
+The driver imports no algorithm and owns no algorithm's config; builders in :mod:`gorila.agents`
+import it (the RL algorithms' shared settings are :mod:`gorila.agents.rl_config`).
 """

@@ -1,6 +1,6 @@
 """What an algorithm's builder hands the driver: a :class:`Plan`.
 
-The driver knows no algorithm. A builder (``gorila.algos.<name>.builder``) reads its config once
+The driver knows no algorithm. A builder (``gorila.agents.<name>.builder``) reads its config once
 and describes the run as plain data: the parameter server, the services, the worker groups built
 from small factories, how progress is judged (an :class:`Evaluation`) and the budget::
 

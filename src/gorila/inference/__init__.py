@@ -11,5 +11,5 @@ module                       what it holds
 ``policies``                 ``GreedyQPolicy``, ``SampledPolicy``: networks on a device
 ===========================  ==============================================================
 
-A plan places the server with :func:`gorila.algos.kit.inference_service`.
+A plan places the server with :func:`gorila.agents.kit.inference_service`.
 """

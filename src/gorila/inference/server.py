@@ -1,7 +1,7 @@
 """The run's inference server: batches the observations of its rollout workers, answers with actions.
 
 It is a service (one per run, on one node: its rollout workers share that node, see
-:func:`gorila.algos.kit.inference_service`): built in its process from a small factory with the
+:func:`gorila.agents.kit.inference_service`): built in its process from a small factory with the
 parameter server, it listens on a Unix socket (see :mod:`gorila.inference.channel`) and serves on
 a thread of its own, so nothing needs to step it::
 

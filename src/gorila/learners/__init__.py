@@ -1,14 +1,16 @@
-"""Learners: turn experience into gradients pushed to the parameter server (the
-:class:`~gorila.core.Learner` role), and the workers built around them.
+"""The learners several algorithms share: they turn experience into gradients pushed to the
+parameter server (the :class:`~gorila.core.Learner` role). An algorithm's own learner lives in its
+folder of :mod:`gorila.agents`.
 
 =====================  ===============================================================
 ``q_learner``          ``QLearner`` (double-Q or max-Q gradients), ``OutlierFilter``
 ``target``             ``TargetUpdate``: when the target network follows the server
-``bundle``             ``Bundle``: Gorila's bundled mode (actor + local replay + learner)
 ``replay_learner``     ``ReplayLearner``: a learner fed by the global replay's shards
-``a3c``                ``A3CWorker``: acts and computes A3C / A2C gradients in one place
-``lstsq``              ``LstsqWorker``: map and local reduce of least squares
+``segment_learner``    ``SegmentLearner``: a learner fed by a trajectory queue (IMPALA, PPO)
+``device_copy``        ``DeviceCopy``: a GPU learner's minibatches copied ahead of their use
+``straggler``          ``Straggler``: one worker's gradients made slower (lstsq, A3C)
 =====================  ===============================================================
 
-Import the module you need: ``lstsq`` workers must not pay for importing torch.
+Import the module you need: ``target`` and ``straggler`` serve processes that never import torch
+(the configs, lstsq's workers).
 """

@@ -1,1 +1,2 @@
-"""Losses and their targets as pure functions of tensors (returns, TD targets, policy-gradient losses)."""
+"""The losses and targets several algorithms share, as pure functions of tensors (the TD loss of
+the Q-learners, V-trace's targets); an algorithm's own loss lives in its folder of :mod:`gorila.agents`."""

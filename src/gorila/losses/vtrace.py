@@ -16,12 +16,17 @@ sum there. Usage::
     value_loss = 0.5 * (vs - values).pow(2).mean(); policy_loss = -(pg_adv * log_pi).mean()
 
 On policy (``log_rhos = 0``, ``rho_bar, c_bar >= 1``) ``vs`` is the bootstrapped n-step return and
-``pg_advantages`` GAE(lambda = 1).
+``pg_advantages`` GAE(lambda = 1). :func:`bootstrap_inputs` reads a segment's rewards, discounts and
+bootstrap value as V-trace and GAE take them.
 """
 
 from __future__ import annotations
 
 import torch
+from torch import nn
+
+from gorila.nets.inputs import module_device, observation_tensor
+from gorila.types import Segment
 
 
 def vtrace_targets(log_rhos: torch.Tensor, discounts: torch.Tensor, rewards: torch.Tensor, values: torch.Tensor,
@@ -56,3 +61,28 @@ def vtrace_targets(log_rhos: torch.Tensor, discounts: torch.Tensor, rewards: tor
         next_vs = torch.cat([vs[1:], bootstrap_value.unsqueeze(0)])
         pg_advantages = rhos.clamp(max=pg_rho_bar) * (rewards + discounts * next_vs - values)
     return vs, pg_advantages
+
+
+def bootstrap_inputs(net: nn.Module, segment: Segment, bootstrap: torch.Tensor | None = None
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(rewards, discounts, bootstrap_value)`` of ``segment`` as V-trace and GAE read them, without
+    gradient: a truncated step's reward gains ``discount * V(final_obs)`` and its discount becomes 0
+    (the episode's sums end with the value of where it was cut); reset slots and failed envs get
+    discount 0 too, so no return flows across them; the bootstrap is ``V(last_obs)``, given as
+    ``bootstrap`` where the caller's own forward pass computed it. Tensors are on the device of
+    ``net``'s parameters."""
+    device = module_device(net)
+    valid = torch.as_tensor(segment.valid, device=device)
+    rewards = torch.as_tensor(segment.rewards, dtype=torch.float32, device=device)
+    discounts = torch.as_tensor(segment.discounts, dtype=torch.float32, device=device)
+    cut = segment.truncated & segment.valid
+    truncated = torch.as_tensor(cut, device=device)
+    with torch.no_grad():
+        if bootstrap is None:
+            _, bootstrap = net(observation_tensor(segment.last_obs, device))
+        if cut.any():  # only the cut steps' final observations travel to the device
+            final = net(observation_tensor(segment.final_values_at(cut), device))[1]
+            rewards = rewards.clone()
+            rewards[truncated] += discounts[truncated] * final
+        discounts = torch.where(truncated | ~valid, torch.zeros_like(discounts), discounts)
+    return rewards, discounts, bootstrap

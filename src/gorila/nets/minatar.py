@@ -1,8 +1,9 @@
 """The MinAtar network of Young & Tian (2019): one small convolution over the 10×10 boolean grid.
 
 Chosen for MinAtar observations (:func:`is_grid`: ``(channels, height, width)`` booleans) as the
-Nature CNN is for Atari's stacked uint8 frames, by :func:`gorila.nets.q.make_q_network` and A3C's
-``network_for``; the inference server builds it through the same ``network_fn``.
+Nature CNN is for Atari's stacked uint8 frames, by :func:`gorila.nets.q.make_q_network` and
+:func:`gorila.nets.actor_critic_env.network_for`; the inference server builds it through the same
+``network_fn``.
 """
 
 from __future__ import annotations

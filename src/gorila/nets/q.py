@@ -1,18 +1,20 @@
-"""Pick the Q-network for an observation space."""
+"""Pick the Q-network for an observation space, and build Gorila DQN's and Ape-X's for an env from a seed."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TypeGuard
+from typing import TypeAlias, TypeGuard
 
 import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 
+from gorila.envs import env_spaces
 from gorila.errors import ConfigError
 from gorila.nets.cnn import DuelingHead, NatureCNN
 from gorila.nets.flat import FlatParams
+from gorila.nets.heads import ALGOS_FOR_BOX
 from gorila.nets.inputs import module_device, observation_tensor
 from gorila.nets.minatar import MinAtarQNetwork, is_grid, numpy_minatar
 from gorila.nets.mlp import mlp
@@ -62,6 +64,18 @@ def make_q_network(obs_space: gym.Space, n_actions: int, hidden: Sequence[int] =
     raise ConfigError("env", f"no Q-network for observations of shape {shape}: "
                              "expected (features,) or (channels, height, width)")
 
+
+
+def build_q_network(env_id: str, hidden: tuple[int, ...], seed: int, dueling: bool = False) -> nn.Module:
+    """The Q-network for ``env_id`` (:func:`make_q_network`), initialised from ``seed``: every process
+    that calls this gets the same architecture, and the driver takes initial parameters from it."""
+    observation_space, action_space = env_spaces(env_id)
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise ConfigError("env", f"dqn and apex need Discrete actions; {env_id} has {action_space} "
+                                 f"(Box actions are taken by {', '.join(ALGOS_FOR_BOX)})")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return make_q_network(observation_space, int(action_space.n), hidden, dueling)
 
 def _linear_widths(layers: nn.Module, relu_after_last: bool = False) -> tuple[int, ...] | None:
     """The widths ``(input, outputs...)`` of an ``nn.Sequential`` of ``nn.Linear`` layers with a ReLU
@@ -167,6 +181,11 @@ class TorchQNetwork:
 def greedy_policy(net: nn.Module) -> Callable[[np.ndarray], np.ndarray]:
     """Batch of observations -> argmax-Q actions (for acting and for evaluation)."""
     return GreedyQ(net)
+
+
+#: ``(network_fn, policy_fn)`` of a Q-learning algorithm (Gorila DQN, Ape-X): what its builder's
+#: ``evaluation_policy`` returns.
+QEvaluationPolicy: TypeAlias = tuple[Callable[[], nn.Module], Callable[[nn.Module], Callable[[np.ndarray], np.ndarray]]]
 
 
 class GreedyQ:

@@ -1,7 +1,7 @@
 """``gorila simulate --calibrate``: measure this machine's costs for the simulator.
 
-* **compute**: the real workers' gradients (:class:`~gorila.learners.lstsq.LstsqWorker`,
-  :class:`~gorila.learners.a3c.A3CWorker`, built from their algorithms' plans as a run builds
+* **compute**: the real workers' gradients (:class:`~gorila.agents.lstsq.learner.LstsqWorker`,
+  :class:`~gorila.agents.a3c.learner.A3CWorker`, built from their algorithms' plans as a run builds
   them), timed in ``k`` processes computing at once for ``k`` = 1 and the machine's CPUs, so the
   samples carry what concurrent workers share (cores, caches, memory bandwidth);
 * **apply**: :meth:`ParameterShard.push` of a gradient in process, per optimizer and size (the
@@ -61,14 +61,14 @@ def _worker(algo: str, workers: int, worker_id: int) -> tuple[Worker, Plan]:
 
     run = RunConfig(algo=algo, mode="async", runtime="local")
     if algo == "lstsq":
-        from gorila.algos.lstsq.builder import make_plan as make_lstsq_plan
-        from gorila.algos.lstsq.config import LstsqConfig
+        from gorila.agents.lstsq.builder import make_plan as make_lstsq_plan
+        from gorila.agents.lstsq.config import LstsqConfig
 
         plan = make_lstsq_plan(run, LstsqConfig(workers=workers, **LSTSQ))
     else:
-        from gorila.algos.a3c.builder import make_plan
-        from gorila.algos.a3c.config import A3CConfig
-        from gorila.algos.rl_config import RLConfig
+        from gorila.agents.a3c.builder import make_plan
+        from gorila.agents.a3c.config import A3CConfig
+        from gorila.agents.rl_config import RLConfig
 
         plan = make_plan(run, A3CConfig(workers=workers), RLConfig(env="CartPole-v1", device="cpu"))
     shards = LocalShards(plan.spec, plan.initial_params(), 60.0)

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from gorila import validate
-from gorila.algos.registry import ALGORITHMS
+from gorila.agents.registry import ALGORITHMS
 from gorila.cliargs import command_parser
 from gorila.errors import ConfigError
 from gorila.params.rule import MODE_KNOBS, MODES

@@ -37,7 +37,15 @@ MOVED = {"gorila.envs.vector:Transitions": "gorila.types:Transitions",
          "gorila.envs.vector:Episode": "gorila.types:Episode",
          "gorila.trajectory.segment:Segment": "gorila.types:Segment",
          "gorila.replay.storage:Batch": "gorila.types:Batch",
-         "gorila.params.optim:LinearDecay": "gorila.params.learning_rate:LinearDecay"}
+         "gorila.params.optim:LinearDecay": "gorila.params.learning_rate:LinearDecay",
+         "gorila.algos.a3c.networks:GreedyPolicy": "gorila.nets.actor_critic_env:GreedyPolicy",
+         "gorila.learners.impala:ImpalaLearner": "gorila.agents.impala.learner:ImpalaLearner",
+         "gorila.losses.impala:ImpalaLoss": "gorila.agents.impala.loss:ImpalaLoss",
+         "gorila.learners.ppo:PPOLearner": "gorila.agents.ppo.learner:PPOLearner",
+         "gorila.losses.ppo_targets:PPOLoss": "gorila.agents.ppo.loss:PPOLoss",
+         "gorila.learners.a3c:A3CWorker": "gorila.agents.a3c.learner:A3CWorker",
+         "gorila.losses.a3c:A3CLoss": "gorila.agents.a3c.loss:A3CLoss",
+         "gorila.learners.bundle:Bundle": "gorila.agents.dqn.bundle:Bundle"}
 
 
 def plain_key(value: Any, where: str) -> Any:

@@ -1,50 +1,58 @@
-"""A learner worker fed by a trajectory queue: IMPALA's V-trace learner on the parameter server."""
+"""A learner fed by a trajectory queue: what IMPALA's and PPO's learners share (the queue's
+requests, the batch held, the policy lag and the report); each algorithm says how it learns from
+a batch."""
 
 from __future__ import annotations
 
 import collections
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 from torch import nn
 
 from gorila.errors import WorkerTimeoutError
 from gorila.learners.replay_learner import lag_bins
-from gorila.losses.impala import ImpalaLoss
 from gorila.nets.flat import FlatParams
 from gorila.params import ParameterServer
 from gorila.reply import Pending
 from gorila.trajectory import RemoteQueue
 from gorila.types import Segment
 
+L = TypeVar("L")
 
-class ImpalaLearner:
+
+class SegmentLearner(Generic[L]):
     """A worker: each ``step()`` takes segments from its queue and, once it holds ``batch_size`` of
-    them, computes the V-trace gradient on the parameters it pulled and pushes it::
+    them, learns from them (:meth:`_learn`, the algorithm's part: its gradients pushed to the server
+    with ``loss``)::
 
-        factory = functools.partial(ImpalaLearner, network_fn=network_fn, loss=ImpalaLoss(gamma=0.99),
-                                    queues=[RemoteQueue(e) for e in endpoints], batch_size=4)
-        worker = factory(worker_id, server); worker.step(); worker.report()
+        class ImpalaLearner(SegmentLearner[ImpalaLoss]):
+            def _learn(self, batch): ...       # pull, gradient, push; then self._count_lag(batch, version)
 
-    Learner j takes from queue ``j % len(queues)``, with one request in flight while it computes. It
-    sends its version with each request, so the queue drops segments older than ``--max-policy-lag``.
-    An empty queue answers None: the step says it is blocked (the runtime backs off); empty for
-    longer than the server's timeout, it is a :class:`WorkerTimeoutError`. ``policy_lag`` counts the
-    env steps of the batches it learnt from by how many versions the server had moved on since they
-    were acted (bins of :func:`~gorila.learners.replay_learner.lag_bins`).
+        worker = ImpalaLearner(worker_id, server, network_fn=network_fn, loss=ImpalaLoss(gamma=0.99),
+                               queues=[RemoteQueue(e) for e in endpoints], batch_size=4)
+        worker.step(); worker.report()
 
-    A step without a whole batch pushes nothing, so under a barrier (``--mode sync``) learners in
-    processes of their own could end a chunk with different numbers of pushes, one waiting at the
-    barrier for a push only the other's next chunk would make: the builders refuse that setting.
+    Learner j takes from queue ``j % len(queues)``, with one request in flight while it learns (a
+    subclass's :meth:`_learn` sends it first). It sends its version with each request, so the queue
+    drops segments older than ``--max-policy-lag``. An empty queue answers None: the step says it is
+    blocked (the runtime backs off); empty for longer than the server's timeout, it is a
+    :class:`WorkerTimeoutError`. ``policy_lag`` counts the env steps of the batches it learnt from by
+    how many versions the server had moved on since they were acted (bins of
+    :func:`~gorila.learners.replay_learner.lag_bins`). The report carries the loss's ``REPORTED``
+    figures of the last gradient.
 
     On ``device="cuda"`` (``--device cuda``) the network and the loss's tensors live on the GPU; the
     parameters pulled and the gradient pushed cross to it and back once per push.
     """
 
+    #: The figures of the loss's last ``info`` a report carries.
+    REPORTED: ClassVar[tuple[str, ...]] = ("loss", "entropy")
+
     def __init__(self, worker_id: int, server: ParameterServer, *, network_fn: Callable[[], nn.Module],
-                 loss: ImpalaLoss, queues: list[RemoteQueue], batch_size: int, device: str = "cpu"):
+                 loss: L, queues: list[RemoteQueue], batch_size: int, device: str = "cpu"):
         self.net = network_fn().to(device)  # before FlatParams, whose buffers live where the parameters do
         self.flat = FlatParams(self.net)
         self.loss, self.batch_size = loss, batch_size
@@ -62,7 +70,7 @@ class ImpalaLearner:
         self.last_info: dict[str, float] = {}
 
     def step(self) -> bool:
-        """One gradient when a whole batch is held; False while the queue is empty."""
+        """Learns once a whole batch is held; False while the queue is empty."""
         began = time.perf_counter()
         sent_earlier = self.request is not None
         if self.request is None:
@@ -91,20 +99,18 @@ class ImpalaLearner:
         return taken is not None
 
     def _learn(self, batch: Segment) -> None:
-        params, version = self.client.params(), self.client.version
-        # the next batch is asked for while this one is learnt from
-        self.request = self.queue.take(self.batch_size, version)
-        self.flat.set(params)
-        grad, self.last_info = self.loss.gradients(self.net, batch, self.flat)
-        self.client.push(grad, wait=self.client.barrier)
-        self.pushes += 1
+        """Learn from ``batch``: the algorithm's gradients, pushed; asks the queue for the next batch
+        first (``self.request``) and ends with :meth:`_count_lag`."""
+        raise NotImplementedError
+
+    def _count_lag(self, batch: Segment, version: int) -> None:
+        """Count ``batch``'s env steps by how far ``version`` (the one it was learnt on) had moved on."""
         lag = np.maximum(version - batch.policy_version[batch.valid], 0)
         self.lag_sum += int(lag.sum())
         self.policy_lag.update(lag_bins(lag).tolist())
 
     def report(self) -> dict[str, Any]:
-        return {"updates_pushed": self.pushes, "loss": self.last_info.get("loss"),
-                "entropy": self.last_info.get("entropy"), "rho_mean": self.last_info.get("rho_mean"),
+        return {"updates_pushed": self.pushes, **{key: self.last_info.get(key) for key in self.REPORTED},
                 "version": self.client.version, "learner_wait_s": self.wait_s,
                 "wait_fraction": self.wait_s / self.time_s if self.time_s else None,
                 "policy_lag": dict(self.policy_lag),

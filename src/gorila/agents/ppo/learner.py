@@ -1,4 +1,4 @@
-"""A PPO / APPO learner: IMPALA's queue-fed learner, several epochs of minibatches per batch."""
+"""A PPO / APPO learner: a queue-fed learner that runs several epochs of minibatches per batch."""
 
 from __future__ import annotations
 
@@ -7,15 +7,14 @@ from collections.abc import Callable
 import numpy as np
 from torch import nn
 
-from gorila.learners.impala import ImpalaLearner
-from gorila.learners.replay_learner import lag_bins
-from gorila.losses.ppo_targets import PPOLoss
+from gorila.agents.ppo.loss import PPOLoss
+from gorila.learners.segment_learner import SegmentLearner
 from gorila.params import ParameterServer
 from gorila.trajectory import RemoteQueue
 from gorila.types import Segment
 
 
-class PPOLearner(ImpalaLearner):
+class PPOLearner(SegmentLearner[PPOLoss]):
     """A worker: once it holds ``batch_size`` segments (with ``--mode sync``, one per actor), it
     computes their advantages and returns on the parameters it pulled, then runs ``epochs`` passes
     of ``minibatches`` shuffled minibatches, each gradient pushed and waited for, so that the next
@@ -30,15 +29,11 @@ class PPOLearner(ImpalaLearner):
     The ratio's denominator is the behaviour policy's log-probabilities carried by the segments.
     """
 
-    # ImpalaLearner's queue plumbing with PPO's loss: ImpalaLearner calls its loss only in _learn,
-    # which this class replaces, so the loss types differ here and where it is handed over.
-    loss: PPOLoss  # type: ignore[assignment]
-
     def __init__(self, worker_id: int, server: ParameterServer, *, network_fn: Callable[[], nn.Module],
                  loss: PPOLoss, queues: list[RemoteQueue], batch_size: int, epochs: int, minibatches: int,
                  seed: int, device: str = "cpu") -> None:
-        super().__init__(worker_id, server, network_fn=network_fn, loss=loss,  # type: ignore[arg-type]
-                         queues=queues, batch_size=batch_size, device=device)
+        super().__init__(worker_id, server, network_fn=network_fn, loss=loss, queues=queues, batch_size=batch_size,
+                         device=device)
         self.epochs, self.minibatches = epochs, minibatches
         self.rng = np.random.default_rng(seed + 1000 * worker_id)
 
@@ -53,6 +48,4 @@ class PPOLearner(ImpalaLearner):
                 grad, self.last_info = self.loss.gradient(self.net, self.flat, targets.select(idx))
                 self.client.push(grad, wait=True)
                 self.pushes += 1
-        lag = np.maximum(version - batch.policy_version[batch.valid], 0)
-        self.lag_sum += int(lag.sum())
-        self.policy_lag.update(lag_bins(lag).tolist())
+        self._count_lag(batch, version)

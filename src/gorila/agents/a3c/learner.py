@@ -14,11 +14,11 @@ from torch import nn
 
 from gorila.actors.rollout import RolloutWorker
 from gorila.actors.tally import ExperienceTally
+from gorila.agents.a3c.loss import A3CLoss, Rollout
 from gorila.envs.normalize import Normalization, Statistics, actor_runner
 from gorila.envs.spec import EnvSpec
 from gorila.learners.replay_learner import lag_bins
 from gorila.learners.straggler import Straggler
-from gorila.losses.a3c import A3CLoss, Rollout
 from gorila.nets.flat import FlatParams, soft_update
 from gorila.nets.heads import ActionHead
 from gorila.nets.numpy_policy import PolicySampler

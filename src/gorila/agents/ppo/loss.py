@@ -14,10 +14,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from gorila.losses.gae import gae
-from gorila.losses.impala import bootstrap_inputs
-from gorila.losses.ppo import ppo_loss
-from gorila.losses.vtrace import vtrace_targets
+from gorila.agents.ppo.gae import gae
+from gorila.agents.ppo.surrogate import ppo_loss
+from gorila.losses.vtrace import bootstrap_inputs, vtrace_targets
 from gorila.nets.flat import FlatParams
 from gorila.nets.heads import ActionHead
 from gorila.nets.inputs import module_device, observation_tensor

@@ -1,21 +1,54 @@
-"""Which algorithms ``gorila train --algo`` knows: each has its config classes and a builder.
+"""Which algorithms ``gorila train --algo`` knows: each folder of :mod:`gorila.agents` hands the
+registry one :class:`Builder`, imported here by name.
 
-Imports are lazy so that, say, ``--algo lstsq`` never imports torch.
+A builder's config classes come with it; its builder module (torch) only once a run asks for a plan,
+so that, say, ``--algo lstsq`` or ``gorila --help`` never imports torch.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from gorila.agents.a3c import A3C
+from gorila.agents.apex import APEX
+from gorila.agents.dqn import DQN
+from gorila.agents.impala import IMPALA
+from gorila.agents.lstsq import LSTSQ
+from gorila.agents.ppo import PPO
+from gorila.agents.rl_config import RLConfig
 from gorila.config import LEARNER_OWNED, default_server
+from gorila.errors import ConfigError
 
-if TYPE_CHECKING:  # the builders' modules import torch: loaded only when a run asks for one
+if TYPE_CHECKING:  # the plan's module belongs to the driver: a run loads it when it builds one
     from gorila.driver.plan import Plan
 
-_RL = "gorila.algos.rl_config:RLConfig"
+
+class Builder(Protocol):
+    """What the registry needs of an algorithm; ``agents/<name>/__init__.py`` exposes one::
+
+        IMPALA.name, IMPALA.config_classes       # "impala", (ImpalaConfig, RLConfig): make_plan's
+                                                 # arguments after the RunConfig, in order
+        plan = IMPALA.make_plan(run, ImpalaConfig(), RLConfig())
+        network_fn, policy_fn = IMPALA.evaluation_policy(run, cfg, rl)   # what ``gorila eval`` plays
+        DQN.check(cfg, rl)                       # a ConfigError where the configs disagree
+
+    The functions are attributes that may be None (``evaluation_policy`` of lstsq, whose data are
+    synthetic; ``check`` where the configs cannot disagree), and each algorithm types its own with
+    its own config classes.
+    """
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def config_classes(self) -> tuple[type, ...]: ...
+    @property
+    def make_plan(self) -> Callable[..., Plan]: ...
+    @property
+    def evaluation_policy(self) -> Callable[..., tuple[Any, Any]] | None: ...
+    @property
+    def check(self) -> Callable[..., None] | None: ...
 
 
 class MainConfig(Protocol):
@@ -32,24 +65,25 @@ class MainRLConfig(MainConfig, Protocol):
 
 @dataclass(frozen=True)
 class Algorithm:
-    """An algorithm as the CLI and the Python API see it::
+    """An algorithm as the CLI and the Python API see it: its :class:`Builder` and what follows from it::
 
         algo = ALGORITHMS["a3c"]
         configs = [cls() for cls in algo.config_classes()]       # A3CConfig(), RLConfig()
         plan = algo.plan_fn()(run_config, *configs)              # then gorila.driver.loop.run
     """
 
-    name: str
-    configs: tuple[str, ...]  # "module:Class" of each config, in make_plan's argument order after RunConfig
-    builder: str  # the module with make_plan(run, *configs) and, for RL, evaluation_policy(run, *configs)
-    checks: str | None = None  # "module:function" checking the configs together, before anything starts
+    builder: Builder
+
+    @property
+    def name(self) -> str:
+        return self.builder.name
 
     @property
     def is_rl(self) -> bool:
-        return _RL in self.configs
+        return RLConfig in self.builder.config_classes
 
     def config_classes(self) -> list[type]:
-        return [_load(path) for path in self.configs]
+        return list(self.builder.config_classes)
 
     def flag_defaults(self) -> dict:
         """The run's settings whose default the algorithm decides, as its help shows them: the
@@ -79,18 +113,18 @@ class Algorithm:
         disagree (a setting of the RL config that the algorithm's own settings rule out)."""
         if self.is_rl:
             configs[-1].check_algorithm(self.name)
-        if self.checks is not None:
-            _load(self.checks)(*configs)
+        if self.builder.check is not None:
+            self.builder.check(*configs)
 
     def plan_fn(self) -> Callable[..., Plan]:
         """``(run, *configs) -> Plan``: the builder's ``make_plan``."""
-        plan: Callable[..., Plan] = _load(f"{self.builder}:make_plan")
-        return plan
+        return self.builder.make_plan
 
     def policy_fn(self) -> Callable[..., tuple[Any, Any]]:
         """``(run, *configs) -> (network_fn, policy_fn)``: what ``gorila eval`` plays."""
-        policy: Callable[..., tuple[Any, Any]] = _load(f"{self.builder}:evaluation_policy")
-        return policy
+        if self.builder.evaluation_policy is None:
+            raise ConfigError("algo", f"{self.name} has no policy to play")
+        return self.builder.evaluation_policy
 
     def label(self, configs: list) -> str:
         """What a run directory is named after besides the algorithm, before its plan is built (the
@@ -98,17 +132,4 @@ class Algorithm:
         return configs[-1].env if self.is_rl else "synthetic"
 
 
-def _load(path: str) -> Any:
-    module, _, attr = path.partition(":")
-    return getattr(importlib.import_module(module), attr)
-
-
-ALGORITHMS = {
-    "lstsq": Algorithm("lstsq", ("gorila.algos.lstsq.config:LstsqConfig",), "gorila.algos.lstsq.builder"),
-    "a3c": Algorithm("a3c", ("gorila.algos.a3c.config:A3CConfig", _RL), "gorila.algos.a3c.builder"),
-    "dqn": Algorithm("dqn", ("gorila.algos.dqn.config:DQNConfig", _RL), "gorila.algos.dqn.builder",
-                     checks="gorila.algos.dqn.config:check_settings"),
-    "apex": Algorithm("apex", ("gorila.algos.apex.config:ApexConfig", _RL), "gorila.algos.apex.builder"),
-    "impala": Algorithm("impala", ("gorila.algos.impala.config:ImpalaConfig", _RL), "gorila.algos.impala.builder"),
-    "ppo": Algorithm("ppo", ("gorila.algos.ppo.config:PPOConfig", _RL), "gorila.algos.ppo.builder"),
-}
+ALGORITHMS = {builder.name: Algorithm(builder) for builder in (LSTSQ, A3C, DQN, APEX, IMPALA, PPO)}

@@ -1,4 +1,5 @@
-"""A3C's networks: the actor-critic for an env, the server's learning rates, a greedy policy.
+"""The actor-critic algorithms' networks (A3C, IMPALA, PPO): the actor-critic for an env, the server's
+learning rates, a greedy policy.
 
 All module-level and picklable, so a builder can hand them to workers in other processes::
 

@@ -9,27 +9,23 @@ With ``--inference central`` the actors hold no network: they step their envs in
 groups and the run's inference server chooses every action (greedy, batched, refreshed every
 --actor-refresh batches); the actor adds ε. Their rows enter replay with the largest priority so far.
 
-This is where :class:`~gorila.algos.apex.config.ApexConfig` is read.
+This is where :class:`~gorila.agents.apex.config.ApexConfig` is read.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
 from dataclasses import asdict
 
 import gymnasium as gym
-import numpy as np
 import psutil  # type: ignore[import-untyped]  # psutil ships no type hints
-from torch import nn
 
 from gorila.actors import ExplorationSchedule, QActorSpec
 from gorila.actors.nstep import NStepReturns
 from gorila.actors.rollout import CentralQActorSpec
-from gorila.algos.apex.config import ApexConfig
-from gorila.algos.dqn.networks import build_q_network
-from gorila.algos.kit import (
+from gorila.agents.apex.config import ApexConfig
+from gorila.agents.kit import (
     ACTOR_NICE,
     CHUNK_SECONDS,
     INFERENCE,
@@ -41,11 +37,11 @@ from gorila.algos.kit import (
     q_learner,
     rl_plan,
 )
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan
 from gorila.envs.spec import EnvSpec
-from gorila.nets.q import greedy_policy, numpy_q_network
+from gorila.nets.q import QEvaluationPolicy, build_q_network, greedy_policy, numpy_q_network
 from gorila.replay import Prioritization, RateLimiter, ShardedReplaySpec, check_replay_memory
 
 STEPS_PER_CHUNK = 20
@@ -117,7 +113,6 @@ def _limiter(cfg: ApexConfig) -> RateLimiter:
     return RateLimiter.sample_to_insert_ratio(cfg.samples_per_insert, min_size, error_buffer)
 
 
-def evaluation_policy(run: RunConfig, cfg: ApexConfig, rl: RLConfig
-                      ) -> tuple[Callable[[], nn.Module], Callable[[nn.Module], Callable[[np.ndarray], np.ndarray]]]:
+def evaluation_policy(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> QEvaluationPolicy:
     """``(network_fn, policy_fn)`` for evaluation and ``gorila eval``: the architecture and its greedy policy."""
     return functools.partial(build_q_network, rl.env, cfg.hidden, run.seed, cfg.dueling), greedy_policy

@@ -1,7 +1,7 @@
 """The builder kit: the parts of a plan that the RL algorithms' builders share.
 
 A builder reads its own config and composes these; none of them reads a config object of an
-algorithm, only the :class:`~gorila.algos.rl_config.RLConfig` every RL algorithm shares and explicit
+algorithm, only the :class:`~gorila.agents.rl_config.RLConfig` every RL algorithm shares and explicit
 arguments::
 
     network_fn = functools.partial(build_q_network, rl.env, cfg.hidden, run.seed)
@@ -33,12 +33,13 @@ from torch import nn
 from gorila.actors import ExplorationSchedule, QActorSpec, ReplayActor
 from gorila.actors.nstep import NStepReturns
 from gorila.actors.rollout import CentralQActorSpec
-from gorila.algos.rl_config import ONE_A_SECOND, RLConfig, resolve_device
+from gorila.agents.rl_config import ONE_A_SECOND, RLConfig, resolve_device
 from gorila.config import RunConfig
 from gorila.core import ReplayClient
 from gorila.driver.plan import Budget, Plan, ServiceSpec, WorkerSpec
 from gorila.driver.policy_evaluation import PolicyEvaluation
 from gorila.envs.spec import EnvSpec
+from gorila.errors import ConfigError
 from gorila.inference.batching import BatchingRule
 from gorila.inference.policies import GreedyQPolicy, SampledPolicy
 from gorila.inference.server import InferencePolicy, InferenceServer
@@ -121,7 +122,7 @@ def rl_plan(run: RunConfig, rl: RLConfig, *, algo: str, net: nn.Module, network_
 
     ``eval_epsilon`` is the algorithm's evaluation ε, used unless ``--eval-epsilon`` is given;
     ``eval_every_s`` its evaluation cadence on Ray, unless ``--eval-every-s`` is given (on the
-    local runtime :data:`~gorila.algos.rl_config.ONE_A_SECOND`);
+    local runtime :data:`~gorila.agents.rl_config.ONE_A_SECOND`);
     ``config`` the algorithm's own settings for ``config.json`` (the RL settings are added);
     ``eval_numpy`` the network's greedy policy in numpy, where it has a numpy twin (a plain Q-network's,
     :func:`gorila.nets.q.numpy_q_network`, or an actor-critic's policy head,
@@ -280,6 +281,15 @@ def owned_learners(groups: list[WorkerSpec], run: RunConfig, spec: ServerSpec, l
     """``groups`` with the learner group's factory given to :func:`learner_factory`."""
     return [replace(group, factory=learner_factory(group.factory, run, spec, learners)) if group.name == "learner"
             else group for group in groups]
+
+
+def check_sync_learners(run: RunConfig, learners: int) -> None:
+    """Several queue-fed learners under a barrier need the local runtime: in processes of their own a
+    learner whose queue ran dry ends its chunk with fewer pushes, and another waits at the barrier
+    for a push that never comes in time (see :class:`~gorila.agents.impala.learner.ImpalaLearner`)."""
+    if run.rule(num_workers=learners).barrier and learners > 1 and run.runtime != "local":
+        raise ConfigError("learners", "--mode sync with several learners runs on --runtime local only; "
+                                      "use one learner (it takes every actor's segments) or --mode async")
 
 
 def trajectory_groups(actor: Callable[..., Any], learner: Callable[..., Any], actors: int, learners: int,

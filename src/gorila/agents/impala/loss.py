@@ -16,36 +16,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from gorila.losses.vtrace import vtrace_targets
+from gorila.losses.vtrace import bootstrap_inputs, vtrace_targets
 from gorila.nets.flat import FlatParams
 from gorila.nets.heads import ActionHead
 from gorila.nets.inputs import module_device, observation_tensor
 from gorila.types import Segment
-
-
-def bootstrap_inputs(net: nn.Module, segment: Segment, bootstrap: torch.Tensor | None = None
-                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(rewards, discounts, bootstrap_value)`` of ``segment`` as V-trace and GAE read them, without
-    gradient: a truncated step's reward gains ``discount * V(final_obs)`` and its discount becomes 0
-    (the episode's sums end with the value of where it was cut); reset slots and failed envs get
-    discount 0 too, so no return flows across them; the bootstrap is ``V(last_obs)``, given as
-    ``bootstrap`` where the caller's own forward pass computed it. Tensors are on the device of
-    ``net``'s parameters."""
-    device = module_device(net)
-    valid = torch.as_tensor(segment.valid, device=device)
-    rewards = torch.as_tensor(segment.rewards, dtype=torch.float32, device=device)
-    discounts = torch.as_tensor(segment.discounts, dtype=torch.float32, device=device)
-    cut = segment.truncated & segment.valid
-    truncated = torch.as_tensor(cut, device=device)
-    with torch.no_grad():
-        if bootstrap is None:
-            _, bootstrap = net(observation_tensor(segment.last_obs, device))
-        if cut.any():  # only the cut steps' final observations travel to the device
-            final = net(observation_tensor(segment.final_values_at(cut), device))[1]
-            rewards = rewards.clone()
-            rewards[truncated] += discounts[truncated] * final
-        discounts = torch.where(truncated | ~valid, torch.zeros_like(discounts), discounts)
-    return rewards, discounts, bootstrap
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ no component receives it whole.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from gorila import validate
 from gorila.actors.exploration import ExplorationSchedule
@@ -17,9 +17,6 @@ from gorila.learners.target import TargetUpdate
 from gorila.losses.kinds import LOSS_KINDS, TARGET_KINDS
 from gorila.replay.shard import REPLAY_PLACEMENTS
 from gorila.validate import MAX_PROCESSES
-
-if TYPE_CHECKING:
-    from gorila.algos.rl_config import RLConfig
 
 REPLAY_MODES = ("local", "global")
 
@@ -140,12 +137,3 @@ class DQNConfig:
         if self.eps_alpha is not None:
             return ExplorationSchedule.per_actor(self.actors, alpha=self.eps_alpha)
         return ExplorationSchedule.annealed(self.eps_start, self.eps_end, self.eps_decay_updates)
-
-
-def check_settings(cfg: DQNConfig, rl: RLConfig) -> None:
-    """What DQN's settings and the RL settings must agree on (:meth:`Algorithm.check`): bundles
-    read their parameters with their own client, so a parameter cache serves global replay's
-    actors only."""
-    if cfg.replay == "local" and rl.param_cache != "none":
-        raise ConfigError("param_cache", "serves the actors of --replay global; bundles read the server with "
-                                         "their learner's own client")

@@ -1,7 +1,7 @@
 """Build Gorila DQN's plan: the network, the server, and bundles or actors + replay + learners.
 
-This is where :class:`~gorila.algos.dqn.config.DQNConfig` is read; every component gets explicit
-arguments and value objects built here, from the parts of :mod:`gorila.algos.kit`.
+This is where :class:`~gorila.agents.dqn.config.DQNConfig` is read; every component gets explicit
+arguments and value objects built here, from the parts of :mod:`gorila.agents.kit`.
 """
 
 from __future__ import annotations
@@ -11,16 +11,15 @@ from collections.abc import Callable
 from dataclasses import asdict
 
 import gymnasium as gym
-import numpy as np
 import psutil  # type: ignore[import-untyped]  # psutil ships no type hints
 from torch import nn
 
 from gorila.actors import QActorSpec
 from gorila.actors.nstep import NStepReturns
 from gorila.actors.rollout import CentralQActorSpec
-from gorila.algos.dqn.config import DQNConfig
-from gorila.algos.dqn.networks import build_q_network
-from gorila.algos.kit import (
+from gorila.agents.dqn.bundle import Bundle
+from gorila.agents.dqn.config import DQNConfig
+from gorila.agents.kit import (
     CHUNK_SECONDS,
     INFERENCE,
     REPLAY_TRAFFIC,
@@ -32,13 +31,12 @@ from gorila.algos.kit import (
     q_learner,
     rl_plan,
 )
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, WorkerSpec
 from gorila.envs.spec import EnvSpec
 from gorila.errors import ConfigError
-from gorila.learners.bundle import Bundle
-from gorila.nets.q import greedy_policy, numpy_q_network
+from gorila.nets.q import QEvaluationPolicy, build_q_network, greedy_policy, numpy_q_network
 from gorila.replay import ShardedReplaySpec, check_replay_memory
 
 # Driver steps per chunk: an actor's or learner's step takes a few milliseconds, so a chunk lasts
@@ -128,7 +126,6 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
                 histograms=("learner.policy_lag",))
 
 
-def evaluation_policy(run: RunConfig, cfg: DQNConfig, rl: RLConfig
-                      ) -> tuple[Callable[[], nn.Module], Callable[[nn.Module], Callable[[np.ndarray], np.ndarray]]]:
+def evaluation_policy(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> QEvaluationPolicy:
     """``(network_fn, policy_fn)`` for ``gorila eval``: the architecture and its greedy policy."""
     return network(run, cfg, rl), greedy_policy

@@ -5,7 +5,8 @@
        ▲ pull every --actor-refresh segments   back-pressure) --max-policy-lag)  ▼
        └──────────────────────────────────── parameter server ◄──────────────────┘
 
-This is where :class:`~gorila.algos.impala.config.ImpalaConfig` is read; networks are A3C's.
+This is where :class:`~gorila.agents.impala.config.ImpalaConfig` is read; the networks are the actor-critics' of
+:mod:`gorila.nets.actor_critic_env`.
 """
 
 from __future__ import annotations
@@ -14,25 +15,25 @@ import functools
 from dataclasses import asdict
 
 from gorila.actors.segment_actor import SegmentActor
-from gorila.algos.a3c.networks import EvaluationPolicy, evaluation_policy_for
-from gorila.algos.impala.config import ImpalaConfig
-from gorila.algos.kit import (
+from gorila.agents.impala.config import ImpalaConfig
+from gorila.agents.impala.learner import ImpalaLearner
+from gorila.agents.impala.loss import ImpalaLoss
+from gorila.agents.kit import (
     ACTOR_TIME,
     QUEUES,
+    check_sync_learners,
     learner_factory,
     rl_plan,
     sampled_inference,
     shipped_network_fn,
     trajectory_groups,
 )
-from gorila.algos.rl_config import RLConfig, resolve_device
+from gorila.agents.rl_config import RLConfig, resolve_device
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, ServiceSpec
 from gorila.envs.make import env_spaces
 from gorila.envs.spec import EnvSpec
-from gorila.errors import ConfigError
-from gorila.learners.impala import ImpalaLearner
-from gorila.losses.impala import ImpalaLoss
+from gorila.nets.actor_critic_env import EvaluationPolicy, evaluation_policy_for
 from gorila.nets.numpy_policy import numpy_policy
 from gorila.trajectory import TrajectoryQueue
 
@@ -79,15 +80,6 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
         services=(ServiceSpec(QUEUES, queue, cfg.learners), *inference),
         processes=cfg.actors + 2 * cfg.learners + len(inference), chunk_steps=lambda updates: STEPS_PER_CHUNK,
         metrics=METRICS, histograms=("learner.policy_lag",), normalized=("actor",) if normalize is not None else ())
-
-
-def check_sync_learners(run: RunConfig, learners: int) -> None:
-    """Several queue-fed learners under a barrier need the local runtime: in processes of their own a
-    learner whose queue ran dry ends its chunk with fewer pushes, and another waits at the barrier
-    for a push that never comes in time (see :class:`~gorila.learners.impala.ImpalaLearner`)."""
-    if run.rule(num_workers=learners).barrier and learners > 1 and run.runtime != "local":
-        raise ConfigError("learners", "--mode sync with several learners runs on --runtime local only; "
-                                      "use one learner (it takes every actor's segments) or --mode async")
 
 
 def evaluation_policy(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> EvaluationPolicy:

@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from gorila.algos.lstsq.config import LstsqConfig
+from gorila.agents.lstsq.config import LstsqConfig
+from gorila.agents.lstsq.learner import LstsqWorker
 from gorila.config import RunConfig
 from gorila.core import Runtime, ShardGroup, WorkerGroup
 from gorila.driver.plan import Budget, Plan, Score, WorkerSpec
 from gorila.envs.least_squares import LeastSquares, Moments
-from gorila.learners.lstsq import LstsqWorker
 
 
 class LossEvaluation:

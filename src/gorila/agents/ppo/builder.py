@@ -10,7 +10,8 @@ the local runtime the groups' turns make the rounds, on Ray each actor waits, be
 segment, for the server to be ``--epochs`` x ``--minibatches`` updates past its last one); any
 other mode is APPO (V-trace advantages under the clip, segments of older policies corrected by
 pi / mu, actors never waiting, their lag bounded by ``--max-policy-lag``). This is where
-:class:`~gorila.algos.ppo.config.PPOConfig` is read; networks are A3C's.
+:class:`~gorila.agents.ppo.config.PPOConfig` is read; the networks are the actor-critics' of
+:mod:`gorila.nets.actor_critic_env`.
 """
 
 from __future__ import annotations
@@ -20,27 +21,27 @@ import math
 from dataclasses import asdict
 
 from gorila.actors.segment_actor import SegmentActor
-from gorila.algos.a3c.networks import EvaluationPolicy, evaluation_policy_for
-from gorila.algos.impala.builder import check_sync_learners
-from gorila.algos.kit import (
+from gorila.agents.kit import (
     ACTOR_TIME,
     CHUNK_SECONDS,
     QUEUES,
+    check_sync_learners,
     learner_factory,
     rl_plan,
     sampled_inference,
     shipped_network_fn,
     trajectory_groups,
 )
-from gorila.algos.ppo.config import PPOConfig
-from gorila.algos.rl_config import RLConfig, resolve_device
+from gorila.agents.ppo.config import PPOConfig
+from gorila.agents.ppo.learner import PPOLearner
+from gorila.agents.ppo.loss import PPOLoss
+from gorila.agents.rl_config import RLConfig, resolve_device
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, ServiceSpec
 from gorila.envs.make import env_spaces
 from gorila.envs.spec import EnvSpec
 from gorila.errors import ConfigError
-from gorila.learners.ppo import PPOLearner
-from gorila.losses.ppo_targets import PPOLoss
+from gorila.nets.actor_critic_env import EvaluationPolicy, evaluation_policy_for
 from gorila.nets.numpy_policy import numpy_policy
 from gorila.params import UpdateRule
 from gorila.params.learning_rate import LinearDecay

@@ -1,8 +1,8 @@
 """Build the A3C / A2C plan: the same workers under every update rule.
 
-This is where :class:`~gorila.algos.a3c.config.A3CConfig` is read; the workers get explicit
-arguments (an :class:`~gorila.losses.a3c.A3CLoss`, an :class:`~gorila.envs.spec.EnvSpec`), and the
-plan is composed from the parts of :mod:`gorila.algos.kit`.
+This is where :class:`~gorila.agents.a3c.config.A3CConfig` is read; the workers get explicit
+arguments (an :class:`~gorila.agents.a3c.loss.A3CLoss`, an :class:`~gorila.envs.spec.EnvSpec`), and the
+plan is composed from the parts of :mod:`gorila.agents.kit`.
 """
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ from __future__ import annotations
 import functools
 from dataclasses import asdict
 
-from gorila.algos.a3c.config import A3CConfig
-from gorila.algos.a3c.networks import EvaluationPolicy, evaluation_policy_for, learning_rates
-from gorila.algos.kit import CHUNK_SECONDS, INFERENCE, inference_service, rl_plan
-from gorila.algos.rl_config import RLConfig
+from gorila.agents.a3c.config import A3CConfig
+from gorila.agents.a3c.learner import A3CWorker
+from gorila.agents.a3c.loss import A3CLoss
+from gorila.agents.kit import CHUNK_SECONDS, INFERENCE, inference_service, rl_plan
+from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, ServiceSpec, WorkerSpec
 from gorila.envs.spec import EnvSpec
 from gorila.inference.policies import SampledPolicy
-from gorila.learners.a3c import A3CWorker
-from gorila.losses.a3c import A3CLoss
+from gorila.nets.actor_critic_env import EvaluationPolicy, evaluation_policy_for, learning_rates
 from gorila.nets.numpy_policy import numpy_policy
 
 STEPS_PER_CHUNK = 20

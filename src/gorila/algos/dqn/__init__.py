@@ -1,1 +1,0 @@
-"""Gorila DQN: bundles or actors + global replay + learners, on the parameter server."""

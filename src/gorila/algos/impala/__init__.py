@@ -1,1 +1,0 @@
-"""IMPALA: actors emit segments into trajectory queues, learners push V-trace gradients to the parameter server."""

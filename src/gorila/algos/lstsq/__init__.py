@@ -1,1 +1,0 @@
-"""MapReduce parallel gradient descent on synthetic least squares (the first workload)."""
