@@ -1,10 +1,12 @@
-"""Ray calls as gorila sees them: a reply on its way (:class:`RayPending`) and an actor handle that
-travels by name (:class:`NamedActor`)."""
+"""Ray calls as gorila sees them: a reply on its way (:class:`RayPending`), its arrays made the
+process's own (:func:`owned`), and an actor handle that travels by name (:class:`NamedActor`)."""
 
 from __future__ import annotations
 
 import os
 from typing import Any
+
+import numpy as np
 
 from gorila.runtime.cluster_auth import prefer_token_auth
 
@@ -21,6 +23,27 @@ from ray.exceptions import GetTimeoutError  # noqa: E402
 from gorila.errors import WorkerTimeoutError  # noqa: E402
 
 
+def owned(value: Any) -> Any:
+    """``value`` (a reply from ``ray.get``) with each numpy array Ray handed over read-only, a view
+    of its store's memory, copied into this process's own, through dicts, lists and tuples.
+
+    A view keeps Ray's buffer until the array is freed, and freeing it then tells the node's object
+    store. Once the cluster has died (its head node killed), that message ends the process at once:
+    Ray exits with status 1 and says why only in its log file. A driver that freed the shards'
+    state just after a checkpoint, as the cluster went, ended so without a word; copied at once, the
+    buffer goes back while the store is there to take it. The copy costs a memcpy of the reply.
+    """
+    if isinstance(value, np.ndarray):
+        return value if value.flags.writeable else value.copy()
+    if isinstance(value, dict):
+        return {k: owned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [owned(v) for v in value]
+    if type(value) is tuple:  # a named tuple would need its own class's constructor: left as it is
+        return tuple(owned(v) for v in value)
+    return value
+
+
 class RayPending:
     """A reply on its way from a Ray worker."""
 
@@ -29,7 +52,7 @@ class RayPending:
 
     def result(self, timeout_s: float) -> Any:
         try:
-            return ray.get(self.ref, timeout=timeout_s)
+            return owned(ray.get(self.ref, timeout=timeout_s))
         except GetTimeoutError as err:
             raise WorkerTimeoutError(f"{self.what} did not answer within {timeout_s:.0f} s") from err
 

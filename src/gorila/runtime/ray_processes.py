@@ -25,7 +25,7 @@ from gorila.errors import GorilaError, WorkerTimeoutError
 from gorila.metrics.cputime import CpuClock
 from gorila.params import ParameterServer
 from gorila.reply import Pending, ServiceEndpoint
-from gorila.runtime.ray_calls import RayPending, ray
+from gorila.runtime.ray_calls import RayPending, owned, ray
 from gorila.runtime.service_socket import ServiceSocket, ServiceSocketServer, SocketLost, SocketReply
 
 # isort: split
@@ -218,7 +218,7 @@ class RayGroup:
         out = []
         for k, ref in enumerate(refs):
             try:
-                out.append(ray.get(ref, timeout=self.timeout_s))
+                out.append(owned(ray.get(ref, timeout=self.timeout_s)))
             except GetTimeoutError as err:
                 raise WorkerTimeoutError(f"{self.name} {k} did not finish {what} within "
                                          f"{self.timeout_s:.0f} s") from err

@@ -30,7 +30,7 @@ from gorila.params import (
     shard_state,
     split_shard_state,
 )
-from gorila.runtime.ray_calls import ray
+from gorila.runtime.ray_calls import owned, ray
 from gorila.runtime.ray_shard_endpoint import FastPathAddress, RayShardEndpoint
 from gorila.runtime.shard_host import ShardHost
 from gorila.runtime.shard_recovery import ShardRecovery
@@ -215,7 +215,7 @@ class RayShards:
 
     def _get(self, refs: list, what: str) -> list:
         try:
-            return ray.get(refs, timeout=self.timeout_s)
+            return owned(ray.get(refs, timeout=self.timeout_s))
         except GetTimeoutError as err:
             raise WorkerTimeoutError(f"shards did not answer {what} within {self.timeout_s:.0f} s") from err
 
