@@ -69,7 +69,6 @@ class SchedulingError(GorilaError, RuntimeError):
                    "starting is slow, as on a machine whose cores other programs keep busy. Try again on a "
                    "quieter machine, or see Ray's own logs (--verbose).")
 
-
     @classmethod
     def no_gpu(cls, what: str, timeout_s: float, asks: float, total: float) -> SchedulingError:
         """``what`` asked for a GPU share and none was free within ``timeout_s``."""

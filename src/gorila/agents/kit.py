@@ -56,11 +56,11 @@ from gorila.replay import RemoteReplay, ShardedReplaySpec
 from gorila.reply import ServiceEndpoint
 from gorila.trajectory import RemoteQueue
 
-#: The inference service's name in a plan (``services[INFERENCE]`` in its ``groups``).
 #: The niceness of the actors that feed a learner (Ape-X's, IMPALA's, PPO's): where actors and learner
 #: share cores they yield the CPU to it, so that the learner, the pipeline's narrowest stage, never
 #: waits for a core while actors act ahead (docs/benchmarks.md, "Removing downtime, stage by stage").
 ACTOR_NICE = 5
+#: The inference service's name in a plan (``services[INFERENCE]`` in its ``groups``).
 INFERENCE = "inference"
 #: The inference server's columns in ``metrics.csv`` with central inference.
 INFERENCE_METRICS = ("inference.mean_batch", "inference.dropped", "inference.bytes_observations",

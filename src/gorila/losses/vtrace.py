@@ -16,7 +16,8 @@ sum there. Usage::
     value_loss = 0.5 * (vs - values).pow(2).mean(); policy_loss = -(pg_adv * log_pi).mean()
 
 On policy (``log_rhos = 0``, ``rho_bar, c_bar >= 1``) ``vs`` is the bootstrapped n-step return and
-``pg_advantages`` GAE(lambda = 1). :func:`bootstrap_inputs` reads a segment's rewards, discounts and
+``pg_advantages`` GAE(lambda = 1). :func:`segment_forward` runs a network over a segment's steps and the
+observation after them in one pass; :func:`bootstrap_inputs` reads the segment's rewards, discounts and
 bootstrap value as V-trace and GAE take them.
 """
 
@@ -63,14 +64,26 @@ def vtrace_targets(log_rhos: torch.Tensor, discounts: torch.Tensor, rewards: tor
     return vs, pg_advantages
 
 
-def bootstrap_inputs(net: nn.Module, segment: Segment, bootstrap: torch.Tensor | None = None
+def segment_forward(net: nn.Module, segment: Segment
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(obs, out, values, after)``: the segment's observations on ``net``'s device, and one forward
+    pass of ``net`` over them and the observation after them (``last_obs``): the steps' outputs and
+    values, and ``V(last_obs)`` without gradient, the bootstrap :func:`bootstrap_inputs` takes. A
+    second call for the bootstrap alone, at the actors' small batch, costs most of what the first does."""
+    device = module_device(net)
+    obs = observation_tensor(segment.obs, device)  # frames cross as bytes, cast by the network
+    last = observation_tensor(segment.last_obs, device).unsqueeze(0)
+    out, values = net(torch.cat([obs, last]))
+    return obs, out[:-1], values[:-1], values[-1].detach()
+
+
+def bootstrap_inputs(net: nn.Module, segment: Segment, bootstrap: torch.Tensor
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(rewards, discounts, bootstrap_value)`` of ``segment`` as V-trace and GAE read them, without
     gradient: a truncated step's reward gains ``discount * V(final_obs)`` and its discount becomes 0
     (the episode's sums end with the value of where it was cut); reset slots and failed envs get
-    discount 0 too, so no return flows across them; the bootstrap is ``V(last_obs)``, given as
-    ``bootstrap`` where the caller's own forward pass computed it. Tensors are on the device of
-    ``net``'s parameters."""
+    discount 0 too, so no return flows across them; the bootstrap is ``V(last_obs)``, ``bootstrap``
+    (from :func:`segment_forward`). Tensors are on the device of ``net``'s parameters."""
     device = module_device(net)
     valid = torch.as_tensor(segment.valid, device=device)
     rewards = torch.as_tensor(segment.rewards, dtype=torch.float32, device=device)
@@ -78,8 +91,6 @@ def bootstrap_inputs(net: nn.Module, segment: Segment, bootstrap: torch.Tensor |
     cut = segment.truncated & segment.valid
     truncated = torch.as_tensor(cut, device=device)
     with torch.no_grad():
-        if bootstrap is None:
-            _, bootstrap = net(observation_tensor(segment.last_obs, device))
         if cut.any():  # only the cut steps' final observations travel to the device
             final = net(observation_tensor(segment.final_values_at(cut), device))[1]
             rewards = rewards.clone()

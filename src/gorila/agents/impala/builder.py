@@ -70,7 +70,6 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
                                    2 * cfg.unroll_length * cfg.actor_refresh, run.seed, run.runtime,
                                    server_gpus),) if central else ()
 
-
     return rl_plan(
         run, rl, algo="impala", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_numpy=twin,
         eval_epsilon=cfg.EVAL_EPSILON, eval_every_s=cfg.EVAL_EVERY_S,

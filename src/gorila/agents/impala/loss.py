@@ -16,10 +16,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from gorila.losses.vtrace import bootstrap_inputs, vtrace_targets
+from gorila.losses.vtrace import bootstrap_inputs, segment_forward, vtrace_targets
 from gorila.nets.flat import FlatParams
 from gorila.nets.heads import ActionHead
-from gorila.nets.inputs import module_device, observation_tensor
+from gorila.nets.inputs import module_device
 from gorila.types import Segment
 
 
@@ -42,16 +42,11 @@ class ImpalaLoss:
         if flat.module is not net:
             raise ValueError("flat must be the FlatParams of net")
         device = module_device(net)
-        obs = observation_tensor(segment.obs, device)  # frames cross as bytes, cast by the network
         valid = torch.as_tensor(segment.valid, device=device)
         weight = valid.float()
         count = weight.sum().clamp(min=1.0)
         flat.zero_grad()  # in place: the gradients stay views of flat's buffer
-        # One forward pass over the segment's steps and the observations after them: a second call
-        # for the bootstrap alone, at the actors' small batch, cost most of what the first did.
-        last = observation_tensor(segment.last_obs, device).unsqueeze(0)
-        out, values = net(torch.cat([obs, last]))
-        out, values, after = out[:-1], values[:-1], values[-1].detach()
+        _, out, values, after = segment_forward(net, segment)
         rewards, discounts, bootstrap = bootstrap_inputs(net, segment, after)
         head: ActionHead = getattr(net, "head")  # the actor-critic's action distribution (nets/heads.py)
         log_pi, entropies = head.log_prob_and_entropy(out, torch.as_tensor(segment.actions, device=device))
@@ -63,7 +58,7 @@ class ImpalaLoss:
         value_loss = 0.5 * ((vs - values).pow(2) * weight).sum() / count
         entropy = (entropies * weight).sum() / count
         loss = policy_loss + self.value_coef * value_loss - self.entropy_coef * entropy
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         info = {"loss": loss.item(), "policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
                 "entropy": entropy.item(), "rho_mean": ((log_rhos.exp() * weight).sum() / count).item(),
                 "grad_norm": flat.clip_grad_norm_(self.max_grad_norm)}

@@ -16,10 +16,10 @@ from torch import nn
 
 from gorila.agents.ppo.gae import gae
 from gorila.agents.ppo.surrogate import ppo_loss
-from gorila.losses.vtrace import bootstrap_inputs, vtrace_targets
+from gorila.losses.vtrace import bootstrap_inputs, segment_forward, vtrace_targets
 from gorila.nets.flat import FlatParams
 from gorila.nets.heads import ActionHead
-from gorila.nets.inputs import module_device, observation_tensor
+from gorila.nets.inputs import module_device
 from gorila.types import Segment
 
 ADVANTAGES = ("gae", "vtrace")
@@ -65,14 +65,13 @@ class PPOLoss:
 
     def targets(self, net: nn.Module, segment: Segment) -> PPOBatch:
         """The batch's valid steps with advantages and returns from ``net`` (no gradient)."""
-        rewards, discounts, bootstrap = bootstrap_inputs(net, segment)
         device = module_device(net)
-        obs = observation_tensor(segment.obs, device)
         actions = torch.as_tensor(segment.actions, device=device)
         behaviour = torch.as_tensor(segment.log_probs, dtype=torch.float32, device=device)
         valid = torch.as_tensor(segment.valid, device=device)
         with torch.no_grad():
-            out, values = net(obs)
+            obs, out, values, after = segment_forward(net, segment)
+            rewards, discounts, bootstrap = bootstrap_inputs(net, segment, after)
             if self.advantages == "vtrace":
                 head: ActionHead = getattr(net, "head")  # an actor-critic's; nn.Module does not declare it
                 log_pi = head.log_prob(out, actions)
