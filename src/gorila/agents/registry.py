@@ -1,7 +1,7 @@
 """Which algorithms ``gorila train --algo`` knows: each folder of :mod:`gorila.agents` hands the
-registry one :class:`Builder`, imported here by name.
+registry one :class:`~gorila.agents.agent.Agent`, imported here by name.
 
-A builder's config classes come with it; its builder module (torch) only once a run asks for a plan,
+An agent's config classes come with it; its builder module (torch) only once a run asks for a plan,
 so that, say, ``--algo lstsq`` or ``gorila --help`` never imports torch.
 """
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from gorila.agents.a3c import A3C
+from gorila.agents.agent import Agent
 from gorila.agents.apex import APEX
 from gorila.agents.dqn import DQN
 from gorila.agents.impala import IMPALA
@@ -23,32 +24,6 @@ from gorila.errors import ConfigError
 
 if TYPE_CHECKING:  # the plan's module belongs to the driver: a run loads it when it builds one
     from gorila.driver.plan import Plan
-
-
-class Builder(Protocol):
-    """What the registry needs of an algorithm; ``agents/<name>/__init__.py`` exposes one::
-
-        IMPALA.name, IMPALA.config_classes       # "impala", (ImpalaConfig, RLConfig): make_plan's
-                                                 # arguments after the RunConfig, in order
-        plan = IMPALA.make_plan(run, ImpalaConfig(), RLConfig())
-        network_fn, policy_fn = IMPALA.evaluation_policy(run, cfg, rl)   # what ``gorila eval`` plays
-        DQN.check(cfg, rl)                       # a ConfigError where the configs disagree
-
-    The functions are attributes that may be None (``evaluation_policy`` of lstsq, whose data are
-    synthetic; ``check`` where the configs cannot disagree), and each algorithm types its own with
-    its own config classes.
-    """
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def config_classes(self) -> tuple[type, ...]: ...
-    @property
-    def make_plan(self) -> Callable[..., Plan]: ...
-    @property
-    def evaluation_policy(self) -> Callable[..., tuple[Any, Any]] | None: ...
-    @property
-    def check(self) -> Callable[..., None] | None: ...
 
 
 class MainConfig(Protocol):
@@ -65,25 +40,26 @@ class MainRLConfig(MainConfig, Protocol):
 
 @dataclass(frozen=True)
 class Algorithm:
-    """An algorithm as the CLI and the Python API see it: its :class:`Builder` and what follows from it::
+    """An algorithm as the CLI and the Python API see it: its :class:`~gorila.agents.agent.Agent` and
+    what follows from it::
 
         algo = ALGORITHMS["a3c"]
         configs = [cls() for cls in algo.config_classes()]       # A3CConfig(), RLConfig()
         plan = algo.plan_fn()(run_config, *configs)              # then gorila.driver.loop.run
     """
 
-    builder: Builder
+    agent: Agent
 
     @property
     def name(self) -> str:
-        return self.builder.name
+        return self.agent.name
 
     @property
     def is_rl(self) -> bool:
-        return RLConfig in self.builder.config_classes
+        return RLConfig in self.agent.config_classes
 
     def config_classes(self) -> list[type]:
-        return list(self.builder.config_classes)
+        return list(self.agent.config_classes)
 
     def flag_defaults(self) -> dict:
         """The run's settings whose default the algorithm decides, as its help shows them: the
@@ -113,18 +89,18 @@ class Algorithm:
         disagree (a setting of the RL config that the algorithm's own settings rule out)."""
         if self.is_rl:
             configs[-1].check_algorithm(self.name)
-        if self.builder.check is not None:
-            self.builder.check(*configs)
+        if self.agent.check is not None:
+            self.agent.check(*configs)
 
     def plan_fn(self) -> Callable[..., Plan]:
         """``(run, *configs) -> Plan``: the builder's ``make_plan``."""
-        return self.builder.make_plan
+        return self.agent.builder().make_plan
 
     def policy_fn(self) -> Callable[..., tuple[Any, Any]]:
         """``(run, *configs) -> (network_fn, policy_fn)``: what ``gorila eval`` plays."""
-        if self.builder.evaluation_policy is None:
+        if not self.agent.plays:
             raise ConfigError("algo", f"{self.name} has no policy to play")
-        return self.builder.evaluation_policy
+        return self.agent.evaluation_policy()
 
     def label(self, configs: list) -> str:
         """What a run directory is named after besides the algorithm, before its plan is built (the
@@ -132,4 +108,4 @@ class Algorithm:
         return configs[-1].env if self.is_rl else "synthetic"
 
 
-ALGORITHMS = {builder.name: Algorithm(builder) for builder in (LSTSQ, A3C, DQN, APEX, IMPALA, PPO)}
+ALGORITHMS = {agent.name: Algorithm(agent) for agent in (LSTSQ, A3C, DQN, APEX, IMPALA, PPO)}
