@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 def test_killed_rollout_worker_and_killed_server_are_restarted_and_serving_resumes(ray_local, tmp_path, train):
     run = RunConfig(algo="dqn", mode="async", runtime="ray", run_dir=tmp_path, seed=0, checkpoint_every_s=600)
     cfg = DQNConfig(actors=2, envs_per_actor=4, replay="global", learning_starts=200, hidden=(16,))
-    rl = RLConfig(env="CartPole-v1", total_steps=12_000, stop_at_target=False, eval_every_s=600, eval_episodes=1,
+    rl = RLConfig(env="CartPole-v1", total_steps=20_000, stop_at_target=False, eval_every_s=600, eval_episodes=1,
                   inference="central")
     seen = {}
 
@@ -43,4 +43,4 @@ def test_killed_rollout_worker_and_killed_server_are_restarted_and_serving_resum
     # the restarted server serves both workers, and they keep stepping on its actions
     assert seen["server_after"]["clients"] == 2
     assert seen["actor_end"]["env_steps"] > seen["actor_at_server_restart"]["env_steps"]
-    assert summary["service_restarts"] >= 1 and summary["env_steps"] >= 12_000
+    assert summary["service_restarts"] >= 1 and summary["env_steps"] >= 20_000
