@@ -14,7 +14,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 @pytest.mark.heavy
 def test_a_killed_owning_learner_restarts_from_its_publication_while_its_actors_act(ray_local, tmp_path, train):
     run = RunConfig(algo="impala", runtime="ray", server="learner", run_dir=tmp_path, seed=0, checkpoint_every_s=600)
-    rl = RLConfig(env="CartPole-v1", total_steps=400_000, target_return=250.0, eval_episodes=5)
+    # Not stopped at the target: an early evaluation that reaches it must not end the run before the
+    # restarted learner has reported (the target is still judged, and must be reached).
+    rl = RLConfig(env="CartPole-v1", total_steps=150_000, target_return=250.0, eval_episodes=5, stop_at_target=False)
     seen = {}
 
     def kill_once(placed):
@@ -31,6 +33,6 @@ def test_a_killed_owning_learner_restarts_from_its_publication_while_its_actors_
     assert seen and "after" in seen, "the run ended before the restarted learner reported"
     assert summary["worker_restarts"] >= 1
     # It came back from the store (its last publication), not from the initial parameters.
-    assert seen["after"]["version"] >= seen["version"] - 5
+    assert seen["after"]["version"] >= seen["version"] - 5, (seen["version"], seen["after"]["version"])
     assert seen["actors_after"] > seen["actors"]  # the actors went on acting while it was down
     assert summary["time_to_target_s"] is not None, summary["best_eval_return"]
