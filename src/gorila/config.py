@@ -34,8 +34,8 @@ TIME_LIMIT_GRACE_S = 30.0
 #: ``learner``: the learners own the parameters and the shards are the store their actors read
 #: (:mod:`gorila.params.owned`; several learners hold replicas, :mod:`gorila.params.replicas`).
 SERVERS = ("process", "learner")
-#: --server learner on Ray: the shortest time between two publications (each a copy of the parameters
-#: into the store, through its node's shared memory or a Ray call; see gorila.params.owned).
+#: --server learner on Ray: the default shortest time between two publications (each a copy of the
+#: parameters into the store, through its node's shared memory or a Ray call; see gorila.params.owned).
 PUBLISH_S = 0.1
 #: The algorithms whose learners can own the parameters: learners fed by actors through trajectory
 #: queues or replay shards, and Gorila DQN's one bundle (``--replay local --actors 1``).
@@ -79,7 +79,11 @@ class RunConfig:
                 "the parameters, else process", "choices": SERVERS})
     publish_every: int = field(default=1, metadata={
         "help": "--server learner: updates between the learner's publications of its parameters (on Ray at most "
-                "one each 0.1 s; never while one is still on its way; each chunk ends with one)"})
+                "one each --publish-every-s; never while one is still on its way; each chunk ends with one)"})
+    publish_every_s: float = field(default=PUBLISH_S, metadata={
+        "help": "--server learner on Ray: the shortest time in seconds between two publications of the learner's "
+                "parameters (the local runtime publishes by updates alone, so that its rows do not depend on time)",
+        "metavar": "S"})
     runtime: str = field(default="ray", metadata={
         "help": "ray (embedded local Ray unless --address / RAY_ADDRESS) or local (one process)",
         "choices": RUNTIMES})
@@ -160,6 +164,7 @@ class RunConfig:
                                         "with an all-reduce")
         validate.choice("server", self.server, SERVERS)
         validate.integer("publish_every", self.publish_every, low=1, high=1_000_000)
+        validate.number("publish_every_s", self.publish_every_s, low=0.0, high=3600.0)
         if self.server == "learner" and self.algo not in LEARNER_OWNED:
             raise ConfigError("server", f"learner (the learner owns the parameters) is for --algo "
                                         f"{' and '.join(LEARNER_OWNED)}, not {self.algo}: use process")
@@ -202,7 +207,7 @@ class RunConfig:
         if self.server != "learner":
             return None
         local = self.runtime == "local"
-        return Publication(every_updates=self.publish_every, every_s=0.0 if local else PUBLISH_S,
+        return Publication(every_updates=self.publish_every, every_s=0.0 if local else self.publish_every_s,
                            at_step_end=local and self.publish_every == 1)
 
     def resolved_run_dir(self, label: str) -> Path:
