@@ -72,6 +72,18 @@ def test_the_store_sees_every_nth_version():
     assert seen == [0, 0, 3, 3, 3, 6, 6]
 
 
+def test_a_publication_is_the_learners_own_array_and_the_store_keeps_a_copy_of_it():
+    store = _store()
+    owned = owned_server(store, SPEC, Publication(every_updates=2, every_s=0.0))
+    shard = _endpoints(owned, OwnedEndpoint)[0].shard
+    assert np.shares_memory(shard.publication(optimizer=False)["params"], shard.publication(optimizer=True)["params"])
+    _push(owned), _push(owned)
+    published, version = _held(store)
+    assert version == 2 and np.array_equal(published, _held(owned)[0])
+    _push(owned)  # version 3 moves the learner's array, and is not published
+    assert np.array_equal(_held(store)[0], published) and not np.array_equal(_held(owned)[0], published)
+
+
 class _Learner:
     """A learner stand-in: each step pushes ``updates`` gradients (PPO's epochs of minibatches)
     while it has batches, then says it waits."""

@@ -36,7 +36,10 @@ class StoreEndpoint(ShardEndpoint, Protocol):
     state to start from, and publications to take (see :mod:`gorila.params.owned`)."""
 
     def state_dict(self) -> Pending[dict[str, np.ndarray]]: ...
-    def publish(self, state: dict[str, np.ndarray]) -> Pending[None]: ...
+    def publish(self, state: dict[str, np.ndarray]) -> Pending[None]:
+        """Send the learner's publication (:meth:`~gorila.params.shard.ParameterShard.publication`).
+        Whatever is kept of ``state`` (a copy, a serialisation) is taken before this returns: its
+        parameters are the learner's own array, which its next step moves."""
 
 
 class LocalEndpoint:

@@ -113,7 +113,7 @@ class OwnedEndpoint(LocalEndpoint):
                 return False
             self.in_flight.result(self.timeout_s)  # a store that refused it says so here
         with_state = now - self.state_sent_at >= self.publication.state_every_s
-        self.in_flight = self.store.publish(self.shard.state_dict(pending=False, optimizer=with_state))
+        self.in_flight = self.store.publish(self.shard.publication(optimizer=with_state))
         self.published_version, self.published_at = self.shard.version, now
         if with_state:
             self.state_sent_at, self.state_version = now, self.shard.version
@@ -130,7 +130,7 @@ class OwnedEndpoint(LocalEndpoint):
             self.in_flight = None
         if self.state_version == self.shard.version:
             return
-        self.store.publish(self.shard.state_dict(pending=False)).result(self.timeout_s)
+        self.store.publish(self.shard.publication(optimizer=True)).result(self.timeout_s)
         self.published_version = self.state_version = self.shard.version
         self.published_at = self.state_sent_at = time.monotonic()
         self.publications += 1

@@ -120,10 +120,11 @@ def judge_push(rule: UpdateRule, shard_version: int, grad: np.ndarray, version: 
     return Verdict(outcome, staleness, None, 0)
 
 
-def check_state(state: dict[str, np.ndarray], shard_id: int) -> None:
+def check_state(state: dict[str, np.ndarray], shard_id: int, values: bool = True) -> None:
     """Refuse (:class:`CheckpointError`) a shard state no shard reaches: a negative version or
-    round count, negative counters, or non-finite parameters, pending sum or optimizer state. A
-    checkpoint's checksum says it is the file that was written, not that what was written is sane."""
+    round count, negative counters, or (``values``) non-finite parameters, pending sum or optimizer
+    state. A checkpoint's checksum says it is the file that was written, not that what was written
+    is sane."""
     def refuse(why: str) -> CheckpointError:
         return CheckpointError(f"shard {shard_id}: the saved state has {why}")
 
@@ -135,7 +136,7 @@ def check_state(state: dict[str, np.ndarray], shard_id: int) -> None:
     for name in ("stats", "staleness", "optim.steps"):
         if name in state and (np.asarray(state[name]) < 0).any():
             raise refuse(f"negative counters in {name!r}")
-    for name, array in state.items():
+    for name, array in state.items() if values else ():
         arrays_of_values = name in ("params", "pending") or (name.startswith("optim.") and name != "optim.steps")
         if arrays_of_values and not all_finite(np.asarray(array, np.float32).ravel()):
             raise refuse(f"NaN or infinity in {name!r}")
@@ -306,30 +307,39 @@ class ParameterShard:
             self.stats.updates_rolled_back += 1
         return True
 
-    def state_dict(self, *, pending: bool = True, optimizer: bool = True) -> dict[str, np.ndarray]:
-        """Parameters, pending aggregate, counters and optimizer state, as numpy arrays only; a
-        publication (:meth:`publish`) leaves out the pending aggregate and may leave out the optimizer."""
+    def state_dict(self, *, pending: bool = True, optimizer: bool = True,
+                   params: bool = True) -> dict[str, np.ndarray]:
+        """Parameters, pending aggregate, counters and optimizer state, as numpy arrays only (copies);
+        a publication (:meth:`publication`) leaves out the pending aggregate, and may leave out the optimizer."""
         hist = sorted(self.stats.staleness.items())
-        state = {
-            "params": self._params.copy(),
+        state = {"params": self._params.copy()} if params else {}
+        state.update({
             "counters": np.array([self._version, self._joined, self._counted], np.int64),
             "stats": np.array([getattr(self.stats, f) for f in STAT_FIELDS], np.int64),
             "staleness": np.array(hist, np.int64).reshape(-1, 2),
-        }
+        })
         if pending:
             state["pending"] = self._pending.copy()
         if optimizer:
             state.update({f"optim.{k}": v for k, v in self._optimizer.state_dict().items()})
         return state
 
-    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+    def publication(self, *, optimizer: bool) -> dict[str, np.ndarray]:
+        """What a learner that owns this shard sends its store (:meth:`publish`): the state
+        without the pending aggregate, the optimizer's only with ``optimizer``. Its parameters are
+        this shard's own array, not a copy: a store endpoint takes what it keeps (a copy, a
+        serialisation) before its ``publish`` returns, and the learner's next step comes after."""
+        return {"params": self._params, **self.state_dict(pending=False, optimizer=optimizer, params=False)}
+
+    def load_state_dict(self, state: dict[str, np.ndarray], *, values_checked: bool = False) -> None:
         """Take ``state`` (a :meth:`state_dict`; one without the pending aggregate or the optimizer
         state keeps this shard's), refusing one of another size or one no shard reaches
-        (:func:`check_state`) before anything changes."""
+        (:func:`check_state`; its arrays are not read for NaN again if ``values_checked``) before
+        anything changes."""
         if state["params"].shape != self._params.shape:
             raise GradientError(f"shard {self.shard_id}: checkpoint has {state['params'].shape} "
                                 f"parameters, shard has {self._params.shape}")
-        check_state(state, self.shard_id)
+        check_state(state, self.shard_id, values=not values_checked)
         np.copyto(self._params, state["params"])
         if "pending" in state:
             np.copyto(self._pending, state["pending"])
@@ -344,9 +354,12 @@ class ParameterShard:
         """Take what the learner that owns the parameters sends (``--server learner``, see
         :mod:`gorila.params.owned`): its parameters, version, update and push counts and, where
         given, optimizer state. This shard is then a store the actors read: it counts their pulls,
-        and the parameters published as the bytes it took in."""
+        and the parameters published as the bytes it took in. The arrays are not read for NaN
+        again: the learner's own shard rolls back any step that would leave them non-finite, and
+        what it started from was checked, so here the check would cost a pass over the parameters
+        at every publication and find nothing."""
         pulls, bytes_out, bytes_in = self.stats.pulls, self.stats.bytes_out, self.stats.bytes_in
-        self.load_state_dict(state)
+        self.load_state_dict(state, values_checked=True)
         self.stats.pulls, self.stats.bytes_out = pulls, bytes_out
         self.stats.bytes_in = bytes_in + state["params"].nbytes
 

@@ -156,8 +156,8 @@ class RayShardEndpoint:
         where it is open and the state fits it (the optimizer state does not), else through Ray."""
         channel = self._fast()
         pending = channel.publish(state) if channel is not None else None
-        if pending is not None:
-            return _Republished(pending, self, state)
+        if pending is not None:  # the slot holds a copy; a publication again through Ray needs one of its own
+            return _Republished(pending, self, {**state, "params": state["params"].copy()})
         return self.ray_publish(state)
 
     def ray_publish(self, state: dict[str, np.ndarray]) -> RayPending:
