@@ -51,13 +51,13 @@ class NumpyMinAtarNet:
         if self.total < self.size:
             raise ValueError(f"a vector of {self.total} parameters cannot hold a network of {self.size}")
         # Where each output position's 3×3 patch (channel, row, column order, as torch's kernels) sits
-        # in a flattened observation: gathering them is one np.take.
+        # in a flattened observation, a column per position: gathering them is one np.take.
         height, width = self.image_size
         rows, cols = np.meshgrid(np.arange(self.out_size[0]), np.arange(self.out_size[1]), indexing="ij")
         offsets = (np.arange(self.in_channels)[:, None, None] * height * width
                    + np.arange(KERNEL)[None, :, None] * width + np.arange(KERNEL)[None, None, :]).reshape(-1)
-        self.patches = (rows.reshape(-1, 1) * width + cols.reshape(-1, 1)) + offsets[None, :]
-        self.kernel = np.zeros(0, np.float32)
+        self.patches = ((rows.reshape(-1, 1) * width + cols.reshape(-1, 1)) + offsets[None, :]).T.copy()
+        self.kernel: np.ndarray = np.zeros((0, 0), np.float32)
         self.layers: list[tuple[np.ndarray, np.ndarray]] = []
 
     def set(self, flat: np.ndarray) -> None:
@@ -87,7 +87,7 @@ class NumpyMinAtarNet:
         # Every layer runs on columns, one per observation: (out, in) @ (in, B) reads each weight in
         # torch's layout as it is (a product with a transposed weight took twice as long here), and
         # the convolution's output comes out in torch's (filters, H', W') order, the first layer's.
-        columns = np.take(x.reshape(batch, -1).T, self.patches.T, axis=0)  # (C·3·3, H'·W', B)
+        columns = np.take(x.reshape(batch, -1).T, self.patches, axis=0)  # (C·3·3, H'·W', B)
         h = self.kernel @ columns.reshape(len(columns), -1).astype(np.float32, copy=False)  # (filters, H'·W'·B)
         h += self.kernel_bias[:, None]
         np.maximum(h, 0.0, out=h)
