@@ -125,6 +125,24 @@ def test_at_step_end_a_step_of_several_updates_is_published_once_with_its_newest
         Publication(every_updates=3, at_step_end=True)
 
 
+def test_publish_every_s_sets_the_period_on_ray_only_and_a_negative_one_is_refused_by_name(capsys):
+    from gorila.cli import main
+    from gorila.config import RunConfig
+
+    def period(**values) -> float:
+        publication = RunConfig(server="learner", **values).publication()
+        assert publication is not None
+        return publication.every_s
+
+    assert period(runtime="ray") == 0.1
+    assert period(runtime="ray", publish_every_s=0.02) == 0.02
+    assert period(runtime="local", publish_every_s=0.02) == 0.0  # the local runtime's rows must not depend on time
+    with pytest.raises(SystemExit) as refused:
+        main(["train", "--algo", "impala", "--publish-every-s", "-1"])
+    assert refused.value.code == 2
+    assert "--publish-every-s: must be >= 0.0" in capsys.readouterr().err
+
+
 def test_a_learner_waiting_for_data_publishes_its_newest_version_whatever_the_period():
     """Synchronous PPO's actors wait for the version that ends the learner's batch: held back by
     the period, it would come only with the chunk's end."""
