@@ -34,6 +34,18 @@ def ray_local():
     return ray
 
 
+@pytest.fixture
+def ray_runtime(ray_local):
+    """A :class:`~gorila.runtime.ray_runtime.RayRuntime` on the shared embedded Ray, planned for two
+    processes (a shard and one more), shut down after the test."""
+    from gorila.runtime.ray_runtime import RayRuntime
+
+    runtime = RayRuntime()
+    runtime.plan(2)
+    yield runtime
+    runtime.shutdown()
+
+
 def pytest_collection_modifyitems(items):
     """Run the tests that ask for ``ray_local`` first, in their collected order, so that one shared
     Ray serves them all (each start and shutdown costs seconds); the others follow, also in order.

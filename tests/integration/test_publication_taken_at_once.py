@@ -12,20 +12,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 SIZE = 40_000  # 160 KB of parameters: over Ray's 100 KB inline limit, so a Ray call puts them in its store
 
 
-@pytest.fixture
-def runtime(ray_local):
-    from gorila.runtime.ray_runtime import RayRuntime
-
-    rt = RayRuntime()
-    rt.plan(2)
-    yield rt
-    rt.shutdown()
-
-
 @pytest.mark.parametrize("path", ["fast", "ray"])
-def test_the_store_holds_what_was_published_not_what_the_learner_did_next(runtime, path):
+def test_the_store_holds_what_was_published_not_what_the_learner_did_next(ray_runtime, path):
     spec = ServerSpec(UpdateRule.asynchronous(), num_shards=1, optimizer="rmsprop", lr=1e-3)
-    store = runtime.start_shards(spec, np.zeros(SIZE, np.float32)).server.endpoints[0]
+    store = ray_runtime.start_shards(spec, np.zeros(SIZE, np.float32)).server.endpoints[0]
     learner = spec.build(np.ones(SIZE, np.float32))[0]
     publication = learner.publication(optimizer=False)
     pending = store.publish(publication) if path == "fast" else store.ray_publish(publication)

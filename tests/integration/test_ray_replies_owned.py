@@ -9,19 +9,9 @@ from gorila.params import ServerSpec, UpdateRule
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 
-@pytest.fixture
-def runtime(ray_local):
-    from gorila.runtime.ray_runtime import RayRuntime
-
-    rt = RayRuntime()
-    rt.plan(2)
-    yield rt
-    rt.shutdown()
-
-
-def test_the_shards_state_reaches_the_driver_in_its_own_memory(runtime):
+def test_the_shards_state_reaches_the_driver_in_its_own_memory(ray_runtime):
     spec = ServerSpec(UpdateRule.asynchronous(), num_shards=1, optimizer="rmsprop", lr=1e-3)
-    shards = runtime.start_shards(spec, np.ones(40_000, np.float32))  # a state over Ray's 100 KB inline limit
+    shards = ray_runtime.start_shards(spec, np.ones(40_000, np.float32))  # a state over Ray's 100 KB inline limit
     state = shards.state_dict()
     assert state["shard0.params"].nbytes == 160_000
     for name, array in state.items():
