@@ -26,7 +26,7 @@ Client side (what :class:`~gorila.runtime.ray_runtime.RayShardEndpoint` does on 
     channel = FastPathChannel(path, size=n, shard_id=0, timeout_s=30)
     pending = channel.push(grad, version, worker_id, tag)   # None while a reply is still unread
     result = pending.result(timeout_s=30)              # PushResult; its params view the slot
-    channel.publish(shard.state_dict(pending=False, optimizer=False)).result(timeout_s=30)   # None
+    channel.publish(shard.publication(optimizer=False)).result(timeout_s=30)   # None: the slot took a copy
     channel.close()
 """
 
