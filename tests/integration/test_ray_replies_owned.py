@@ -19,6 +19,23 @@ def test_the_shards_state_reaches_the_driver_in_its_own_memory(ray_runtime):
     np.testing.assert_array_equal(state["shard0.params"], 1.0)
 
 
+def test_a_reply_in_one_of_the_runs_processes_is_not_copied_again(ray_local):
+    """Only the driver outlives its cluster: the run's processes keep Ray's view (a sample crossing
+    nodes is not copied once more)."""
+
+    @ray_local.remote(num_cpus=0)
+    class Caller:
+        def reply_is_a_view(self) -> bool:
+            from gorila.runtime.ray_calls import RayPending
+
+            reply = RayPending(ray_local.put(np.ones(40_000, np.float32)), "a put").result(60.0)
+            return not reply.flags.writeable
+
+    caller = Caller.remote()
+    assert ray_local.get(caller.reply_is_a_view.remote(), timeout=120)
+    ray_local.kill(caller)
+
+
 def test_owned_copies_read_only_arrays_and_keeps_the_rest():
     from gorila.runtime.ray_calls import owned
 

@@ -3,6 +3,7 @@ process's own (:func:`owned`), and an actor handle that travels by name (:class:
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -44,15 +45,25 @@ def owned(value: Any) -> Any:
     return value
 
 
+@functools.cache
+def _in_a_ray_actor() -> bool:
+    """Whether this process is one of the run's Ray actors (its workers, shards and services)
+    rather than the driver: an actor goes down with its cluster, so the views it holds can stay."""
+    return ray.get_runtime_context().get_actor_id() is not None
+
+
 class RayPending:
-    """A reply on its way from a Ray worker."""
+    """A reply on its way from a Ray worker. In the driver its arrays arrive as the driver's own
+    (:func:`owned`); in the run's processes they stay as Ray hands them, so that a reply crossing
+    nodes on a hot path (a replay sample, a pull) is not copied once more."""
 
     def __init__(self, ref: ray.ObjectRef, what: str):
         self.ref, self.what = ref, what
 
     def result(self, timeout_s: float) -> Any:
         try:
-            return owned(ray.get(self.ref, timeout=timeout_s))
+            reply = ray.get(self.ref, timeout=timeout_s)
+            return reply if _in_a_ray_actor() else owned(reply)
         except GetTimeoutError as err:
             raise WorkerTimeoutError(f"{self.what} did not answer within {timeout_s:.0f} s") from err
 
