@@ -120,9 +120,9 @@ def judge_push(rule: UpdateRule, shard_version: int, grad: np.ndarray, version: 
     return Verdict(outcome, staleness, None, 0)
 
 
-def check_state(state: dict[str, np.ndarray], shard_id: int, values: bool = True) -> None:
+def check_state(state: dict[str, np.ndarray], shard_id: int, check_values: bool = True) -> None:
     """Refuse (:class:`CheckpointError`) a shard state no shard reaches: a negative version or
-    round count, negative counters, or (``values``) non-finite parameters, pending sum or optimizer
+    round count, negative counters, or (``check_values``) non-finite parameters, pending sum or optimizer
     state. A checkpoint's checksum says it is the file that was written, not that what was written
     is sane."""
     def refuse(why: str) -> CheckpointError:
@@ -136,7 +136,7 @@ def check_state(state: dict[str, np.ndarray], shard_id: int, values: bool = True
     for name in ("stats", "staleness", "optim.steps"):
         if name in state and (np.asarray(state[name]) < 0).any():
             raise refuse(f"negative counters in {name!r}")
-    for name, array in state.items() if values else ():
+    for name, array in state.items() if check_values else ():
         arrays_of_values = name in ("params", "pending") or (name.startswith("optim.") and name != "optim.steps")
         if arrays_of_values and not all_finite(np.asarray(array, np.float32).ravel()):
             raise refuse(f"NaN or infinity in {name!r}")
@@ -331,15 +331,15 @@ class ParameterShard:
         serialisation) before its ``publish`` returns, and the learner's next step comes after."""
         return {"params": self._params, **self.state_dict(pending=False, optimizer=optimizer, params=False)}
 
-    def load_state_dict(self, state: dict[str, np.ndarray], *, values_checked: bool = False) -> None:
+    def load_state_dict(self, state: dict[str, np.ndarray], *, check_values: bool = True) -> None:
         """Take ``state`` (a :meth:`state_dict`; one without the pending aggregate or the optimizer
         state keeps this shard's), refusing one of another size or one no shard reaches
-        (:func:`check_state`; its arrays are not read for NaN again if ``values_checked``) before
+        (:func:`check_state`; its arrays read for NaN only with ``check_values``) before
         anything changes."""
         if state["params"].shape != self._params.shape:
             raise GradientError(f"shard {self.shard_id}: checkpoint has {state['params'].shape} "
                                 f"parameters, shard has {self._params.shape}")
-        check_state(state, self.shard_id, values=not values_checked)
+        check_state(state, self.shard_id, check_values)
         np.copyto(self._params, state["params"])
         if "pending" in state:
             np.copyto(self._pending, state["pending"])
@@ -359,7 +359,7 @@ class ParameterShard:
         what it started from was checked, so here the check would cost a pass over the parameters
         at every publication and find nothing."""
         pulls, bytes_out, bytes_in = self.stats.pulls, self.stats.bytes_out, self.stats.bytes_in
-        self.load_state_dict(state, values_checked=True)
+        self.load_state_dict(state, check_values=False)
         self.stats.pulls, self.stats.bytes_out = pulls, bytes_out
         self.stats.bytes_in = bytes_in + state["params"].nbytes
 
