@@ -289,8 +289,9 @@ _PRESETS = (
         "2 cores)",
         "IMPALA on MinAtar Breakout: its MinAtar settings with RMSProp at 7e-3 and an entropy bonus of 0.025",
         {"env": "MinAtar/Breakout-v1", **MINATAR["impala"], "lr": 7e-3, "entropy_coef": 0.025}, "MinAtar/Breakout-v1",
-        "seeds 0-4 reached a training average of 10 in a median of 22.5 s and 26.7 s in two sets (IMPALA's own "
-        "3e-3 and 0.01: 42.6 s); on Asterix and Freeway the same settings learnt slower, on SpaceInvaders no faster"),
+        "seeds 0-4 reached a training average of 10 in medians of 22.5, 26.7 and 26.0 s in three sets (IMPALA's "
+        "own 3e-3 and 0.01: 42.6 s over fifteen runs); on Asterix and Freeway the same settings learnt slower, on "
+        "SpaceInvaders no faster"),
     Preset(
         "lunarlander-a2c", "a3c",
         "measured here (docs/benchmarks.md: the best LunarLander-v3 A2C setting found on 2 cores)",
