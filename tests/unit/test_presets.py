@@ -99,11 +99,24 @@ def test_the_fast_halfcheetah_preset_is_the_zoo_s_but_for_its_minibatches_of_256
     assert 512 // fast["minibatches"] == 256  # one env x 512 steps a batch
 
 
+def test_impala_s_breakout_preset_is_what_a_minatar_id_gets_but_for_its_step_size_and_entropy_bonus():
+    def settings(values):
+        run, (impala, rl) = configs_from_values("impala", values)
+        return {**vars(run), **vars(impala), **vars(rl)}
+
+    own, fast = settings({"env": "MinAtar/Breakout-v1"}), settings({"preset": "minatar-breakout-impala"})
+    changed = {key: (own[key], fast[key]) for key in own if own[key] != fast[key]}
+    assert changed == {"lr": (3e-3, 7e-3), "entropy_coef": (0.01, 0.025),
+                       "preset": (None, "minatar-breakout-impala"), "preset_source": (None, fast["preset_source"])}
+    assert fast["total_steps"] == 5_000_000 and "measured here" in fast["preset_source"]
+
+
 @pytest.mark.parametrize("algo, values, words", [
     ("dqn", {"preset": "no-such"}, "unknown preset"),
     ("a3c", {"preset": "nature-dqn"}, "--algo dqn, not a3c"),
     ("dqn", {"preset": "nature-dqn", "env": "CartPole-v1"}, "Atari games"),
     ("a3c", {"preset": "lunarlander-a2c", "env": "ALE/Pong-v5"}, "LunarLander-v3"),
+    ("impala", {"preset": "minatar-breakout-impala", "env": "MinAtar/SpaceInvaders-v1"}, "MinAtar/Breakout-v1"),
 ])
 def test_a_preset_that_does_not_fit_is_refused_naming_the_flag(algo, values, words):
     with pytest.raises(ConfigError) as err:
