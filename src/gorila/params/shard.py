@@ -136,7 +136,9 @@ def check_state(state: dict[str, np.ndarray], shard_id: int, check_values: bool 
     for name in ("stats", "staleness", "optim.steps"):
         if name in state and (np.asarray(state[name]) < 0).any():
             raise refuse(f"negative counters in {name!r}")
-    for name, array in state.items() if check_values else ():
+    if not check_values:
+        return
+    for name, array in state.items():
         arrays_of_values = name in ("params", "pending") or (name.startswith("optim.") and name != "optim.steps")
         if arrays_of_values and not all_finite(np.asarray(array, np.float32).ravel()):
             raise refuse(f"NaN or infinity in {name!r}")
