@@ -19,10 +19,10 @@ def _unused(what: str) -> AssertionError:
 class GroupStandIn:
     """A :class:`~gorila.core.WorkerGroup`."""
 
-    def run_steps(self, steps: int) -> list[dict[str, Any]]:
+    def run_steps(self, steps: int, seconds: float | None = None) -> list[dict[str, Any]]:
         raise _unused("run_steps")
 
-    def start_steps(self, steps: int) -> list[Pending[dict[str, Any]]]:
+    def start_steps(self, steps: int, seconds: float | None = None) -> list[Pending[dict[str, Any]]]:
         raise _unused("start_steps")
 
     def reports(self) -> list[dict[str, Any]]:

@@ -183,10 +183,12 @@ ServiceFactory = Callable[[int], Any]
 class WorkerGroup(Protocol):
     """Workers of one kind, run together."""
 
-    def run_steps(self, steps: int) -> list[dict[str, Any]]:
-        """Every worker takes ``steps`` steps; returns each worker's ``report()``."""
+    def run_steps(self, steps: int, seconds: float | None = None) -> list[dict[str, Any]]:
+        """Every worker takes ``steps`` steps, or fewer once ``seconds`` have passed since its chunk
+        began (the step under way finishes); returns each worker's ``report()``, which says
+        ``chunk_cut_after`` (the steps it took) when the time ended its chunk."""
 
-    def start_steps(self, steps: int) -> list[Pending[dict[str, Any]]]:
+    def start_steps(self, steps: int, seconds: float | None = None) -> list[Pending[dict[str, Any]]]:
         """Like :meth:`run_steps` without waiting: one pending report per worker."""
 
     def reports(self) -> list[dict[str, Any]]:

@@ -18,3 +18,11 @@ def test_a_slow_env_trains_shows_progress_and_stops_at_the_time_limit_on_ray(ray
     assert summary["env_steps"] >= 6
     assert rows[0]["time_s"] < 1.5 and len(rows) >= 3 and rows[-1]["env_steps"] > rows[0]["env_steps"] > 0
     assert summary["train_time_s"] < 3.0 + LONGEST_CHUNK_S + 5.0
+
+
+def test_a_chunk_sized_on_fast_steps_ends_by_time_when_the_steps_become_slow_on_ray(ray_local, tmp_path):
+    # gorila/Slowing-v0's steps take 0.1 s after each process's first 2,000: the chunks grown on the
+    # fast ones would last minutes (an Ape-X learner's warm-up, then its first updates, did that).
+    summary = gorila.train("a3c", env="gorila/Slowing-v0", time_limit_s=6.0, eval_episodes=1, run_dir=tmp_path)
+    assert summary["status"] == "finished" and summary["stop_reason"] == "time_limit"
+    assert summary["train_time_s"] < 6.0 + LONGEST_CHUNK_S + 5.0

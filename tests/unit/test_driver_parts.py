@@ -17,11 +17,11 @@ from gorila.runtime import LocalRuntime
 from role_fakes import EvaluationStandIn, GroupStandIn, ReplyStandIn, ServicesStandIn
 
 
-def _plan(budget: int, chunk: int) -> Plan:
+def _plan(budget: int, chunk: int, chunk_seconds: float | None = None, rule: UpdateRule | None = None) -> Plan:
     return Plan(algo="test", label="fake", initial_params=lambda: np.zeros(1, np.float32),
-                spec=ServerSpec(rule=UpdateRule.asynchronous()), groups=lambda services: [],
+                spec=ServerSpec(rule=rule or UpdateRule.asynchronous()), groups=lambda services: [],
                 evaluation=EvaluationStandIn(), budget=Budget(budget, "env_steps"), processes=1,
-                chunk_steps=lambda updates: chunk)
+                chunk_steps=lambda updates: chunk, chunk_seconds=chunk_seconds)
 
 
 class _Stepper:
@@ -93,6 +93,62 @@ def test_chunks_are_sized_by_time_so_a_slow_env_is_never_asked_for_the_plans_100
     assert asked == [1, 1] + 2 * [int(chunks_module.LONGEST_CHUNK_S / _SlowStepper.STEP_S)]
 
 
+class _WarmingStepper(_Stepper):
+    """A worker whose first ``FREE`` steps take no time on :class:`_Clock` and every later one
+    ``STEP_S``: a learner's warm-up, then its updates."""
+
+    FREE, STEP_S = 400, 0.5
+    clock = _Clock()
+
+    def step(self) -> None:
+        if self.env_steps >= self.FREE:
+            _WarmingStepper.clock.now += self.STEP_S
+        super().step()
+
+
+def _warming_chunks(monkeypatch, rule: UpdateRule) -> tuple[Chunks, list[float]]:
+    """Chunks of one :class:`_WarmingStepper` sized by time (0.5 s a chunk), until it has taken 700
+    steps; the seconds each chunk took on the clock."""
+    monkeypatch.setattr("gorila.driver.chunks.time.perf_counter", _WarmingStepper.clock)
+    _WarmingStepper.clock.now = 0.0
+    runtime = LocalRuntime()
+    shards = runtime.start_shards(ServerSpec(rule=rule), np.zeros(1, np.float32))
+    groups: dict[str, WorkerGroup] = {"learner": runtime.start_workers(_WarmingStepper, 1, shards.server,
+                                                                       name="learner")}
+    progress = Progress.resumed("env_steps", {})
+    chunks = Chunks(groups, runtime, _plan(budget=10**9, chunk=10, chunk_seconds=0.5, rule=rule), progress,
+                    Patience(call_s=10.0), print)
+    took = []
+    while progress.used() < 700:
+        began = _WarmingStepper.clock.now
+        chunks.start_idle()
+        assert chunks.collect() == {"learner"}
+        took.append(_WarmingStepper.clock.now - began)
+    return chunks, took
+
+
+def test_a_chunk_grown_on_free_steps_ends_by_time_once_they_cost_and_the_next_is_sized_from_it(monkeypatch):
+    """Ape-X's learner on Atari: its steps cost nothing while its replay filled, its chunks grew to
+    13,144 steps, and its first chunk of updates outlasted the run's time limit (WorkerTimeoutError)."""
+    import gorila.driver.chunks as chunks_module
+
+    chunks, took = _warming_chunks(monkeypatch, UpdateRule.asynchronous())
+    step_s = _WarmingStepper.STEP_S
+    assert max(took) <= chunks_module.LONGEST_CHUNK_S + step_s
+    # The chunk after a cut one is sized from the steps the cut one took, not from those it was
+    # asked for: only the chunk that held the last free steps and the one after it reach the bound.
+    assert sum(t >= chunks_module.LONGEST_CHUNK_S for t in took) <= 2
+
+
+def test_a_chunk_under_a_barrier_is_never_ended_by_time(monkeypatch):
+    """Workers that meet at every step wait for each other's next push: one that ended its chunk
+    early would leave the others waiting for a step it no longer takes."""
+    import gorila.driver.chunks as chunks_module
+
+    chunks, took = _warming_chunks(monkeypatch, UpdateRule.synchronous(num_workers=1))
+    assert chunks.time_bound_s is None and max(took) > chunks_module.LONGEST_CHUNK_S
+
+
 class _Hung:
     def ready(self) -> bool:
         return False
@@ -107,7 +163,7 @@ class _HungGroup(GroupStandIn):
     def __init__(self):
         self.killed: list[int] = []
 
-    def start_steps(self, steps):
+    def start_steps(self, steps, seconds=None):
         return [_Hung(), _Hung()]
 
     def kill(self, index):

@@ -128,7 +128,7 @@ def test_with_every_steps_an_evaluation_starts_at_each_multiple_of_the_steps_and
     started: list[bool | int] = []
 
     class Group(GroupStandIn):
-        def start_steps(self, n):
+        def start_steps(self, n, seconds=None):
             started.append(True)
             return [Done({"playing": False})]
 
@@ -155,7 +155,7 @@ def test_an_evaluation_is_placed_where_the_run_was_when_the_evaluator_took_its_p
     waiting = []
 
     class Group(GroupStandIn):
-        def start_steps(self, n):
+        def start_steps(self, n, seconds=None):
             waiting.append(True)
             return [Waiting()]
 

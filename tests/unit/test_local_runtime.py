@@ -63,6 +63,31 @@ def test_a_chunk_ends_as_soon_as_every_worker_is_blocked():
     assert LocalWorkers(workers).run_steps(10**9) == [{"steps": 1}, {"steps": 1}]
 
 
+class _Timed:
+    """A worker whose steps move a shared fake clock on by ``step_s``."""
+
+    def __init__(self, clock, step_s):
+        self.clock, self.step_s, self.steps = clock, step_s, 0
+
+    def step(self):
+        self.clock[0] += self.step_s
+        self.steps += 1
+
+    def report(self):
+        return {"steps": self.steps}
+
+
+def test_a_chunk_given_seconds_ends_once_they_have_passed_and_says_after_how_many_steps(monkeypatch):
+    from gorila.runtime.local import LocalWorkers
+
+    clock = [0.0]
+    monkeypatch.setattr("gorila.runtime.local.time.perf_counter", lambda: clock[0])
+    workers: list[Worker] = [_Timed(clock, 0.25), _Timed(clock, 0.25)]  # a round: 0.5 s
+    reports = LocalWorkers(workers).run_steps(10**9, seconds=2.0)
+    assert reports == [{"steps": 4, "chunk_cut_after": 4}, {"steps": 4, "chunk_cut_after": 4}]
+    assert LocalWorkers(workers).run_steps(3, seconds=2.0) == [{"steps": 7}, {"steps": 7}]  # within its seconds
+
+
 class Logged:
     """A worker that notes each of its steps in a shared log; ``hang_at`` (its step number) waits on
     ``release`` first, as a hung environment would until the test lets it go."""

@@ -13,7 +13,9 @@ and a learner) never wait for each other at the driver. Chunks are sized by time
 :data:`PROBE_CHUNKS` chunks are one step each, which measure its pace, and no chunk after them
 asks for more steps than take :data:`LONGEST_CHUNK_S` at the group's fastest pace so far, so that
 an environment of seconds per step still trains, shows progress and stops near the time limit, as
-a fast one does.
+a fast one does. A pace can change at once (a learner's steps cost nothing while it waits for its
+replay to fill, then an update each): where chunks are sized by time, a worker also ends its chunk
+once it has run :data:`LONGEST_CHUNK_S`, and the next one is sized from the steps it took.
 """
 
 from __future__ import annotations
@@ -85,6 +87,12 @@ class Chunks:
         # A run resumed without its pace (a Ray run, a failed one) starts at the plan's chunks, as its
         # first life went on: the local runtime's rows then fall where that life's would have.
         self.probing = plan.budget.unit == "env_steps" and progress.used() == 0
+        # Workers end a chunk by time only where chunks are sized by time (not the local runtime's
+        # whole chunks, whose rows fall at the same steps in every run of a seed), and not where they
+        # meet every step (a barrier, the learners' all-reduce): one that stopped early would leave
+        # the others waiting for a step its chunk no longer takes.
+        lockstep = plan.spec.rule.barrier or plan.spec.placement == "replicas"
+        self.time_bound_s = None if plan.chunk_seconds is None or lockstep else LONGEST_CHUNK_S
 
     def start_idle(self) -> None:
         """Give every group whose last chunk is in its next one."""
@@ -94,7 +102,7 @@ class Chunks:
                 pace = self.pace[name]
                 pace.started = time.perf_counter()
                 pace.asked = self._chunk_steps(name)
-                self.running[name] = group.start_steps(pace.asked)
+                self.running[name] = group.start_steps(pace.asked, self.time_bound_s)
 
     def drain(self, until: float | None = None) -> None:
         """Wait for every chunk under way, so that every worker's counts are in; by ``until`` (a
@@ -142,9 +150,12 @@ class Chunks:
             self.statistics.take(name, reports)
             self.progress.counters.update(name, reports)
             pace.took, pace.chunks_in = time.perf_counter() - pace.started, pace.chunks_in + 1
-            step_s = pace.took / max(pace.asked, 1)
+            taken = [report.get("chunk_cut_after", pace.asked) for report in reports]
+            if max(taken) < pace.asked:  # every worker's chunk ended by time: the next is sized from what it held
+                pace.size = max(taken)
+            step_s = pace.took / max(max(taken), 1)
             pace.fastest = step_s if pace.fastest is None else min(pace.fastest, step_s)
-            pace.per_step = (self.progress.used() - before) / max(pace.asked * len(reports), 1)
+            pace.per_step = (self.progress.used() - before) / max(sum(taken), 1)
         return done
 
     def _restart_stalled(self, ready: dict[str, list[bool]], stall_s: float) -> bool:

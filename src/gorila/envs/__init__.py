@@ -2,8 +2,9 @@
 
 Importing this package registers ``gorila/Counting-v0`` (:class:`CountingEnv`, 5 steps per
 episode), ``gorila/Flaky-v0`` (:class:`~gorila.envs.fake.FlakyEnv`, one that fails now and then)
-``gorila/Hang-v0`` (:class:`~gorila.envs.fake.HangingEnv`, one whose process's 20th step never returns)
-and ``gorila/Slow-v0`` (a :class:`CountingEnv` whose every step takes 0.2 s)
+``gorila/Hang-v0`` (:class:`~gorila.envs.fake.HangingEnv`, one whose process's 20th step never returns),
+``gorila/Slow-v0`` (a :class:`CountingEnv` whose every step takes 0.2 s) and ``gorila/Slowing-v0``
+(:class:`~gorila.envs.fake.SlowingEnv`, whose process's steps take 0.1 s after its first 2,000)
 so that code which takes an id can be exercised without a real game.
 """
 
@@ -22,6 +23,8 @@ if "gorila/Hang-v0" not in gym.registry:
     gym.register("gorila/Hang-v0", entry_point="gorila.envs.fake:HangingEnv")
 if "gorila/Slow-v0" not in gym.registry:
     gym.register("gorila/Slow-v0", entry_point="gorila.envs.fake:CountingEnv", kwargs={"step_s": 0.2})
+if "gorila/Slowing-v0" not in gym.registry:
+    gym.register("gorila/Slowing-v0", entry_point="gorila.envs.fake:SlowingEnv")
 
 __all__ = ["CountingEnv", "EnvRunner", "dqn_normalized", "env_spaces", "evaluate",
            "human_normalized", "is_atari", "is_minatar", "make_env", "make_env_runner"]

@@ -136,3 +136,26 @@ class HangingEnv(CountingEnv):
         if HangingEnv.steps_in_process == self.hang_at:
             threading.Event().wait()  # never set: only a watchdog gets past this
         return super().step(action)
+
+
+class SlowingEnv(CountingEnv):
+    """A :class:`CountingEnv` that is fast for its process's first ``fast_steps`` steps (counted over
+    every SlowingEnv of the process) and takes ``step_s`` a step after them, the way a learner's
+    updates become costly once its warm-up ends::
+
+        env = SlowingEnv(fast_steps=2_000, step_s=0.1)   # the process's 2,001st step takes 0.1 s
+
+    Registered as ``gorila/Slowing-v0``: a pace measured on the fast steps says nothing of the slow ones.
+    """
+
+    steps_in_process = 0
+
+    def __init__(self, episode_length: int = 5, fast_steps: int = 2_000, step_s: float = 0.1) -> None:
+        super().__init__(episode_length=episode_length)
+        self.fast_steps, self.slow_step_s = fast_steps, step_s
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        SlowingEnv.steps_in_process += 1
+        if SlowingEnv.steps_in_process > self.fast_steps:
+            time.sleep(self.slow_step_s)  # the env's own pace, not a wait for anything
+        return super().step(action)

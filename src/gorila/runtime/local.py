@@ -6,6 +6,7 @@ import functools
 import os
 import random
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
@@ -73,18 +74,23 @@ class LocalWorkers:
         self.lives = [0] * len(workers)
         self._reasons: dict[int, str] = {}  # why a worker was rebuilt, told in its next report
 
-    def run_steps(self, steps: int) -> list[dict[str, Any]]:
-        reports = self.step_chunk(steps)
+    def run_steps(self, steps: int, seconds: float | None = None) -> list[dict[str, Any]]:
+        reports = self.step_chunk(steps, seconds=seconds)
         assert reports is not None
         return reports
 
-    def step_chunk(self, steps: int, before_step: Callable[[int], bool] | None = None) -> list[dict[str, Any]] | None:
-        """``steps`` rounds (fewer once every worker is blocked); ``before_step(k)`` is asked before
-        worker ``k`` steps, and False ends the chunk there (None returned: its thread was given up)."""
+    def step_chunk(self, steps: int, before_step: Callable[[int], bool] | None = None,
+                   seconds: float | None = None) -> list[dict[str, Any]] | None:
+        """``steps`` rounds (fewer once every worker is blocked, or once ``seconds`` have passed);
+        ``before_step(k)`` is asked before worker ``k`` steps, and False ends the chunk there (None
+        returned: its thread was given up)."""
+        ends = None if seconds is None else time.perf_counter() + seconds
         active = list(range(len(self.workers)))
-        for _ in range(steps):
+        for taken in range(steps):
             if not active:  # every worker waits on another group: the rest of the chunk would be idle rounds
                 break
+            if ends is not None and taken and time.perf_counter() >= ends:
+                return [{**report, "chunk_cut_after": taken} for report in self.reports()]
             for cache in self.caches:
                 cache.refresh()
             still = []
@@ -107,8 +113,8 @@ class LocalWorkers:
                 report["restart_reason"] = self._reasons.pop(k)
         return report
 
-    def start_steps(self, steps: int) -> list[Pending[dict[str, Any]]]:
-        return self.stepper.submit(self, steps)
+    def start_steps(self, steps: int, seconds: float | None = None) -> list[Pending[dict[str, Any]]]:
+        return self.stepper.submit(self, steps, seconds)
 
     def call(self, method: str, *args: Any) -> list[Any]:
         return [getattr(w, method)(*args) for w in self.workers]

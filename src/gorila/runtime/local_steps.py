@@ -39,7 +39,7 @@ class SteppedGroup(Protocol):
     name: str
     workers: list[Any]
 
-    def step_chunk(self, steps: int, before_step: Any) -> list[dict[str, Any]] | None: ...
+    def step_chunk(self, steps: int, before_step: Any, seconds: float | None) -> list[dict[str, Any]] | None: ...
     def rebuild(self, index: int, reason: str) -> None: ...
     def reports(self) -> list[dict[str, Any]]: ...
 
@@ -50,6 +50,7 @@ class _Chunk:
 
     group: SteppedGroup
     steps: int
+    seconds: float | None  # the chunk's time bound (see WorkerGroup.run_steps), or None
     done: threading.Event = field(default_factory=threading.Event)
     reports: list[dict[str, Any]] | None = None
     error: BaseException | None = None
@@ -81,8 +82,8 @@ class Stepper:
         self._stepping: _Stepping | None = None
         self._failed: Exception | None = None  # what a step raised: the run fails, nothing more is stepped
 
-    def submit(self, group: SteppedGroup, steps: int) -> list[Pending[dict[str, Any]]]:
-        chunk = _Chunk(group, steps)
+    def submit(self, group: SteppedGroup, steps: int, seconds: float | None = None) -> list[Pending[dict[str, Any]]]:
+        chunk = _Chunk(group, steps, seconds)
         with self._lock:
             if self._failed is not None:
                 chunk.finish(None, self._failed)
@@ -116,7 +117,8 @@ class Stepper:
                 chunk = self._queue[0]
             reports, error = None, None
             try:
-                reports = chunk.group.step_chunk(chunk.steps, lambda k: self._before_step(life, chunk, k))
+                reports = chunk.group.step_chunk(chunk.steps, lambda k: self._before_step(life, chunk, k),
+                                                 chunk.seconds)
             except Exception as err:  # raised on the driver's thread, by the reply
                 error = err
             with self._lock:

@@ -186,16 +186,19 @@ class WorkerProcess:
     def ready(self) -> str:
         return ray.get_runtime_context().get_node_id()
 
-    def run_steps(self, steps: int) -> dict[str, Any]:
+    def run_steps(self, steps: int, seconds: float | None = None) -> dict[str, Any]:
         self.first_step_at = self.first_step_at or time.time()
+        ends = None if seconds is None else time.perf_counter() + seconds
         blocked = 0
-        for _ in range(steps):
+        for taken in range(1, steps + 1):
             if self.worker.step() is False:
                 # Waiting on another process (a rate limiter): leave it the CPU, a little longer each time.
                 time.sleep(min(_BACKOFF_S[0] * 2 ** blocked, _BACKOFF_S[1]))
                 blocked += 1
             else:
                 blocked = 0
+            if ends is not None and taken < steps and time.perf_counter() >= ends:
+                return {**self.report(), "chunk_cut_after": taken}
         return self.report()
 
     def report(self) -> dict[str, Any]:
@@ -238,11 +241,12 @@ class RayGroup:
 class RayWorkers(RayGroup):
     """A group of worker processes; a restarted worker's report has a new ``pid``."""
 
-    def run_steps(self, steps: int) -> list[dict[str, Any]]:
-        return self._gather([h.run_steps.remote(steps) for h in self.handles], f"{steps} steps")
+    def run_steps(self, steps: int, seconds: float | None = None) -> list[dict[str, Any]]:
+        return self._gather([h.run_steps.remote(steps, seconds) for h in self.handles], f"{steps} steps")
 
-    def start_steps(self, steps: int) -> list[Pending[dict[str, Any]]]:
-        return [RayPending(h.run_steps.remote(steps), f"{self.name} {k}") for k, h in enumerate(self.handles)]
+    def start_steps(self, steps: int, seconds: float | None = None) -> list[Pending[dict[str, Any]]]:
+        return [RayPending(h.run_steps.remote(steps, seconds), f"{self.name} {k}")
+                for k, h in enumerate(self.handles)]
 
     def reports(self) -> list[dict[str, Any]]:
         return self._gather([h.report.remote() for h in self.handles], "report")
