@@ -70,13 +70,19 @@ class SchedulingError(GorilaError, RuntimeError):
                    "quieter machine, or see Ray's own logs (--verbose).")
 
     @classmethod
-    def no_gpu(cls, what: str, timeout_s: float, asks: float, total: float) -> SchedulingError:
-        """``what`` asked for a GPU share and none was free within ``timeout_s``."""
+    def no_gpu(cls, what: str, timeout_s: float | None, asks: float, total: float) -> SchedulingError:
+        """``what`` asked for a GPU share and none was free within ``timeout_s`` (None: none can be,
+        on a cluster that no node joins: the embedded Ray)."""
+        asked = (f"each asks for {asks:g} GPU (--device cuda, or --inference-device cuda for an inference server) "
+                 "and the cluster")
+        cpu = "or use --device cpu (auto picks cpu where the driver's machine has no GPU)"
+        if timeout_s is None:
+            have = "has no GPU" if total == 0 else f"has {total:g} GPUs"
+            return cls(f"{what} could not be placed: {asked} {have}, the embedded Ray of this machine, which no "
+                       f"node joins. Run on a Ray cluster with GPUs (--address), {cpu}.")
         have = "has no GPU" if total == 0 else f"has {total:g} GPUs, not enough of them free"
-        return cls(f"{what} could not be placed within {timeout_s:.0f} s: each asks for {asks:g} GPU "
-                   f"(--device cuda, or --inference-device cuda for an inference server) and the cluster {have}. "
-                   "Add a node with a GPU (ray start --num-gpus N), or use --device cpu (auto picks cpu "
-                   "where the driver's machine has no GPU).")
+        return cls(f"{what} could not be placed within {timeout_s:.0f} s: {asked} {have}. "
+                   f"Add a node with a GPU (ray start --num-gpus N), {cpu}.")
 
 
 class ClusterUnreachableError(GorilaError, ConnectionError):

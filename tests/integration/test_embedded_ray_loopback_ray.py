@@ -24,3 +24,22 @@ def test_the_embedded_ray_listens_on_loopback_only_and_serves_no_dashboard(ray_l
     assert listening, "nothing listens: nothing was checked"
     assert all(addr.ip in LOOPBACK for addr in listening), listening
     assert DASHBOARD_PORT not in {addr.port for addr in listening}
+
+
+@pytest.mark.timeout(60)
+def test_a_gpu_asked_of_the_embedded_ray_without_one_is_refused_at_once_not_after_the_scheduling_timeout(ray_local):
+    """No node joins this machine's own Ray, so a GPU it was not started with never comes: the
+    refusal must not wait out the 600 s asked for here (60 s by default) before naming the flag."""
+    from gorila.errors import SchedulingError
+    from gorila.replay.shard import ReplayShard  # any service factory: it is never built
+    from gorila.runtime.ray_runtime import RayRuntime
+
+    if ray_local.cluster_resources().get("GPU", 0.0):
+        pytest.skip("this machine's Ray has a GPU")
+    runtime = RayRuntime(schedule_timeout_s=600.0)
+    runtime.plan(2)
+    try:
+        with pytest.raises(SchedulingError, match="could not be placed: each asks for 0.5 GPU .*--device cuda"):
+            runtime.start_services(ReplayShard, 2, name="learner", gpus=0.5)
+    finally:
+        runtime.shutdown()

@@ -190,7 +190,10 @@ class RayRuntime:
     def _starting(self, group: Any, refs: list, what: str, wait: bool, gpus: float = 0.0) -> None:
         """Note the replies that say ``group``'s processes are up (each asking ``gpus`` of a GPU);
         wait for them now, or with :meth:`wait_started` together with every other group started
-        meanwhile."""
+        meanwhile. GPUs the embedded Ray lacks are refused at once (a :class:`SchedulingError`)."""
+        if gpus and embedded_ray_is_up() and cluster_resources().get("GPU", 0.0) < gpus:
+            # This machine's own Ray has the GPUs it started with and no node will join it: no wait places them.
+            raise SchedulingError.no_gpu(what, None, gpus, cluster_resources().get("GPU", 0.0))
         self._pending_start.append((group, refs, what, gpus))
         if wait:
             self.wait_started()
