@@ -154,7 +154,8 @@ def file_values(path: Path, algo: str | None = None) -> tuple[str, dict[str, Any
     path = Path(path)
     data = read_settings(path, "config")  # its size, depth and aliases bounded before it is parsed
     if not isinstance(data, dict):
-        raise ConfigError("config", f"{path} holds a {type(data).__name__}, not a mapping of settings")
+        raise ConfigError("config", f"{path} holds a {type(data).__name__}, not a mapping of settings: gorila reads "
+                                    "YAML (`lr: 0.001`, a setting a line) or JSON (.json)")
     recorded = isinstance(data.get("run"), dict)  # a run's config.json, which gorila wrote
     if recorded:
         saved_algo, values = _recorded_values("config", path, data)
