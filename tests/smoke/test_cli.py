@@ -47,6 +47,17 @@ def test_train_lstsq_writes_the_run_outputs(tmp_path):
     assert any(p.name.startswith("events.out.tfevents") for p in tmp_path.iterdir())
 
 
+def test_train_lstsq_on_the_embedded_ray_starts_and_reaches_its_target(tmp_path):
+    """Off the local runtime the plan is built on a thread beside Ray's start, and lstsq's plan
+    multiplies matrices: Ray's start forked while OpenBLAS's threads worked for the plan, and the
+    command hung in OpenBLAS's fork handler, every time on a 2-core machine."""
+    result = gorila("train", "--algo", "lstsq", "--workers", "2", "--mode", "sync", "--n", "4000", "--d", "8",
+                    "--run-dir", str(tmp_path), timeout=120)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["runtime"] == "ray" and summary["reached_target"]
+
+
 def test_bench_ps_writes_each_round_trip_beside_a_memcpy(ray_local, tmp_path):
     assert main(["bench", "ps", "--params", "100000", "--rounds", "5", "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "bench.json").read_text())

@@ -29,6 +29,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
+from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]  # threadpoolctl ships no type hints
+
 from gorila.checkpoint import CheckpointTimer, load_checkpoint
 from gorila.config import RunConfig
 from gorila.core import Runtime
@@ -110,6 +112,10 @@ def run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChun
     summary that the driver can write without it (the last checkpoint stays the one to resume).
     """
     with contextlib.ExitStack() as held:  # the run directory's lock, released once all is written
+        # One BLAS thread in the driver, as in every gorila process (runtime.ONE_THREAD): Ray's start
+        # forks while the plan computes on a thread of its own (lstsq's data), and a fork made while
+        # OpenBLAS's threads work for another thread hangs in OpenBLAS's fork handler for good.
+        held.enter_context(threadpool_limits(limits=1, user_api="blas"))
         return _run(run_config, plan, on_chunk, terminal or Terminal(), on_row, held)
 
 
