@@ -88,7 +88,8 @@ class RunConfig:
         "help": "ray (embedded local Ray unless --address / RAY_ADDRESS) or local (one process)",
         "choices": RUNTIMES})
     address: str | None = field(default=None, metadata={
-        "help": "Ray cluster to join, HOST:PORT (default: RAY_ADDRESS if set, else an embedded Ray on this machine)",
+        "help": "Ray cluster to join, HOST:PORT, or local: an embedded Ray on this machine (default: RAY_ADDRESS if "
+                "set, else local)",
         "metavar": "HOST:PORT"})
     seed: int = field(default=0, metadata={"help": "random seed"})
     run_dir: Path | None = field(default=None, metadata={

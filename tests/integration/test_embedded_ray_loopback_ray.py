@@ -43,3 +43,20 @@ def test_a_gpu_asked_of_the_embedded_ray_without_one_is_refused_at_once_not_afte
             runtime.start_services(ReplayShard, 2, name="learner", gpus=0.5)
     finally:
         runtime.shutdown()
+
+
+def test_address_local_starts_the_embedded_ray_not_rays_own_local_one(tmp_path):
+    """A resumed run's config.json names the cluster it ran on; ``--address local`` resumes it on this
+    machine. Ray's own ``address="local"`` would start a Ray with its defaults: a dashboard, a usage
+    report to Ray's servers, its workers at nice 15."""
+    import ray
+
+    from gorila.runtime.embedded_ray import embedded_ray_is_up
+    from gorila.runtime.ray_runtime import RayRuntime
+
+    assert not ray.is_initialized()  # no test before this one left a Ray up in this process
+    runtime = RayRuntime(address="local")
+    try:
+        assert embedded_ray_is_up()
+    finally:
+        runtime.shutdown()

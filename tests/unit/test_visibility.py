@@ -11,3 +11,8 @@ def test_the_stage_line_names_the_cluster_that_ray_address_points_at(monkeypatch
         "joining the Ray cluster at 10.0.0.8:6379"  # the flag wins, as it does when Ray is joined
     monkeypatch.delenv("RAY_ADDRESS")
     assert runtime_stage(RunConfig(runtime="ray")).startswith("starting Ray on this machine")
+
+
+def test_address_local_names_this_machines_embedded_ray_even_where_ray_address_is_set(monkeypatch):
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.7:6379")  # the flag wins over it, as for any address
+    assert runtime_stage(RunConfig(runtime="ray", address="local")).startswith("starting Ray on this machine")

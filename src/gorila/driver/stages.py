@@ -7,6 +7,7 @@ import os
 
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, WorkerSpec
+from gorila.runtime import EMBEDDED
 
 
 def runtime_stage(run_config: RunConfig) -> str:
@@ -14,10 +15,11 @@ def runtime_stage(run_config: RunConfig) -> str:
     (``--address``, else ``RAY_ADDRESS``, else an embedded Ray)."""
     if run_config.runtime == "local":
         return "local runtime: everything in this process"
-    if run_config.address:
-        return f"joining the Ray cluster at {run_config.address}"
-    if os.environ.get("RAY_ADDRESS"):
-        return f"joining the Ray cluster at {os.environ['RAY_ADDRESS']} (from RAY_ADDRESS)"
+    address, source = run_config.address, ""
+    if not address and os.environ.get("RAY_ADDRESS"):
+        address, source = os.environ["RAY_ADDRESS"], " (from RAY_ADDRESS)"
+    if address and address != EMBEDDED:
+        return f"joining the Ray cluster at {address}{source}"
     return "starting Ray on this machine (127.0.0.1 only, no dashboard)"
 
 

@@ -21,6 +21,10 @@ RUNTIMES = ("local", "ray")
 #: processes, and oversubscribed threads would make every speedup measurement lie.
 ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 
+#: The ``--address`` that names this machine's own embedded Ray, as no address does (a resumed
+#: run's ``config.json`` names the cluster it ran on: this overrides it).
+EMBEDDED = "local"
+
 
 def make_runtime(name: str, address: str | None = None, *, call_timeout_s: float = 600.0,
                  verbose: bool = False, stall_s: float | None = None) -> Runtime:
@@ -55,4 +59,4 @@ if not TYPE_CHECKING:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ONE_THREAD", "RUNTIMES", "LocalRuntime", "make_runtime", "preload"]
+__all__ = ["EMBEDDED", "ONE_THREAD", "RUNTIMES", "LocalRuntime", "make_runtime", "preload"]

@@ -29,7 +29,7 @@ from gorila.params import ParameterServer, ServerSpec
 from gorila.params.rendezvous import Rendezvous, RendezvousSpec
 from gorila.params.tiers import CacheTiers
 from gorila.reply import Pending
-from gorila.runtime import ONE_THREAD
+from gorila.runtime import EMBEDDED, ONE_THREAD
 from gorila.runtime.cluster_auth import join_cluster
 from gorila.runtime.embedded_ray import embedded_ray_is_up, start_embedded_ray
 from gorila.runtime.gloo import gloo_interface
@@ -64,7 +64,7 @@ def check_reachable(address: str, source: str, timeout_s: float) -> None:
     """Raise :class:`ClusterUnreachableError` unless a gRPC server (as Ray's GCS and Ray Client
     servers are) answers at ``address`` (``host:port`` or ``ray://host:port``) within ``timeout_s``;
     ``auto`` is left to Ray."""
-    if address in ("auto", "local"):
+    if address == "auto":
         return
     host, _, port = address.split("://", 1)[-1].rpartition(":")
     if not host or not port.isdigit():
@@ -76,15 +76,15 @@ def check_reachable(address: str, source: str, timeout_s: float) -> None:
     except OSError as err:
         raise ClusterUnreachableError(
             f"no Ray cluster answers at {address} (from {source}): {err.strerror or err}. Start one there "
-            f"(ray start --head --port {port}), or leave out --address and RAY_ADDRESS to run on an "
-            "embedded Ray on this machine") from None
+            f"(ray start --head --port {port}), or run on an embedded Ray on this machine: leave out --address "
+            f"and RAY_ADDRESS, or pass --address {EMBEDDED} (a resumed run's config.json names its cluster)") from None
     if not speaks_grpc:
         # Ray's own connect would retry such a port for minutes, printing only its warnings.
         raise ClusterUnreachableError(
             f"something listens at {address} (from {source}) but it is not a Ray cluster: it gave no gRPC "
             f"answer within {min(timeout_s, GRPC_ANSWER_S):.0f} s. Give the address of a Ray head node "
-            "(its GCS port, 6379 by default, or ray://HOST:10001), or leave out --address and RAY_ADDRESS to run "
-            "on an embedded Ray")
+            "(its GCS port, 6379 by default, or ray://HOST:10001), or run on an embedded Ray: leave out --address "
+            f"and RAY_ADDRESS, or pass --address {EMBEDDED}")
 
 
 #: How long a run whose call failed gives its cluster's GCS to answer before it takes the cluster for gone.
@@ -144,7 +144,9 @@ class RayRuntime:
             source = "--address" if address else "RAY_ADDRESS"
             address = address or os.environ.get("RAY_ADDRESS")
             try:
-                if address:
+                # "local" is this machine's own Ray, started as without an address (loopback only,
+                # no dashboard, no usage report): Ray's own "local" would start one with its defaults.
+                if address and address != EMBEDDED:
                     check_reachable(address, source, connect_timeout_s)
                     join_cluster(address, source, connect_timeout_s, verbose)
                 else:
