@@ -151,9 +151,10 @@ class Chunks:
             self.progress.counters.update(name, reports)
             pace.took, pace.chunks_in = time.perf_counter() - pace.started, pace.chunks_in + 1
             taken = [report.get("chunk_cut_after", pace.asked) for report in reports]
-            if max(taken) < pace.asked:  # every worker's chunk ended by time: the next is sized from what it held
-                pace.size = max(taken)
-            step_s = pace.took / max(max(taken), 1)
+            longest = max(taken)
+            if longest < pace.asked:  # every worker's chunk ended by time: the next is sized from what it held
+                pace.size = longest
+            step_s = pace.took / max(longest, 1)
             pace.fastest = step_s if pace.fastest is None else min(pace.fastest, step_s)
             pace.per_step = (self.progress.used() - before) / max(sum(taken), 1)
         return done

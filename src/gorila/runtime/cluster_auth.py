@@ -69,7 +69,7 @@ def check_authenticated(address: str, source: str, timeout_s: float) -> None:
     """Raise :class:`ClusterAuthError` if the Ray cluster at ``address`` (``HOST:PORT``; a
     ``ray://`` address is Ray Client's, which is left to Ray) refuses this driver's token. Any
     other answer, or none, is left to Ray's connect, which reports it."""
-    if address.startswith("ray://") or address in ("auto", "local"):
+    if address.startswith("ray://") or address == "auto":
         return
     import grpc  # type: ignore[import-untyped]  # Ray's own dependency; only a join needs it
 

@@ -193,9 +193,11 @@ class RayRuntime:
         """Note the replies that say ``group``'s processes are up (each asking ``gpus`` of a GPU);
         wait for them now, or with :meth:`wait_started` together with every other group started
         meanwhile. GPUs the embedded Ray lacks are refused at once (a :class:`SchedulingError`)."""
-        if gpus and embedded_ray_is_up() and cluster_resources().get("GPU", 0.0) < gpus:
+        if gpus and embedded_ray_is_up():
             # This machine's own Ray has the GPUs it started with and no node will join it: no wait places them.
-            raise SchedulingError.no_gpu(what, None, gpus, cluster_resources().get("GPU", 0.0))
+            total = cluster_resources().get("GPU", 0.0)
+            if total < gpus:
+                raise SchedulingError.no_gpu(what, None, gpus, total)
         self._pending_start.append((group, refs, what, gpus))
         if wait:
             self.wait_started()
