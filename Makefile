@@ -16,7 +16,7 @@ TORCH_INDEX ?=
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) $(TORCH_SPEC)
-	$(BIN)/python -m pip install -q -e ".[dev,atari,box2d,video,minatar,mujoco]"
+	$(BIN)/python -m pip install -q -e ".[dev,atari,box2d,video,minatar,mujoco,envpool]"
 	touch $@
 
 # An editable install leaves gorila's modules uncompiled, and where PYTHONDONTWRITEBYTECODE is set (as

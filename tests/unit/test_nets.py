@@ -4,6 +4,8 @@ import pytest
 import torch
 
 from gorila.errors import ConfigError
+from gorila.nets.actor_critic import ConvActorCritic
+from gorila.nets.actor_critic_env import network_for
 from gorila.nets.cnn import NatureCNN
 from gorila.nets.inputs import observation_tensor
 from gorila.nets.q import VectorQNetwork, greedy_policy, make_q_network
@@ -57,3 +59,39 @@ def test_greedy_policy_on_boolean_grids_is_the_argmax_of_the_network():
     with torch.no_grad():
         expected = net(torch.as_tensor(obs)).argmax(1).numpy()
     assert greedy_policy(net)(obs).tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("encoder, parameters, width", [("nature", 1_687_719, 512), ("mnih2013", 677_943, 256)])
+def test_an_atari_actor_critic_is_built_on_the_encoder_asked_for(encoder, parameters, width):
+    # Pong: 6 actions; the sizes are those of the papers' layers (nets/encoders.py's table)
+    net = network_for(gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), gym.spaces.Discrete(6), (64, 64), False,
+                      encoder=encoder)
+    assert isinstance(net, ConvActorCritic)
+    assert sum(p.numel() for p in net.parameters()) == parameters and net.policy.in_features == width
+    logits, value = net(torch.zeros(3, 5, 4, 84, 84, dtype=torch.uint8))  # a rollout's (T, N) axes
+    assert logits.shape == (3, 5, 6) and value.shape == (3, 5)
+
+
+def test_a_learners_pass_gives_the_actors_outputs():
+    # The learner's pass (gradients on: its batch in channels-last order) and the actor's (no
+    # gradient: the default order) compute the same function: V-trace's importance weights of the
+    # actor's own data stay 1 up to float rounding.
+    net = ConvActorCritic(6, encoder="mnih2013")
+    obs = torch.randint(0, 256, (16, 4, 84, 84), dtype=torch.uint8)
+    with torch.no_grad():
+        acting, acting_value = net(obs)
+    learning, learning_value = net(obs)
+    assert learning.requires_grad
+    torch.testing.assert_close(learning.detach(), acting, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(learning_value.detach(), acting_value, rtol=1e-5, atol=1e-6)
+
+
+MINATAR_GRID = gym.spaces.Box(0, 1, (4, 10, 10), dtype=bool)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("space", [gym.spaces.Box(-1, 1, (4,)), MINATAR_GRID])
+def test_an_encoder_asked_for_observations_that_are_not_frames_is_refused_by_name(space):
+    # CartPole's vectors and MinAtar's grids have networks of their own: an encoder would be ignored
+    with pytest.raises(ConfigError) as e:
+        network_for(space, gym.spaces.Discrete(2), (64, 64), False, encoder="mnih2013")
+    assert e.value.field == "encoder"

@@ -21,7 +21,7 @@ def _setup_commands(tmp_path, *variables: str) -> list[str]:
 def test_torch_comes_pinned_from_pips_own_sources_unless_an_index_is_given(tmp_path):
     torch_line, package_line = _setup_commands(tmp_path)
     assert torch_line.split()[-1] == "torch==2.13.0" and "--index-url" not in torch_line
-    assert "[dev,atari,box2d,video,minatar,mujoco]" in package_line
+    assert "[dev,atari,box2d,video,minatar,mujoco,envpool]" in package_line
     cpu = "https://download.pytorch.org/whl/cpu"
     torch_line, _ = _setup_commands(tmp_path, f"TORCH_INDEX={cpu}")
     assert torch_line.split()[-3:] == ["--index-url", cpu, "torch==2.13.0"]

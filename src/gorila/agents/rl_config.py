@@ -10,6 +10,8 @@ import gymnasium as gym
 
 from gorila import validate
 from gorila.envs.normalize import Normalization
+from gorila.envs.spec import EnvSpec
+from gorila.envs.vector import BACKENDS
 from gorila.errors import ConfigError
 from gorila.inference.batching import BatchingRule
 from gorila.params.cache import PARAM_CACHE_MODES
@@ -40,6 +42,13 @@ class RLConfig:
     """
 
     env: str = field(default="CartPole-v1", metadata={"help": "Gymnasium env id (ALE/<Game>-v5 for Atari)"})
+    env_backend: str = field(default="auto", metadata={
+        "help": "what steps the actors' envs: envpool (EnvPool's threads, gorila[envpool]), gymnasium, or auto: "
+                "EnvPool for ALE/<Game>-v5 ids where it is installed, Gymnasium otherwise (evaluation always plays "
+                "Gymnasium's)", "choices": BACKENDS})
+    terminal_on_life_loss: bool = field(default=False, metadata={
+        "help": "Atari, training only: a lost life ends the episode (EnvPool goes on with the next life, "
+                "Gymnasium restarts the game)"})
     total_steps: int = field(default=1_000_000, metadata={
         "help": "stop after this many env steps (MinAtar ids: 5,000,000 unless given, Young & Tian's published "
                 "budget; a preset may set its own)"})
@@ -100,6 +109,8 @@ class RLConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.env, str) or not self.env:
             raise ConfigError("env", f"must be a Gymnasium id, got {self.env!r}")
+        validate.choice("env_backend", self.env_backend, BACKENDS)
+        validate.boolean("terminal_on_life_loss", self.terminal_on_life_loss)
         validate.integer("total_steps", self.total_steps, low=1)
         if self.target_return is not None:
             validate.number("target_return", self.target_return)
@@ -124,6 +135,10 @@ class RLConfig:
         if self.param_cache == "none" and self.cache_tiers != "node":
             raise ConfigError("cache_tiers", f"{self.cache_tiers} chains the parameter caches of --param-cache node; "
                                              "add it, or leave --cache-tiers out")
+
+    def env_spec(self, num_envs: int) -> EnvSpec:
+        """The envs an actor steps, ``num_envs`` of them, on ``--env-backend``."""
+        return EnvSpec(self.env, num_envs, self.env_backend, self.terminal_on_life_loss)
 
     def check_algorithm(self, algo: str) -> None:
         """Refuse normalisation for an algorithm that does not do it (dqn, apex)."""

@@ -13,6 +13,7 @@ from gorila import validate
 from gorila.bench.sampling import add_common_flags, check_common_flags
 from gorila.cliargs import command_parser
 from gorila.errors import ConfigError
+from gorila.nets.encoders import ENCODERS
 
 ALGOS = ("dqn", "apex", "impala", "ppo")
 
@@ -25,7 +26,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--algo", default="dqn", choices=ALGOS,
                         help="whose learner: dqn or apex (updates/s), impala or ppo (env steps learnt from per second)")
     parser.add_argument("--env", default="CartPole-v1",
-                        help="Gymnasium id (MinAtar/Breakout-v1: the MinAtar network; ALE/Pong-v5: the Nature CNN)")
+                        help="Gymnasium id (MinAtar/Breakout-v1: the MinAtar network; ALE/Pong-v5: the Nature CNN, or "
+                             "--encoder's)")
+    parser.add_argument("--encoder", default="nature", choices=ENCODERS,
+                        help="impala, ppo on image observations: the torso's convolutions (gorila train's --encoder)")
     parser.add_argument("--batch-size", type=int, default=None,
                         help=f"minibatch size (dqn, apex) or segments per batch (impala, ppo) "
                              f"(default: {DQNConfig.batch_size} for dqn, the config's for apex, 1 for impala and ppo)")
@@ -45,6 +49,8 @@ def main(argv: list[str]) -> int:
         raise ConfigError("device", f"cuda is measured for --algo dqn; --algo {args.algo} is measured on cpu")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device", "cuda needs a GPU that torch can see; this machine has none")
+    if args.encoder != "nature" and args.algo not in ("impala", "ppo"):
+        raise ConfigError("encoder", f"is measured for --algo impala and ppo; --algo {args.algo} has the Nature CNN")
     if args.algo in ("impala", "ppo"):
         from gorila.bench import segment_learner
 

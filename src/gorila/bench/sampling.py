@@ -244,10 +244,10 @@ def main(argv: list[str]) -> int:
     for name in names:
         count = args.actors if name == "ray" else 1
         # Gymnasium envs on both sides: the limit steps the very env objects make_env builds.
-        cfg = DQNConfig(envs_per_actor=args.envs_per_actor, actors=count, env_backend="gymnasium",
-                        replay_capacity=10_000, learning_starts=1_000)
+        cfg = DQNConfig(envs_per_actor=args.envs_per_actor, actors=count, replay_capacity=10_000,
+                        learning_starts=1_000)
         for mode in modes:
-            rl = RLConfig(env=args.env, inference=mode, inference_batch=args.inference_batch,
+            rl = RLConfig(env=args.env, env_backend="gymnasium", inference=mode, inference_batch=args.inference_batch,
                           inference_wait_ms=args.inference_wait_ms)
             plan = make_plan(bench_run_config("local", None, args.seed), cfg, rl)
             # The limit's network runs the batches the pipeline's network runs: an actor's own envs

@@ -127,10 +127,10 @@ def run(args: argparse.Namespace, names: list[str]) -> int:
     cfg: ImpalaConfig | PPOConfig
     make_plan: Callable[[RunConfig], Plan]
     if args.algo == "impala":
-        cfg = ImpalaConfig(actors=1, batch_size=args.batch_size or 1)
+        cfg = ImpalaConfig(actors=1, batch_size=args.batch_size or 1, encoder=args.encoder)
         make_plan, pushes_per_batch = functools.partial(impala.make_plan, cfg=cfg, rl=rl), 1
     else:
-        cfg = PPOConfig(actors=1, batch_size=args.batch_size or 1)
+        cfg = PPOConfig(actors=1, batch_size=args.batch_size or 1, encoder=args.encoder)
         make_plan, pushes_per_batch = functools.partial(ppo.make_plan, cfg=cfg, rl=rl), cfg.epochs * cfg.minibatches
 
     def build(runtime: str) -> tuple[Plan, WorkerFactory]:

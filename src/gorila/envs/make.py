@@ -23,6 +23,10 @@ RAW_REWARD = "raw_reward"
 
 ATARI_FRAME_STACK = 4
 ATARI_FRAME_SKIP = 4
+#: No-op frames at an Atari reset: 1..30, as the DQN papers (training's envs and evaluation's alike).
+ATARI_NOOP_MAX = 30
+#: The longest Atari episode, in agent steps: ALE v5's cap of 108,000 frames at frame skip 4.
+ATARI_MAX_STEPS = 27_000
 
 _log = logging.getLogger(__name__)
 
@@ -77,7 +81,7 @@ class SignReward(gym.Wrapper):
 
 
 def make_env(env_id: str, *, seed: int, training: bool, terminal_on_life_loss: bool = False,
-             noop_max: int = 30, render_mode: str | None = None) -> gym.Env:
+             noop_max: int = ATARI_NOOP_MAX, render_mode: str | None = None) -> gym.Env:
     """One environment for ``env_id``, reset with ``seed``; later ``reset()`` calls continue its RNG::
 
         env = make_env("CartPole-v1", seed=0, training=True)

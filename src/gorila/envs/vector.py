@@ -18,7 +18,16 @@ import numpy as np
 
 from gorila import validate
 from gorila.envs.faults import EnvCheck, EnvFailures, reward_fault
-from gorila.envs.make import RAW_REWARD, close_env, is_atari, make_env
+from gorila.envs.make import (
+    ATARI_FRAME_SKIP,
+    ATARI_FRAME_STACK,
+    ATARI_MAX_STEPS,
+    ATARI_NOOP_MAX,
+    RAW_REWARD,
+    close_env,
+    is_atari,
+    make_env,
+)
 from gorila.errors import ConfigError
 from gorila.types import Episode, Transitions
 
@@ -28,11 +37,14 @@ BACKENDS = ("auto", "gymnasium", "envpool")
 class VectorBackend(Protocol):
     """``num_envs`` environments stepped together and auto-reset: within the step where an episode
     ends when ``same_step_reset``, else on the step after it (a step that only resets). ``broken``
-    lists the environments rebuilt in the last step (their rows in it are not real steps)."""
+    lists the environments rebuilt in the last step (their rows in it are not real steps);
+    ``game_goes_on`` (None where it never happens) those whose episode the last step ended with a
+    lost life while their game goes on (Atari's episodic life): their score runs on."""
 
     num_envs: int
     same_step_reset: bool
     broken: list[int]
+    game_goes_on: np.ndarray | None
     failures: EnvFailures
     single_observation_space: gym.Space
     single_action_space: gym.Space
@@ -68,6 +80,7 @@ class GymnasiumBackend:
     """
 
     same_step_reset = True
+    game_goes_on: np.ndarray | None = None  # Gymnasium's AtariPreprocessing restarts the game at a lost life
 
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], env_id: str = "env",
                  failures: EnvFailures | None = None) -> None:
@@ -174,29 +187,47 @@ class EnvPoolBackend:
     """EnvPool's threaded environments for ``env_id``, with the same preprocessing as :func:`make_env`::
 
         if envpool_supports("ALE/Pong-v5"):
-            backend = EnvPoolBackend("ALE/Pong-v5", 8, seed=0, training=True)
+            backend = EnvPoolBackend("ALE/Pong-v5", 8, seed=0, training=True)   # obs (8, 4, 84, 84) uint8
 
-    Rewards are clipped here rather than by EnvPool so the raw reward stays available. EnvPool's
-    ``episodic_life`` continues the game after a lost life instead of resetting it. Its games run
-    in its own threads: one that fails fails the actor (nothing is rebuilt here).
+    An Atari game is set up as :func:`make_env` sets up Gymnasium's: frame skip 4 with the last two
+    frames max-pooled, 84×84 grayscale (the same area interpolation), a stack of 4 frames filled
+    with the first one at a reset, 1..30 no-op frames at every reset, no sticky actions, no fire at
+    the reset, episodes cut at 27,000 steps (108,000 frames). For the same actions, with the no-ops
+    fixed at 1 (``noop_max=1``), both give the same frames, rewards and ends bit for bit
+    (``tests/unit/test_envpool.py``). Rewards are clipped to their sign here rather than by EnvPool,
+    so the raw reward stays available.
+
+    One difference is kept on purpose: with ``terminal_on_life_loss`` a lost life ends the training
+    episode (``terminated``, so the learner does not bootstrap across it) while the game goes on
+    with the next life, after its 1..30 no-ops, as the DQN papers' episodic life does; Gymnasium's
+    ``AtariPreprocessing`` restarts the whole game there. ``game_goes_on`` marks those steps, so that
+    an episode's score (:class:`EnvRunner`) is the whole game's. EnvPool's games run in its own
+    threads, ``threads`` of them (0: one per env, up to the machine's cores); one that fails fails
+    the actor (nothing is rebuilt here).
     """
 
     same_step_reset = False
 
     def __init__(self, env_id: str, num_envs: int, *, seed: int, training: bool,
-                 terminal_on_life_loss: bool = False) -> None:
-        import envpool  # type: ignore[import-not-found]  # the optional gorila[envpool], without type hints
+                 terminal_on_life_loss: bool = False, threads: int = 0, noop_max: int = ATARI_NOOP_MAX) -> None:
+        import envpool
 
-        kwargs: dict = {"num_envs": num_envs, "seed": seed}
+        # EnvPool 1.2.5 draws an Atari reset's no-ops from U(0, noop_max - 1) + 1, and crashes the
+        # process (a segmentation fault) at noop_max 0: refused here.
+        validate.integer("noop_max", noop_max, low=1)
+        kwargs: dict = {"num_envs": num_envs, "seed": seed, "num_threads": threads}
         self._clip = training and is_atari(env_id)
+        self._episodic_life = training and terminal_on_life_loss and is_atari(env_id)
         if is_atari(env_id):
-            kwargs.update(episodic_life=training and terminal_on_life_loss, reward_clip=False,
-                          stack_num=4, gray_scale=True, img_height=84, img_width=84, frame_skip=4,
-                          noop_max=30, repeat_action_probability=0.0, use_fire_reset=False)
+            kwargs.update(episodic_life=self._episodic_life, reward_clip=False, stack_num=ATARI_FRAME_STACK,
+                          gray_scale=True, img_height=84, img_width=84, frame_skip=ATARI_FRAME_SKIP,
+                          noop_max=noop_max, repeat_action_probability=0.0, use_fire_reset=False,
+                          max_episode_steps=ATARI_MAX_STEPS)
         self.envs = envpool.make_gymnasium(_envpool_task(env_id), **kwargs)
         self.num_envs = num_envs
         self.broken: list[int] = []
         self.failures = EnvFailures()
+        self.game_goes_on: np.ndarray | None = None
         self.single_observation_space = self.envs.observation_space
         self.single_action_space = self.envs.action_space
 
@@ -206,10 +237,13 @@ class EnvPoolBackend:
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                                                  np.ndarray]:
-        obs, reward, terminated, truncated, _ = self.envs.step(np.asarray(actions))
+        obs, reward, terminated, truncated, info = self.envs.step(np.asarray(actions))
         raw = np.asarray(reward, np.float32)
         reward = np.sign(raw) if self._clip else raw
-        return obs, reward, raw, np.asarray(terminated, bool), np.asarray(truncated, bool), obs
+        terminated = np.asarray(terminated, bool)
+        if self._episodic_life:  # a life lost, the game not over: its episode ends, the game does not
+            self.game_goes_on = terminated & ~np.asarray(info["terminated"], bool)
+        return obs, reward, raw, terminated, np.asarray(truncated, bool), obs
 
     def close(self) -> None:
         self.envs.close()
@@ -299,10 +333,14 @@ class EnvRunner:
             transitions = Transitions(obs[rows], actions[rows], reward[rows], next_obs[rows], terminated[rows],
                                       truncated[rows], rows.astype(np.int64))
         if done.any():  # most steps end no episode: skip the bookkeeping
-            for i in np.flatnonzero(done):
+            # A lost life that ended a training episode while its game goes on (EnvPool's episodic
+            # life) ends no scored episode: the score is the whole game's.
+            goes_on = self.backend.game_goes_on
+            scored = done if goes_on is None else done & ~goes_on
+            for i in np.flatnonzero(scored):
                 self._finished.append(Episode(float(self._scores[i]), int(self._lengths[i]), int(i)))
-            self._scores[done] = 0.0
-            self._lengths[done] = 0
+            self._scores[scored] = 0.0
+            self._lengths[scored] = 0
         if self._hidden_resets:
             self._resetting = done
         return transitions
@@ -326,14 +364,17 @@ def make_env_runner(env_id: str, num_envs: int, *, seed: int, training: bool,
                     terminal_on_life_loss: bool = False, backend: str = "auto") -> EnvRunner:
     """An :class:`EnvRunner` over ``num_envs`` copies of ``env_id``; environment ``i`` gets ``seed + i``.
 
-    ``backend="auto"`` uses EnvPool when it is installed and knows the id, else Gymnasium.
+    ``backend="auto"`` uses EnvPool for ``ALE/<Game>-v5`` ids where it is installed (``gorila[envpool]``),
+    Gymnasium otherwise: EnvPool's Atari is as fast a core and runs in threads of its own, while for
+    small envs such as CartPole a step's Python call costs as much as the env, and Gymnasium's envs
+    can be saved with a local run's workers (EnvPool's cannot: ``--resume`` then starts them afresh).
     """
     validate.integer("num_envs", num_envs, low=1)
     validate.choice("env_backend", backend, BACKENDS)
     if backend == "envpool" and not envpool_supports(env_id):
         raise ConfigError("env_backend", f"envpool is not installed or has no task for {env_id!r}; "
                                          "use --env-backend gymnasium")
-    if backend == "envpool" or (backend == "auto" and envpool_supports(env_id)):
+    if backend == "envpool" or (backend == "auto" and is_atari(env_id) and envpool_supports(env_id)):
         return EnvRunner(EnvPoolBackend(env_id, num_envs, seed=seed, training=training,
                                         terminal_on_life_loss=terminal_on_life_loss))
     fns = [_env_fn(env_id, seed + i, training, terminal_on_life_loss) for i in range(num_envs)]

@@ -31,15 +31,18 @@ ActorCriticNet = ActorCritic | ConvActorCritic | MinAtarActorCritic
 
 
 def network_for(observation_space: gym.Space, action_space: gym.Space, hidden: tuple[int, ...],
-                shared_torso: bool, algo: str = "a3c", log_std_init: float = 0.0) -> ActorCriticNet:
+                shared_torso: bool, algo: str = "a3c", log_std_init: float = 0.0,
+                encoder: str = "nature") -> ActorCriticNet:
     """An :class:`ActorCritic` for vector observations (a Gaussian policy for ``Box`` actions), a
-    :class:`MinAtarActorCritic` for MinAtar's boolean grids, a :class:`ConvActorCritic` (Nature CNN,
-    shared torso) for other ``(channels, height, width)`` frames; with the RNG's current weights.
+    :class:`MinAtarActorCritic` for MinAtar's boolean grids, a :class:`ConvActorCritic` (shared torso
+    on ``encoder``, :mod:`gorila.nets.encoders`) for other ``(channels, height, width)`` frames; with
+    the RNG's current weights.
 
     Raises ``ConfigError("env", ...)`` for other observations, for actions neither ``Discrete`` nor
     ``Box``, and for ``Box`` actions with image observations. ``algo`` names the algorithm there.
     ``log_std_init`` starts a Gaussian policy's log standard deviation; a discrete policy refuses any
-    but 0 (``ConfigError("log_std_init", ...)``), which it would silently ignore.
+    but 0 (``ConfigError("log_std_init", ...)``), which it would silently ignore; so do observations
+    other than frames any ``encoder`` but the default (``ConfigError("encoder", ...)``).
     """
     shape = observation_space.shape if isinstance(observation_space, gym.spaces.Box) else ()
     rank = len(shape)
@@ -51,25 +54,29 @@ def network_for(observation_space: gym.Space, action_space: gym.Space, hidden: t
                                  f"and actions {action_space}")
     if not continuous and log_std_init != 0.0:
         raise ConfigError("log_std_init", f"applies to Box actions only; {action_space} is discrete")
+    frames = rank == 3 and not is_grid(observation_space)
+    if encoder != "nature" and not frames:
+        raise ConfigError("encoder", f"applies to image observations (Atari's frames); {observation_space} has its "
+                                     "own network: leave --encoder out")
     size = head.size if isinstance(head, GaussianHead) else head.n
     if rank == 3:
         channels, height, width = shape
-        if is_grid(observation_space):
-            return MinAtarActorCritic(size, channels, (height, width))
-        return ConvActorCritic(size, channels, (height, width))
+        if frames:
+            return ConvActorCritic(size, channels, (height, width), encoder=encoder)
+        return MinAtarActorCritic(size, channels, (height, width))
     return ActorCritic(int(shape[0]), size, hidden, shared=shared_torso, continuous=continuous,
                        log_std_init=log_std_init)
 
 
 def make_network(env_id: str, hidden: tuple[int, ...], shared_torso: bool, seed: int,
-                 algo: str = "a3c", log_std_init: float = 0.0) -> ActorCriticNet:
+                 algo: str = "a3c", log_std_init: float = 0.0, encoder: str = "nature") -> ActorCriticNet:
     """The network for ``env_id``, initialised from ``seed`` only (the global RNG is left alone).
     ``hidden`` and ``shared_torso`` shape the MLPs of vector observations (images always get a
-    convolutional torso shared by both heads: the Nature CNN's, or MinAtar's for boolean grids).
+    convolutional torso shared by both heads: ``encoder``'s, or MinAtar's for boolean grids).
     ``algo`` is the algorithm a refusal names; ``log_std_init`` starts a Gaussian policy's log-std."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return network_for(*env_spaces(env_id), hidden, shared_torso, algo, log_std_init)
+        return network_for(*env_spaces(env_id), hidden, shared_torso, algo, log_std_init, encoder)
 
 
 class NetworkShape(Protocol):
@@ -81,6 +88,8 @@ class NetworkShape(Protocol):
     def shared_torso(self) -> bool: ...
     @property
     def log_std_init(self) -> float: ...
+    @property
+    def encoder(self) -> str: ...
 
 
 #: ``(network_fn, policy_fn)`` of an actor-critic algorithm: what its builder's ``evaluation_policy`` returns.
@@ -92,7 +101,7 @@ def evaluation_policy_for(env_id: str, cfg: NetworkShape, seed: int, algo: str) 
     ``evaluation_policy`` returns: :func:`make_network` bound to what shapes the network (a few
     numbers, so workers receive them cheaply), and :func:`greedy_policy`."""
     return (functools.partial(make_network, env_id, cfg.hidden, cfg.shared_torso, seed, algo=algo,
-                              log_std_init=cfg.log_std_init), greedy_policy)
+                              log_std_init=cfg.log_std_init, encoder=cfg.encoder), greedy_policy)
 
 
 def learning_rates(net: ActorCriticNet, lr_policy: float, lr_value: float) -> np.ndarray:

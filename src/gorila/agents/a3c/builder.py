@@ -17,7 +17,7 @@ from gorila.agents.kit import CHUNK_SECONDS, INFERENCE, inference_service, rl_pl
 from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, ServiceSpec, WorkerSpec
-from gorila.envs.spec import EnvSpec
+from gorila.envs.make import env_spaces
 from gorila.inference.policies import SampledPolicy
 from gorila.nets.actor_critic_env import EvaluationPolicy, evaluation_policy_for, learning_rates
 from gorila.nets.numpy_policy import numpy_policy
@@ -33,10 +33,10 @@ def make_plan(run: RunConfig, cfg: A3CConfig, rl: RLConfig) -> Plan:
     rule's variant."""
     network_fn, policy_fn = evaluation_policy(run, cfg, rl)
     net = network_fn()  # an unsupported env is refused here, before anything starts
-    envs = EnvSpec(rl.env, cfg.envs_per_actor)
-    with EnvSpec(rl.env).runner(run.seed) as runner:
-        central = rl.central_inference(runner.observation_space, runtime=run.runtime)
-        normalize = rl.normalization(runner.observation_space, cfg.gamma)
+    envs = rl.env_spec(cfg.envs_per_actor)
+    observation_space = env_spaces(rl.env)[0]
+    central = rl.central_inference(observation_space, runtime=run.runtime)
+    normalize = rl.normalization(observation_space, cfg.gamma)
     worker = functools.partial(
         A3CWorker, envs=envs, network_fn=network_fn,
         loss=A3CLoss(cfg.gamma, cfg.entropy_coef, cfg.gae_lambda, cfg.max_grad_norm),

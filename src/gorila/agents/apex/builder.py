@@ -40,7 +40,6 @@ from gorila.agents.kit import (
 from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan
-from gorila.envs.spec import EnvSpec
 from gorila.nets.q import QEvaluationPolicy, build_q_network, greedy_policy, numpy_q_network
 from gorila.replay import Prioritization, RateLimiter, ShardedReplaySpec, check_replay_memory
 
@@ -53,7 +52,7 @@ def make_plan(run: RunConfig, cfg: ApexConfig, rl: RLConfig) -> Plan:
     """Actors, replay shards and learners of one Ape-X run."""
     network_fn, policy_fn = evaluation_policy(run, cfg, rl)
     net = network_fn()  # an unknown env or a continuous action space is refused before anything starts
-    envs = EnvSpec(rl.env, cfg.envs_per_actor, cfg.env_backend, cfg.terminal_on_life_loss)
+    envs = rl.env_spec(cfg.envs_per_actor)
     with envs.runner(run.seed) as runner:
         space = runner.observation_space
     assert isinstance(space, gym.spaces.Box)  # the Q-network built above refused any other observations

@@ -29,9 +29,6 @@ class ApexConfig:
 
     actors: int = field(default=2, metadata={"help": "actors, each with its own fixed exploration rate"})
     envs_per_actor: int = field(default=8, metadata={"help": "vectorised envs per actor (one forward pass per step)"})
-    env_backend: str = field(default="auto", metadata={"help": "auto (EnvPool when installed), gymnasium, envpool",
-                                                       "choices": ("auto", "gymnasium", "envpool")})
-    terminal_on_life_loss: bool = field(default=False, metadata={"help": "Atari: a lost life ends the episode"})
     learners: int = field(default=1, metadata={"help": "learners (each samples every replay shard)"})
     replay_shards: int = field(default=1, metadata={"help": "replay shards; actor k writes to shard k mod shards"})
     replay_capacity: int = field(default=100_000, metadata={"help": "rows per replay shard"})

@@ -34,7 +34,6 @@ from gorila.agents.kit import (
 from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, WorkerSpec
-from gorila.envs.spec import EnvSpec
 from gorila.errors import ConfigError
 from gorila.nets.q import QEvaluationPolicy, build_q_network, greedy_policy, numpy_q_network
 from gorila.replay import ShardedReplaySpec, check_replay_memory
@@ -60,7 +59,7 @@ def make_plan(run: RunConfig, cfg: DQNConfig, rl: RLConfig) -> Plan:
     if rule.barrier and cfg.outlier_k is not None:
         raise ConfigError("outlier_k", "cannot be used with --mode sync: a skipped push would leave the other "
                                        "learners waiting at the barrier")
-    envs = EnvSpec(rl.env, cfg.envs_per_actor, cfg.env_backend, cfg.terminal_on_life_loss)
+    envs = rl.env_spec(cfg.envs_per_actor)
     with envs.runner(run.seed) as runner:
         space = runner.observation_space
     assert isinstance(space, gym.spaces.Box)  # the Q-network built above refused any other observations

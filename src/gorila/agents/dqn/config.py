@@ -44,8 +44,6 @@ class DQNConfig:
         "help": "global replay: node: replay shard s on node s, written only by the actors placed there; "
                 "spread: wherever Ray places them", "choices": REPLAY_PLACEMENTS})
     envs_per_actor: int = field(default=1, metadata={"help": "vectorised envs per actor"})
-    env_backend: str = field(default="auto", metadata={"help": "auto (EnvPool when installed), gymnasium, envpool",
-                                                       "choices": ("auto", "gymnasium", "envpool")})
     batch_size: int = field(default=64, metadata={"help": "minibatch size"})
     learning_starts: int = field(default=1000, metadata={"help": "transitions in replay before learning"})
     train_every: int = field(default=1, metadata={"help": "actor steps per learner gradient (bundled mode)"})
@@ -75,7 +73,6 @@ class DQNConfig:
         "help": "server learning rate (suits adam on small MLPs; Atari wants ~1e-4)"})
     hidden: tuple[int, ...] = field(default=(64, 64), metadata={"help": "MLP hidden sizes (vector observations)"})
     max_grad_norm: float | None = field(default=10.0, metadata={"help": "clip each pushed gradient to this norm"})
-    terminal_on_life_loss: bool = field(default=False, metadata={"help": "Atari: a lost life ends the episode"})
     checkpoint_replay: bool = field(default=False, metadata={
         "help": "the replay is saved with every checkpoint and comes back from it: global replay shards save "
                 "themselves (on --resume, or when a crashed shard is restarted); on --runtime local every "

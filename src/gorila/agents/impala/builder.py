@@ -32,7 +32,6 @@ from gorila.agents.rl_config import RLConfig, resolve_device
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, ServiceSpec
 from gorila.envs.make import env_spaces
-from gorila.envs.spec import EnvSpec
 from gorila.nets.actor_critic_env import EvaluationPolicy, evaluation_policy_for
 from gorila.nets.numpy_policy import numpy_policy
 from gorila.trajectory import TrajectoryQueue
@@ -47,7 +46,7 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
     network_fn, policy_fn = evaluation_policy(run, cfg, rl)
     net = network_fn()  # an unsupported env is refused here, before anything starts
     central = rl.inference == "central"  # auto means local here, whatever the observations and devices
-    envs = EnvSpec(rl.env, cfg.envs_per_actor)
+    envs = rl.env_spec(cfg.envs_per_actor)
     normalize = rl.normalization(env_spaces(rl.env)[0], cfg.gamma)
     twin = numpy_policy(net)  # the actors and the evaluator play it without torch, where the network has one
     actor = functools.partial(SegmentActor, envs=envs, network_fn=shipped_network_fn(network_fn, twin),

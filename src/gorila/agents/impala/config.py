@@ -14,6 +14,7 @@ from typing import ClassVar
 from gorila import validate
 from gorila.driver.policy_evaluation import BACK_TO_BACK
 from gorila.errors import ConfigError
+from gorila.nets.encoders import ENCODER_HELP, ENCODERS
 from gorila.params import OPTIMIZERS
 
 VTRACE = ("on", "off")
@@ -65,6 +66,7 @@ class ImpalaConfig:
     shared_torso: bool = field(default=False, metadata={
         "help": "one torso with a policy head and a value head instead of two networks (vector observations; frames "
                 "always share the Nature-CNN torso)"})
+    encoder: str = field(default="nature", metadata={"help": ENCODER_HELP, "choices": ENCODERS})
     log_std_init: float = field(default=0.0, metadata={
         "help": "Box actions: the Gaussian's log standard deviation before training (0: a standard deviation of 1; "
                 "RL-Zoo's MuJoCo settings start at -2)"})
@@ -94,5 +96,6 @@ class ImpalaConfig:
         validate.widths("hidden", self.hidden)
         validate.boolean("shared_torso", self.shared_torso)
         validate.number("log_std_init", self.log_std_init, low=-20.0, high=2.0)
+        validate.choice("encoder", self.encoder, ENCODERS)
         if self.max_grad_norm is not None:
             validate.number("max_grad_norm", self.max_grad_norm, low=0.0, low_open=True)

@@ -39,7 +39,6 @@ from gorila.agents.rl_config import RLConfig, resolve_device
 from gorila.config import RunConfig
 from gorila.driver.plan import Plan, ServiceSpec
 from gorila.envs.make import env_spaces
-from gorila.envs.spec import EnvSpec
 from gorila.errors import ConfigError
 from gorila.nets.actor_critic_env import EvaluationPolicy, evaluation_policy_for
 from gorila.nets.numpy_policy import numpy_policy
@@ -72,7 +71,7 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
     batch_size = cfg.batch_size or math.ceil(cfg.actors / cfg.learners)
     normalize = rl.normalization(env_spaces(rl.env)[0], cfg.gamma)
     twin = numpy_policy(net)  # the actors and the evaluator play it without torch, where the network has one
-    actor = functools.partial(SegmentActor, envs=EnvSpec(rl.env, cfg.envs_per_actor),
+    actor = functools.partial(SegmentActor, envs=rl.env_spec(cfg.envs_per_actor),
                               network_fn=shipped_network_fn(network_fn, twin),
                               unroll_length=cfg.unroll_length, refresh_every=1, gamma=cfg.gamma, seed=run.seed,
                               normalize=normalize, numpy_policy=twin,
