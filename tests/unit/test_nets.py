@@ -95,3 +95,17 @@ def test_an_encoder_asked_for_observations_that_are_not_frames_is_refused_by_nam
     with pytest.raises(ConfigError) as e:
         network_for(space, gym.spaces.Discrete(2), (64, 64), False, encoder="mnih2013")
     assert e.value.field == "encoder"
+
+
+def test_an_atari_actor_critic_starts_orthogonal_with_a_near_uniform_policy():
+    # As Baselines' Atari actor-critics start: torso layers orthogonal with ReLU's gain √2, the policy
+    # head at gain 0.01 (a near-uniform first policy), biases at 0.
+    net = ConvActorCritic(6, encoder="mnih2013")
+    convolutions = [m for m in net.modules() if isinstance(m, torch.nn.Conv2d)]
+    first = convolutions[0].weight.detach().reshape(16, -1)  # 16 filters of 4 x 8 x 8
+    torch.testing.assert_close(first @ first.T, 2.0 * torch.eye(16), atol=1e-4, rtol=0.0)
+    assert all(m.bias is not None and not m.bias.detach().any() for m in convolutions)
+    with torch.no_grad():
+        logits, _ = net(torch.randint(0, 256, (8, 4, 84, 84), dtype=torch.uint8))
+    probabilities = torch.softmax(logits, -1)
+    assert float((probabilities - 1 / 6).abs().max()) < 0.02

@@ -29,12 +29,14 @@ run's budget came from (its first lines and ``config.json``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from gorila.agents.atari_presets import ATARI_PRESETS, a3c_scaled
+from gorila.agents.preset import Preset
 from gorila.agents.registry import ALGORITHMS
-from gorila.envs.make import is_atari, is_minatar
+from gorila.envs.make import is_minatar
 from gorila.errors import ConfigError
 from gorila.machine import Machine
 
@@ -85,58 +87,6 @@ class PublishedBudget:
 PUBLISHED_BUDGETS: dict[str, PublishedBudget] = {
     "minatar": PublishedBudget(5_000_000, "MinAtar's published budget, Young & Tian 2019"),
 }
-
-_ATARI_EVAL = {"eval_noop_max": 30, "eval_epsilon": 0.05}  # Nature DQN's evaluation: up to 30 no-ops, ε 0.05
-
-
-def _gorila_scaled(machine: Machine) -> dict[str, Any]:
-    # Gorila ran 100 bundles on 31 parameter shards: the same ratio over this machine's CPUs, one
-    # process each, and no more bundles than 1 M-frame replays fit in memory.
-    shards = max(1, round(machine.cpus * 31 / 131))
-    bundles = max(1, min(machine.cpus - shards, machine.replays_that_fit(1_000_000)))
-    return {"shards": shards, "actors": bundles}
-
-
-def _apex_scaled(machine: Machine) -> dict[str, Any]:
-    # Ape-X ran 360 actors beside one learner and the replay: here one actor per CPU left over.
-    return {"actors": max(1, machine.cpus - 2)}
-
-
-def _a3c_scaled(machine: Machine) -> dict[str, Any]:
-    # A3C ran 16 actor-learner threads on one 16-core machine: one worker per CPU, at most 16.
-    return {"workers": max(1, min(16, machine.cpus))}
-
-
-@dataclass(frozen=True)
-class Preset:
-    """A published setting for one algorithm: ``gorila train --preset NAME`` fills the flags not
-    given with :meth:`values` and the run names :attr:`source`::
-
-        PRESETS["nature-dqn"].values(Machine.here())   # {"env": "ALE/Breakout-v5", "lr": 0.00025, ...}
-        PRESETS["nature-dqn"].check_env("CartPole-v1")  # ConfigError: preset: ... Atari games
-    """
-
-    name: str
-    algo: str
-    source: str
-    summary: str
-    settings: Mapping[str, Any]
-    family: str  # the envs it was published for: "atari", "minatar" or one env id
-    note: str = ""  # what the paper leaves open, and what gorila keeps then
-    scaled: Callable[[Machine], dict[str, Any]] | None = field(default=None, compare=False)
-
-    def values(self, machine: Machine) -> dict[str, Any]:
-        """The preset's settings, with its process counts scaled to ``machine``."""
-        return {**self.settings, **(self.scaled(machine) if self.scaled else {})}
-
-    def check_env(self, env: str) -> None:
-        """A ``ConfigError`` naming ``preset`` unless ``env`` is of the family it was published for."""
-        fits = {"atari": is_atari, "minatar": is_minatar}.get(self.family, lambda e: e == self.family)(env)
-        if not fits:
-            what = {"atari": "Atari games (ALE/<Game>-v5)", "minatar": "MinAtar games (MinAtar/<Game>-v1)"}.get(
-                self.family, self.family)
-            raise ConfigError("preset", f"{self.name} is a setting for {what}, not {env}")
-
 
 # RL-Zoo's PPO on LunarLander (hyperparams/ppo.yml): n_envs 16 = 2 actors x 8 envs; batch_size 64 of
 # the 16 x 1024 = 16,384 steps of a batch = 256 minibatches; the rest are Stable-Baselines3's PPO
@@ -197,7 +147,7 @@ _CONTINUOUS_PRESETS = (
         "HalfCheetah-v5",
         "the paper's policy outputs a state-dependent variance through a softplus; gorila's log-std is a "
         "parameter of its own. It samples each run's learning rate log-uniformly: gorila keeps its own. "
-        "Workers: one per CPU, at most the paper's 16", _a3c_scaled),
+        "Workers: one per CPU, at most the paper's 16", a3c_scaled),
     Preset(
         "pendulum-impala", "impala",
         "gorila's own setting, found by a small search on a shared 2-core machine (docs/continuous.md); "
@@ -213,61 +163,7 @@ _CONTINUOUS_PRESETS = (
 )
 
 _PRESETS = (
-    Preset(
-        "gorila-atari", "dqn",
-        "Nair et al. 2015, Massively Parallel Methods for Deep Reinforcement Learning (Gorila), §5 Experiments",
-        "Gorila DQN: bundles of actor, 1 M-frame replay and learner; AdaGrad; ε 1 → 0.1 over 1 M global updates; "
-        "target every 60,000 updates",
-        {"env": "ALE/Breakout-v5", "mode": "async", "replay": "local", "replay_capacity": 1_000_000,
-         "eps_start": 1.0, "eps_end": 0.1, "eps_decay_updates": 1_000_000, "target_update": "hard:60000",
-         "optimizer": "adagrad", "lr": 0.03, **_ATARI_EVAL,
-         # DQN's own settings, which Gorila kept (Nature DQN, Extended Data Table 1)
-         "batch_size": 32, "gamma": 0.99, "learning_starts": 50_000, "train_every": 4, "target": "max",
-         "loss": "huber"},
-        "atari",
-        "bundles and shards keep Gorila's 100 : 31 over this machine's CPUs (and the bundles' replays fit in its "
-        "memory); the paper gives neither the learning rate, the staleness bound nor the outlier filter's k: "
-        "AdaGrad at 0.03 (gorila's AdaGrad default before Adam became its default) and gorila's defaults",
-        _gorila_scaled),
-    Preset(
-        "nature-dqn", "dqn",
-        "Mnih et al. 2015, Human-level control through deep reinforcement learning, Nature 518, "
-        "Extended Data Table 1",
-        "DQN: one actor and learner, 1 M replay, RMSProp 2.5e-4, ε 1 → 0.1 over 1 M frames, "
-        "target every 10,000 updates",
-        {"env": "ALE/Breakout-v5", "mode": "async", "replay": "local", "actors": 1, "shards": 1,
-         "replay_capacity": 1_000_000, "batch_size": 32, "gamma": 0.99, "learning_starts": 50_000,
-         "train_every": 4, "target_update": "hard:10000", "target": "max", "loss": "huber",
-         "optimizer": "rmsprop", "lr": 2.5e-4, "eps_start": 1.0, "eps_end": 0.1,
-         "eps_decay_updates": 250_000,  # 1 M frames at one update per 4
-         "total_steps": 50_000_000, **_ATARI_EVAL},
-        "atari",
-        "RMSProp's momentum 0.95 and minimum squared gradient 0.01 are the paper's; gorila's RMSProp keeps its own "
-        "(ρ 0.99, ε 1e-5); gradients are clipped to norm 10 (gorila's default) besides the Huber loss"),
-    Preset(
-        "apex-atari", "apex",
-        "Horgan et al. 2018, Distributed Prioritized Experience Replay (Ape-X), Appendix C (Ape-X DQN)",
-        "Ape-X DQN: per-actor ε 0.4^(1+7i/(N-1)), 3-step double dueling Q, prioritized 2 M replay (α 0.6, β 0.4), "
-        "batch 512, target every 2,500 batches",
-        {"env": "ALE/Breakout-v5", "mode": "async", "replay_capacity": 2_000_000, "learning_starts": 50_000,
-         "batch_size": 512, "n_step": 3, "gamma": 0.99, "priority_alpha": 0.6, "priority_beta": 0.4,
-         "eps_base": 0.4, "eps_alpha": 7.0, "actor_refresh": 100,  # 400 frames at 4 frames a step
-         "add_every": 50, "target": "double", "dueling": True, "target_update": "hard:2500",
-         "optimizer": "rmsprop", "lr": 6.25e-5, "max_grad_norm": 40.0, **_ATARI_EVAL},
-        "atari",
-        "360 actors in the paper; here one per spare CPU; its centered RMSProp (decay 0.95, ε 1.5e-7) is gorila's "
-        "plain RMSProp", _apex_scaled),
-    Preset(
-        "a3c-atari", "a3c",
-        "Mnih et al. 2016, Asynchronous Methods for Deep Reinforcement Learning (A3C), §5.1 and Supplementary §8",
-        "A3C: 16 actor-learners, t_max 5, shared RMSProp, γ 0.99, entropy 0.01",
-        {"env": "ALE/Breakout-v5", "mode": "async", "envs_per_actor": 1, "unroll_length": 5, "gamma": 0.99,
-         "entropy_coef": 0.01, "optimizer": "rmsprop", "lr_policy": 7e-4, "lr_value": 7e-4, "gae_lambda": 1.0,
-         "target_tau": 1.0, **_ATARI_EVAL},
-        "atari",
-        "the paper samples each run's learning rate log-uniformly from 1e-4 to 1e-2; 7e-4 is the value "
-        "later reproductions (OpenAI Baselines) settled on. Workers: one per CPU, at most the paper's 16",
-        _a3c_scaled),
+    *ATARI_PRESETS,
     Preset(
         "lunarlander-ppo", "ppo",
         "RL-Baselines3-Zoo, hyperparams/ppo.yml, LunarLander-v2 (DLR-RM/rl-baselines3-zoo; 242 after 1 M steps)",

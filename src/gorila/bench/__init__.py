@@ -15,4 +15,4 @@ def _lazy(name: str) -> Callable[[list[str]], int]:
 
 BENCHMARKS: dict[str, Callable[[list[str]], int]] = {
     name: _lazy(name) for name in ("ps", "speedup", "sampling", "learner", "replay", "apex", "startup", "memory",
-                                  "menger", "minatar", "pipeline")}
+                                  "menger", "minatar", "pipeline", "envs")}

@@ -64,8 +64,8 @@ WARM_UP = 0.25
 
 def main(argv: list[str]) -> int:
     parser = command_parser("gorila bench pipeline", __doc__)
-    parser.add_argument("--algo", default="impala", choices=ALGOS, help="the algorithm trained")
-    parser.add_argument("--env", default="MinAtar/Breakout-v1", help="Gymnasium id")
+    parser.add_argument("--algo", default=None, choices=ALGOS, help="the algorithm trained (default: impala)")
+    parser.add_argument("--env", default=None, help="Gymnasium id (default: MinAtar/Breakout-v1)")
     parser.add_argument("--seconds", type=float, default=40.0, help="training seconds of the run")
     parser.add_argument("--runtime", default="ray", choices=("ray", "local"), help="where the run's processes run")
     parser.add_argument("--server", default=None, choices=("process", "learner"),
@@ -74,10 +74,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--mode", default=None, choices=("sync", "async", "semi-async"),
                         help="the run's update rule, as gorila train takes it (ppo: async is APPO) (default: the "
                              "algorithm's own)")
+    parser.add_argument("--preset", default=None,
+                        help="the run's preset (gorila presets), whose settings the run and the limit's parts take; "
+                             "--algo and --env default to its")
     parser.add_argument("--seed", type=int, default=0, help="the run's seed")
     parser.add_argument("--limit-seconds", type=float, default=3.0, help="timing of each part of the limit")
     parser.add_argument("--out", default=None, help="directory for bench.json and the run (default: bench/pipeline)")
     args = parser.parse_args(argv)
+    _fill_from_preset(args)
     validate.number("seconds", args.seconds, low=5.0)
     validate.number("limit_seconds", args.limit_seconds, low=0.2)
     out = bench_dir(args.out, "pipeline")
@@ -86,11 +90,26 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def _fill_from_preset(args: Any) -> None:
+    """``--algo`` and ``--env`` from ``--preset`` where not given (a preset of another algorithm is
+    refused, naming ``preset``), else their defaults."""
+    from gorila.agents import presets
+
+    chosen = None if args.preset is None else presets.named(args.preset, args.algo or presets.algo_of(args.preset)
+                                                             or "impala")
+    args.algo = args.algo or (chosen.algo if chosen else "impala")
+    if args.algo not in ALGOS:
+        raise ConfigError("preset", f"{args.preset} is a setting of --algo {args.algo}, which this bench does not run")
+    args.env = args.env or (chosen.settings["env"] if chosen else "MinAtar/Breakout-v1")
+    if chosen is not None:
+        chosen.check_env(args.env)
+
+
 def measure(args: Any, out: Path) -> dict[str, Any]:
     import gorila
 
     load = os.getloadavg()[0]
-    chosen = {name: getattr(args, name) for name in ("server", "mode") if getattr(args, name) is not None}
+    chosen = {name: getattr(args, name) for name in ("preset", "server", "mode") if getattr(args, name) is not None}
     asked = "".join(f" --{name} {value}" for name, value in chosen.items())
     print(f"gorila bench pipeline --algo {args.algo} --env {args.env} --runtime {args.runtime}{asked}: "
           f"{args.seconds:g} s of training (load average {load:.2f} before)")
@@ -187,11 +206,10 @@ def limit_parts(args: Any, updates_per_frame: float, segments: int = 1,
     """Microseconds of one core a frame costs, each part timed in this process (IMPALA's and PPO's
     learner on batches of ``segments`` segments); ``together`` is called before each part's clock
     starts (where processes timing at once meet)."""
-    from gorila.envs.spec import EnvSpec
 
     torch.set_num_threads(1)
-    plan, cfg = _plan(args)
-    runner = EnvSpec(args.env, cfg.envs_per_actor).runner(args.seed)  # the actors' envs, as one actor steps them
+    plan, cfg, rl = _plan(args)
+    runner = rl.env_spec(cfg.envs_per_actor).runner(args.seed)  # the actors' envs, as one actor steps them
     try:
         together()
         env = _env_us(runner, args.seed, args.limit_seconds)
@@ -215,28 +233,31 @@ def _time_parts_together(args: Any, updates_per_frame: float, segments: int, bar
     results.put(limit_parts(args, updates_per_frame, segments, functools.partial(barrier.wait, timeout_s)))
 
 
-def _plan(args: Any) -> tuple[Any, Any]:
-    """The plan ``gorila train`` builds for ``args.algo`` on ``args.env`` with its presets, on the
-    local runtime with one actor: whose network, batches and learner are timed."""
+def _plan(args: Any) -> tuple[Any, Any, Any]:
+    """The plan ``gorila train`` builds for ``args.algo`` on ``args.env`` with its presets (and
+    ``args.preset``), on the local runtime with one actor: whose network, batches and learner are
+    timed; and the algorithm's config and the RL config it was built from."""
     from gorila.agents.registry import ALGORITHMS
     from gorila.launch import configs_from_values
 
-    mode = {} if args.mode is None else {"mode": args.mode}
+    given = {name: getattr(args, name) for name in ("mode", "preset") if getattr(args, name) is not None}
     run, configs = configs_from_values(args.algo, {"env": args.env, "runtime": "local", "seed": args.seed,
-                                                   "actors": 1, "device": "cpu", "inference": "local", **mode})
+                                                   "actors": 1, "device": "cpu", "inference": "local", **given})
     make_plan = ALGORITHMS[args.algo].plan_fn()
-    return make_plan(run, *configs), configs[0]
+    return make_plan(run, *configs), configs[0], configs[-1]
 
 
 def _env_us(runner: Any, seed: int, seconds: float) -> float:
-    """The env step of ``runner``'s envs with random actions, per frame."""
+    """The env step of ``runner``'s envs with random actions, in CPU microseconds a frame: this
+    process's CPU time, which counts the threads EnvPool steps its envs in (wall time would count
+    the cores they spread over as one)."""
     rng = np.random.default_rng(seed)
     envs, actions = runner.num_envs, runner.action_space.n
-    frames, t0 = 0, time.perf_counter()
+    frames, t0, cpu0 = 0, time.perf_counter(), time.process_time()
     while time.perf_counter() - t0 < seconds:
         runner.step(rng.integers(actions, size=envs))
         frames += envs
-    return (time.perf_counter() - t0) / frames * 1e6
+    return (time.process_time() - cpu0) / frames * 1e6
 
 
 def _act_us(network: torch.nn.Module, observations: np.ndarray, algo: str, seconds: float) -> float:

@@ -3,6 +3,7 @@ convolutional torso for frames (discrete actions)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -93,8 +94,12 @@ class ConvActorCritic(nn.Module):
 
     The torso is an encoder of :mod:`gorila.nets.encoders` (its convolutions and the fully connected
     layer after them, ReLU); pixels are scaled by 1/255 here. As with :class:`ActorCritic`'s shared
-    torso, the torso counts as a **policy** parameter in :meth:`param_groups`, and the policy head
-    starts at 1% of its default scale, so the first policy is close to uniform.
+    torso, the torso counts as a **policy** parameter in :meth:`param_groups`.
+
+    The weights start orthogonal, as the Atari actor-critics of OpenAI Baselines (A2C, PPO) and
+    those that follow them (CleanRL, Sample Factory) start theirs: the torso's layers with gain
+    √2 (ReLU's), the policy head with gain 0.01, so the first policy is close to uniform, the value
+    head with gain 1; biases at 0.
     """
 
     def __init__(self, n_actions: int, in_channels: int = 4, image_size: tuple[int, int] = (84, 84),
@@ -105,9 +110,11 @@ class ConvActorCritic(nn.Module):
         self.head = CategoricalHead(n_actions)
         self.policy = nn.Linear(width, n_actions)
         self.value = nn.Linear(width, 1)
-        with torch.no_grad():
-            self.policy.weight.mul_(0.01)
-            self.policy.bias.zero_()
+        layers = [m for m in self.torso.modules() if isinstance(m, nn.Conv2d | nn.Linear)]
+        for layer, gain in [*((layer, math.sqrt(2.0)) for layer in layers), (self.policy, 0.01), (self.value, 1.0)]:
+            nn.init.orthogonal_(layer.weight, gain)
+            if layer.bias is not None:
+                nn.init.zeros_(layer.bias)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``obs (..., C, H, W)`` -> ``(logits (..., n_actions), value (...))``: any leading axes,

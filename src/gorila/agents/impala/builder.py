@@ -38,7 +38,7 @@ from gorila.trajectory import TrajectoryQueue
 
 STEPS_PER_CHUNK = 4
 METRICS = ("trajectories.size", "trajectories.dropped_stale", "trajectories.refused", "learner.policy_lag_mean",
-           "learner.rho_mean", "learner.wait_fraction", *ACTOR_TIME)
+           "learner.rho_mean", "learner.entropy", "learner.wait_fraction", *ACTOR_TIME)
 
 
 def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:

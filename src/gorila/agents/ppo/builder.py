@@ -47,8 +47,8 @@ from gorila.params.learning_rate import LinearDecay
 from gorila.trajectory import TrajectoryQueue
 
 STEPS_PER_CHUNK = 2
-METRICS = ("trajectories.size", "trajectories.dropped_stale", "learner.policy_lag_mean", "learner.wait_fraction",
-           *ACTOR_TIME)
+METRICS = ("trajectories.size", "trajectories.dropped_stale", "learner.policy_lag_mean", "learner.entropy",
+           "learner.wait_fraction", *ACTOR_TIME)
 
 
 def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
