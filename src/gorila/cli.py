@@ -77,6 +77,7 @@ def _configs(argv: list[str]) -> tuple[RunConfig, list, int]:
     pre.add_argument("--resume", type=Path, default=None)
     pre.add_argument("--preset", default=None)
     pre.add_argument("--config", type=Path, default=None)
+    pre.add_argument("--env", default=None)  # an env id a run's config.json names a module in is made only if given
     known, _ = pre.parse_known_args(argv)
     saved: dict = {}
     algo = known.algo or algo_of(known.preset) or RunConfig.algo
@@ -85,9 +86,9 @@ def _configs(argv: list[str]) -> tuple[RunConfig, list, int]:
                              "give the ones to change as flags\n")
     try:
         if known.resume is not None:
-            algo, saved = saved_values(known.resume)
+            algo, saved = saved_values(known.resume, known.env)
         elif known.config is not None:
-            algo, saved = file_values(known.config, known.algo)
+            algo, saved = file_values(known.config, known.algo, known.env)
     except ConfigError as err:
         pre.exit(EXIT_USAGE, f"gorila train: error: {err.flag}: {err.message}\n")
     if known.resume is not None and known.algo not in (None, algo):
@@ -194,6 +195,9 @@ def cmd_eval(argv: list[str]) -> int:
                         help="exploration rate (default: the one the run evaluated with; 0.05 for dqn, 0 for a3c)")
     parser.add_argument("--noop-max", type=int, default=30, help="no-op actions at most before acting")
     parser.add_argument("--seed", type=int, default=12345, help="evaluation seed")
+    parser.add_argument("--env", default=None, metavar="ID",
+                        help="the run's env id, given again where it names a module to import (module:EnvId): "
+                             "a run directory never makes gorila import code, you do")
     parser.add_argument("--video", type=Path, default=None, metavar="DIR",
                         help="record every episode into DIR as MP4 (envs that render rgb_array frames; "
                              "needs pip install 'gorila[video]')")
@@ -202,7 +206,7 @@ def cmd_eval(argv: list[str]) -> int:
 
     try:
         report = evaluate(args.run_dir, args.episodes, epsilon=args.epsilon, noop_max=args.noop_max, seed=args.seed,
-                          video_dir=args.video, checkpoint=args.checkpoint)
+                          video_dir=args.video, checkpoint=args.checkpoint, env=args.env)
     except ConfigError as err:  # name the argument as the user gave it
         name = {"run_dir": "RUN_DIR", "eval_episodes": "--episodes", "eval_epsilon": "--epsilon"}.get(
             err.field, err.flag)

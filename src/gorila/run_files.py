@@ -6,7 +6,11 @@ and checked before a run starts, so that a damaged or hostile directory is refus
     fd = open_inside(run_dir / "metrics.csv", os.O_RDWR)      # ConfigError if it is a link
 
 A link planted in a run directory (``metrics.csv -> ~/.bashrc``) would otherwise have the run
-truncate or append to the file it points at.
+truncate or append to the file it points at. Nor does a run directory name code: an env id of
+Gymnasium's ``module:EnvId`` form imports ``module``, so the one a run's ``config.json`` records is
+made only once the user names it again (:func:`check_recorded_env`)::
+
+    check_recorded_env(run_dir, "my_envs:Maze-v0", given=None, field="resume")   # ConfigError: say --env
 """
 
 from __future__ import annotations
@@ -35,6 +39,24 @@ def open_inside(path: Path, flags: int, field: str = "run_dir", mode: int = 0o64
         if os.path.islink(path):
             raise ConfigError(field, _link(Path(path))) from None
         raise
+
+
+def env_module(env_id: str) -> str | None:
+    """The module Gymnasium imports to make ``env_id`` (``my_envs`` of ``my_envs:Maze-v0``), or None."""
+    return env_id.partition(":")[0] if ":" in env_id else None
+
+
+def check_recorded_env(run_dir: Path, recorded: object, given: str | None, field: str) -> None:
+    """Refuse, naming ``field``, to make the env id ``recorded`` in ``run_dir``'s ``config.json``
+    where it names a module to import and the user has not named the same id (``given``: ``--env``,
+    or ``env=`` from Python): whoever wrote the directory chose that module, not the user."""
+    module = env_module(recorded) if isinstance(recorded, str) else None
+    if module is None or given == recorded:
+        return
+    raise ConfigError(field, f"{Path(run_dir) / 'config.json'} names the env {excerpt(recorded)}, which is made by "
+                             f"importing the module {excerpt(module)}: a run directory never makes gorila import "
+                             f"code. If you trust that module, name the env again: --env {excerpt(recorded)} "
+                             f"(env={excerpt(recorded)} from Python)")
 
 
 def check_run_dir(run_dir: Path, field: str, *, resume: bool) -> None:
