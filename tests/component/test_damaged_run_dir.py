@@ -5,9 +5,11 @@ eval``, and ``gorila train --resume`` of a directory whose ``metrics.csv`` is da
 import json
 import shutil
 
+import numpy as np
 import pytest
 
 import gorila
+from gorila.checkpoint import load_checkpoint, save_checkpoint
 from gorila.cli import main
 
 RUN = dict(runtime="local", total_steps=60_000, eval_episodes=2, eval_every_s=0.1, checkpoint_every_s=0.3, seed=1,
@@ -62,6 +64,34 @@ def test_eval_falls_back_from_a_corrupt_best_checkpoint_to_the_last_good_one_and
     report = json.loads(out)
     assert report["checkpoint"] == "last" and "best checkpoint is damaged" in report["checkpoint_fallback"]
     assert "the last good one is played" in err and "sha256" in err
+
+
+def reseal_with(directory, value):
+    """The newest checkpoint of ``directory`` saved again, checksums and all, with its first
+    parameter ``value``: a file edited by someone who sealed it again."""
+    arrays, meta = load_checkpoint(directory)
+    arrays["shard0.params"] = arrays["shard0.params"].copy()
+    arrays["shard0.params"][0] = value
+    save_checkpoint(directory, arrays, meta, keep=1)
+
+
+def test_eval_falls_back_from_a_best_checkpoint_of_nan_parameters_and_says_so(run_dir, capsys):
+    reseal_with(run_dir / "checkpoints" / "best", np.nan)
+    code, out, err = command(capsys, ["eval", str(run_dir), "--episodes", "1"])
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["checkpoint"] == "last" and "best checkpoint is damaged" in report["checkpoint_fallback"]
+    assert "1 of its" in err and "parameters are NaN or infinite" in err
+
+
+@pytest.mark.parametrize("value", [np.inf, -np.inf])
+def test_eval_refuses_a_run_whose_every_checkpoint_has_infinite_parameters(run_dir, capsys, value):
+    reseal_with(run_dir / "checkpoints" / "best", value)
+    reseal_with(run_dir / "checkpoints", value)
+    code, out, err = command(capsys, ["eval", str(run_dir), "--episodes", "1"])
+    assert code == 2 and out == ""
+    assert "gorila eval: error: RUN_DIR: no usable checkpoint" in err and "NaN or infinite" in err
+    assert "Traceback" not in err
 
 
 @pytest.mark.parametrize("damage", ["truncated", "not a run", "unknown setting", "wrong type", "link", "not UTF-8"])
