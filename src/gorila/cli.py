@@ -240,9 +240,9 @@ def cmd_plot(argv: list[str]) -> int:
     try:
         out = plot_runs(args.run_dirs, args.out, metric=args.metric, title=args.title, group=args.group)
     except ConfigError as err:
-        parser.exit(EXIT_USAGE, f"gorila plot: error: RUN_DIR: {err.message}\n")
-    except ValueError as err:  # a --metric the runs do not have; the message lists what they have
-        parser.exit(EXIT_USAGE, f"gorila plot: error: --metric: {err}\n")
+        # a column the runs lack is --metric's fault when it was given, else the run's (its headline missing)
+        name = "--out" if err.field == "out" else "--metric" if err.field == "metric" and args.metric else "RUN_DIR"
+        parser.exit(EXIT_USAGE, f"gorila plot: error: {name}: {err.message}\n")
     print(out)
     return 0
 

@@ -25,7 +25,7 @@ from gorila.envs.make import env_spaces, is_atari, make_env
 from gorila.envs.normalize import NormalizedPolicy
 from gorila.errors import ConfigError
 from gorila.nets import FlatParams
-from gorila.run_files import check_recorded_env
+from gorila.run_files import check_recorded_env, writable_directory
 from gorila.validate import clipped, excerpt
 
 if TYPE_CHECKING:
@@ -114,7 +114,10 @@ def evaluate(run_dir: Path | str, episodes: int = 10, *, epsilon: float | None =
     """Scores of ``episodes`` episodes, with up to ``noop_max`` no-ops at their start, played by the
     ``best`` or ``last`` checkpoint of the run in ``run_dir`` (see :func:`load_policy`, which also
     says what ``env`` is for); ``epsilon=None`` plays with the exploration rate the run evaluated
-    with; ``video_dir`` records each episode there (see ``gorila eval``)."""
+    with; ``video_dir`` records each episode there (see ``gorila eval``; one that cannot be written
+    is a ``ConfigError`` naming ``video``, before anything is played)."""
+    if video_dir is not None:
+        writable_directory(Path(video_dir), "video")
     policy = load_policy(run_dir, checkpoint, env=env)
     epsilon = policy.epsilon if epsilon is None else epsilon
     # a batch of observations in, a batch of actions out (a single observation would give an int)

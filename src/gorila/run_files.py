@@ -19,6 +19,7 @@ import csv
 import io
 import math
 import os
+import tempfile
 from pathlib import Path
 
 from gorila.errors import ConfigError
@@ -57,6 +58,22 @@ def check_recorded_env(run_dir: Path, recorded: object, given: str | None, field
                              f"importing the module {excerpt(module)}: a run directory never makes gorila import "
                              f"code. If you trust that module, name the env again: --env {excerpt(recorded)} "
                              f"(env={excerpt(recorded)} from Python)")
+
+
+def writable_directory(directory: Path, field: str) -> Path:
+    """``directory``, made if need be (its parents too) and written once with a file of gorila's own
+    (gone at once), so that a directory gorila could not write in (a file where a directory of its
+    path belongs, a read-only one, a full disk) is refused by name before anything is done for it."""
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as err:
+        where = f" ({err.filename})" if err.filename and Path(err.filename) != directory else ""
+        raise ConfigError(field, f"{directory} cannot be written: {err.strerror or err}{where}; choose another "
+                                 "directory") from None
+    return directory
 
 
 def check_run_dir(run_dir: Path, field: str, *, resume: bool) -> None:

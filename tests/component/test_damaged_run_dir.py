@@ -3,6 +3,7 @@ running run, a corrupt best checkpoint, a truncated, edited or linked ``config.j
 eval``, and ``gorila train --resume`` of a directory whose ``metrics.csv`` is damaged or a link."""
 
 import json
+import os
 import shutil
 
 import numpy as np
@@ -136,3 +137,16 @@ def test_resume_refuses_a_damaged_metrics_csv_by_name_and_writes_nothing(run_dir
     code, _, err = command(capsys, ["train", "--resume", str(run_dir)])
     assert code == 2 and err.startswith("gorila train: error: --resume: ") and "metrics.csv" in err
     assert {p: p.read_bytes() for p in (*run_dir.rglob("*"), outside) if p.is_file()} == before
+
+
+@pytest.mark.parametrize("where", ["under a file", "a file", "read-only"])
+def test_eval_names_a_video_directory_it_cannot_write_before_playing(run_dir, tmp_path, capsys, where):
+    (tmp_path / "a-file").write_text("")
+    video = {"under a file": tmp_path / "a-file" / "videos", "a file": tmp_path / "a-file",
+             "read-only": tmp_path / "read-only" / "videos"}[where]
+    if where == "read-only":
+        if os.geteuid() == 0:
+            pytest.skip("root writes into read-only directories")
+        (tmp_path / "read-only").mkdir(mode=0o500)
+    code, out, err = command(capsys, ["eval", str(run_dir), "--episodes", "1", "--video", str(video)])
+    assert code == 2 and out == "" and err.startswith(f"gorila eval: error: --video: {video} cannot be written"), err
