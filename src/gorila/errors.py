@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 
 class GorilaError(Exception):
     """Base class of every error gorila raises on purpose."""
@@ -96,6 +98,26 @@ class CheckpointError(GorilaError, RuntimeError):
 class RunDirLockedError(ConfigError):
     """The run directory is held by a live run (its lock, ``RUN_DIR/run.lock``); the message names
     its PID. A usage error (exit 2): the directory chosen is the thing to change, or to wait for."""
+
+
+class DiskFullError(GorilaError, OSError):
+    """A file of the run could not be written for want of space (the disk, or the user's quota, is
+    full): the message names the file, what the write needed and what was free. A checkpoint cut
+    short this way leaves nothing behind; the ones before it stay whole, and ``--resume`` continues
+    from the last of them once there is room::
+
+        raise DiskFullError("no room for checkpoint 7 in run/checkpoints: ...", errno.ENOSPC)
+
+    It is the ``OSError`` it was, ``errno`` and all (``ENOSPC``, or ``EDQUOT`` for a quota), in words.
+    """
+
+    def __init__(self, message: str, code: int | None = errno.ENOSPC):
+        super().__init__(message)
+        self.errno = code
+
+    def __reduce__(self) -> tuple[type, tuple[str, int | None]]:
+        # Rebuilt from its message and its errno (OSError pickles its arguments alone), as it crosses processes.
+        return type(self), (str(self), self.errno)
 
 
 class ClusterLostError(GorilaError, ConnectionError):
