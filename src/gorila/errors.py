@@ -120,6 +120,16 @@ class DiskFullError(GorilaError, OSError):
         return type(self), (str(self), self.errno)
 
 
+class SnapshotRefusedError(ConfigError, CheckpointError):
+    """The workers' snapshot of the checkpoint a ``--resume`` continues from holds what a snapshot
+    may not (code, a class of another package, a malformed tree): the run directory is refused
+    before anything trains, naming ``resume`` (exit 2), and nothing the snapshot names is run. It is
+    a :class:`CheckpointError` as well, the checkpoint being what is at fault::
+
+        raise SnapshotRefusedError("resume", "the workers' snapshot names builtins:open, ...")
+    """
+
+
 class ClusterLostError(GorilaError, ConnectionError):
     """The Ray cluster the run was on stopped answering while it trained (its head node died, the
     network to it went down); the run saved what the driver held, and the message says where."""
