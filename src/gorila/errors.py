@@ -45,7 +45,17 @@ class NonFiniteError(GorilaError, ArithmeticError):
 
 
 class EnvFailedError(GorilaError, RuntimeError):
-    """An actor's environments failed too often (raised in step or reset, or returned bad observations)."""
+    """An actor's environments failed too often (raised in step or reset, or returned bad observations).
+    ``failures`` is how many of them had failed in all: the run counts them (``env_failures``) though
+    the actor never reported the last ones."""
+
+    def __init__(self, message: str, failures: int = 0):
+        super().__init__(message)
+        self.failures = failures
+
+    def __reduce__(self) -> tuple[type, tuple[str, int]]:
+        # Rebuilt from its message and count (an exception pickles its message alone), as it crosses processes.
+        return type(self), (str(self), self.failures)
 
 
 class ShardRestartedError(GorilaError, ConnectionError):
