@@ -131,7 +131,7 @@ def _has_flag(algo: str, flag: str) -> bool:
 def cmd_train(argv: list[str]) -> int:
     from gorila.driver.stop import Interrupted, StopSignals
     from gorila.launch import launch
-    from gorila.metrics.terminal import Terminal
+    from gorila.metrics.terminal import VERBOSE, Terminal
 
     try:
         # From the first moment, not only once the run starts: SIGTERM or SIGHUP while the flags
@@ -139,7 +139,7 @@ def cmd_train(argv: list[str]) -> int:
         with StopSignals():
             run, configs, verbosity = _configs(argv)
             terminal = Terminal(verbosity)
-            with _stdout_kept_for_the_summary():
+            with _stdout_kept_for_the_summary(shown=verbosity == VERBOSE):
                 summary = launch(run, configs, terminal)
     except Interrupted as stop:
         # A SIGHUP may mean the terminal is gone: what is left to say is said where it can be.
@@ -158,13 +158,19 @@ def cmd_train(argv: list[str]) -> int:
 
 
 @contextlib.contextmanager
-def _stdout_kept_for_the_summary() -> Iterator[None]:
-    """While a run goes, whatever is written to file descriptor 1 goes to stderr, so that stdout
-    carries the summary alone: Ray prints its raylet's messages (a task retried after a worker
-    died, ...) to the driver's stdout."""
+def _stdout_kept_for_the_summary(shown: bool) -> Iterator[None]:
+    """While a run goes, whatever is written to file descriptor 1 goes to stderr where ``shown``
+    (--verbose), else nowhere, so that stdout carries the summary alone: Ray prints its raylet's
+    messages (a worker that died, a task retried, in colour) to the driver's stdout, and the
+    run says what it makes of them in its own words (worker_restarts)."""
     sys.stdout.flush()
     saved = os.dup(1)
-    os.dup2(2, 1)
+    if shown:
+        os.dup2(2, 1)
+    else:
+        nowhere = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(nowhere, 1)
+        os.close(nowhere)
     try:
         yield
     finally:

@@ -231,4 +231,8 @@ def _launch(run: RunConfig, configs: list, terminal: Terminal,
 
         env_spaces(env_id)  # kept for the plan's builder, which reads the same spaces
     terminal.line(f"{terminal.elapsed():7.1f} s  building the {run.algo} plan{what}, while Ray starts")
-    return run_plan(run, lambda: algorithm.plan_fn()(run, *configs), terminal=terminal, on_row=callback)
+    # With its directories absolute: while Ray starts, this process works in another directory
+    # (gorila.runtime.ray_cwd), and Ray's processes, which the plan's paths reach, always do.
+    placed = dataclasses.replace(run, run_dir=None if run.run_dir is None else Path(run.run_dir).absolute(),
+                                 resume=None if run.resume is None else Path(run.resume).absolute())
+    return run_plan(run, lambda: algorithm.plan_fn()(placed, *configs), terminal=terminal, on_row=callback)

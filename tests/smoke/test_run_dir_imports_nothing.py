@@ -51,12 +51,13 @@ def planted(trained, tmp_path):
     return run_dir, marks
 
 
-def gorila(*args, cwd, pythonpath=None, executable=False):
+def gorila(*args, cwd, pythonpath=None, executable=False, timeout=120):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     if pythonpath is not None:
         env["PYTHONPATH"] = pythonpath
     command = [str(Path(sys.executable).parent / "gorila")] if executable else [sys.executable, "-m", "gorila"]
-    return subprocess.run([*command, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
+    return subprocess.run([*command, *args], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=timeout)
 
 
 def refused_naming_the_flag(result):
@@ -96,3 +97,25 @@ def test_another_env_given_to_eval_is_refused_by_name(planted, tmp_path):
     result = gorila("eval", str(run_dir), "--env", "CartPole-v1", cwd=tmp_path)
     assert result.returncode == 2 and f"is a run on '{PLANTED_ENV}', not 'CartPole-v1'" in result.stderr, result.stderr
     assert sorted(p.name for p in marks.iterdir()) == []
+
+
+@pytest.mark.heavy
+def test_a_resume_on_ray_from_inside_the_run_dir_imports_nothing_of_it_nor_shows_rays_lines(planted, tmp_path):
+    """Ray puts the driver's working directory first on its workers' import path: here the run
+    directory. Its workers import nothing of it, and a worker that dies (the env's process, once)
+    is restarted with none of Ray's own lines ("(raylet) A worker died ...") on the terminal."""
+    run_dir, marks = planted
+    config = json.loads((run_dir / "config.json").read_text())
+    config["a3c"]["env"] = "dying_env:Dying-v0"
+    (run_dir / "config.json").write_text(json.dumps(config))
+    os.environ["GORILA_TEST_DYING_MARK"] = str(tmp_path / "died")
+    try:
+        result = gorila("train", "--resume", ".", "--env", "dying_env:Dying-v0", "--runtime", "ray",
+                        "--total-steps", "100000", "--time-limit-s", "4", cwd=run_dir,
+                        pythonpath=str(Path(__file__).parents[1]), timeout=300)
+    finally:
+        del os.environ["GORILA_TEST_DYING_MARK"]
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(p.name for p in marks.iterdir()) == []
+    assert (tmp_path / "died").exists() and json.loads(result.stdout)["worker_restarts"] >= 1
+    assert "(raylet)" not in result.stderr and "A worker died" not in result.stderr, result.stderr[-3000:]

@@ -4,6 +4,7 @@
     start_embedded_ray()        # Ray up; runtimes made meanwhile join it (a benchmark's runs, the tests')
     embedded_ray_is_up()        # whether the Ray this process is connected to is that one
 
+Ray starts in an empty directory, not the one the command was run in (:mod:`gorila.runtime.ray_cwd`).
 Its processes inherit one thread each and run at the driver's priority; it records no task events
 and sends no usage statistics. ``ray.init`` also starts the helpers a node always has (the
 autoscaler monitor, the dashboard's head process with its web frontend off, the log monitor): Ray
@@ -18,6 +19,7 @@ import os
 
 from gorila.runtime import ONE_THREAD
 from gorila.runtime.ray_calls import ray
+from gorila.runtime.ray_cwd import away_from_working_directory
 
 #: The interval between a Ray process's tries to connect to its node's object store or raylet.
 CONNECT_RETRY_MS = 20
@@ -54,14 +56,16 @@ def start_embedded_ray(num_cpus: int | None = None, verbose: bool = False) -> No
     init = functools.partial(ray.init, address="local", num_cpus=num_cpus, include_dashboard=False,
                              logging_level=logging.INFO if verbose else logging.ERROR, log_to_driver=verbose)
     try:
-        init()
+        with away_from_working_directory():  # never from the directory the command was run in (ray_cwd)
+            init()
     except Exception as err:  # Ray raises a bare Exception for this one
         # Ray gives its raylet 30 s to register, fixed; on 2 cores already busy (a test suite's
         # two-node clusters beside it) it once took longer. One more start, as patient again.
         if "timed out during startup" not in str(err):
             raise
         ray.shutdown()
-        init()
+        with away_from_working_directory():
+            init()
     _embedded["node_id"] = ray.get_runtime_context().get_node_id()
 
 

@@ -43,6 +43,7 @@ from gorila.runtime.placement import (
 )
 from gorila.runtime.ray_caches import CACHE_CPUS, start_caches
 from gorila.runtime.ray_calls import NamedActor, RayPending, ray
+from gorila.runtime.ray_cwd import release_empty_directory
 from gorila.runtime.ray_processes import RayServices, RayWorkers, ServiceProcess, WorkerProcess, titled
 from gorila.runtime.ray_shards import RayShards, ShardProcess
 from gorila.runtime.reaper import Reaper
@@ -228,7 +229,8 @@ class RayRuntime:
                               .options(num_cpus=self.cpus_per_process, scheduling_strategy="SPREAD",
                                        max_concurrency=1000, name=name, **restarts, **self._env()).remote(
                        self.call_timeout_s, None if checkpoints is None else ShardRecovery(
-                           Path(checkpoints), k, spec.rule, spec.optimizer, spec.nonfinite_limit)), name)
+                           Path(checkpoints).absolute(), k, spec.rule, spec.optimizer, spec.nonfinite_limit)),
+                   name)
                    for k, name in enumerate(self._names("shard", spec.num_shards))]
         self._handles += handles
         group = RayShards(handles, spec, params.size, self.call_timeout_s)
@@ -325,6 +327,7 @@ class RayRuntime:
             self._handles.clear()
             if self._owns:
                 ray.shutdown()
+                release_empty_directory()
             if self._reaper is not None:
                 self._reaper.stop()
                 self._reaper = None
