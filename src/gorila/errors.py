@@ -70,13 +70,19 @@ class SchedulingError(GorilaError, RuntimeError):
     """A worker could not be placed (e.g. it asks for more CPUs than the cluster has), or did not start in time."""
 
     @classmethod
-    def not_started(cls, what: str, timeout_s: float, asks: float, free: float, total: float) -> SchedulingError:
-        """Why ``what`` is not up after ``timeout_s``: no room for it in the cluster, or (room
-        enough) a start too slow, as on a machine whose cores other programs keep busy."""
+    def not_started(cls, what: str, timeout_s: float, asks: float, free: float, total: float,
+                    limited: str = "") -> SchedulingError:
+        """Why ``what`` is not up after ``timeout_s``: no room for it in the cluster, a process
+        ``limited`` in its address space (the limit in words; its processes die as they start), or
+        (room enough) a start too slow, as on a machine whose cores other programs keep busy."""
         cpus = f"each asks for {asks} CPU and the cluster has {free:.2f} of {total} CPUs free"
         if free < asks:
             return cls(f"{what} could not be placed within {timeout_s:.0f} s: {cpus}. "
                        "Use fewer workers or a bigger cluster.")
+        if limited:
+            return cls(f"{what} did not start within {timeout_s:.0f} s ({cpus}): this process is {limited}, which "
+                       "its processes inherit, and Ray's processes die as they start when the limit does not hold "
+                       "them. Raise the limit (ulimit -v unlimited) or train in this process (--runtime local).")
         return cls(f"{what} did not start within {timeout_s:.0f} s, though there is room for them ({cpus}): "
                    "starting is slow, as on a machine whose cores other programs keep busy. Try again on a "
                    "quieter machine, or see Ray's own logs (--verbose).")

@@ -18,6 +18,7 @@ import logging
 import os
 
 from gorila.runtime import ONE_THREAD
+from gorila.runtime.address_space import object_store_bytes
 from gorila.runtime.ray_calls import ray
 from gorila.runtime.ray_cwd import away_from_working_directory
 
@@ -53,8 +54,10 @@ def start_embedded_ray(num_cpus: int | None = None, verbose: bool = False) -> No
     os.environ.setdefault("RAY_raylet_client_num_connect_attempts", str(10_000 // CONNECT_RETRY_MS))
     # include_dashboard=False: the head process loads no dashboard module and serves no web page.
     # log_to_driver: the workers' output reaches this console only with --verbose.
+    # object_store_memory: under a limited address space, a store that fits beside each process (address_space).
     init = functools.partial(ray.init, address="local", num_cpus=num_cpus, include_dashboard=False,
-                             logging_level=logging.INFO if verbose else logging.ERROR, log_to_driver=verbose)
+                             logging_level=logging.INFO if verbose else logging.ERROR, log_to_driver=verbose,
+                             object_store_memory=object_store_bytes())
     try:
         with away_from_working_directory():  # never from the directory the command was run in (ray_cwd)
             init()

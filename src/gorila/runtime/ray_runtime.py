@@ -30,6 +30,7 @@ from gorila.params.rendezvous import Rendezvous, RendezvousSpec
 from gorila.params.tiers import CacheTiers
 from gorila.reply import Pending
 from gorila.runtime import EMBEDDED, ONE_THREAD
+from gorila.runtime.address_space import limited
 from gorila.runtime.cluster_auth import join_cluster
 from gorila.runtime.embedded_ray import embedded_ray_is_up, start_embedded_ray
 from gorila.runtime.gloo import gloo_interface
@@ -216,7 +217,8 @@ class RayRuntime:
                     raise SchedulingError.no_gpu(what, self.schedule_timeout_s, gpus,
                                                  cluster_resources().get("GPU", 0.0)) from err
                 raise SchedulingError.not_started(what, self.schedule_timeout_s, self.cpus_per_process,
-                                                  available_resources().get("CPU", 0.0), self.total_cpus) from err
+                                                  available_resources().get("CPU", 0.0), self.total_cpus,
+                                                  limited()) from err
 
     def start_shards(self, spec: ServerSpec, params: np.ndarray, *, wait: bool = True,
                      checkpoints: Path | None = None) -> RayShards:
