@@ -44,13 +44,15 @@ class RayService:
     (:mod:`gorila.runtime.service_socket`: no Ray call on either side); elsewhere, until then, and
     after its socket fails, as a Ray call. A call the socket lost is made again as a Ray call, which
     Ray delivers to the restarted process (calls that must not be applied twice carry their own
-    numbers: a trajectory queue's or a replay shard's adds). One thread of a process calls it."""
+    numbers: a trajectory queue's or a replay shard's adds). Any number of a process's threads may
+    call it (a node's actors adding to one replay shard): they share the one socket."""
 
     def __init__(self, handle: Any, what: str):
         self.handle, self.what = handle, what
         self._where: RayPending | None = None  # the service's node and socket, once asked
         self._socket: ServiceSocket | None = None
         self._ray_only = False  # the service is on another node, or has no socket
+        self._finding = threading.Lock()  # one thread at a time asks where the socket is, and connects
 
     def __getstate__(self) -> dict[str, Any]:
         return {"handle": self.handle, "what": self.what}
@@ -71,6 +73,18 @@ class RayService:
         return RayPending(self.handle.call.remote(method, *args), f"{self.what}.{method}")
 
     def _channel(self) -> ServiceSocket | None:
+        channel = self._socket
+        if channel is not None and not channel.closed:
+            return channel
+        # Another thread finding it meanwhile (at most one connect's timeout): this call goes by Ray.
+        if not self._finding.acquire(timeout=_CONNECT_TIMEOUT_S):
+            return None
+        try:
+            return self._find_channel()
+        finally:
+            self._finding.release()
+
+    def _find_channel(self) -> ServiceSocket | None:
         if self._socket is not None and not self._socket.closed:
             return self._socket
         if self._socket is not None:  # lost: a restarted service listens on a new socket
