@@ -77,7 +77,9 @@ def _configs(argv: list[str]) -> tuple[RunConfig, list, int]:
     pre.add_argument("--resume", type=Path, default=None)
     pre.add_argument("--preset", default=None)
     pre.add_argument("--config", type=Path, default=None)
-    pre.add_argument("--env", default=None)  # an env id a run's config.json names a module in is made only if given
+    # A run's config.json chooses neither the module an env is made by nor the cluster joined: given again, or refused.
+    pre.add_argument("--env", default=None)
+    pre.add_argument("--address", default=None)
     known, _ = pre.parse_known_args(argv)
     saved: dict = {}
     algo = known.algo or algo_of(known.preset) or RunConfig.algo
@@ -86,9 +88,9 @@ def _configs(argv: list[str]) -> tuple[RunConfig, list, int]:
                              "give the ones to change as flags\n")
     try:
         if known.resume is not None:
-            algo, saved = saved_values(known.resume, known.env)
+            algo, saved = saved_values(known.resume, known.env, known.address)
         elif known.config is not None:
-            algo, saved = file_values(known.config, known.algo, known.env)
+            algo, saved = file_values(known.config, known.algo, known.env, known.address)
     except ConfigError as err:
         pre.exit(EXIT_USAGE, f"gorila train: error: {err.flag}: {err.message}\n")
     if known.resume is not None and known.algo not in (None, algo):

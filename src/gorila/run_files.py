@@ -76,6 +76,19 @@ def writable_directory(directory: Path, field: str) -> Path:
     return directory
 
 
+def check_recorded_address(run_dir: Path, recorded: object, given: str | None, field: str) -> None:
+    """Refuse, naming ``field``, to join the Ray cluster at ``recorded`` (a run's ``config.json``)
+    unless the user names an address again (``given``: ``--address``, or ``address=`` from Python):
+    a cluster the driver joins runs its processes and sends it replies the driver unpickles, so the
+    directory's writer would choose who does. ``local`` (this machine's embedded Ray) needs no naming."""
+    if recorded is None or recorded == "local" or given is not None:
+        return
+    raise ConfigError(field, f"{Path(run_dir) / 'config.json'} names the Ray cluster at {excerpt(recorded)}, which "
+                             "a resume would join and run its processes on: a run directory never chooses where "
+                             f"gorila connects. To join it, name it again: --address {excerpt(recorded)} "
+                             f"(address={excerpt(recorded)} from Python); --address local runs on this machine")
+
+
 def check_run_dir(run_dir: Path, field: str, *, resume: bool) -> None:
     """Refuse, naming ``field`` (``run_dir`` or ``resume``), a run directory the run could not
     write (it, or the nearest directory above it that exists, read-only or not a directory) or
