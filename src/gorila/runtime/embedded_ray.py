@@ -17,6 +17,7 @@ import functools
 import logging
 import os
 
+from gorila.errors import SchedulingError
 from gorila.runtime import ONE_THREAD
 from gorila.runtime.address_space import object_store_bytes
 from gorila.runtime.ray_calls import ray
@@ -58,18 +59,27 @@ def start_embedded_ray(num_cpus: int | None = None, verbose: bool = False) -> No
     init = functools.partial(ray.init, address="local", num_cpus=num_cpus, include_dashboard=False,
                              logging_level=logging.INFO if verbose else logging.ERROR, log_to_driver=verbose,
                              object_store_memory=object_store_bytes())
-    try:
-        with away_from_working_directory():  # never from the directory the command was run in (ray_cwd)
-            init()
-    except Exception as err:  # Ray raises a bare Exception for this one
-        # Ray gives its raylet 30 s to register, fixed; on 2 cores already busy (a test suite's
-        # two-node clusters beside it) it once took longer. One more start, as patient again.
-        if "timed out during startup" not in str(err):
-            raise
-        ray.shutdown()
-        with away_from_working_directory():
-            init()
+    # Ray gives its raylet 30 s to register, fixed; on 2 cores already busy (a test suite's two-node
+    # clusters beside it) it once took longer. One more start, as patient again, then a named error.
+    for last in (False, True):
+        try:
+            with away_from_working_directory():  # never from the directory the command was run in (ray_cwd)
+                init()
+            break
+        except Exception as err:  # Ray raises a bare Exception for this one
+            if STARTUP_TIMED_OUT not in str(err):
+                raise
+            ray.shutdown()
+            if last:
+                raise SchedulingError(
+                    f"Ray did not start on this machine, twice ({err}): its processes did not come up within "
+                    f"its 30 s, at a load average of {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs. Try "
+                    "again once the machine is quieter, or train in this process (--runtime local)") from None
     _embedded["node_id"] = ray.get_runtime_context().get_node_id()
+
+
+#: What Ray's error says when its raylet did not register in time.
+STARTUP_TIMED_OUT = "timed out during startup"
 
 
 def embedded_ray_is_up() -> bool:
