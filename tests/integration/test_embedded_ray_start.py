@@ -16,6 +16,7 @@ import json, os
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 import psutil, ray
 from gorila.runtime.embedded_ray import start_embedded_ray
+from gorila.runtime.ray_cwd import release_empty_directory
 
 start_embedded_ray()
 heads = [child for child in psutil.Process().children() if "dashboard/dashboard.py" in " ".join(child.cmdline())]
@@ -23,6 +24,7 @@ print(json.dumps({"retry_ms": ray._config.raylet_client_connect_timeout_millisec
                   "attempts": ray._config.raylet_client_num_connect_attempts(),
                   "usage_stats": [head.environ().get("RAY_USAGE_STATS_ENABLED") for head in heads]}))
 ray.shutdown()
+release_empty_directory()
 """
 
 
@@ -38,6 +40,7 @@ TIMED_OUT = """
 import ray
 from gorila.errors import SchedulingError
 from gorila.runtime.embedded_ray import start_embedded_ray
+from gorila.runtime.ray_cwd import release_empty_directory
 
 tries = []
 
@@ -53,6 +56,7 @@ try:
     start_embedded_ray()
 except SchedulingError as err:
     print(len(tries), err)
+release_empty_directory()
 """
 
 

@@ -156,6 +156,7 @@ class RayRuntime:
                     self._reaper = Reaper.start()  # Ray's own processes must not outlive a killed driver
             except BaseException:
                 ray.shutdown()  # a start cut short (Ctrl-C, an error) leaves no Ray process behind
+                release_empty_directory()
                 raise
         # Processes of an embedded Ray inherit one thread per process from this one, and reuse the
         # Python workers Ray starts in advance (four workers importing torch came up in ~3 s instead
