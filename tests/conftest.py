@@ -59,7 +59,10 @@ def pytest_runtest_teardown(item, nextitem):
     if _shared_ray["up"] and (nextitem is None or "ray_local" not in nextitem.fixturenames):
         import ray
 
+        from gorila.runtime.ray_cwd import release_empty_directory
+
         ray.shutdown()
+        release_empty_directory()  # the directory Ray's processes worked in
         _shared_ray["up"] = False
 
 

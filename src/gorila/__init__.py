@@ -14,11 +14,11 @@ asynchronous or semi-asynchronous). Components are plain Python objects; a runti
 
 ``train`` (:mod:`gorila.api`), ``evaluate``, ``load_policy`` and ``Policy`` (:mod:`gorila.policy`)
 are loaded on first use, so ``import gorila`` stays cheap: processes that never train (an lstsq
-worker) never import PyTorch.
+worker) never import PyTorch. It imports nothing itself: the ``gorila`` command cleans the import
+path before anything is looked up on it (:mod:`gorila.entry`).
 """
 
-import importlib
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing's own flag, without importing typing (mypy reads this name as it)
 
 __version__ = "0.1.0"
 
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 else:
     def __getattr__(name: str) -> object:
         if name in _LAZY:
+            import importlib
+
             return getattr(importlib.import_module(_LAZY[name]), name)
         raise AttributeError(f"module 'gorila' has no attribute {name!r}")
 

@@ -1,5 +1,6 @@
-"""``python -m gorila``: the ``gorila`` command."""
+"""``python -m gorila``: the ``gorila`` command (:mod:`gorila.entry` drops the current directory
+from the import path first)."""
 
-from gorila.cli import command
+from gorila.entry import command
 
 command()

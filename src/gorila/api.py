@@ -34,7 +34,9 @@ def train(algo: str | None = None, *, verbose: bool | int = False,
     ``settings`` are the flags of ``gorila train --algo ALGO`` as keywords, dashes as underscores
     (``--time-limit-s 60`` is ``time_limit_s=60``); they are checked as the command checks them,
     and a name the algorithm does not have raises :class:`~gorila.errors.ConfigError` naming it.
-    ``resume=RUN_DIR`` continues a saved run with its own settings (``algo`` may be left out),
+    ``resume=RUN_DIR`` continues a saved run with its own settings (``algo`` may be left out; an
+    env of the ``module:EnvId`` form is made only when ``env=`` names it again, as ``--env`` does, and
+    a Ray cluster it ran on is joined only when ``address=`` names one again),
     ``preset=NAME`` fills the settings not given with a published one (``algo`` defaults to its), and
     ``config=FILE`` reads settings from a YAML or JSON file as ``gorila train --config`` does, the
     keywords given beside it overriding it.
@@ -52,7 +54,7 @@ def train(algo: str | None = None, *, verbose: bool | int = False,
     started = time.time()
     values = dict(settings)
     if values.get("resume") is not None:
-        saved_algo, saved = saved_values(Path(values["resume"]))
+        saved_algo, saved = saved_values(Path(values["resume"]), values.get("env"), values.get("address"))
         if algo is not None and algo != saved_algo:
             raise ConfigError("algo", f"{values['resume']} is a {saved_algo} run, not {algo}")
         algo, values = saved_algo, {**{k: v for k, v in saved.items() if v is not None}, **values}
@@ -60,7 +62,7 @@ def train(algo: str | None = None, *, verbose: bool | int = False,
     if config is not None:
         if values.get("resume") is not None:
             raise ConfigError("config", "a resumed run keeps its own settings; give the ones to change as keywords")
-        algo, from_file = file_values(Path(config), algo)
+        algo, from_file = file_values(Path(config), algo, values.get("env"), values.get("address"))
         values = {**from_file, **values}
     run, configs = configs_from_values(algo or algo_of(values.get("preset")) or RunConfig.algo, values)
     return launch(run, configs, Terminal(int(verbose), started_at=started), callback=callback)

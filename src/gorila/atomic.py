@@ -7,12 +7,16 @@ survives a crash::
     write_json(run_dir / "summary.json", {"return": np.float32(500.0), "shape": (4, 2)})
     write_bytes(path, payload)
     jsonable({"lr": float("inf")})   # -> {"lr": "inf"}
+
+A write that finds no space (``ENOSPC``, ``EDQUOT``) raises :class:`~gorila.errors.DiskFullError`
+naming the file, what it needed and what was free, and leaves no temp file behind.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import errno
 import json
 import math
 import os
@@ -20,6 +24,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+
+from gorila.errors import DiskFullError
 
 
 def write_bytes(path: Path, data: bytes) -> Path:
@@ -37,11 +43,45 @@ def write_bytes(path: Path, data: bytes) -> Path:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         tmp.unlink(missing_ok=True)
+        if isinstance(err, OSError) and (full := disk_full(err, path, len(data))) is not None:
+            raise full from err
         raise
     fsync_dir(path.parent)
     return path
+
+
+#: What a write that finds no room fails with: no space on the device, or the user's disk quota reached.
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full(err: OSError, path: Path, needed: int) -> DiskFullError | None:
+    """The :class:`DiskFullError` that ``err`` means for a write of ``needed`` bytes to ``path``
+    (with the space then free on its file system), or None where ``err`` is not a want of space."""
+    if err.errno not in NO_SPACE:
+        return None
+    return DiskFullError(f"no room for {path} ({err.strerror}): writing it needs {size_text(needed)}, and "
+                         f"{size_text(free_bytes(Path(path).parent))} are free there", err.errno)
+
+
+def free_bytes(directory: Path) -> int:
+    """The bytes an unprivileged writer may still put on ``directory``'s file system (0 where it cannot be told)."""
+    try:
+        info = os.statvfs(directory)
+    except OSError:
+        return 0
+    return info.f_bavail * info.f_frsize
+
+
+def size_text(size: int) -> str:
+    """``size`` bytes as a person reads them: ``"312 bytes"``, ``"4.2 KB"``, ``"2.1 MB"``, ``"1.3 GB"``."""
+    if size < 1000:
+        return f"{size:,} bytes"
+    for power, unit in enumerate(("KB", "MB", "GB"), start=1):
+        if size < 1000 ** (power + 1):
+            return f"{size / 1000 ** power:.1f} {unit}"
+    return f"{size / 1000 ** 4:.1f} TB"
 
 
 def write_json(path: Path, obj: object) -> Path:

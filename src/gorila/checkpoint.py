@@ -42,8 +42,8 @@ import numpy as np
 import safetensors.numpy
 
 from gorila import validate
-from gorila.atomic import fsync_dir, jsonable, write_bytes, write_json
-from gorila.errors import CheckpointError
+from gorila.atomic import NO_SPACE, free_bytes, fsync_dir, jsonable, size_text, write_bytes, write_json
+from gorila.errors import CheckpointError, DiskFullError
 
 _log = logging.getLogger(__name__)
 _NAME = re.compile(r"^ckpt-(\d+)\.")
@@ -70,13 +70,34 @@ def save_checkpoint(directory: Path, arrays: Mapping[str, np.ndarray], meta: Map
     # Counting on from every file present, damaged ones included, means a name is never reused.
     sequence = max(_sequences(directory), default=0) + 1
     payload = safetensors.numpy.save({k: np.ascontiguousarray(v) for k, v in arrays.items()})
+    # "pt": the tensors are a PyTorch state_dict (safetensors.torch.load_file reads them as such).
+    export_payloads = {name: safetensors.numpy.save({k: np.ascontiguousarray(v) for k, v in group.items()},
+                                                    metadata={"format": "pt"})
+                       for name, group in (exports or {}).items()}
+    try:
+        sidecar = _write(directory, sequence, payload, export_payloads, meta)
+    except BaseException as err:
+        # A save cut short leaves nothing of itself: no arrays without a sidecar to skip at the next
+        # start, no space held on a disk that has run out of it. The checkpoints before are whole.
+        for path in directory.iterdir():
+            if (m := _NAME.match(path.name)) and int(m.group(1)) == sequence:
+                path.unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.errno in NO_SPACE:  # a DiskFullError of write_bytes's, mostly
+            needed = len(payload) + sum(map(len, export_payloads.values()))
+            raise DiskFullError(f"no room for checkpoint {sequence} in {directory}: its files need "
+                                f"{size_text(needed)}, and {size_text(free_bytes(directory))} are free there without "
+                                "them. The checkpoints before it are whole", err.errno) from err
+        raise
+    _prune(directory, keep)
+    return sidecar
+
+
+def _write(directory: Path, sequence: int, payload: bytes, exports: Mapping[str, bytes],
+           meta: Mapping[str, object]) -> Path:
+    """The files of checkpoint ``sequence``: the arrays, the exports, then the sidecar that commits them."""
     data_path = write_bytes(directory / f"ckpt-{sequence:06d}.safetensors", payload)
-    exported = {}
-    for name, group in (exports or {}).items():
-        # "pt": the tensors are a PyTorch state_dict (safetensors.torch.load_file reads them as such).
-        export = safetensors.numpy.save({k: np.ascontiguousarray(v) for k, v in group.items()},
-                                        metadata={"format": "pt"})
-        exported[name] = write_bytes(directory / f"ckpt-{sequence:06d}.{name}.safetensors", export).name
+    exported = {name: write_bytes(directory / f"ckpt-{sequence:06d}.{name}.safetensors", export).name
+                for name, export in exports.items()}
     record = {
         "format": _FORMAT,
         "sequence": sequence,
@@ -87,10 +108,7 @@ def save_checkpoint(directory: Path, arrays: Mapping[str, np.ndarray], meta: Map
         "saved_at": time.time(),
         "meta": jsonable(meta),
     }
-    sidecar = write_json(directory / f"ckpt-{sequence:06d}.json",
-                         {**record, "record_sha256": _digest(jsonable(record))})
-    _prune(directory, keep)
-    return sidecar
+    return write_json(directory / f"ckpt-{sequence:06d}.json", {**record, "record_sha256": _digest(jsonable(record))})
 
 
 Check = Callable[[dict[str, np.ndarray], dict], None]

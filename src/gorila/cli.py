@@ -77,6 +77,9 @@ def _configs(argv: list[str]) -> tuple[RunConfig, list, int]:
     pre.add_argument("--resume", type=Path, default=None)
     pre.add_argument("--preset", default=None)
     pre.add_argument("--config", type=Path, default=None)
+    # A run's config.json chooses neither the module an env is made by nor the cluster joined: given again, or refused.
+    pre.add_argument("--env", default=None)
+    pre.add_argument("--address", default=None)
     known, _ = pre.parse_known_args(argv)
     saved: dict = {}
     algo = known.algo or algo_of(known.preset) or RunConfig.algo
@@ -85,9 +88,9 @@ def _configs(argv: list[str]) -> tuple[RunConfig, list, int]:
                              "give the ones to change as flags\n")
     try:
         if known.resume is not None:
-            algo, saved = saved_values(known.resume)
+            algo, saved = saved_values(known.resume, known.env, known.address)
         elif known.config is not None:
-            algo, saved = file_values(known.config, known.algo)
+            algo, saved = file_values(known.config, known.algo, known.env, known.address)
     except ConfigError as err:
         pre.exit(EXIT_USAGE, f"gorila train: error: {err.flag}: {err.message}\n")
     if known.resume is not None and known.algo not in (None, algo):
@@ -130,7 +133,7 @@ def _has_flag(algo: str, flag: str) -> bool:
 def cmd_train(argv: list[str]) -> int:
     from gorila.driver.stop import Interrupted, StopSignals
     from gorila.launch import launch
-    from gorila.metrics.terminal import Terminal
+    from gorila.metrics.terminal import VERBOSE, Terminal
 
     try:
         # From the first moment, not only once the run starts: SIGTERM or SIGHUP while the flags
@@ -138,7 +141,7 @@ def cmd_train(argv: list[str]) -> int:
         with StopSignals():
             run, configs, verbosity = _configs(argv)
             terminal = Terminal(verbosity)
-            with _stdout_kept_for_the_summary():
+            with _stdout_kept_for_the_summary(shown=verbosity == VERBOSE):
                 summary = launch(run, configs, terminal)
     except Interrupted as stop:
         # A SIGHUP may mean the terminal is gone: what is left to say is said where it can be.
@@ -157,13 +160,19 @@ def cmd_train(argv: list[str]) -> int:
 
 
 @contextlib.contextmanager
-def _stdout_kept_for_the_summary() -> Iterator[None]:
-    """While a run goes, whatever is written to file descriptor 1 goes to stderr, so that stdout
-    carries the summary alone: Ray prints its raylet's messages (a task retried after a worker
-    died, ...) to the driver's stdout."""
+def _stdout_kept_for_the_summary(shown: bool) -> Iterator[None]:
+    """While a run goes, whatever is written to file descriptor 1 goes to stderr where ``shown``
+    (--verbose), else nowhere, so that stdout carries the summary alone: Ray prints its raylet's
+    messages (a worker that died, a task retried, in colour) to the driver's stdout, and the
+    run says what it makes of them in its own words (worker_restarts)."""
     sys.stdout.flush()
     saved = os.dup(1)
-    os.dup2(2, 1)
+    if shown:
+        os.dup2(2, 1)
+    else:
+        nowhere = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(nowhere, 1)
+        os.close(nowhere)
     try:
         yield
     finally:
@@ -194,6 +203,9 @@ def cmd_eval(argv: list[str]) -> int:
                         help="exploration rate (default: the one the run evaluated with; 0.05 for dqn, 0 for a3c)")
     parser.add_argument("--noop-max", type=int, default=30, help="no-op actions at most before acting")
     parser.add_argument("--seed", type=int, default=12345, help="evaluation seed")
+    parser.add_argument("--env", default=None, metavar="ID",
+                        help="the run's env id, given again where it names a module to import (module:EnvId): "
+                             "a run directory never makes gorila import code, you do")
     parser.add_argument("--video", type=Path, default=None, metavar="DIR",
                         help="record every episode into DIR as MP4 (envs that render rgb_array frames; "
                              "needs pip install 'gorila[video]')")
@@ -202,7 +214,7 @@ def cmd_eval(argv: list[str]) -> int:
 
     try:
         report = evaluate(args.run_dir, args.episodes, epsilon=args.epsilon, noop_max=args.noop_max, seed=args.seed,
-                          video_dir=args.video, checkpoint=args.checkpoint)
+                          video_dir=args.video, checkpoint=args.checkpoint, env=args.env)
     except ConfigError as err:  # name the argument as the user gave it
         name = {"run_dir": "RUN_DIR", "eval_episodes": "--episodes", "eval_epsilon": "--epsilon"}.get(
             err.field, err.flag)
@@ -236,9 +248,9 @@ def cmd_plot(argv: list[str]) -> int:
     try:
         out = plot_runs(args.run_dirs, args.out, metric=args.metric, title=args.title, group=args.group)
     except ConfigError as err:
-        parser.exit(EXIT_USAGE, f"gorila plot: error: RUN_DIR: {err.message}\n")
-    except ValueError as err:  # a --metric the runs do not have; the message lists what they have
-        parser.exit(EXIT_USAGE, f"gorila plot: error: --metric: {err}\n")
+        # a column the runs lack is --metric's fault when it was given, else the run's (its headline missing)
+        name = "--out" if err.field == "out" else "--metric" if err.field == "metric" and args.metric else "RUN_DIR"
+        parser.exit(EXIT_USAGE, f"gorila plot: error: {name}: {err.message}\n")
     print(out)
     return 0
 

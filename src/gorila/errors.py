@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 
 class GorilaError(Exception):
     """Base class of every error gorila raises on purpose."""
@@ -43,7 +45,17 @@ class NonFiniteError(GorilaError, ArithmeticError):
 
 
 class EnvFailedError(GorilaError, RuntimeError):
-    """An actor's environments failed too often (raised in step or reset, or returned bad observations)."""
+    """An actor's environments failed too often (raised in step or reset, or returned bad observations).
+    ``failures`` is how many of them had failed in all: the run counts them (``env_failures``) though
+    the actor never reported the last ones."""
+
+    def __init__(self, message: str, failures: int = 0):
+        super().__init__(message)
+        self.failures = failures
+
+    def __reduce__(self) -> tuple[type, tuple[str, int]]:
+        # Rebuilt from its message and count (an exception pickles its message alone), as it crosses processes.
+        return type(self), (str(self), self.failures)
 
 
 class ShardRestartedError(GorilaError, ConnectionError):
@@ -58,13 +70,19 @@ class SchedulingError(GorilaError, RuntimeError):
     """A worker could not be placed (e.g. it asks for more CPUs than the cluster has), or did not start in time."""
 
     @classmethod
-    def not_started(cls, what: str, timeout_s: float, asks: float, free: float, total: float) -> SchedulingError:
-        """Why ``what`` is not up after ``timeout_s``: no room for it in the cluster, or (room
-        enough) a start too slow, as on a machine whose cores other programs keep busy."""
+    def not_started(cls, what: str, timeout_s: float, asks: float, free: float, total: float,
+                    limited: str = "") -> SchedulingError:
+        """Why ``what`` is not up after ``timeout_s``: no room for it in the cluster, a process
+        ``limited`` in its address space (the limit in words; its processes die as they start), or
+        (room enough) a start too slow, as on a machine whose cores other programs keep busy."""
         cpus = f"each asks for {asks} CPU and the cluster has {free:.2f} of {total} CPUs free"
         if free < asks:
             return cls(f"{what} could not be placed within {timeout_s:.0f} s: {cpus}. "
                        "Use fewer workers or a bigger cluster.")
+        if limited:
+            return cls(f"{what} did not start within {timeout_s:.0f} s ({cpus}): this process is {limited}, which "
+                       "its processes inherit, and Ray's processes die as they start when the limit does not hold "
+                       "them. Raise the limit (ulimit -v unlimited) or train in this process (--runtime local).")
         return cls(f"{what} did not start within {timeout_s:.0f} s, though there is room for them ({cpus}): "
                    "starting is slow, as on a machine whose cores other programs keep busy. Try again on a "
                    "quieter machine, or see Ray's own logs (--verbose).")
@@ -96,6 +114,36 @@ class CheckpointError(GorilaError, RuntimeError):
 class RunDirLockedError(ConfigError):
     """The run directory is held by a live run (its lock, ``RUN_DIR/run.lock``); the message names
     its PID. A usage error (exit 2): the directory chosen is the thing to change, or to wait for."""
+
+
+class DiskFullError(GorilaError, OSError):
+    """A file of the run could not be written for want of space (the disk, or the user's quota, is
+    full): the message names the file, what the write needed and what was free. A checkpoint cut
+    short this way leaves nothing behind; the ones before it stay whole, and ``--resume`` continues
+    from the last of them once there is room::
+
+        raise DiskFullError("no room for checkpoint 7 in run/checkpoints: ...", errno.ENOSPC)
+
+    It is the ``OSError`` it was, ``errno`` and all (``ENOSPC``, or ``EDQUOT`` for a quota), in words.
+    """
+
+    def __init__(self, message: str, code: int | None = errno.ENOSPC):
+        super().__init__(message)
+        self.errno = code
+
+    def __reduce__(self) -> tuple[type, tuple[str, int | None]]:
+        # Rebuilt from its message and its errno (OSError pickles its arguments alone), as it crosses processes.
+        return type(self), (str(self), self.errno)
+
+
+class SnapshotRefusedError(ConfigError, CheckpointError):
+    """The workers' snapshot of the checkpoint a ``--resume`` continues from holds what a snapshot
+    may not (code, a class of another package, a malformed tree): the run directory is refused
+    before anything trains, naming ``resume`` (exit 2), and nothing the snapshot names is run. It is
+    a :class:`CheckpointError` as well, the checkpoint being what is at fault::
+
+        raise SnapshotRefusedError("resume", "the workers' snapshot names builtins:open, ...")
+    """
 
 
 class ClusterLostError(GorilaError, ConnectionError):

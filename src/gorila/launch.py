@@ -28,7 +28,7 @@ from gorila.driver.run_lock import hold_run_dir
 from gorila.driver.stop import StopSignals
 from gorila.errors import ConfigError
 from gorila.metrics.terminal import Terminal
-from gorila.run_files import check_run_dir
+from gorila.run_files import check_recorded_address, check_recorded_env, check_run_dir
 from gorila.settings_file import read_settings
 from gorila.sizing import check_fits
 from gorila.validate import excerpt
@@ -122,13 +122,18 @@ def current_names(algo: str, values: dict[str, Any], *, where: str = "", recorde
     return out
 
 
-def saved_values(run_dir: Path) -> tuple[str, dict[str, Any]]:
-    """The algorithm and settings a run was started with (its ``config.json``), to resume it."""
+def saved_values(run_dir: Path, env: str | None = None, address: str | None = None) -> tuple[str, dict[str, Any]]:
+    """The algorithm and settings a run was started with (its ``config.json``), to resume it; an
+    env id there that names a module to import is refused unless ``env`` (``--env`` given again)
+    is the same id, and a cluster address unless ``address`` names one again (see
+    :func:`~gorila.run_files.check_recorded_env` and :func:`~gorila.run_files.check_recorded_address`)."""
     path = Path(run_dir) / "config.json"
     if not os.path.lexists(path):
         raise ConfigError("resume", f"{run_dir} has no config.json: not a gorila run directory")
     saved = read_settings(path, "resume", inside=Path(run_dir))
     algo, values = _recorded_values("resume", path, saved)
+    check_recorded_env(Path(run_dir), values.get("env"), env, "resume")
+    check_recorded_address(Path(run_dir), values.get("address"), address, "resume")
     return algo, {**values, "run_dir": None}  # the directory is the resumed one
 
 
@@ -145,10 +150,13 @@ def _recorded_values(field: str, path: Path, saved: Any) -> tuple[str, dict[str,
     return algo, values_from_json(values)
 
 
-def file_values(path: Path, algo: str | None = None) -> tuple[str, dict[str, Any]]:
+def file_values(path: Path, algo: str | None = None, env: str | None = None,
+                address: str | None = None) -> tuple[str, dict[str, Any]]:
     """The algorithm and settings of a config file (``--config``): YAML or JSON, either a mapping
     of settings (``algo`` among them, or given as ``algo``) or a run's own ``config.json`` as it
-    was written (its directory and resume left out: the file describes a new run). Settings are
+    was written (its directory and resume left out: the file describes a new run; an env id there
+    that names a module, and a cluster address, are refused unless ``env`` and ``address`` name them
+    again, as with ``--resume``). Settings are
     named as the flags are (``time-limit-s`` or ``time_limit_s``); a value written as text is read
     as its flag reads it (``lr: 1e-4``, ``hidden: 64,64``); the dataclasses check the rest."""
     path = Path(path)
@@ -160,6 +168,8 @@ def file_values(path: Path, algo: str | None = None) -> tuple[str, dict[str, Any
     if recorded:
         saved_algo, values = _recorded_values("config", path, data)
         values = {k: v for k, v in values.items() if k not in ("run_dir", "resume")}
+        check_recorded_env(path.parent, values.get("env"), env, "config")
+        check_recorded_address(path.parent, values.get("address"), address, "config")
     else:
         values = {str(k).replace("-", "_"): v for k, v in data.items()}
         saved_algo = values.pop("algo", None) or RunConfig.algo
@@ -226,4 +236,8 @@ def _launch(run: RunConfig, configs: list, terminal: Terminal,
 
         env_spaces(env_id)  # kept for the plan's builder, which reads the same spaces
     terminal.line(f"{terminal.elapsed():7.1f} s  building the {run.algo} plan{what}, while Ray starts")
-    return run_plan(run, lambda: algorithm.plan_fn()(run, *configs), terminal=terminal, on_row=callback)
+    # With its directories absolute: while Ray starts, this process works in another directory
+    # (gorila.runtime.ray_cwd), and Ray's processes, which the plan's paths reach, always do.
+    placed = dataclasses.replace(run, run_dir=None if run.run_dir is None else Path(run.run_dir).absolute(),
+                                 resume=None if run.resume is None else Path(run.resume).absolute())
+    return run_plan(run, lambda: algorithm.plan_fn()(placed, *configs), terminal=terminal, on_row=callback)

@@ -25,7 +25,8 @@ from gorila.envs.make import env_spaces, is_atari, make_env
 from gorila.envs.normalize import NormalizedPolicy
 from gorila.errors import ConfigError
 from gorila.nets import FlatParams
-from gorila.validate import clipped
+from gorila.run_files import check_recorded_env, writable_directory
+from gorila.validate import clipped, excerpt
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -72,10 +73,12 @@ class Policy:
         return make_env(self.env_id, seed=seed, training=False, render_mode=render_mode)
 
 
-def load_policy(run_dir: Path | str, checkpoint: str = "best") -> Policy:
+def load_policy(run_dir: Path | str, checkpoint: str = "best", *, env: str | None = None) -> Policy:
     """The greedy policy of the run in ``run_dir`` (or its ``checkpoints/``): by default the
     parameters of its best evaluation (the newest good checkpoint while it has none, or where its
-    best one is damaged), with ``checkpoint="last"`` its newest good periodic checkpoint."""
+    best one is damaged), with ``checkpoint="last"`` its newest good periodic checkpoint. A run
+    whose env id names a module to import (``my_envs:Maze-v0``) is played only with ``env`` the
+    same id: the run directory chose that module, the caller names it (a ``ConfigError`` says so)."""
     saved = SavedRun.open(run_dir, checkpoint, algorithms=ALGORITHMS)
     algorithm = ALGORITHMS[saved.algo]
     if not algorithm.is_rl:
@@ -90,6 +93,9 @@ def load_policy(run_dir: Path | str, checkpoint: str = "best") -> Policy:
         raise ConfigError("run_dir", f"{saved.run_dir / 'config.json'} was damaged or edited: "
                                      f"{err if isinstance(err, ConfigError) else clipped(str(err))}") from None
     env_id = configs[-1].env
+    if env is not None and env != env_id:
+        raise ConfigError("env", f"{saved.run_dir} is a run on {excerpt(env_id)}, not {excerpt(env)}")
+    check_recorded_env(saved.run_dir, env_id, env, "run_dir")
     network_fn, policy_fn = algorithm.policy_fn()(run, *configs)
     net = network_fn().eval()
     FlatParams(net).set(saved.params)
@@ -103,12 +109,16 @@ def load_policy(run_dir: Path | str, checkpoint: str = "best") -> Policy:
 
 
 def evaluate(run_dir: Path | str, episodes: int = 10, *, epsilon: float | None = None, noop_max: int = 30,
-             seed: int = 12345, video_dir: Path | str | None = None, checkpoint: str = "best") -> dict[str, Any]:
+             seed: int = 12345, video_dir: Path | str | None = None, checkpoint: str = "best",
+             env: str | None = None) -> dict[str, Any]:
     """Scores of ``episodes`` episodes, with up to ``noop_max`` no-ops at their start, played by the
-    ``best`` or ``last`` checkpoint of the run in ``run_dir`` (see :func:`load_policy`);
-    ``epsilon=None`` plays with the exploration rate the run evaluated with; ``video_dir`` records
-    each episode there (see ``gorila eval``)."""
-    policy = load_policy(run_dir, checkpoint)
+    ``best`` or ``last`` checkpoint of the run in ``run_dir`` (see :func:`load_policy`, which also
+    says what ``env`` is for); ``epsilon=None`` plays with the exploration rate the run evaluated
+    with; ``video_dir`` records each episode there (see ``gorila eval``; one that cannot be written
+    is a ``ConfigError`` naming ``video``, before anything is played)."""
+    if video_dir is not None:
+        writable_directory(Path(video_dir), "video")
+    policy = load_policy(run_dir, checkpoint, env=env)
     epsilon = policy.epsilon if epsilon is None else epsilon
     # a batch of observations in, a batch of actions out (a single observation would give an int)
     scores = evaluation.evaluate(lambda obs: np.asarray(policy(obs)), policy.env_id, episodes, epsilon, seed=seed,

@@ -6,7 +6,11 @@ and checked before a run starts, so that a damaged or hostile directory is refus
     fd = open_inside(run_dir / "metrics.csv", os.O_RDWR)      # ConfigError if it is a link
 
 A link planted in a run directory (``metrics.csv -> ~/.bashrc``) would otherwise have the run
-truncate or append to the file it points at.
+truncate or append to the file it points at. Nor does a run directory name code: an env id of
+Gymnasium's ``module:EnvId`` form imports ``module``, so the one a run's ``config.json`` records is
+made only once the user names it again (:func:`check_recorded_env`)::
+
+    check_recorded_env(run_dir, "my_envs:Maze-v0", given=None, field="resume")   # ConfigError: say --env
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import csv
 import io
 import math
 import os
+import tempfile
 from pathlib import Path
 
 from gorila.errors import ConfigError
@@ -35,6 +40,53 @@ def open_inside(path: Path, flags: int, field: str = "run_dir", mode: int = 0o64
         if os.path.islink(path):
             raise ConfigError(field, _link(Path(path))) from None
         raise
+
+
+def env_module(env_id: str) -> str | None:
+    """The module Gymnasium imports to make ``env_id`` (``my_envs`` of ``my_envs:Maze-v0``), or None."""
+    return env_id.partition(":")[0] if ":" in env_id else None
+
+
+def check_recorded_env(run_dir: Path, recorded: object, given: str | None, field: str) -> None:
+    """Refuse, naming ``field``, to make the env id ``recorded`` in ``run_dir``'s ``config.json``
+    where it names a module to import and the user has not named the same id (``given``: ``--env``,
+    or ``env=`` from Python): whoever wrote the directory chose that module, not the user."""
+    module = env_module(recorded) if isinstance(recorded, str) else None
+    if module is None or given == recorded:
+        return
+    raise ConfigError(field, f"{Path(run_dir) / 'config.json'} names the env {excerpt(recorded)}, which is made by "
+                             f"importing the module {excerpt(module)}: a run directory never makes gorila import "
+                             f"code. If you trust that module, name the env again: --env {excerpt(recorded)} "
+                             f"(env={excerpt(recorded)} from Python)")
+
+
+def writable_directory(directory: Path, field: str) -> Path:
+    """``directory``, made if need be (its parents too) and written once with a file of gorila's own
+    (gone at once), so that a directory gorila could not write in (a file where a directory of its
+    path belongs, a read-only one, a full disk) is refused by name before anything is done for it."""
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as err:
+        where = f" ({err.filename})" if err.filename and Path(err.filename) != directory else ""
+        raise ConfigError(field, f"{directory} cannot be written: {err.strerror or err}{where}; choose another "
+                                 "directory") from None
+    return directory
+
+
+def check_recorded_address(run_dir: Path, recorded: object, given: str | None, field: str) -> None:
+    """Refuse, naming ``field``, to join the Ray cluster at ``recorded`` (a run's ``config.json``)
+    unless the user names an address again (``given``: ``--address``, or ``address=`` from Python):
+    a cluster the driver joins runs its processes and sends it replies the driver unpickles, so the
+    directory's writer would choose who does. ``local`` (this machine's embedded Ray) needs no naming."""
+    if recorded is None or recorded == "local" or given is not None:
+        return
+    raise ConfigError(field, f"{Path(run_dir) / 'config.json'} names the Ray cluster at {excerpt(recorded)}, which "
+                             "a resume would join and run its processes on: a run directory never chooses where "
+                             f"gorila connects. To join it, name it again: --address {excerpt(recorded)} "
+                             f"(address={excerpt(recorded)} from Python); --address local runs on this machine")
 
 
 def check_run_dir(run_dir: Path, field: str, *, resume: bool) -> None:

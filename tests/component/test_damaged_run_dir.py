@@ -3,11 +3,14 @@ running run, a corrupt best checkpoint, a truncated, edited or linked ``config.j
 eval``, and ``gorila train --resume`` of a directory whose ``metrics.csv`` is damaged or a link."""
 
 import json
+import os
 import shutil
 
+import numpy as np
 import pytest
 
 import gorila
+from gorila.checkpoint import load_checkpoint, save_checkpoint
 from gorila.cli import main
 
 RUN = dict(runtime="local", total_steps=60_000, eval_episodes=2, eval_every_s=0.1, checkpoint_every_s=0.3, seed=1,
@@ -64,6 +67,34 @@ def test_eval_falls_back_from_a_corrupt_best_checkpoint_to_the_last_good_one_and
     assert "the last good one is played" in err and "sha256" in err
 
 
+def reseal_with(directory, value):
+    """The newest checkpoint of ``directory`` saved again, checksums and all, with its first
+    parameter ``value``: a file edited by someone who sealed it again."""
+    arrays, meta = load_checkpoint(directory)
+    arrays["shard0.params"] = arrays["shard0.params"].copy()
+    arrays["shard0.params"][0] = value
+    save_checkpoint(directory, arrays, meta, keep=1)
+
+
+def test_eval_falls_back_from_a_best_checkpoint_of_nan_parameters_and_says_so(run_dir, capsys):
+    reseal_with(run_dir / "checkpoints" / "best", np.nan)
+    code, out, err = command(capsys, ["eval", str(run_dir), "--episodes", "1"])
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["checkpoint"] == "last" and "best checkpoint is damaged" in report["checkpoint_fallback"]
+    assert "1 of its" in err and "parameters are NaN or infinite" in err
+
+
+@pytest.mark.parametrize("value", [np.inf, -np.inf])
+def test_eval_refuses_a_run_whose_every_checkpoint_has_infinite_parameters(run_dir, capsys, value):
+    reseal_with(run_dir / "checkpoints" / "best", value)
+    reseal_with(run_dir / "checkpoints", value)
+    code, out, err = command(capsys, ["eval", str(run_dir), "--episodes", "1"])
+    assert code == 2 and out == ""
+    assert "gorila eval: error: RUN_DIR: no usable checkpoint" in err and "NaN or infinite" in err
+    assert "Traceback" not in err
+
+
 @pytest.mark.parametrize("damage", ["truncated", "not a run", "unknown setting", "wrong type", "link", "not UTF-8"])
 def test_eval_refuses_a_damaged_config_json_by_name(run_dir, tmp_path, capsys, damage):
     path = run_dir / "config.json"
@@ -106,3 +137,16 @@ def test_resume_refuses_a_damaged_metrics_csv_by_name_and_writes_nothing(run_dir
     code, _, err = command(capsys, ["train", "--resume", str(run_dir)])
     assert code == 2 and err.startswith("gorila train: error: --resume: ") and "metrics.csv" in err
     assert {p: p.read_bytes() for p in (*run_dir.rglob("*"), outside) if p.is_file()} == before
+
+
+@pytest.mark.parametrize("where", ["under a file", "a file", "read-only"])
+def test_eval_names_a_video_directory_it_cannot_write_before_playing(run_dir, tmp_path, capsys, where):
+    (tmp_path / "a-file").write_text("")
+    video = {"under a file": tmp_path / "a-file" / "videos", "a file": tmp_path / "a-file",
+             "read-only": tmp_path / "read-only" / "videos"}[where]
+    if where == "read-only":
+        if os.geteuid() == 0:
+            pytest.skip("root writes into read-only directories")
+        (tmp_path / "read-only").mkdir(mode=0o500)
+    code, out, err = command(capsys, ["eval", str(run_dir), "--episodes", "1", "--video", str(video)])
+    assert code == 2 and out == "" and err.startswith(f"gorila eval: error: --video: {video} cannot be written"), err

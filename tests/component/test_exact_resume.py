@@ -141,6 +141,16 @@ def test_a_run_directory_whose_snapshot_holds_code_runs_none_of_it(tampered_run)
     assert not marker.exists()
 
 
+def test_the_command_refuses_a_crafted_snapshot_by_name_with_exit_2_as_security_md_says(tampered_run, capsys):
+    from gorila.cli import main
+
+    run_dir, marker = tampered_run
+    assert main(["train", "--resume", str(run_dir), "--total-steps", "800"]) == 2
+    err = capsys.readouterr().err
+    assert "gorila train: error: --resume: the workers' snapshot in the checkpoint resumed from " in err
+    assert "nothing it names was run" in err and not marker.exists()
+
+
 def test_an_impala_run_whose_learner_owns_its_parameters_resumes_exactly(tmp_path):
     """The learner's own shards, optimizer state and publication counts are in the snapshot, and
     the store's parameters in the checkpoint: the resumed run logs the uninterrupted run's rows."""

@@ -21,6 +21,7 @@ from hang_plans import Fails, NaNPushes, Pushes, plan, saved
 pytestmark = pytest.mark.timeout(120)
 
 NAN_REWARD = "gorila-test/NaNRewardEvery200-v0"
+NAN_OBS = "gorila-test/NaNObservationEvery7-v0"
 
 
 @pytest.fixture
@@ -40,6 +41,18 @@ def test_a_nan_reward_every_200_steps_ends_a_local_run_with_a_summary_and_a_fina
     assert "EnvFailedError" in summary["error"] and "reward of nan" in summary["error"]
     assert summary["env_failures"] >= 1 and summary["env_steps"] == meta["env_steps"] > 0
     assert "worker_restarts" in summary and "pushes_rejected" in summary  # the full summary, every counter
+
+
+def test_nan_observations_that_end_a_run_are_every_one_counted_in_its_summary(tmp_path):
+    """The failures that end a run were never in a report of their actor's: summary.json said
+    env_failures: 0 (or fewer than the limit) for a run ended by them."""
+    if NAN_OBS not in gym.registry:
+        gym.register(NAN_OBS, entry_point=FlakyEnv, kwargs={"how": "nan_obs", "fail_every": 7})
+    FlakyEnv.steps_in_process = 0
+    with pytest.raises(EnvFailedError, match="holding NaN") as failed:
+        gorila.train("dqn", env=NAN_OBS, runtime="local", run_dir=tmp_path, total_steps=200_000)
+    summary, _ = saved(tmp_path)
+    assert failed.value.failures == 5 and summary["env_failures"] == 5
 
 
 def test_non_finite_gradients_past_their_limit_end_the_run_with_the_last_good_parameters_saved(tmp_path):

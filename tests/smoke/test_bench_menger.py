@@ -30,6 +30,7 @@ def test_bench_menger_writes_both_figures(ray_local, tmp_path):
     none, node = (float(r["read_latency_mean_ms"]) for r in reads)
     assert reduction["by_readers"]["2"] == pytest.approx(none / node)
     assert set(report["write_latency_ms"]) == {"single", "sharded"} and "16K" in report["insert_per_s"]["single"]
+    assert set(report["write_latency_ms"]["single"]["16K"]["2"]) == {"mean", "p99", "max"}  # every cell's tail
     assert (tmp_path / "reads.png").stat().st_size > 0 and (tmp_path / "writes.png").stat().st_size > 0
 
 

@@ -116,6 +116,18 @@ def test_row9_another_networks_checkpoint_is_said_in_words(resume, run_dir):
     assert "another algorithm, network or --shards" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_row9_a_cluster_config_json_names_is_joined_only_when_named_again(resume, run_dir):
+    """Row 9: a resume joins the Ray cluster of its config.json, which runs its processes and whose
+    replies it unpickles, only when --address names one again: refused at once, nothing dialled."""
+    config = json.loads((run_dir / "config.json").read_text())
+    config["run"].update(runtime="ray", address="203.0.113.9:6379")  # TEST-NET-3: nothing answers there
+    (run_dir / "config.json").write_text(json.dumps(config))
+    result = resume(run_dir)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "names the Ray cluster at '203.0.113.9:6379'" in result.stderr
+    assert "--address '203.0.113.9:6379'" in result.stderr and "--address local" in result.stderr
+
+
 class _Planted:
     """Unpickling this writes a file: proof that something unpickled it."""
 

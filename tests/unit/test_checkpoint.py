@@ -1,11 +1,14 @@
+import errno
 import json
+import os
 from typing import Any
 
 import numpy as np
 import pytest
 
+from gorila import atomic, checkpoint
 from gorila.checkpoint import CheckpointTimer, load_checkpoint, save_checkpoint
-from gorila.errors import CheckpointError
+from gorila.errors import CheckpointError, DiskFullError
 
 
 def _arrays(seed: int) -> dict[str, np.ndarray]:
@@ -166,3 +169,31 @@ def test_exports_are_written_beside_their_checkpoint_and_pruned_with_it(tmp_path
 
     loaded = safetensors.torch.load_file(tmp_path / "ckpt-000003.model.safetensors")
     assert loaded["body.0.weight"].tolist() == [[3.0] * 3] * 2
+
+
+class SmallDisk:
+    """Writes as :func:`gorila.atomic.write_bytes` does, onto a disk with ``free`` bytes left: a
+    write past that fails as a full disk's does (``OSError`` ENOSPC, from the file's write)."""
+
+    def __init__(self, free: int):
+        self.free = free
+
+    def write_bytes(self, path, data):
+        if len(data) > self.free:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        self.free -= len(data)
+        return atomic.write_bytes(path, data)
+
+
+def test_a_checkpoint_that_finds_no_room_leaves_nothing_and_names_what_it_needed(tmp_path, monkeypatch):
+    exports = {"model": {"w": np.ones(1000, np.float32)}}
+    save_checkpoint(tmp_path, _arrays(0), {"step": 1}, exports=exports)
+    kept = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    disk = SmallDisk(free=16_000)  # the next arrays (14.5 KB) fit, their export (4 KB) not
+    monkeypatch.setattr(checkpoint, "write_bytes", disk.write_bytes)
+    with pytest.raises(DiskFullError, match=r"no room for checkpoint 2 in .*: its files need 18\.\d KB") as full:
+        save_checkpoint(tmp_path, _arrays(1), {"step": 2}, exports=exports)
+    assert full.value.errno == errno.ENOSPC and "The checkpoints before it are whole" in str(full.value)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == kept  # no orphan arrays, the last one whole
+    skipped: list[str] = []
+    assert load_checkpoint(tmp_path, skipped)[1] == {"step": 1} and skipped == []

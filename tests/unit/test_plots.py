@@ -159,3 +159,57 @@ def test_gorila_plot_groups_runs_from_the_command_line(tmp_path, capsys):
     assert main(["plot", *runs, "--group", "--out", str(tmp_path / "g.png")]) == 0
     assert capsys.readouterr().out.strip() == str(tmp_path / "g.png")
     _assert_png(tmp_path / "g.png")
+
+
+def _plot(capsys, *args):
+    from gorila.cli import main
+
+    code: object
+    try:
+        code = main(["plot", *map(str, args)])
+    except SystemExit as exit_:  # argparse's way out, as the command line sees it
+        code = exit_.code
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage, why", [
+    (b"9" * (50 << 20), "not CSV: field larger than field limit"),   # one 50 MB cell
+    (b"\xff\xfe\x00", "not UTF-8 text at byte"),
+    (b"x", "its 'eval_return' column holds '480.0x', not a number"),
+])
+def test_gorila_plot_names_a_damaged_metrics_csv_not_a_flag(tmp_path, capsys, damage, why):
+    run = _run_dir(tmp_path / "run", "sync")
+    with open(run / "metrics.csv", "ab") as f:
+        f.seek(-1, 2)
+        f.truncate()  # the last row's newline: the damage joins the last cell
+        f.write(damage + b"\n")
+    code, err = _plot(capsys, run, "--out", tmp_path / "x.png")
+    assert code == 2 and err.startswith("gorila plot: error: RUN_DIR: ") and why in err, err
+    assert "--metric" not in err and not (tmp_path / "x.png").exists()
+
+
+def test_gorila_plot_blames_metric_only_when_it_was_given(tmp_path, capsys):
+    run = _run_dir(tmp_path / "run", "sync")
+    code, err = _plot(capsys, run, "--metric", "loss", "--out", tmp_path / "x.png")
+    assert code == 2 and err.startswith("gorila plot: error: --metric: ") and "no column 'loss'" in err, err
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**config, "headline": "loss"}))  # a headline its rows lack
+    code, err = _plot(capsys, run, "--out", tmp_path / "x.png")
+    assert code == 2 and err.startswith("gorila plot: error: RUN_DIR: ") and "no column 'loss'" in err, err
+
+
+@pytest.mark.parametrize("config", ["[1, 2]", '{"algo": ["a3c"]}', '{"algo": "a3c", "headline": 3}', "{"])
+def test_gorila_plot_names_a_damaged_config_json(tmp_path, capsys, config):
+    run = _run_dir(tmp_path / "run", "sync")
+    (run / "config.json").write_text(config)
+    code, err = _plot(capsys, run, "--out", tmp_path / "x.png")
+    assert code == 2 and err.startswith("gorila plot: error: RUN_DIR: ") and "config.json" in err, err
+
+
+def test_gorila_plot_names_an_out_it_cannot_write(tmp_path, capsys):
+    run = _run_dir(tmp_path / "run", "sync")
+    (tmp_path / "a-file").write_text("")
+    code, err = _plot(capsys, run, "--out", tmp_path / "a-file" / "x.png")
+    assert code == 2 and err.startswith("gorila plot: error: --out: ") and "cannot be written" in err, err
+    code, err = _plot(capsys, run, "--out", tmp_path)  # a directory
+    assert code == 2 and err.startswith("gorila plot: error: --out: ") and "cannot be written" in err, err

@@ -59,3 +59,30 @@ def test_holding_is_reentrant_within_a_process(tmp_path):
         assert (tmp_path / "run" / LOCK_NAME).read_text().split()[0] == str(os.getpid())
     with hold_run_dir(tmp_path / "run"):  # and released after the outer block
         pass
+
+
+@pytest.mark.parametrize("kind", ["symbolic link", "hard link"])
+def test_a_lock_that_is_a_link_to_another_file_is_refused_and_that_file_left_as_it_was(tmp_path, kind):
+    precious = tmp_path / "precious.txt"
+    precious.write_text("the user's own file\n")
+    (tmp_path / "run").mkdir()
+    if kind == "symbolic link":
+        (tmp_path / "run" / LOCK_NAME).symlink_to(precious)
+    else:
+        os.link(precious, tmp_path / "run" / LOCK_NAME)
+    lines: list[str] = []
+    with pytest.raises(ConfigError, match=f"{LOCK_NAME} is a {kind}") as refused:
+        with hold_run_dir(tmp_path / "run", "resume", lines.append):
+            pass
+    assert refused.value.flag == "--resume" and lines == []
+    assert precious.read_text() == "the user's own file\n"
+
+
+@pytest.mark.parametrize("make, kind", [(os.mkdir, "a directory"), (os.mkfifo, "not a plain file")])
+def test_a_lock_that_is_a_directory_or_a_pipe_is_refused_by_name(tmp_path, make, kind):
+    (tmp_path / "run").mkdir()
+    make(tmp_path / "run" / LOCK_NAME)
+    with pytest.raises(ConfigError, match=f"{LOCK_NAME} is {kind}") as refused:
+        with hold_run_dir(tmp_path / "run", "run_dir"):
+            pass
+    assert refused.value.flag == "--run-dir"

@@ -39,6 +39,9 @@ class _Service:
         self.release.wait(timeout=10)
         return "released"
 
+    def echo(self, value):
+        return value
+
 
 @pytest.fixture
 def served():
@@ -127,3 +130,35 @@ def test_a_service_process_that_dies_is_a_lost_connection_at_once():
     finally:
         process.kill()
         process.join(timeout=10)
+
+
+def test_threads_sharing_a_channel_each_get_their_own_reply_at_once(served):
+    """A node's actors add to one replay shard over one channel. Each thread's calls must come back
+    as its own (a whole message each way, a reply never taken by another thread) and in time: two
+    threads used to read each other's replies, one then waiting out its timeout for a reply gone."""
+    _, _, channel = served
+    threads, calls = 16, 60
+    failures: list[str] = []
+    started = threading.Barrier(threads)
+
+    def caller(k):
+        started.wait(timeout=30)
+        for i in range(calls):
+            sent = np.full(1 + (k * 977 + i * 131) % 40_000, k * 1000 + i, np.int32)  # some in two writes
+            try:
+                back = channel.call("echo", (sent,)).result(timeout_s=10)
+            except Exception as err:
+                failures.append(f"thread {k} call {i}: {type(err).__name__}: {err}")
+                return
+            if not np.array_equal(back, sent):
+                failures.append(f"thread {k} call {i}: another call's reply")
+                return
+
+    workers = [threading.Thread(target=caller, args=(k,)) for k in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    assert not any(worker.is_alive() for worker in workers)
+    assert failures == [] and not channel.closed, failures[:3]
+

@@ -30,7 +30,7 @@ from gorila.core import Runtime, WorkerGroup
 from gorila.driver.normalization import RunStatistics
 from gorila.driver.plan import Plan
 from gorila.driver.progress import Progress
-from gorila.errors import WorkerTimeoutError
+from gorila.errors import EnvFailedError, WorkerTimeoutError
 from gorila.reply import Pending
 
 #: The longest a chunk is asked to last, at its group's pace so far. A chunk is the driver's unit of
@@ -143,7 +143,7 @@ class Chunks:
         for name in done:
             self.restarted_in_chunk = {(g, k) for g, k in self.restarted_in_chunk if g != name}
             pace, before = self.pace[name], self.progress.used()
-            reports = [p.result(timeout_s) for p in self.running.pop(name)]
+            reports = [self._report(name, k, p, timeout_s) for k, p in enumerate(self.running.pop(name))]
             for report in reports:  # the local runtime rebuilt a stalled worker
                 if "restart_reason" in report:
                     self.message(report.pop("restart_reason"))
@@ -158,6 +158,15 @@ class Chunks:
             pace.fastest = step_s if pace.fastest is None else min(pace.fastest, step_s)
             pace.per_step = (self.progress.used() - before) / max(sum(taken), 1)
         return done
+
+    def _report(self, group: str, k: int, pending: Pending[dict[str, Any]], timeout_s: float) -> dict[str, Any]:
+        """Worker ``k``'s report of its chunk; one whose envs failed past their limit fails the run
+        (its error raised), its failures counted: it never reported the last of them."""
+        try:
+            return pending.result(timeout_s)
+        except EnvFailedError as err:
+            self.progress.counters.failed(group, k, "env_failures", err.failures)
+            raise
 
     def _restart_stalled(self, ready: dict[str, list[bool]], stall_s: float) -> bool:
         """Restart the workers of every group whose chunk has run for ``stall_s`` without them

@@ -18,6 +18,7 @@ class Counters:
         counters.update("bundle", reports)       # one report per worker of the group
         counters.total("env_steps")              # base + every worker's, lost ones included
         counters.restarts                        # reports whose pid changed
+        counters.failed("bundle", 1, "env_failures", 5)   # what a worker's error says it counted
         counters.recent_return()                 # mean return of the run's latest 100 episodes
 
     A report with a new ``pid`` comes from a restarted worker: what the old process had counted in
@@ -50,6 +51,12 @@ class Counters:
                 before = None  # a new process: all its episodes are new
             self._take_returns(report, 0 if before is None else before.get("episodes", 0))
             self.last[key] = report
+
+    def failed(self, group: str, k: int, name: str, count: int) -> None:
+        """Worker ``k`` of ``group`` failed having counted ``count`` of ``name`` in all (its error
+        says so), more than its last report did: the totals count them."""
+        before = self.last.get((group, k), {})
+        self.last[(group, k)] = {**before, name: max(count, before.get(name, 0))}
 
     def _take_returns(self, report: dict[str, Any], seen: int) -> None:
         returns = report.get("recent_returns", [])

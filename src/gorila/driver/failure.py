@@ -3,6 +3,7 @@
 
     lost = cluster_lost(runtime, report, error)            # a ClusterLostError, or None
     summary = save_after_failure(report, runtime, lost or error, offline=lost is not None)
+    raise out_of_space(report, error)      # a DiskFullError: the same, with what the run kept and how to go on
 
 A run whose cluster is gone cannot ask its shards for anything: it writes the summary from what
 the driver holds (the counters of its last row) and names the last checkpoint it saved, the one a
@@ -15,11 +16,12 @@ from typing import Any
 
 from gorila.core import Runtime
 from gorila.driver.report import Report
-from gorila.errors import ClusterLostError, EnvFailedError, NonFiniteError, WorkerTimeoutError
+from gorila.errors import ClusterLostError, DiskFullError, EnvFailedError, NonFiniteError, WorkerTimeoutError
 
 #: ``stop_reason`` of a run that failed, by the error that ended it.
 FAILURE_REASONS = ((WorkerTimeoutError, "timeout"), (EnvFailedError, "env_failures"),
-                   (NonFiniteError, "nonfinite_gradients"), (ClusterLostError, "cluster_lost"))
+                   (NonFiniteError, "nonfinite_gradients"), (ClusterLostError, "cluster_lost"),
+                   (DiskFullError, "disk_full"))
 
 
 def cluster_lost(runtime: Runtime, report: Report, error: Exception) -> ClusterLostError | None:
@@ -32,13 +34,26 @@ def cluster_lost(runtime: Runtime, report: Report, error: Exception) -> ClusterL
     address = probe() if probe is not None else None
     if address is None:
         return None
-    kept = report.last_checkpoint
-    where = (f"its last checkpoint, {kept['path']} ({kept['progress']})" if kept is not None
-             else "the checkpoint it started from" if report.run_config.resume is not None else "no checkpoint")
     return ClusterLostError(
         f"the Ray cluster at {address} stopped answering while the run trained (its head node or the network to "
-        f"it went down; the call that failed: {type(error).__name__}). The run is saved up to {where}; continue "
-        f"it with gorila train --resume {report.out.run_dir} once a cluster is up")
+        f"it went down; the call that failed: {type(error).__name__}). The run is saved up to {_kept(report)}; "
+        f"continue it with gorila train --resume {report.out.run_dir} once a cluster is up")
+
+
+def out_of_space(report: Report, error: DiskFullError) -> DiskFullError:
+    """``error`` (a file of the run that found no room) with what the run kept and how to go on."""
+    room = "make room on that disk (or move the run directory to a larger one)"
+    if report.last_checkpoint is None and report.run_config.resume is None:
+        return DiskFullError(f"{error}. The run saved no checkpoint to continue from: {room} and start it again")
+    return DiskFullError(f"{error}. The run is saved up to {_kept(report)}: {room}, then continue it with "
+                         f"gorila train --resume {report.out.run_dir}")
+
+
+def _kept(report: Report) -> str:
+    """The checkpoint a ``--resume`` of the run would continue from, in words."""
+    kept = report.last_checkpoint
+    return (f"its last checkpoint, {kept['path']} ({kept['progress']})" if kept is not None
+            else "the checkpoint it started from" if report.run_config.resume is not None else "no checkpoint")
 
 
 def save_after_failure(report: Report, runtime: Runtime, error: Exception, *, offline: bool = False) -> dict[str, Any]:

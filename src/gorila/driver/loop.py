@@ -36,7 +36,7 @@ from gorila.config import RunConfig
 from gorila.core import Runtime
 from gorila.driver.chunks import Chunks, Patience
 from gorila.driver.exact import Restored, WorkerState, restore_workers
-from gorila.driver.failure import cluster_lost, save_after_failure
+from gorila.driver.failure import cluster_lost, out_of_space, save_after_failure
 from gorila.driver.normalization import RunStatistics
 from gorila.driver.plan import Placed, Plan
 from gorila.driver.progress import Progress, resumable
@@ -45,6 +45,7 @@ from gorila.driver.run_lock import hold_run_dir
 from gorila.driver.run_log import open_log, plot, prepare_plot
 from gorila.driver.stages import processes, runtime_stage
 from gorila.driver.stop import Interrupted, StopSignals
+from gorila.errors import DiskFullError
 from gorila.metrics.progress import Limits
 from gorila.metrics.terminal import Terminal
 from gorila.params import merge_stats
@@ -224,12 +225,17 @@ def _run(run_config: RunConfig, plan: Plan | Callable[[], Plan], on_chunk: OnChu
                         on_stop=functools.partial(plotter.submit, prepare_plot), abandon=runtime.name != "local"))
                 except Exception as error:
                     lost = cluster_lost(runtime, report, error)  # then nothing can be asked of the shards
-                    if run_config.resume is not None and not progress.counters.last:
-                        logger.discard()  # nothing trained: the run's earlier summary stays
-                    else:
-                        logger.close(save_after_failure(report, runtime, lost or error, offline=lost is not None))
+                    try:
+                        if run_config.resume is not None and not progress.counters.last:
+                            logger.discard()  # nothing trained: the run's earlier summary stays
+                        else:
+                            logger.close(save_after_failure(report, runtime, lost or error, offline=lost is not None))
+                    except DiskFullError as full:  # the summary found no room either
+                        raise out_of_space(report, full) from error
                     if lost is not None:
                         raise lost from error
+                    if isinstance(error, DiskFullError):
+                        raise out_of_space(report, error) from error
                     raise
                 plotted = plotter.submit(plot, run_dir, plan, run_config)  # metrics.csv has its final row
                 summary = report.summary(runtime, train_s, stop_reason, _signal_name(signals))

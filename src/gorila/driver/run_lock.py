@@ -13,7 +13,10 @@ message::
         ...                                                 # write the run
 
 Holding is re-entrant within a process (``launch`` holds the directory, and the driver it calls
-holds it again), and the lock's descriptor is not inherited by the processes the run starts.
+holds it again), and the lock's descriptor is not inherited by the processes the run starts. The
+lock is truncated and written, so it is opened without following a link and used only when it is
+a plain file of its own (not a link, hard or symbolic, to a file elsewhere, nor a directory or a
+pipe): anything else is refused by name (a :class:`~gorila.errors.ConfigError`, exit 2), untouched.
 """
 
 from __future__ import annotations
@@ -22,10 +25,12 @@ import contextlib
 import fcntl
 import os
 import socket
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from gorila.errors import RunDirLockedError
+from gorila.errors import ConfigError, RunDirLockedError
+from gorila.run_files import open_inside
 
 LOCK_NAME = "run.lock"
 
@@ -49,7 +54,7 @@ def hold_run_dir(run_dir: Path, field: str = "run_dir",
             _held[path][1] -= 1
         return
     path.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = _open_lock(path / LOCK_NAME, field)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -76,6 +81,34 @@ def hold_run_dir(run_dir: Path, field: str = "run_dir",
         with contextlib.suppress(OSError):
             os.ftruncate(fd, 0)
         os.close(fd)  # closing the last descriptor of the open file releases the lock
+
+
+def _open_lock(path: Path, field: str) -> int:
+    """The lock file's descriptor: ``path`` opened (made if need be) without following a link,
+    without blocking on a pipe, and refused unless it is a plain file with no other name."""
+    def refused(what: str) -> ConfigError:
+        return ConfigError(field, f"{path} is {what}, not the lock file gorila makes there: a run writes only its own "
+                                  "files and follows no link out of its directory; remove it, or choose another "
+                                  "directory")
+
+    try:
+        fd = open_inside(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK, field)
+    except ConfigError:  # O_NOFOLLOW met a symbolic link
+        raise refused("a symbolic link") from None
+    except IsADirectoryError:
+        raise refused("a directory") from None
+    except OSError as err:  # a socket (ENXIO), a file of another user's (EACCES), ...
+        raise refused(f"a file gorila cannot open ({err.strerror})") from None
+    info = os.fstat(fd)
+    kind = None
+    if not stat.S_ISREG(info.st_mode):
+        kind = "not a plain file (a pipe or a device)"
+    elif info.st_nlink > 1:  # the same file under another name, maybe outside the directory
+        kind = f"a hard link, one of {info.st_nlink} names of one file"
+    if kind is not None:
+        os.close(fd)
+        raise refused(kind)
+    return fd
 
 
 def _owner(fd: int) -> str:

@@ -18,6 +18,7 @@ from gorila.checkpoint import load_checkpoint
 from gorila.driver.progress import check_run_meta
 from gorila.envs.normalize import Statistics
 from gorila.errors import CheckpointError, ConfigError
+from gorila.params.optim import all_finite
 from gorila.params.server import server_params
 
 CHECKPOINTS = ("best", "last")
@@ -72,21 +73,35 @@ class SavedRun:
         fallback = None
         if checkpoint == "best" and any(directory.glob("ckpt-*.json")):
             try:
-                arrays, meta = load_checkpoint(directory, check=_statistics)
+                arrays, meta = load_checkpoint(directory, check=_playable)
                 return cls(run_dir, config, server_params(arrays), meta, checkpoint,
                            statistics=Statistics.from_arrays(arrays))
             except CheckpointError as err:
                 fallback = f"the best checkpoint is damaged, so the last good one is played ({err})"
         if checkpoint == "best":
             checkpoint, directory = "last", checkpoint_dir(run_dir, "last")
-        arrays, meta = load_checkpoint(directory, check=check_run_meta)
+        arrays, meta = load_checkpoint(directory, check=_playable_run)
         return cls(run_dir, config, server_params(arrays), meta, checkpoint, fallback,
                    Statistics.from_arrays(arrays))
 
 
-def _statistics(arrays: dict[str, np.ndarray], meta: dict) -> None:
-    """A best checkpoint's check: damaged normalisation statistics refuse it (the last is played)."""
+def _playable(arrays: dict[str, np.ndarray], meta: dict) -> None:
+    """A best checkpoint's check: damaged normalisation statistics or parameters that are not all
+    finite refuse it (the last is played). No training step saves NaN or infinite parameters (a
+    step that would make them is rolled back), so such a file was edited, its checksums sealed
+    again, and would be scored as if it were a policy."""
     Statistics.from_arrays(arrays)
+    params = server_params(arrays)
+    if not all_finite(params):
+        bad = int(np.count_nonzero(~np.isfinite(params)))
+        raise CheckpointError(f"{bad:,} of its {params.size:,} parameters are NaN or infinite, which no training "
+                              "step saves")
+
+
+def _playable_run(arrays: dict[str, np.ndarray], meta: dict) -> None:
+    """A periodic checkpoint's check for playing it: its run record (:func:`check_run_meta`) and :func:`_playable`."""
+    check_run_meta(arrays, meta)
+    _playable(arrays, meta)
 
 
 def _read_config(path: Path, run_dir: Path, algorithms: Collection[str]) -> dict:

@@ -58,7 +58,7 @@ class EnvFailures:
             self._recent.popleft()
         if len(self._recent) >= self.limit:
             raise EnvFailedError(f"{len(self._recent)} environment failures within {self.window_steps} steps; "
-                                 f"the last: {message}")
+                                 f"the last: {message}", self.count)
 
 
 class EnvCheck:

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 
 from gorila.errors import ConfigError
+from gorila.settings_file import read_settings
+from gorila.validate import clipped, excerpt
 
 #: metrics.csv's column of seconds of training (start-up not counted).
 TIME_COLUMN = "time_s"
@@ -33,20 +35,49 @@ _NOT_SETTINGS = {"run_dir", "resume", "stamp", "address", "call_timeout_s", "che
 def read_columns(csv_path: Path, x: str, y: str, extra: Sequence[str] = ()) -> dict[str, np.ndarray]:
     """Columns ``x``, ``y`` and ``extra`` of ``csv_path`` as floats, keeping rows where ``x`` and ``y``
     are filled (a blank ``extra`` cell is NaN). ``x`` is read where ``y``'s parameters were taken when
-    ``y`` is an evaluation's and the file says where (:data:`EVALUATED_AT`)."""
-    with open(csv_path, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        header = reader.fieldnames or []
-        missing = [name for name in (x, y) if name not in header]
-        if missing:
-            raise ValueError(f"{csv_path} has no column {', '.join(map(repr, missing))}; it has {', '.join(header)}")
-        at = EVALUATED_AT.get(x)
-        source = at if y.startswith("eval_") and at in header else x
-        rows = [row for row in reader if row[y] and row[source]]
-    out = {x: [float(row[source]) for row in rows], y: [float(row[y]) for row in rows]}
+    ``y`` is an evaluation's and the file says where (:data:`EVALUATED_AT`). A column the file lacks
+    is a :class:`ConfigError` naming ``metric``; a file that is not UTF-8 CSV of numbers one naming
+    ``run_dir`` (:func:`read_rows`)."""
+    header, rows = read_rows(csv_path)
+    missing = [name for name in (x, y) if name not in header]
+    if missing:
+        raise ConfigError("metric", f"{csv_path} has no column {', '.join(map(repr, missing))}; it has "
+                                    f"{clipped(', '.join(header))}")
+    at = EVALUATED_AT.get(x)
+    source = at if y.startswith("eval_") and at in header else x
+    rows = [row for row in rows if row.get(y) and row.get(source)]
+    out = {x: [_number(csv_path, row, source) for row in rows], y: [_number(csv_path, row, y) for row in rows]}
     for name in extra:
-        out[name] = [float(row[name]) if row.get(name) else np.nan for row in rows]
+        out[name] = [_number(csv_path, row, name) if row.get(name) else np.nan for row in rows]
     return {name: np.asarray(values, dtype=float) for name, values in out.items()}
+
+
+def read_rows(csv_path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    """``csv_path``'s header and its rows by column; a file that cannot be read, is not UTF-8, or is
+    not CSV (a cell longer than the csv module's limit, 128 KiB, among them: no gorila row has one) is
+    a :class:`ConfigError` naming ``run_dir`` and the file."""
+    def damaged(why: str) -> ConfigError:
+        return ConfigError("run_dir", f"{csv_path} is damaged ({why}): it was edited, or is not a run's metrics")
+
+    try:
+        with open(csv_path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            return list(reader.fieldnames or []), list(reader)
+    except UnicodeDecodeError as err:
+        raise damaged(f"not UTF-8 text at byte {err.start:,}") from None
+    except csv.Error as err:
+        raise damaged(f"not CSV: {err}") from None
+    except OSError as err:
+        raise ConfigError("run_dir", f"{csv_path} cannot be read: {err.strerror or err}") from None
+
+
+def _number(csv_path: Path, row: dict[str, str], column: str) -> float:
+    try:
+        return float(row[column])
+    except (TypeError, ValueError):  # TypeError: a row of fewer cells than the header leaves None
+        raise ConfigError("run_dir", f"{csv_path} is damaged (its {column!r} column holds "
+                                     f"{excerpt(row[column])}, not a number): it was edited, or is not a run's "
+                                     "metrics") from None
 
 
 def read_series(csv_path: Path, x: str, y: str) -> tuple[np.ndarray, np.ndarray]:
@@ -84,9 +115,10 @@ class RunCurve:
         config_path, csv_path = run_dir / "config.json", run_dir / "metrics.csv"
         if not config_path.is_file() or not csv_path.is_file():
             raise ConfigError("run_dir", f"{run_dir} is not a gorila run directory (no config.json and metrics.csv)")
-        config = json.loads(config_path.read_text())
-        metric = metric or config.get("headline") or _first_metric(csv_path)
-        band = ("eval_min", "eval_max") if metric == "eval_return" and _has(csv_path, "eval_max") else ()
+        config = _run_record(config_path)
+        header = read_rows(csv_path)[0]
+        metric = metric or config.get("headline") or _first_metric(csv_path, header)
+        band = ("eval_min", "eval_max") if metric == "eval_return" and "eval_max" in header else ()
         by_steps = read_columns(csv_path, "step", metric, band)
         seconds = read_columns(csv_path, TIME_COLUMN, metric)[TIME_COLUMN]
         algo = config.get("algo", "?")
@@ -169,19 +201,25 @@ def _common_axis(axes: list[np.ndarray], points: int = 50) -> np.ndarray:
     return np.linspace(start, stop, points) if stop > start else np.asarray([start])
 
 
-def _first_metric(csv_path: Path) -> str:
+def _run_record(config_path: Path) -> dict[str, Any]:
+    """A run's ``config.json`` with the fields a plot reads of the types it reads them as, else a
+    :class:`ConfigError` naming ``run_dir``."""
+    config = read_settings(config_path, "run_dir")
+    algo = config.get("algo", "?") if isinstance(config, dict) else None
+    fits = (isinstance(algo, str) and all(isinstance(config.get(k, {}), dict) for k in ("run", algo))
+            and all(isinstance(config.get(k), (str, type(None))) for k in ("headline", "step_unit"))
+            and isinstance(config.get("target"), (int, float, type(None))))
+    if not fits:
+        raise ConfigError("run_dir", f"{config_path} does not describe a gorila run: it was damaged or edited")
+    return config
+
+
+def _first_metric(csv_path: Path, header: list[str]) -> str:
     """A run directory without a named headline: the first column after the step counters."""
-    with open(csv_path, newline="", encoding="utf-8") as f:
-        header = next(csv.reader(f), [])
     rest = [c for c in header if c not in ("step", TIME_COLUMN, "env_steps", "updates")]
     if not rest:
         raise ConfigError("run_dir", f"{csv_path} has no metric columns")
     return rest[0]
-
-
-def _has(csv_path: Path, column: str) -> bool:
-    with open(csv_path, newline="", encoding="utf-8") as f:
-        return column in next(csv.reader(f), [])
 
 
 def _short(value: Any) -> str:

@@ -65,7 +65,8 @@ def plot_runs(run_dirs: Sequence[Path | str], out_png: Path, metric: str | None 
     settings, with the range of each evaluation's episodes as a band: by steps on the left, by
     seconds of training on the right; a target they share as a dashed line. With ``group``, runs of
     one setting are one line, their median, in a band from the lowest to the highest seed.
-    Returns ``out_png``."""
+    Returns ``out_png``. A damaged run is a :class:`ConfigError` naming ``run_dir``, a metric the runs
+    lack one naming ``metric``, and a PNG that cannot be written one naming ``out``."""
     curves = [RunCurve.read(d, metric) for d in run_dirs]
     units = sorted({c.step_unit for c in curves})
     if len(units) > 1:
@@ -97,7 +98,11 @@ def plot_runs(run_dirs: Sequence[Path | str], out_png: Path, metric: str | None 
     labels = len(groups) if groups is not None else len(curves)
     fig.legend(*by_steps.get_legend_handles_labels(), loc="outside lower center", ncols=min(labels, 2))
     fig.suptitle(title or plot_title(curves, groups))
-    return _save(fig, out_png)
+    try:
+        return _save(fig, out_png)
+    except OSError as err:  # a file where a directory of the path belongs, a read-only directory, a full disk
+        raise ConfigError("out", f"{out_png} cannot be written: {err.strerror or err}"
+                                 + (f" ({err.filename})" if err.filename else "")) from None
 
 
 def _decorate(ax: Axes, x: str, y: str, target: float | None) -> None:

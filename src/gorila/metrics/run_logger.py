@@ -15,6 +15,7 @@ TensorBoard event files and ``summary.json``.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 import numbers
@@ -26,7 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, cast
 
-from gorila.atomic import jsonable, write_json
+from gorila.atomic import disk_full, jsonable, write_json
 from gorila.errors import ConfigError
 from gorila.metrics.progress import Display, NoProgress
 from gorila.run_files import METRICS_HEAD, open_inside, read_metrics
@@ -169,10 +170,7 @@ class RunLogger:
             write_json(self.summary_path, record)
             self._summary = record
         finally:
-            self._file.close()
-            if self._tb is not None:
-                self._tb.close()
-            self._progress.close()
+            self._close_files()
         return self.summary_path
 
     def amend(self, fields: Mapping[str, object]) -> None:
@@ -190,10 +188,7 @@ class RunLogger:
         if self._closed:
             return
         self._closed = True
-        self._file.close()
-        if self._tb is not None:
-            self._tb.close()
-        self._progress.close()
+        self._close_files()
 
     def __enter__(self) -> RunLogger:
         return self
@@ -208,8 +203,24 @@ class RunLogger:
             self.close({"status": status, "error": f"{type(exc).__name__}: {exc}"})
 
     def _write(self, cells: Sequence[object]) -> None:
-        self._csv.writerow(cells)
-        self._file.flush()
+        try:
+            self._csv.writerow(cells)
+            self._file.flush()
+        except OSError as err:
+            full = disk_full(err, self.csv_path, len(",".join(map(str, cells))) + 1)
+            if full is None:
+                raise
+            raise full from err
+
+    def _close_files(self) -> None:
+        # Rows are flushed as they are written, so closing writes nothing new, unless a row found
+        # no room (already raised as a DiskFullError): it is dropped, and a resume ignores the half
+        # of it the file may hold.
+        with contextlib.suppress(OSError):
+            self._file.close()
+        if self._tb is not None:
+            self._tb.close()
+        self._progress.close()
 
 
 def _write_hparams(writer: SummaryWriter, hparams: Mapping[str, object], metrics: Sequence[str]) -> None:

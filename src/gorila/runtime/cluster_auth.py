@@ -26,6 +26,7 @@ from collections.abc import MutableMapping
 from pathlib import Path
 
 from gorila.errors import ClusterUnreachableError
+from gorila.runtime.ray_cwd import away_from_working_directory
 
 MODE, TOKEN, TOKEN_PATH = "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"
 #: The first call a Ray driver makes to the cluster's GCS; asked alone, its status says whether the
@@ -107,7 +108,10 @@ def join_cluster(address: str, source: str, timeout_s: float, verbose: bool = Fa
     from ray.exceptions import AuthenticationError
 
     try:
-        ray.init(address=address, logging_level=logging.INFO if verbose else logging.ERROR, log_to_driver=verbose)
+        # Ray would put the directory the command was run in on the cluster's workers' import path (ray_cwd).
+        with away_from_working_directory():
+            ray.init(address=address, logging_level=logging.INFO if verbose else logging.ERROR,
+                     log_to_driver=verbose)
     except (ConnectionError, RuntimeError) as err:
         cause: BaseException | None = err
         while cause is not None and not isinstance(cause, AuthenticationError):

@@ -4,6 +4,7 @@
     start_embedded_ray()        # Ray up; runtimes made meanwhile join it (a benchmark's runs, the tests')
     embedded_ray_is_up()        # whether the Ray this process is connected to is that one
 
+Ray starts in an empty directory, not the one the command was run in (:mod:`gorila.runtime.ray_cwd`).
 Its processes inherit one thread each and run at the driver's priority; it records no task events
 and sends no usage statistics. ``ray.init`` also starts the helpers a node always has (the
 autoscaler monitor, the dashboard's head process with its web frontend off, the log monitor): Ray
@@ -16,8 +17,11 @@ import functools
 import logging
 import os
 
+from gorila.errors import SchedulingError
 from gorila.runtime import ONE_THREAD
+from gorila.runtime.address_space import object_store_bytes
 from gorila.runtime.ray_calls import ray
+from gorila.runtime.ray_cwd import away_from_working_directory
 
 #: The interval between a Ray process's tries to connect to its node's object store or raylet.
 CONNECT_RETRY_MS = 20
@@ -51,18 +55,31 @@ def start_embedded_ray(num_cpus: int | None = None, verbose: bool = False) -> No
     os.environ.setdefault("RAY_raylet_client_num_connect_attempts", str(10_000 // CONNECT_RETRY_MS))
     # include_dashboard=False: the head process loads no dashboard module and serves no web page.
     # log_to_driver: the workers' output reaches this console only with --verbose.
+    # object_store_memory: under a limited address space, a store that fits beside each process (address_space).
     init = functools.partial(ray.init, address="local", num_cpus=num_cpus, include_dashboard=False,
-                             logging_level=logging.INFO if verbose else logging.ERROR, log_to_driver=verbose)
-    try:
-        init()
-    except Exception as err:  # Ray raises a bare Exception for this one
-        # Ray gives its raylet 30 s to register, fixed; on 2 cores already busy (a test suite's
-        # two-node clusters beside it) it once took longer. One more start, as patient again.
-        if "timed out during startup" not in str(err):
-            raise
-        ray.shutdown()
-        init()
+                             logging_level=logging.INFO if verbose else logging.ERROR, log_to_driver=verbose,
+                             object_store_memory=object_store_bytes())
+    # Ray gives its raylet 30 s to register, fixed; on 2 cores already busy (a test suite's two-node
+    # clusters beside it) it once took longer. One more start, as patient again, then a named error.
+    for last in (False, True):
+        try:
+            with away_from_working_directory():  # never from the directory the command was run in (ray_cwd)
+                init()
+            break
+        except Exception as err:  # Ray raises a bare Exception for this one
+            if STARTUP_TIMED_OUT not in str(err):
+                raise
+            ray.shutdown()
+            if last:
+                raise SchedulingError(
+                    f"Ray did not start on this machine, twice ({err}): its processes did not come up within "
+                    f"its 30 s, at a load average of {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs. Try "
+                    "again once the machine is quieter, or train in this process (--runtime local)") from None
     _embedded["node_id"] = ray.get_runtime_context().get_node_id()
+
+
+#: What Ray's error says when its raylet did not register in time.
+STARTUP_TIMED_OUT = "timed out during startup"
 
 
 def embedded_ray_is_up() -> bool:

@@ -185,6 +185,7 @@ class LocalRuntime:
         self._groups: dict[str, LocalWorkers] = {}
         self._services: dict[str, LocalServices] = {}
         self._restored: Any = None  # a snapshot read back (an exact resume)
+        self._processes: int | None = None  # as the plan counts them (plan())
         self._rngs: dict[str, Any] = {}
 
     def snapshot(self, extra: dict[str, Any]) -> bytes:
@@ -205,7 +206,7 @@ class LocalRuntime:
         are set at once; the next ``start_workers`` / ``start_services`` of each saved group builds
         it as ever and loads the saved state into what it built (code always comes from this run,
         never from the snapshot). Returns the snapshot's ``extra``."""
-        self._restored = _snapshot().loads(data, self._shared())
+        self._restored = _snapshot().loads(data, self._shared(), self._processes)
         self._rngs = self._restored.read("rng")
         _set_global_rngs(self._rngs)
         return self._restored.read("extra")
@@ -238,7 +239,9 @@ class LocalRuntime:
                 **{f"endpoint{j}": e for j, e in enumerate(self._shards.server.endpoints)}}
 
     def plan(self, processes: int, caches: CacheTiers | None = None) -> None:
-        """Nothing to share: everything runs in this process."""
+        """Nothing to share: everything runs in this process. How many processes the run would have
+        elsewhere bounds the snapshot a :meth:`restore` reads."""
+        self._processes = processes
 
     def start_shards(self, spec: ServerSpec, params: np.ndarray, *, wait: bool = True,
                      checkpoints: Path | None = None) -> LocalShards:

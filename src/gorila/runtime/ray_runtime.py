@@ -30,6 +30,7 @@ from gorila.params.rendezvous import Rendezvous, RendezvousSpec
 from gorila.params.tiers import CacheTiers
 from gorila.reply import Pending
 from gorila.runtime import EMBEDDED, ONE_THREAD
+from gorila.runtime.address_space import limited
 from gorila.runtime.cluster_auth import join_cluster
 from gorila.runtime.embedded_ray import embedded_ray_is_up, start_embedded_ray
 from gorila.runtime.gloo import gloo_interface
@@ -43,6 +44,7 @@ from gorila.runtime.placement import (
 )
 from gorila.runtime.ray_caches import CACHE_CPUS, start_caches
 from gorila.runtime.ray_calls import NamedActor, RayPending, ray
+from gorila.runtime.ray_cwd import release_empty_directory
 from gorila.runtime.ray_processes import RayServices, RayWorkers, ServiceProcess, WorkerProcess, titled
 from gorila.runtime.ray_shards import RayShards, ShardProcess
 from gorila.runtime.reaper import Reaper
@@ -154,6 +156,7 @@ class RayRuntime:
                     self._reaper = Reaper.start()  # Ray's own processes must not outlive a killed driver
             except BaseException:
                 ray.shutdown()  # a start cut short (Ctrl-C, an error) leaves no Ray process behind
+                release_empty_directory()
                 raise
         # Processes of an embedded Ray inherit one thread per process from this one, and reuse the
         # Python workers Ray starts in advance (four workers importing torch came up in ~3 s instead
@@ -215,7 +218,8 @@ class RayRuntime:
                     raise SchedulingError.no_gpu(what, self.schedule_timeout_s, gpus,
                                                  cluster_resources().get("GPU", 0.0)) from err
                 raise SchedulingError.not_started(what, self.schedule_timeout_s, self.cpus_per_process,
-                                                  available_resources().get("CPU", 0.0), self.total_cpus) from err
+                                                  available_resources().get("CPU", 0.0), self.total_cpus,
+                                                  limited()) from err
 
     def start_shards(self, spec: ServerSpec, params: np.ndarray, *, wait: bool = True,
                      checkpoints: Path | None = None) -> RayShards:
@@ -228,7 +232,8 @@ class RayRuntime:
                               .options(num_cpus=self.cpus_per_process, scheduling_strategy="SPREAD",
                                        max_concurrency=1000, name=name, **restarts, **self._env()).remote(
                        self.call_timeout_s, None if checkpoints is None else ShardRecovery(
-                           Path(checkpoints), k, spec.rule, spec.optimizer, spec.nonfinite_limit)), name)
+                           Path(checkpoints).absolute(), k, spec.rule, spec.optimizer, spec.nonfinite_limit)),
+                   name)
                    for k, name in enumerate(self._names("shard", spec.num_shards))]
         self._handles += handles
         group = RayShards(handles, spec, params.size, self.call_timeout_s)
@@ -325,6 +330,7 @@ class RayRuntime:
             self._handles.clear()
             if self._owns:
                 ray.shutdown()
+                release_empty_directory()
             if self._reaper is not None:
                 self._reaper.stop()
                 self._reaper = None

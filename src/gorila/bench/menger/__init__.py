@@ -38,13 +38,14 @@ if TYPE_CHECKING:
     from gorila.runtime.ray_runtime import RayRuntime
 
 PAYLOADS = {"16K": 16 << 10, "1M": 1 << 20, "16M": 16 << 20}
-READ_FIELDS = ("cache", "readers", "reads", "read_latency_mean_ms", "read_latency_p99_ms", "server_reads_per_s",
+READ_FIELDS = ("cache", "readers", "reads", "read_latency_mean_ms", "read_latency_p99_ms", "read_latency_max_ms",
+               "server_reads_per_s",
                "server_reads_per_version_per_node", "versions", "publish_ms", "limit_memcpy_ms", "ratio")
 # Menger's reported figure (Google AI, 2020): with the cache, the mean read latency of 512 actors reading a
 # 16 MB model was about 4.0 times lower.
 SEED_READ_REDUCTION = {"readers": 512, "model_mb": 16, "read_latency_reduction": 4.0}
 WRITE_FIELDS = ("shards", "writers", "payload", "adds", "write_latency_mean_ms", "write_latency_p99_ms",
-                "insert_per_s", "limit_memcpy_ms", "ratio")
+                "write_latency_max_ms", "insert_per_s", "limit_memcpy_ms", "ratio")
 
 
 def _payloads(text: str) -> list[str]:
@@ -116,9 +117,10 @@ class Publisher:
         self._thread.join(timeout=60.0)
 
 
-def _stats(latencies: list[float]) -> tuple[float, float]:
+def _stats(latencies: list[float]) -> tuple[float, float, float]:
+    """The mean, 99th percentile and largest of ``latencies`` (seconds), in ms."""
     ms = np.asarray(latencies) * 1e3
-    return (float(ms.mean()), float(np.percentile(ms, 99))) if ms.size else (float("nan"), float("nan"))
+    return (float(ms.mean()), float(np.percentile(ms, 99)), float(ms.max())) if ms.size else (float("nan"),) * 3
 
 
 def _reads(runtime: RayRuntime, args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -147,11 +149,11 @@ def _reads(runtime: RayRuntime, args: argparse.Namespace) -> list[dict[str, Any]
             server_reads = sum(r["server_reads"] for r in results)
             if caches is not None:
                 server_reads += sum(s["pulls"] for s in caches.call("stats")) - pulls_before
-            mean, p99 = _stats(latencies)
+            mean, p99, most = _stats(latencies)
             # Without caches the nodes with readers pull; with them, every node's cache does.
             used_nodes = args.nodes if cached else sum(1 for n in per_node if n)
             rows.append({"cache": "node" if cached else "none", "readers": readers, "reads": len(latencies),
-                         "read_latency_mean_ms": mean, "read_latency_p99_ms": p99,
+                         "read_latency_mean_ms": mean, "read_latency_p99_ms": p99, "read_latency_max_ms": most,
                          "server_reads_per_s": server_reads / args.seconds,
                          "server_reads_per_version_per_node": server_reads / max(versions, 1) / used_nodes,
                          "versions": versions, "publish_ms": _stats(publisher.times)[0],
@@ -179,9 +181,9 @@ def _writes(runtime: RayRuntime, args: argparse.Namespace) -> list[dict[str, Any
                 pending = [ep.call("write", endpoints, writers, payload, args.seconds, tag)
                            for ep in nodes.endpoints()]
                 latencies = [x for p in pending for x in p.result(600.0)["latencies_s"]]
-                mean, p99 = _stats(latencies)
+                mean, p99, most = _stats(latencies)
                 rows.append({"shards": len(endpoints), "writers": writers, "payload": name, "adds": len(latencies),
-                             "write_latency_mean_ms": mean, "write_latency_p99_ms": p99,
+                             "write_latency_mean_ms": mean, "write_latency_p99_ms": p99, "write_latency_max_ms": most,
                              "insert_per_s": len(latencies) / args.seconds, "limit_memcpy_ms": limit,
                              "ratio": mean / limit})
                 _print_write(rows[-1])
@@ -212,7 +214,8 @@ def _writer_node(nodes: int, node: int) -> WriterNode:
 
 def _print_read(r: dict) -> None:
     print(f"reads   cache={r['cache']:4s} readers={r['readers']:4d}  mean {r['read_latency_mean_ms']:8.2f} ms  "
-          f"p99 {r['read_latency_p99_ms']:8.2f} ms  (memcpy {r['limit_memcpy_ms']:.2f} ms, x{r['ratio']:.1f})  "
+          f"p99 {r['read_latency_p99_ms']:8.2f} ms  max {r['read_latency_max_ms']:8.2f} ms  "
+          f"(memcpy {r['limit_memcpy_ms']:.2f} ms, x{r['ratio']:.1f})  "
           f"server {r['server_reads_per_s']:8.1f} reads/s = {r['server_reads_per_version_per_node']:.2f} "
           f"per version per node  publish {r['publish_ms']:.1f} ms", flush=True)
 
@@ -220,6 +223,7 @@ def _print_read(r: dict) -> None:
 def _print_write(r: dict) -> None:
     print(f"writes  payload={r['payload']:3s} shards={r['shards']:2d} writers={r['writers']:4d}  "
           f"mean {r['write_latency_mean_ms']:8.2f} ms  p99 {r['write_latency_p99_ms']:8.2f} ms  "
+          f"max {r['write_latency_max_ms']:8.2f} ms  "
           f"(memcpy {r['limit_memcpy_ms']:.3f} ms, x{r['ratio']:.0f})  {r['insert_per_s']:8.1f} inserts/s",
           flush=True)
 
@@ -286,7 +290,8 @@ def main(argv: list[str]) -> int:
     _csv(out / "reads.csv", READ_FIELDS, reads)
     _csv(out / "writes.csv", WRITE_FIELDS, writes)
     _plot(out, reads, writes)
-    read_latency = {mode: {r["readers"]: {"mean": r["read_latency_mean_ms"], "p99": r["read_latency_p99_ms"]}
+    read_latency = {mode: {r["readers"]: {"mean": r["read_latency_mean_ms"], "p99": r["read_latency_p99_ms"],
+                                          "max": r["read_latency_max_ms"]}
                            for r in reads if r["cache"] == mode} for mode in ("none", "node")}
     server_reads = {mode: {r["readers"]: r["server_reads_per_s"] for r in reads if r["cache"] == mode}
                     for mode in ("none", "node")}
@@ -295,7 +300,7 @@ def main(argv: list[str]) -> int:
     for r in writes:
         mode = "single" if r["shards"] == 1 else "sharded"
         write_latency.setdefault(mode, {}).setdefault(r["payload"], {})[r["writers"]] = {
-            "mean": r["write_latency_mean_ms"], "p99": r["write_latency_p99_ms"]}
+            "mean": r["write_latency_mean_ms"], "p99": r["write_latency_p99_ms"], "max": r["write_latency_max_ms"]}
         inserts.setdefault(mode, {}).setdefault(r["payload"], {})[r["writers"]] = r["insert_per_s"]
     write_bench_json(out, "menger", {**vars(args), "out": str(out)},
                      [{"figure": "reads", **r} for r in reads] + [{"figure": "writes", **r} for r in writes],

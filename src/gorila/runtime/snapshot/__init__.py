@@ -20,7 +20,8 @@ tensors copied into its buffers), so what the fresh build shares stays shared.
 ``shared`` names objects that are not saved but referred to: the parameter server and its shards
 (the checkpoint's arrays restore them). Locks come back as fresh locks. What cannot be saved
 (a thread, a socket, a tensor off the CPU) raises ``TypeError`` naming where it was found, and a
-snapshot that cannot be read raises :class:`~gorila.errors.CheckpointError`.
+snapshot that cannot be read raises :class:`~gorila.errors.SnapshotRefusedError` (a
+``CheckpointError`` that names ``--resume``, exit 2: the run directory is refused before anything trains).
 """
 
 from __future__ import annotations
@@ -33,12 +34,18 @@ from typing import Any
 import numpy as np
 import safetensors.numpy
 
-from gorila.errors import CheckpointError
+from gorila.atomic import size_text
+from gorila.errors import CheckpointError, SnapshotRefusedError
 from gorila.runtime.snapshot.read import Decoder
 from gorila.runtime.snapshot.write import Encoder
 
 _FORMAT = "gorila-snapshot/2"
 _HEADER = struct.Struct("<Q")  # the JSON tree's length, then the tree, then the arrays
+#: The most JSON tree a process of a run may need. A worker with its network and envs took 30 to 60 KB
+#: (a3c, dqn, impala, ppo and apex on CartPole and MinAtar), each env of it about 4 KB more: 1 MiB
+#: leaves room for hundreds of envs a worker. A tree is parsed into Python objects of about 16 times its
+#: size, so a crafted one (145 MB of rows nothing refers to: 2.3 GB parsed) is refused unread.
+TREE_BYTES_PER_PROCESS = 1 << 20
 
 
 def dumps(parts: Mapping[str, Any], shared: Mapping[str, Any]) -> bytes:
@@ -51,17 +58,31 @@ def dumps(parts: Mapping[str, Any], shared: Mapping[str, Any]) -> bytes:
     return _HEADER.pack(len(text)) + text + safetensors.numpy.save(encoder.arrays)
 
 
-def loads(data: bytes, shared: Mapping[str, Any]) -> Snapshot:
-    """The snapshot in ``data``, to read part by part (:meth:`Snapshot.read`)."""
+def loads(data: bytes, shared: Mapping[str, Any], processes: int | None = None) -> Snapshot:
+    """The snapshot in ``data``, to read part by part (:meth:`Snapshot.read`); with ``processes``
+    (the run's), refused unread where its tree is larger than they could need
+    (:data:`TREE_BYTES_PER_PROCESS` each)."""
     try:
         (length,) = _HEADER.unpack_from(data)
+    except struct.error as err:
+        raise _refused(f"cannot be read: {err}") from err
+    if processes is not None and length > (limit := TREE_BYTES_PER_PROCESS * max(processes, 1)):
+        raise _refused(f"has a tree of {size_text(length)}, more than this run's {processes} processes could need "
+                       f"({size_text(limit)}: {size_text(TREE_BYTES_PER_PROCESS)} each)")
+    try:
         tree = json.loads(data[_HEADER.size:_HEADER.size + length])
         arrays = safetensors.numpy.load(data[_HEADER.size + length:])
     except Exception as err:  # whatever a damaged file raises, it is named as damaged
-        raise CheckpointError(f"the workers' snapshot cannot be read: {type(err).__name__}: {err}") from err
+        raise _refused(f"cannot be read: {type(err).__name__}: {err}") from err
     if not isinstance(tree, dict) or tree.get("format") != _FORMAT:
-        raise CheckpointError(f"the workers' snapshot is not a {_FORMAT} snapshot")
+        raise _refused(f"is not a {_FORMAT} snapshot")
     return Snapshot(tree, arrays, shared)
+
+
+def _refused(why: str) -> SnapshotRefusedError:
+    return SnapshotRefusedError("resume", f"the workers' snapshot in the checkpoint resumed from {why}; it was "
+                                          "damaged or crafted, and nothing it names was run. Move that checkpoint "
+                                          "aside to resume from the one before, or start a new run")
 
 
 class Snapshot:
@@ -75,7 +96,7 @@ class Snapshot:
     def __init__(self, tree: dict[str, Any], arrays: dict[str, np.ndarray], shared: Mapping[str, Any]):
         parts, table = tree.get("parts"), tree.get("table")
         if not isinstance(parts, dict) or not isinstance(table, list):
-            raise CheckpointError("the workers' snapshot has no parts or no table")
+            raise _refused("has no parts or no table")
         self._parts: dict[str, Any] = parts
         self._decoder = Decoder(table, arrays, shared)
 
@@ -87,8 +108,7 @@ class Snapshot:
         class at the same place, the state is loaded into it and it is returned."""
         try:
             return self._decoder.decode(self._parts[name], fresh, name)
-        except CheckpointError:
-            raise
+        except CheckpointError as err:  # what the decoder refuses, by name
+            raise _refused(f"is refused ({err})") from err
         except Exception as err:  # a crafted or damaged tree fails by name, whatever it trips
-            raise CheckpointError(f"the workers' snapshot cannot be read at {name}: {type(err).__name__}: "
-                                  f"{str(err)[:200]}") from err
+            raise _refused(f"cannot be read at {name}: {type(err).__name__}: {str(err)[:200]}") from err
