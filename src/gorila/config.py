@@ -17,7 +17,7 @@ from gorila.errors import ConfigError
 from gorila.params import OPTIMIZERS, ServerSpec, UpdateRule
 from gorila.params.learning_rate import LearningRate
 from gorila.params.owned import Publication
-from gorila.params.rule import MODES
+from gorila.params.rule import MODES, SEMI_ASYNC_CLIENTS
 from gorila.runtime import RUNTIMES
 
 #: The largest ``--seed``: derived seeds (seed + 1000·worker + env, the evaluator's seed + 10 000 + n)
@@ -110,6 +110,12 @@ class RunConfig:
         "help": f"semi-async: staleness up to which a push counts (default: {_SEMI_ASYNC.count_within})"})
     accept_within: int | None = field(default=None, metadata={
         "help": f"semi-async: staleness up to which a push joins the update (default: {_SEMI_ASYNC.accept_within})"})
+    semi_async_client: str | None = field(default=None, metadata={
+        "help": "semi-async: blocks (default: every push waits for its reply, which brings the server's "
+                "parameters whenever the worker is behind, so its next gradient is computed on them: the "
+                "semi-asynchronous write-up's client) or pipelines (the next gradient is computed while the "
+                "reply travels; a worker waits only once a reply said it fell behind: pushed uncounted or "
+                "rejected)", "choices": SEMI_ASYNC_CLIENTS})
     max_staleness: int | None = field(default=None, metadata={
         "help": "async: reject pushes staler than this (default: no bound)"})
     time_limit_s: float | None = field(default=None, metadata={
@@ -175,7 +181,7 @@ class RunConfig:
         synchronous update waits for."""
         return UpdateRule.for_mode(self.mode, num_workers, aggregate=self.aggregate,
                                    count_within=self.count_within, accept_within=self.accept_within,
-                                   max_staleness=self.max_staleness)
+                                   max_staleness=self.max_staleness, client=self.semi_async_client)
 
     def call_timeout(self, chunk_seconds: float | None) -> float:
         """``--call-timeout-s``, else scaled to a plan whose chunks last ``chunk_seconds`` (None:

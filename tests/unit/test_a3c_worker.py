@@ -101,6 +101,51 @@ def test_one_step_pushes_one_gradient_and_counts_every_env_step():
     assert worker.report()["version"] == 1 and [s.version for s in shards] == [2, 2]
 
 
+class Travelling:
+    """A push's reply on its way: the push reaches the shard only when the pusher waits for it."""
+
+    def __init__(self, deliver):
+        self._deliver, self._result = deliver, None
+
+    def ready(self):
+        return self._result is not None
+
+    def result(self, timeout_s):
+        if self._result is None:
+            self._result = self._deliver()
+        return self._result
+
+
+class SlowLinkEndpoint(LocalEndpoint):
+    """An in-process shard behind a slow link; keeps the version each push was labelled with."""
+
+    def __init__(self, shard):
+        super().__init__(shard)
+        self.labels = []
+
+    def push(self, grad, version, worker_id, tag=None):
+        self.labels.append(version)
+        grad = grad.copy()
+        return Travelling(lambda: LocalEndpoint.push(self, grad, version, worker_id, tag).value)
+
+
+def test_a_semi_async_worker_one_version_behind_computes_its_next_gradient_on_the_new_parameters():
+    """Seed 002's client: each push waits for its reply, which brings the version the push made,
+    so the next rollout acts and learns on it (a pipelining worker labels its second gradient 0)."""
+    run = RunConfig(algo="a3c", optimizer="sgd", seed=3, mode="semi-async", aggregate=1, count_within=1,
+                    accept_within=2)
+    plan = make_plan(run, CFG, RLConfig(env=COUNTING))
+    shard = plan.spec.build(plan.initial_params())[0]
+    slow = SlowLinkEndpoint(shard)
+    server = ParameterServer((slow,), plan.spec.layout(shard.size), plan.spec.rule)
+    (workers,) = plan.groups({})
+    worker = workers.factory(0, server)
+    worker.step()                             # computed on version 0; the push makes version 1
+    worker.step()
+    assert slow.labels == [0, 1] and shard.version == 2
+    assert worker.report()["version"] == 1 and worker.report()["push_blocked_fraction"] > 0.0
+
+
 def test_rollout_holds_exactly_the_steps_that_arrived():
     _, server, endpoints = _server(COUNTING, CFG)
     worker = _worker(server)

@@ -120,13 +120,14 @@ def slow_pair(rule):
     spec = ServerSpec(rule=rule, num_shards=1, optimizer="sgd", lr=1.0)
     shard = spec.build(np.zeros(4, np.float32))[0]
     slow = SlowEndpoint(shard)
-    a = ParameterClient([slow], spec.layout(4), worker_id=0, wait_when_behind=rule.waits_when_behind)
+    a = ParameterClient([slow], spec.layout(4), worker_id=0, wait_when_behind=rule.waits_when_behind,
+                        pipelined=rule.pipelined)
     b = ParameterClient([LocalEndpoint(shard)], spec.layout(4), worker_id=1)
     return shard, slow, a, b
 
 
-def test_a_semi_async_client_that_fell_behind_computes_its_next_gradient_on_the_fresh_version():
-    shard, slow, a, b = slow_pair(UpdateRule.semi_async(aggregate=1, count_within=0, accept_within=1))
+def test_a_pipelined_semi_async_client_that_fell_behind_computes_its_next_gradient_on_the_fresh_version():
+    shard, slow, a, b = slow_pair(UpdateRule.semi_async(aggregate=1, count_within=0, accept_within=1, pipelined=True))
     g = np.ones(4, np.float32)
     a.params(), b.params()
     for _ in range(2):                        # the shard goes to 2; a still holds 0
@@ -141,22 +142,39 @@ def test_a_semi_async_client_that_fell_behind_computes_its_next_gradient_on_the_
     assert slow.labels == [0, 0, 3]           # without the wait: [0, 0, 2], the first reply's copy
 
 
-def test_a_semi_async_client_whose_pushes_are_counted_keeps_pipelining():
-    shard, slow, a, _ = slow_pair(UpdateRule.semi_async(aggregate=1, count_within=1, accept_within=2))
+def test_a_semi_async_client_one_version_behind_receives_the_new_parameters_before_its_next_gradient():
+    """The write-up's client: its push, counted one version behind, comes back with the server's
+    parameters, and the client waits for them (it pushes as every learner does, the rule deciding)."""
+    shard, slow, a, b = slow_pair(UpdateRule.semi_async(aggregate=1, count_within=1, accept_within=2))
+    g = np.ones(4, np.float32)
+    a.params(), b.params()
+    b.push(g)                                 # the shard goes to 1; a still holds 0
+    a.push(g)                                 # labelled 0, counted one behind: the shard goes to 2
+    assert slow.arrived == 1 and a.versions == [2]  # waited for: the reply brought version 2
+    np.testing.assert_array_equal(a.params(), np.full(4, -2.0, np.float32))
+    a.push(g)
+    assert slow.labels == [0, 2] and a.outcomes["counted"] == 2
+
+
+def test_a_pipelined_semi_async_client_whose_pushes_are_counted_keeps_pipelining():
+    shard, slow, a, _ = slow_pair(UpdateRule.semi_async(aggregate=1, count_within=1, accept_within=2,
+                                                        pipelined=True))
     g = np.ones(4, np.float32)
     a.params()
-    a.push(g, wait=False)
+    a.push(g)
     a.params()
     assert slow.arrived == 0                  # the reply is still on its way: not waited for
-    a.push(g, wait=False)                     # the first reply collected here, counted
+    a.push(g)                                 # the first reply collected here, counted
     assert not a.behind and slow.labels == [0, 0]
 
 
-def test_only_rules_without_a_barrier_that_bound_staleness_wait_when_behind():
-    assert UpdateRule.semi_async().waits_when_behind
+def test_only_pipelined_rules_that_bound_staleness_wait_when_behind():
+    assert UpdateRule.semi_async(pipelined=True).waits_when_behind
     assert UpdateRule.asynchronous(max_staleness=3).waits_when_behind
     assert not UpdateRule.asynchronous().waits_when_behind
     assert not UpdateRule.synchronous(4).waits_when_behind
+    assert not UpdateRule.semi_async().waits_when_behind  # it waits for every reply instead
+    assert not UpdateRule.semi_async().pipelined and UpdateRule.asynchronous().pipelined
 
 
 def test_a_version_wait_on_in_process_shards_answers_at_once_with_the_oldest_version():

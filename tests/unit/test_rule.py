@@ -137,6 +137,21 @@ def test_invalid_rules_name_the_field(kwargs, field):
     assert err.value.field == field
 
 
+def test_the_semi_async_client_blocks_unless_the_pipelining_variant_is_named():
+    assert not UpdateRule.for_mode("semi-async", 2).pipelined
+    assert UpdateRule.for_mode("semi-async", 2, client="blocks") == UpdateRule.semi_async()
+    assert UpdateRule.for_mode("semi-async", 2, client="pipelines") == UpdateRule.semi_async(pipelined=True)
+    assert not RunConfig(mode="semi-async").rule(2).pipelined
+    assert RunConfig(mode="semi-async", semi_async_client="pipelines").rule(2).pipelined
+    for mode in ("sync", "async"):
+        with pytest.raises(ConfigError, match="semi-async only") as err:
+            RunConfig(mode=mode, semi_async_client="pipelines")
+        assert err.value.field == "semi_async_client"
+    with pytest.raises(ConfigError) as err:
+        UpdateRule(aggregate=2, count_within=0, accept_within=0, barrier=True, pipelined=True)
+    assert err.value.field == "pipelined"
+
+
 def test_staleness_histogram_and_bytes_are_counted():
     shard = shard_at_version(UpdateRule.asynchronous(), 2)
     shard.stats.bytes_in = shard.stats.bytes_out = 0

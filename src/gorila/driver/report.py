@@ -290,6 +290,10 @@ class Report:
             "pushes_rejected": stats.pushes_rejected, "pushes_rejected_stale": stats.pushes_rejected_stale,
             "pushes_rejected_nonfinite": stats.pushes_rejected_nonfinite,
             "pushes_rejected_outlier": int(counters.total("pushes_rejected_outlier")),
+            # The workers' time waiting for push replies (ParameterClient.counters): a semi-async
+            # client's blocking, a barrier's waits, a pipelined client's replies not yet in.
+            "push_blocked_s": sum(r.get("push_blocked_s", 0.0) for r in counters.last.values()),
+            "push_blocked_fraction": counters.mean("push_blocked_fraction"),
             "bytes_pushed": stats.bytes_in, "bytes_pulled": stats.bytes_out, "server_pulls": stats.pulls,
             "time_to_target_s": self.time_to_target, "train_time_to_target_s": self.train_time_to_target,
             "reached_target": self.time_to_target is not None, "best_checkpoint": self._kept_best(),

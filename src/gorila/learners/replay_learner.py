@@ -94,7 +94,7 @@ class ReplayLearner:
         grad, info = self.learner.gradient(params, version, batch)
         self.last_info = {k: v for k, v in info.items() if isinstance(v, float)}
         if grad is not None:
-            self.client.push(grad, wait=self.client.barrier)
+            self.client.push(grad)  # waited for as the rule says (ParameterClient.push)
             self.pushes += 1
         if self.prioritized:
             self.priorities.append((batch.indices, info["td_abs"]))
@@ -194,7 +194,8 @@ class ReplayLearner:
                 "learner_wait_s": self.wait_s, "learner_time_s": self.time_s,
                 "wait_fraction": self.wait_s / self.time_s if self.time_s else None, "policy_lag_mean": lag,
                 "policy_lag": dict(self.policy_lag),
-                "shards_passed_over": self.shards_passed_over, **device_copy_report(self.learner)}
+                "shards_passed_over": self.shards_passed_over, **device_copy_report(self.learner),
+                **self.client.counters()}
 
 
 class StagingLearner(Learner, Protocol):

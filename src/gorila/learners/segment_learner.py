@@ -114,4 +114,4 @@ class SegmentLearner(Generic[L]):
                 "version": self.client.version, "learner_wait_s": self.wait_s,
                 "wait_fraction": self.wait_s / self.time_s if self.time_s else None,
                 "policy_lag": dict(self.policy_lag),
-                "policy_lag_mean": self.lag_sum / max(sum(self.policy_lag.values()), 1)}
+                "policy_lag_mean": self.lag_sum / max(sum(self.policy_lag.values()), 1), **self.client.counters()}

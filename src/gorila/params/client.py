@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -114,12 +115,15 @@ class ParameterClient:
     and sends its parameters: the client's version of that shard goes back, and the next gradient
     is computed on the restored parameters. ``rejections`` counts rejected pushes by reason.
 
-    With ``wait_when_behind`` (the semi-async rule, see :attr:`UpdateRule.waits_when_behind`) a
-    client whose last push came back uncounted or rejected has fallen behind: :meth:`params` then
-    waits for the reply of the push in flight, so the next gradient is computed on the fresh
-    parameters it brings (the seed's client that blocks until the server sends them). While pushes
-    come back counted, pipelining stays: ``params()`` takes a reply only if it has already arrived.
-    A pipelined client learns it fell behind from the first reply that says so.
+    ``pipelined`` (the rule's, :attr:`UpdateRule.pipelined`) says how :meth:`push` waits when not
+    told: a client that is not pipelined waits for every reply, which brings the server's
+    parameters whenever it is behind, so its next gradient is computed on them (the semi-async
+    write-up's client, and the barrier's); a pipelined one computes while the reply travels. With
+    ``wait_when_behind`` as well (:attr:`UpdateRule.waits_when_behind`) a pipelined client whose
+    last push came back uncounted or rejected has fallen behind: :meth:`params` then waits for the
+    reply of the push in flight. While pushes come back counted, pipelining stays: ``params()``
+    takes a reply only if it has already arrived. ``blocked_s`` is the time spent waiting for
+    replies (:meth:`counters`).
 
     With ``cache`` (the node's parameter cache, Menger's), the client is a learner that also acts
     (A3C's worker): its pushes ask for no parameters back, and :meth:`params` reads the node's
@@ -130,7 +134,7 @@ class ParameterClient:
 
     def __init__(self, endpoints: list[ShardEndpoint], layout: ShardLayout, worker_id: int = 0,
                  barrier: bool = False, timeout_s: float = 120.0, wait_when_behind: bool = False,
-                 cache: CacheSpec | None = None):
+                 cache: CacheSpec | None = None, pipelined: bool = False):
         if len(endpoints) != layout.num_shards:
             raise ValueError(f"{len(endpoints)} endpoints for {layout.num_shards} shards")
         self.endpoints = endpoints
@@ -139,6 +143,9 @@ class ParameterClient:
         self.barrier = barrier
         self.timeout_s = timeout_s
         self.wait_when_behind = wait_when_behind
+        self.pipelined = pipelined
+        self.blocked_s = 0.0  # waiting for push replies
+        self._first_use: float | None = None  # when params() or pull() first handed out parameters
         self.behind = False  # the last push came back uncounted or rejected
         self._flat = np.zeros(layout.size, np.float32)
         self._parts = layout.split(self._flat)
@@ -192,27 +199,34 @@ class ParameterClient:
         stale = [i for i, v in enumerate(self.versions) if v < 0]
         if stale:
             self._pull(stale)
-        self._computed_on, self._computed_epochs = list(self.versions), list(self.epochs)
-        return self._flat
+        return self._handed_out()
 
     def pull(self) -> np.ndarray:
         """Fetch every shard's current parameters now."""
         self._pull(range(self.layout.num_shards))
+        return self._handed_out()
+
+    def _handed_out(self) -> np.ndarray:
         self._computed_on, self._computed_epochs = list(self.versions), list(self.epochs)
+        if self._first_use is None:
+            self._first_use = time.perf_counter()
         return self._flat
 
     @overload
-    def push(self, grad: np.ndarray, wait: Literal[True] = True) -> ClientPush: ...
+    def push(self, grad: np.ndarray, wait: Literal[True]) -> ClientPush: ...
     @overload
-    def push(self, grad: np.ndarray, wait: bool) -> ClientPush | None: ...
+    def push(self, grad: np.ndarray, wait: bool | None = None) -> ClientPush | None: ...
 
-    def push(self, grad: np.ndarray, wait: bool = True) -> ClientPush | None:
+    def push(self, grad: np.ndarray, wait: bool | None = None) -> ClientPush | None:
         """Push a flat gradient computed on ``params()``; all shards are sent to before any wait.
 
         With ``wait=False`` the reply is collected later (by :meth:`complete`, or the next push,
         pull or ``params()``), so the worker can compute its next gradient while this one travels:
-        that gradient is then computed on parameters one version older, and labelled so.
+        that gradient is then computed on parameters one version older, and labelled so. Unless
+        told, a client waits unless it is ``pipelined`` (the rule's way).
         """
+        if wait is None:
+            wait = not self.pipelined
         labels, epochs = self._computed_on, self._computed_epochs  # before the previous reply moves the copy on
         self.complete()
         self._seq += 1
@@ -232,7 +246,9 @@ class ParameterClient:
         return self._collect(pending)
 
     def _collect(self, pending: list[Pending[PushResult]]) -> ClientPush:
+        began = time.perf_counter()
         results = [p.result(self.timeout_s) for p in pending]
+        self.blocked_s += time.perf_counter() - began
         outcomes, applied, refreshed = [], False, False
         for i, result in enumerate(results):
             outcomes.append(result.outcome)
@@ -250,6 +266,12 @@ class ParameterClient:
         if self.reader is not None and (self.barrier or (self.wait_when_behind and self.behind)):
             self._needed = max(self._needed, min(result.version for result in results))
         return ClientPush(tuple(outcomes), applied, refreshed)
+
+    def counters(self) -> dict[str, float]:
+        """``push_blocked_s``: seconds this client waited for push replies; ``push_blocked_fraction``:
+        their share of the time since it first handed out parameters (a worker's report carries them)."""
+        alive = 0.0 if self._first_use is None else time.perf_counter() - self._first_use
+        return {"push_blocked_s": self.blocked_s, "push_blocked_fraction": self.blocked_s / alive if alive else 0.0}
 
     def close(self) -> None:
         """Let go of the node's cache, if this client reads one."""

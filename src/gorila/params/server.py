@@ -101,7 +101,7 @@ class ParameterServer:
         return ParameterClient(list(self.endpoints), self.layout, worker_id=worker_id,
                                barrier=self.rule.barrier, timeout_s=self.timeout_s,
                                wait_when_behind=self.rule.waits_when_behind,
-                               cache=self.cache if cached else None)
+                               cache=self.cache if cached else None, pipelined=self.rule.pipelined)
 
     def source(self, worker_id: int = 0) -> ParameterClient | CachedSource:
         """Where an actor gets its parameters (both play :class:`~gorila.core.ParamSource`): its

@@ -11,8 +11,9 @@ exactly as in a run; the barrier is :meth:`ShardHost.must_wait`. What the model 
   (or cache's) link for ``bytes / bandwidth``: that is where many workers queue;
 * a shard applies one push at a time (the measured apply time for its slice);
 * the reply carries the shard's parameters whenever the pusher is behind; with a barrier it
-  comes once the next version exists; without one and a ``pipelined`` workload the worker
-  computes its next gradient while the reply travels, on the parameters it has;
+  comes once the next version exists; under a pipelined rule (:attr:`UpdateRule.pipelined`: the
+  asynchronous ones) and a ``pipelined`` workload the worker computes its next gradient while the
+  reply travels, on the parameters it has; otherwise it waits for the reply (the semi-async client);
 * with a parameter cache per node (``param_cache``), replies carry no parameters: each node's
   cache pulls every new version once per shard, and workers read the cache (``cache_read_s``).
 
@@ -215,7 +216,7 @@ class _Run:
         concurrent = min(per_node, cluster.cores_per_node)
         # More workers than cores on a node share them: each computes that much slower.
         self.samples = setup.workload.samples(concurrent, setup.workers) * max(1.0, per_node / cluster.cores_per_node)
-        self.pipelined = setup.workload.pipelined and not setup.rule.barrier
+        self.pipelined = setup.workload.pipelined and setup.rule.pipelined
         self.pushes = 0
         self.finished = self.env.event()
         self.mark = self._snapshot()  # replaced once the warm-up is over

@@ -157,8 +157,9 @@ class A3CWorker:
         rollout = self.collect()
         grad, self.last_info = self.loss.gradients(self.net, self.target_net, rollout, self.flat)
         self.slow.stretch(started)
-        # Under asynchronous rules the reply travels while the next rollout runs; a barrier waits.
-        self.client.push(grad, wait=self.client.barrier)
+        # Under asynchronous rules the reply travels while the next rollout runs; a barrier, and the
+        # semi-async client, wait for it (see ParameterClient.push).
+        self.client.push(grad)
         self.updates_pushed += 1
 
     def close(self) -> None:
@@ -185,7 +186,7 @@ class A3CWorker:
             "version": self._target_version,
             "policy_lag": dict(self.policy_lag),
             "policy_lag_mean": self.lag_sum / max(sum(self.policy_lag.values()), 1),
-            **(self.client.reader.counters() if self.client.reader is not None else {}),
+            **(self.client.reader.counters() if self.client.reader is not None else {}), **self.client.counters(),
             **(self.normalizer.report() if self.normalizer is not None else {}),
         }
 

@@ -100,8 +100,9 @@ class Bundle:
         self.lag_sum += int(lag.sum())
         self.policy_lag.update(lag_bins(lag).tolist())
         if grad is not None:
-            # Under asynchronous rules the reply travels while the next actor steps run.
-            self.client.push(grad, wait=self.client.barrier)
+            # Under asynchronous rules the reply travels while the next actor steps run; a barrier
+            # and the semi-async client wait for it (ParameterClient.push).
+            self.client.push(grad)
             self.pushes += 1
 
     def _sampled(self) -> Batch:
@@ -123,4 +124,4 @@ class Bundle:
                 "q_mean": self.last_info.get("q_mean"),
                 "version": self.client.version, "epsilon": self.actor.epsilon, "policy_lag": dict(self.policy_lag),
                 "policy_lag_mean": self.lag_sum / max(sum(self.policy_lag.values()), 1),
-                **device_copy_report(self.learner)}
+                **device_copy_report(self.learner), **self.client.counters()}

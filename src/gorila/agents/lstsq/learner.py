@@ -57,8 +57,11 @@ class LstsqWorker:
         w = self.client.params()
         grad = self.gradient(w)
         self.slow.stretch(started)
-        self.client.push(grad)
+        # Every reply waited for, under any rule: the textbook's worker pulls, computes, pushes and
+        # waits (the simulator's lstsq workload is not pipelined either).
+        self.client.push(grad, wait=True)
         self.steps += 1
 
     def report(self) -> dict[str, Any]:
-        return {"steps": self.steps, **{f"pushes_{k}": v for k, v in self.client.outcomes.items()}}
+        return {"steps": self.steps, **{f"pushes_{k}": v for k, v in self.client.outcomes.items()},
+                **self.client.counters()}
