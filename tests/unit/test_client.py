@@ -149,10 +149,10 @@ def test_a_semi_async_client_one_version_behind_receives_the_new_parameters_befo
     g = np.ones(4, np.float32)
     a.params(), b.params()
     b.push(g)                                 # the shard goes to 1; a still holds 0
-    a.push(g)                                 # labelled 0, counted one behind: the shard goes to 2
+    a.push(g, wait=a.blocks)                  # labelled 0, counted one behind: the shard goes to 2
     assert slow.arrived == 1 and a.versions == [2]  # waited for: the reply brought version 2
     np.testing.assert_array_equal(a.params(), np.full(4, -2.0, np.float32))
-    a.push(g)
+    a.push(g, wait=a.blocks)
     assert slow.labels == [0, 2] and a.outcomes["counted"] == 2
 
 
@@ -161,10 +161,10 @@ def test_a_pipelined_semi_async_client_whose_pushes_are_counted_keeps_pipelining
                                                         pipelined=True))
     g = np.ones(4, np.float32)
     a.params()
-    a.push(g)
+    a.push(g, wait=a.blocks)
     a.params()
     assert slow.arrived == 0                  # the reply is still on its way: not waited for
-    a.push(g)                                 # the first reply collected here, counted
+    a.push(g, wait=a.blocks)                  # the first reply collected here, counted
     assert not a.behind and slow.labels == [0, 0]
 
 

@@ -58,7 +58,7 @@ def test_row8_a_client_over_a_redelivering_transport_moves_the_shard_once_per_pu
     # A restarted worker is a new client: its numbering starts again and is not taken for repeats.
     fresh = ParameterClient([LocalEndpoint(s)], ServerSpec(UpdateRule.asynchronous()).layout(N))
     fresh.params()
-    assert fresh.push(ones(), wait=True).applied and s.version == 6
+    assert fresh.push(ones()).applied and s.version == 6
 
 
 def test_row6_the_mth_nonfinite_push_in_a_row_stops_the_worker_with_a_clear_error():
@@ -125,12 +125,12 @@ def test_row3_clients_see_the_version_go_back_and_compute_on_the_restored_parame
     # Two gradients computed on version 5 of the shard's earlier life; the second is pipelined
     # behind the first, so it is sent before the first one's reply brings the restored parameters.
     client.push(ones(3.0), wait=False)
-    refused = client.push(ones(4.0), wait=True)
+    refused = client.push(ones(4.0))
     assert refused.outcomes == ("rejected",) and client.rejections["restarted"] == 2
     assert client.versions == [3]  # went back
     np.testing.assert_array_equal(client.params(), saved["params"])
     assert endpoint.shard.version == 3  # neither push was applied
-    assert client.push(ones(), wait=True).applied and client.versions == [4]
+    assert client.push(ones()).applied and client.versions == [4]
 
 
 def test_row3_a_restart_before_any_run_checkpoint_restores_the_start_with_its_learning_rates(tmp_path):

@@ -94,7 +94,7 @@ class ReplayLearner:
         grad, info = self.learner.gradient(params, version, batch)
         self.last_info = {k: v for k, v in info.items() if isinstance(v, float)}
         if grad is not None:
-            self.client.push(grad)  # waited for as the rule says (ParameterClient.push)
+            self.client.push(grad, wait=self.client.blocks)
             self.pushes += 1
         if self.prioritized:
             self.priorities.append((batch.indices, info["td_abs"]))

@@ -115,10 +115,11 @@ class ParameterClient:
     and sends its parameters: the client's version of that shard goes back, and the next gradient
     is computed on the restored parameters. ``rejections`` counts rejected pushes by reason.
 
-    ``pipelined`` (the rule's, :attr:`UpdateRule.pipelined`) says how :meth:`push` waits when not
-    told: a client that is not pipelined waits for every reply, which brings the server's
-    parameters whenever it is behind, so its next gradient is computed on them (the semi-async
-    write-up's client, and the barrier's); a pipelined one computes while the reply travels. With
+    ``pipelined`` (the rule's, :attr:`UpdateRule.pipelined`) says how a learner pushes
+    (:attr:`blocks`): a client that is not pipelined waits for every reply, which brings the
+    server's parameters whenever it is behind, so its next gradient is computed on them (the
+    semi-async write-up's client, and the barrier's); a pipelined one computes while the reply
+    travels. With
     ``wait_when_behind`` as well (:attr:`UpdateRule.waits_when_behind`) a pipelined client whose
     last push came back uncounted or rejected has fallen behind: :meth:`params` then waits for the
     reply of the push in flight. While pushes come back counted, pipelining stays: ``params()``
@@ -212,21 +213,25 @@ class ParameterClient:
             self._first_use = time.perf_counter()
         return self._flat
 
-    @overload
-    def push(self, grad: np.ndarray, wait: Literal[True]) -> ClientPush: ...
-    @overload
-    def push(self, grad: np.ndarray, wait: bool | None = None) -> ClientPush | None: ...
+    @property
+    def blocks(self) -> bool:
+        """Whether this client's pushes wait for their replies, as its rule says (a barrier's, the
+        semi-async client's); a learner pushes with ``push(grad, wait=client.blocks)``."""
+        return not self.pipelined
 
-    def push(self, grad: np.ndarray, wait: bool | None = None) -> ClientPush | None:
+    @overload
+    def push(self, grad: np.ndarray, wait: Literal[True] = True) -> ClientPush: ...
+    @overload
+    def push(self, grad: np.ndarray, wait: bool) -> ClientPush | None: ...
+
+    def push(self, grad: np.ndarray, wait: bool = True) -> ClientPush | None:
         """Push a flat gradient computed on ``params()``; all shards are sent to before any wait.
 
         With ``wait=False`` the reply is collected later (by :meth:`complete`, or the next push,
         pull or ``params()``), so the worker can compute its next gradient while this one travels:
-        that gradient is then computed on parameters one version older, and labelled so. Unless
-        told, a client waits unless it is ``pipelined`` (the rule's way).
+        that gradient is then computed on parameters one version older, and labelled so. A learner
+        waits as its rule says (:attr:`blocks`).
         """
-        if wait is None:
-            wait = not self.pipelined
         labels, epochs = self._computed_on, self._computed_epochs  # before the previous reply moves the copy on
         self.complete()
         self._seq += 1

@@ -158,8 +158,8 @@ class A3CWorker:
         grad, self.last_info = self.loss.gradients(self.net, self.target_net, rollout, self.flat)
         self.slow.stretch(started)
         # Under asynchronous rules the reply travels while the next rollout runs; a barrier, and the
-        # semi-async client, wait for it (see ParameterClient.push).
-        self.client.push(grad)
+        # semi-async client, wait for it.
+        self.client.push(grad, wait=self.client.blocks)
         self.updates_pushed += 1
 
     def close(self) -> None:

@@ -101,8 +101,8 @@ class Bundle:
         self.policy_lag.update(lag_bins(lag).tolist())
         if grad is not None:
             # Under asynchronous rules the reply travels while the next actor steps run; a barrier
-            # and the semi-async client wait for it (ParameterClient.push).
-            self.client.push(grad)
+            # and the semi-async client wait for it.
+            self.client.push(grad, wait=self.client.blocks)
             self.pushes += 1
 
     def _sampled(self) -> Batch:

@@ -31,6 +31,6 @@ class ImpalaLearner(SegmentLearner[ImpalaLoss]):
         self.request = self.queue.take(self.batch_size, version)
         self.flat.set(params)
         grad, self.last_info = self.loss.gradients(self.net, batch, self.flat)
-        self.client.push(grad)  # waited for as the rule says (ParameterClient.push)
+        self.client.push(grad, wait=self.client.blocks)
         self.pushes += 1
         self._count_lag(batch, version)

@@ -57,9 +57,7 @@ class LstsqWorker:
         w = self.client.params()
         grad = self.gradient(w)
         self.slow.stretch(started)
-        # Every reply waited for, under any rule: the textbook's worker pulls, computes, pushes and
-        # waits (the simulator's lstsq workload is not pipelined either).
-        self.client.push(grad, wait=True)
+        self.client.push(grad)  # waits for the reply under any rule: the textbook's worker
         self.steps += 1
 
     def report(self) -> dict[str, Any]:
