@@ -1,7 +1,7 @@
 """Parameter caches in two tiers on a three-node Ray cluster simulated on loopback: with
-``--cache-tiers node,rack`` and two nodes per rack (two racks), each node's cache reads its rack's
-cache and only the rack caches read the server, so the server is read twice per version, not
-three times (once per node, as the node tier alone reads it)."""
+``--cache-tiers node,rack`` and two nodes per rack (two racks), the shard sends each version to the
+two rack caches and each rack cache sends it on to its nodes' caches, unasked: no cache reads the
+server, or its rack, for a version after the first. The node tier alone is sent it by the shard."""
 
 
 import numpy as np
@@ -11,11 +11,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.heavy, pytest.mark.timeout(24
 
 SIZE = 1000
 VERSIONS = 3
+# A cache looks at its upstream this often: within a test's waits every version after the first
+# must come by a push.
+PROBE_S = 60.0
 
 
-def _server_reads(tiers, wait_until):
-    """The server's reads (its shard's pulls) per version while the learner makes VERSIONS versions
-    and every node's cache takes each; and the tiers' groups' counters."""
+def _run(tiers, wait_until):
+    """The server's reads (its shard's pulls) while the learner makes VERSIONS versions and every
+    node's cache takes each; and the tiers' groups' counters."""
     from gorila.params import ServerSpec, UpdateRule
     from gorila.runtime.ray_runtime import RayRuntime
 
@@ -24,7 +27,7 @@ def _server_reads(tiers, wait_until):
         runtime.plan(8)  # a small share for the shard: each node must hold its caches beside it
         shards = runtime.start_shards(ServerSpec(UpdateRule.asynchronous(), optimizer="sgd", lr=1.0),
                                       np.zeros(SIZE, np.float32))
-        server, caches = runtime.start_param_caches(shards.server, tiers)
+        server, caches = runtime.start_param_caches(shards.server, tiers, wait_s=PROBE_S)
         runtime.wait_started()
         node_caches = caches["param_cache"]
         assert len(set(node_caches.node_ids)) == 3  # one on every node
@@ -35,27 +38,29 @@ def _server_reads(tiers, wait_until):
         for v in range(1, VERSIONS + 1):
             learner.push(np.ones(SIZE, np.float32))
             wait_until(lambda: node_caches.call("version") == [v] * 3, 60, f"every node cache at version {v}")
-        reads = (sum(s.pulls for s in shards.stats()) - before) / VERSIONS
+        reads = sum(s.pulls for s in shards.stats()) - before
         return reads, {name: group.call("stats") for name, group in caches.items()}
     finally:
         runtime.shutdown()
 
 
-def test_the_server_is_read_once_per_version_per_rack(three_nodes, wait_until):
+def test_each_version_is_sent_once_per_rack_and_each_rack_sends_it_to_its_nodes(three_nodes, wait_until):
     from gorila.params.tiers import CacheTiers
 
     tiers = CacheTiers.parse("node,rack", nodes_per_rack=2)
     assert tiers.racks(3) == 2
-    reads, stats = _server_reads(tiers, wait_until)
-    assert reads == 2  # the node tier alone reads it 3 times (the test below)
-    assert [s["pulls"] for s in stats["rack_cache"]] == [VERSIONS + 1] * 2  # version 0 included
-    # the rack of nodes 0 and 1 served both their caches, the rack of node 2 its one
-    assert sorted(s["served"] for s in stats["rack_cache"]) == [VERSIONS + 1, 2 * (VERSIONS + 1)]
-    assert [s["pulls"] for s in stats["param_cache"]] == [VERSIONS + 1] * 3
+    reads, stats = _run(tiers, wait_until)
+    assert reads == 0  # nothing asked of the server for versions 1 to 3
+    for tier in ("rack_cache", "param_cache"):
+        assert [(s["pulls"], s["pushes"]) for s in stats[tier]] == [(1, VERSIONS)] * len(stats[tier])
+    # the rack of nodes 0 and 1 sent both their caches each version, the rack of node 2 its one
+    assert sorted(s["sent"] for s in stats["rack_cache"]) == [VERSIONS, 2 * VERSIONS]
+    assert sorted(s["served"] for s in stats["rack_cache"]) == [1, 2]  # the node caches' first pulls
 
 
-def test_without_the_rack_tier_every_node_reads_the_server(three_nodes, wait_until):
+def test_without_the_rack_tier_every_node_cache_is_sent_each_version_by_the_server(three_nodes, wait_until):
     from gorila.params.tiers import CacheTiers
 
-    reads, stats = _server_reads(CacheTiers(), wait_until)
-    assert reads == 3 and set(stats) == {"param_cache"}
+    reads, stats = _run(CacheTiers(), wait_until)
+    assert reads == 0 and set(stats) == {"param_cache"}
+    assert [(s["pulls"], s["pushes"]) for s in stats["param_cache"]] == [(1, VERSIONS)] * 3

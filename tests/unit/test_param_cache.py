@@ -1,6 +1,7 @@
-"""The node cache (Menger): a seqlock buffer never shows a half-written vector, the cache pulls once
-per version, is told of a new version by its upstream (a long-poll, not a timed probe), caches
-chain, and actors fall back to the server while their cache is gone."""
+"""The node cache (Menger): a seqlock buffer never shows a half-written vector; a polling cache
+(the local runtime's, and bench menger's comparison) pulls once per version, is told of a new
+version by its upstream (a long-poll, not a timed probe), and caches chain; actors fall back to
+the server while their cache is gone. Pushed caches: test_param_cache_push.py."""
 
 import multiprocessing
 import threading
@@ -78,6 +79,12 @@ class CountingUpstream:
     def pull(self) -> tuple[np.ndarray, int]:
         self.pulls += 1
         return np.full(self.size, self.current, np.float32), self.current
+
+    def subscribe(self, name: str, endpoint, held: int) -> int:
+        raise AssertionError("a polling cache never subscribes")
+
+    def slices(self, size: int) -> tuple[slice, ...]:
+        return (slice(0, size),)
 
 
 def test_the_cache_pulls_once_per_version_and_chains():

@@ -94,11 +94,11 @@ def test_more_workers_than_cores_share_them():
         run("async", 2, cluster=two_cores).gradients_per_s, rel=0.05)
 
 
-def test_a_node_cache_pulls_each_version_once_and_saves_server_bytes():
+def test_a_node_cache_is_sent_each_version_once_and_saves_server_bytes():
     nodes = Cluster(nodes=4, cores_per_node=BIG, latency_s=100e-6, bandwidth_Bps=1e9, cache_read_s=50e-6)
     direct = run("sync", 64, cluster=nodes, gradients=2000)
     cached = run("sync", 64, cluster=nodes, gradients=2000, param_cache=True)
-    assert cached.cache_pulls_per_s == pytest.approx(cached.updates_per_s, rel=0.05)  # one per version, 1 shard
+    assert cached.cache_versions_per_s == pytest.approx(cached.updates_per_s, rel=0.05)  # one per version, 1 shard
     pushed = 64 * 4000  # every worker's gradient reaches the shard either way
     assert direct.bytes_per_update == pytest.approx(pushed + 64 * 4000)  # every reply carries the parameters
     assert cached.bytes_per_update == pytest.approx(pushed + 4 * 4000 + 64 * ACK_BYTES)  # one pull per node

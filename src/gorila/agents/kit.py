@@ -73,13 +73,14 @@ CHUNK_SECONDS = 0.5
 
 
 def cache_metrics(tiers: CacheTiers | None, readers: str) -> tuple[str, ...]:
-    """With ``--param-cache node``: reads reaching the server from the caches (the rack caches' too
-    with ``--cache-tiers node,rack``) and from the ``readers`` group's workers that fell back, bytes
-    moved per version per node, and how many versions behind the server those workers act."""
+    """With ``--param-cache node``: the versions sent to the caches and those they pulled (their
+    first, and each catch-up after a missed push; the rack caches' too with ``--cache-tiers
+    node,rack``), reads reaching the server from the ``readers`` group's workers that fell back,
+    bytes moved per version per node, and how many versions behind the server those workers act."""
     if tiers is None:
         return ()
-    rack = ("rack_cache.pulls",) if tiers.rack else ()
-    return ("param_cache.pulls", "param_cache.bytes_per_version", f"{readers}.cache_reads",
+    rack = ("rack_cache.pushes", "rack_cache.pulls") if tiers.rack else ()
+    return ("param_cache.pushes", "param_cache.pulls", "param_cache.bytes_per_version", f"{readers}.cache_reads",
             f"{readers}.server_reads", f"{readers}.param_staleness_mean") + rack
 
 

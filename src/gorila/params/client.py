@@ -12,10 +12,11 @@ from typing import Literal, Protocol, overload
 
 import numpy as np
 
+from gorila.params.broadcast import Broadcast
 from gorila.params.cache import CachedSource, CacheSpec
 from gorila.params.layout import ShardLayout
 from gorila.params.shard import ParameterShard, PushResult, PushTag
-from gorila.reply import Done, Pending
+from gorila.reply import Done, Pending, ServiceEndpoint
 
 
 class ShardEndpoint(Protocol):
@@ -30,6 +31,9 @@ class ShardEndpoint(Protocol):
         (shards that cannot block, in this process or spread over the workers, answer at once)."""
     def connect(self) -> None:
         """Set up this process's transport to the shard now, rather than on the first push or pull."""
+    def subscribe(self, name: str, endpoint: ServiceEndpoint, held: int) -> Pending[int]:
+        """Have the shard send each new version after ``held`` to ``endpoint`` (a cache named
+        ``name``, :mod:`gorila.params.broadcast`); answers the shard's version."""
 
 
 class StoreEndpoint(ShardEndpoint, Protocol):
@@ -51,10 +55,14 @@ class LocalEndpoint:
     def __init__(self, shard: ParameterShard, lock: threading.Lock | None = None):
         self.shard = shard
         self.lock = lock if lock is not None else threading.Lock()
+        self.broadcast: Broadcast | None = None  # once a cache subscribes
 
     def push(self, grad: np.ndarray, version: int, worker_id: int, tag: PushTag | None = None) -> Done[PushResult]:
         with self.lock:
-            return Done(self.shard.push(grad, version, worker_id, tag=tag))
+            result = self.shard.push(grad, version, worker_id, tag=tag)
+            if result.applied and self.broadcast is not None:
+                self.broadcast.advanced(self.shard.version)
+            return Done(result)
 
     def pull(self) -> Done[tuple[np.ndarray, int]]:
         with self.lock:
@@ -70,6 +78,18 @@ class LocalEndpoint:
     def connect(self) -> None:
         """Nothing to set up: the shard is in this process."""
 
+    def subscribe(self, name: str, endpoint: ServiceEndpoint, held: int) -> Done[int]:
+        """Send each new version to the cache at ``endpoint``, from a thread of this process."""
+        with self.lock:
+            if self.broadcast is None:
+                self.broadcast = Broadcast(self._current, self.shard.shard_id, self.shard.version, timeout_s=60.0)
+            broadcast = self.broadcast
+        return Done(broadcast.subscribe(name, endpoint, held))
+
+    def _current(self) -> tuple[np.ndarray, int]:
+        with self.lock:
+            return self.shard.current()
+
     def state_dict(self) -> Done[dict[str, np.ndarray]]:
         """The shard's whole state (what a learner that owns the parameters starts from)."""
         with self.lock:
@@ -79,6 +99,8 @@ class LocalEndpoint:
         """Take the owning learner's publication (:meth:`ParameterShard.publish`)."""
         with self.lock:
             self.shard.publish(state)
+            if self.broadcast is not None:
+                self.broadcast.advanced(self.shard.version)
         return Done(None)
 
 

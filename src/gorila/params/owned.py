@@ -6,13 +6,15 @@ vector, push a gradient, let the shard's optimizer apply it in another process, 
 one learner that round trip is pure downtime. Here the learner builds the same shards itself (the
 run's :class:`~gorila.params.server.ServerSpec`: the same optimizer, update rule, safeguards and
 state layout) from the store's state, applies each gradient where it was computed, and counts a
-version per update. It *sends* its parameters to the store (Ape-X's broadcast, Menger's "the
-learner only sends the updated model"): every ``every_updates`` updates, at most once every
-``every_s`` (a publication through Ray costs the learner a serialised copy of its parameters;
-docs/benchmarks.md, "A whole run against its limit", measures publishing every update), and never
-with one still on its way, so the learner never waits for the store. Every
-``state_every_s`` a publication carries the optimizer state too, so a checkpoint of the store (and
-a learner restarted from it) has all of it::
+version per update. It *sends* its parameters to the store (Ape-X's broadcast): every
+``every_updates`` updates, at most once every ``every_s`` (a publication through Ray costs the
+learner a serialised copy of its parameters; docs/benchmarks.md, "A whole run against its limit",
+measures publishing every update), and never with one still on its way, so the learner never waits
+for the store. Every ``state_every_s`` a publication carries the optimizer state too, so a
+checkpoint of the store (and a learner restarted from it) has all of it. With parameter caches the
+store's shards send each publication on to every cache subscribed to them
+(:mod:`gorila.params.broadcast`): the learner's one send reaches every node unasked (Menger's "the
+learner only sends the updated model to the caches", with the store in between)::
 
     learner = functools.partial(ImpalaLearner, network_fn=..., loss=..., batch_size=4)
     owning = functools.partial(owning_learner, learner, spec, Publication(every_updates=1))

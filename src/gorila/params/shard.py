@@ -277,6 +277,11 @@ class ParameterShard:
         self.stats.bytes_out += self._params.nbytes
         return self._copy_params(out), self._version
 
+    def current(self) -> tuple[np.ndarray, int]:
+        """A copy of the parameters and their version, not counted as a pull: what a shard sends
+        the caches subscribed to it (:mod:`gorila.params.broadcast`), which count it themselves."""
+        return self._params.copy(), self._version
+
     def _copy_params(self, out: np.ndarray | None) -> np.ndarray:
         if out is None:
             return self._params.copy()

@@ -1,13 +1,14 @@
 """Tiers of parameter caches (Menger): a cache on every node, and with ``--cache-tiers node,rack``
 one per rack of ``--nodes-per-rack`` nodes between them and the server::
 
-    server ◄── rack cache 0 ◄── node caches of nodes 0 .. K-1 ◄── their actors (shared memory)
-           ◄── rack cache 1 ◄── node caches of nodes K .. 2K-1 ◄── ...
+    server ──► rack cache 0 ──► node caches of nodes 0 .. K-1 ──► their actors (shared memory)
+           ──► rack cache 1 ──► node caches of nodes K .. 2K-1 ──► ...
 
-so the server sends each version once per rack, not once per node. A node cache reaches its rack's
-cache in another process through a service endpoint (:class:`RemoteCache`), long-polling it as it
-would the server (:class:`ServerUpstream`: the server as the top tier's upstream). The runtimes
-place the tiers (``runtime.start_param_caches(server, tiers)``).
+so the server sends each version once per rack, not once per node, and each tier sends it on to
+the tier below. A node cache reaches its rack's cache in another process through a service
+endpoint (:class:`RemoteCache`) as it would the server (:class:`ServerUpstream`: the server as the
+top tier's upstream): it subscribes there, and pulls only to catch up. The runtimes place the
+tiers (``runtime.start_param_caches(server, tiers)``).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class RemoteCache:
     """A cache in another process (a rack's) as the next tier's upstream (picklable)::
 
         upstream = RemoteCache(rack_endpoint, timeout_s=60.0).upstream()
+        upstream.subscribe(name, node_cache_endpoint, held)   # the rack cache sends it each version
         upstream.wait_version(v, wait_s=0.25)   # answered by the rack cache once it holds v
         flat, version = upstream.pull()
 
@@ -98,10 +100,17 @@ class RemoteCache:
         flat, version = self.endpoint.call("pull").result(self.timeout_s)
         return flat, int(version)
 
+    def subscribe(self, name: str, endpoint: ServiceEndpoint, held: int) -> int:
+        return int(self.endpoint.call("subscribe", name, endpoint, held).result(self.timeout_s))
+
+    def slices(self, size: int) -> tuple[slice, ...]:
+        return (slice(0, size),)
+
 
 class ServerUpstream:
     """The parameter server as a cache's upstream: the version wait is each shard's own (a Ray
-    shard answers when the version exists; no payload); the pull fetches every shard (picklable)."""
+    shard answers when the version exists; no payload); the pull fetches every shard; a
+    subscription is each shard's, which then sends its slice of every new version (picklable)."""
 
     def __init__(self, client: ParameterClient):
         self.client = client
@@ -111,3 +120,11 @@ class ServerUpstream:
 
     def pull(self) -> tuple[np.ndarray, int]:
         return self.client.pull(), self.client.version
+
+    def subscribe(self, name: str, endpoint: ServiceEndpoint, held: int) -> int:
+        """Subscribe ``endpoint`` at every shard; the server's version (its oldest shard's)."""
+        pending = [shard.subscribe(name, endpoint, held) for shard in self.client.endpoints]
+        return min(p.result(self.client.timeout_s) for p in pending)
+
+    def slices(self, size: int) -> tuple[slice, ...]:
+        return self.client.layout.slices

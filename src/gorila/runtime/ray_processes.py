@@ -26,7 +26,7 @@ from gorila.errors import GorilaError, WorkerTimeoutError
 from gorila.metrics.cputime import CpuClock
 from gorila.params import ParameterServer
 from gorila.reply import Pending, ServiceEndpoint
-from gorila.runtime.ray_calls import RayPending, owned, ray
+from gorila.runtime.ray_calls import NamedActor, RayPending, owned, ray
 from gorila.runtime.service_socket import ServiceSocket, ServiceSocketServer, SocketLost, SocketReply
 
 # isort: split
@@ -156,6 +156,16 @@ def titled(host: type, title: str) -> Any:
     ``ray::actor-3.run_steps`` during a call), and a restarted process is titled the same, so a
     class per process tells them apart, where one class would title them all alike."""
     return ray.remote(type(title, (host,), {"__doc__": host.__doc__}))
+
+
+def this_service(what: str) -> ServiceEndpoint:
+    """How another process reaches the service process this runs in (its factory, building the
+    service in it): a parameter cache hands it to the upstream it subscribes to. By name, so a
+    copy held elsewhere reaches the process Ray restarts under that name."""
+    name = ray.get_runtime_context().get_actor_name()
+    if name is None:
+        raise RuntimeError(f"{what}: this_service() is called in a named service process only")  # the runtime's are
+    return RayService(NamedActor(None, name), what)
 
 
 class ServiceProcess:

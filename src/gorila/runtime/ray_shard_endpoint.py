@@ -13,6 +13,7 @@ import numpy as np
 
 from gorila.errors import ShardRestartedError, WorkerTimeoutError
 from gorila.params import PushResult, PushTag
+from gorila.reply import ServiceEndpoint
 from gorila.runtime.ray_calls import RayPending, ray
 from gorila.runtime.shm import FastPathChannel, FastPending
 
@@ -146,6 +147,10 @@ class RayShardEndpoint:
         """The shard's version once it is ``at_least`` (or after ``wait_s``), answered by the
         shard process when it is reached: one Ray call, no payload."""
         return RayPending(self.handle.wait_version.remote(at_least, wait_s), f"shard {self.shard_id} wait_version")
+
+    def subscribe(self, name: str, endpoint: ServiceEndpoint, held: int) -> RayPending:
+        """Have the shard process send each new version after ``held`` to the cache at ``endpoint``."""
+        return RayPending(self.handle.subscribe.remote(name, endpoint, held), f"shard {self.shard_id} subscribe")
 
     def state_dict(self) -> RayPending:
         """The shard's whole state (what a learner that owns the parameters starts from)."""

@@ -30,6 +30,7 @@ from gorila.params import (
     shard_state,
     split_shard_state,
 )
+from gorila.params.broadcast import Broadcast
 from gorila.runtime.ray_calls import owned, ray
 from gorila.runtime.ray_shard_endpoint import FastPathAddress, RayShardEndpoint
 from gorila.runtime.shard_host import ShardHost
@@ -59,6 +60,7 @@ class ShardProcess:
         self._loaded = asyncio.Event()  # calls that need the shard wait for it: they may come first
         self._next_version = asyncio.Event()  # set (and replaced) whenever the version moves on
         self._waiting = 0  # Ray pushes waiting at the barrier (changed on the loop only)
+        self.broadcast: Broadcast | None = None  # the caches subscribed to the shard, once one is
         with warnings.catch_warnings():  # Ray deprecates an internal it calls here; the API stays
             warnings.simplefilter("ignore", DeprecationWarning)
             restarted = ray.get_runtime_context().was_current_actor_reconstructed
@@ -110,6 +112,8 @@ class ShardProcess:
         return os.getpid(), self.restored_from
 
     def _advanced(self) -> None:
+        if self.broadcast is not None and self.host is not None:  # the host calls this with its lock held
+            self.broadcast.advanced(self.host.shard.version)
         # Only when a Ray push waits: waking the loop for nothing would take the GIL from the
         # fast path's threads on every update.
         if self._waiting and self._loop is not None:  # a waiter runs on the loop, which _host set
@@ -154,6 +158,14 @@ class ShardProcess:
     async def pull(self) -> tuple[np.ndarray, int]:
         return (await self._ready()).pull()
 
+    async def subscribe(self, name: str, endpoint: Any, held: int) -> int:
+        """Send each new version after ``held`` to the cache at ``endpoint`` (a restarted process
+        has no subscribers until each cache's next probe subscribes it again); the version now."""
+        host = await self._ready()
+        if self.broadcast is None:
+            self.broadcast = Broadcast(host.current, host.shard.shard_id, host.version, self.barrier_timeout_s)
+        return self.broadcast.subscribe(name, endpoint, held)
+
     async def version(self) -> int:
         return (await self._ready()).version
 
@@ -180,6 +192,8 @@ class ShardProcess:
     def close_fast_path(self) -> None:
         if self.fast_path is not None:
             self.fast_path.close()
+        if self.broadcast is not None:
+            self.broadcast.close()
 
 
 class RayShards:

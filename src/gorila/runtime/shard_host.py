@@ -84,6 +84,11 @@ class ShardHost:
         with self._changed:
             return self.shard.pull(out=out)
 
+    def current(self) -> tuple[np.ndarray, int]:
+        """:meth:`ParameterShard.current`: a copy for the caches subscribed to the shard."""
+        with self._changed:
+            return self.shard.current()
+
     def publish(self, state: dict[str, np.ndarray]) -> None:
         """:meth:`ParameterShard.publish`: an owning learner's new version, which wakes whoever
         waits for one."""

@@ -14,8 +14,9 @@ exactly as in a run; the barrier is :meth:`ShardHost.must_wait`. What the model 
   comes once the next version exists; under a pipelined rule (:attr:`UpdateRule.pipelined`: the
   asynchronous ones) and a ``pipelined`` workload the worker computes its next gradient while the
   reply travels, on the parameters it has; otherwise it waits for the reply (the semi-async client);
-* with a parameter cache per node (``param_cache``), replies carry no parameters: each node's
-  cache pulls every new version once per shard, and workers read the cache (``cache_read_s``).
+* with a parameter cache per node (``param_cache``), replies carry no parameters: each shard sends
+  each node's cache every new version (the newest when its last send is done, as a run's shards
+  do), and workers read the cache (``cache_read_s``).
 
 ::
 
@@ -80,9 +81,9 @@ class Prediction:
     """What one simulated point predicts (rates per simulated second, after the warm-up).
 
     ``shard_busy`` and ``shard_link_busy``: the busiest shard's fraction of time applying pushes
-    and sending or receiving; ``cache_pulls_per_s`` (per cache: one per version per shard, at most)
+    and sending or receiving; ``cache_versions_per_s`` (per cache: one per version per shard, at most)
     and ``cache_reads_per_s`` (per cache: its workers' reads); ``bytes_per_update``: every byte
-    moved (pushes, replies, cache pulls) per update of the parameters."""
+    moved (pushes, replies, versions sent to the caches) per update of the parameters."""
 
     workers: int
     updates_per_s: float
@@ -93,7 +94,7 @@ class Prediction:
     rejected_fraction: float
     shard_busy: float
     shard_link_busy: float
-    cache_pulls_per_s: float
+    cache_versions_per_s: float
     cache_reads_per_s: float
     bytes_per_update: float
     seconds: float
@@ -168,13 +169,13 @@ class _Shard:
 
 
 class _Cache:
-    """A node's parameter cache: pulls each new version of each shard once, serves its workers."""
+    """A node's parameter cache: sent each new version of each shard once, serves its workers."""
 
     def __init__(self, env: simpy.Environment, shards: list[_Shard], cluster: Cluster):
         self.env, self.shards = env, shards
         self.versions = [0] * len(shards)
         self.updated = env.event()
-        self.pulls = 0
+        self.taken = 0
         self.reads = 0
         for i in range(len(shards)):
             env.process(self._follow(i))
@@ -185,7 +186,7 @@ class _Cache:
             yield from shard.wait_beyond(self.versions[i])
             version = shard.version  # the newest: versions that came and went meanwhile are skipped
             yield from shard.link.transfer(shard.slice_bytes)
-            self.pulls += 1
+            self.taken += 1
             self.versions[i] = version
             self.updated.succeed()
             self.updated = self.env.event()
@@ -273,7 +274,7 @@ class _Run:
                 "updates": sum(s.shard.stats.updates for s in self.shards) / len(self.shards),
                 "busy": [s.cpu.busy for s in self.shards], "link_busy": [s.link.busy for s in self.shards],
                 "bytes": sum(s.link.bytes for s in self.shards),
-                "pulls": sum(c.pulls for c in self.caches), "reads": sum(c.reads for c in self.caches)}
+                "taken": sum(c.taken for c in self.caches), "reads": sum(c.reads for c in self.caches)}
 
     def run(self) -> Prediction:
         self.env.run(until=self.finished)
@@ -295,7 +296,7 @@ class _Run:
             rejected_fraction=rejected / max(sum(n for n in staleness.values()), 1),
             shard_busy=max(b - a for a, b in zip(start["busy"], end["busy"])) / seconds,
             shard_link_busy=max(b - a for a, b in zip(start["link_busy"], end["link_busy"])) / seconds,
-            cache_pulls_per_s=(end["pulls"] - start["pulls"]) / caches / seconds,
+            cache_versions_per_s=(end["taken"] - start["taken"]) / caches / seconds,
             cache_reads_per_s=(end["reads"] - start["reads"]) / caches / seconds,
             bytes_per_update=(end["bytes"] - start["bytes"]) / max(updates, 1e-12), seconds=seconds)
 

@@ -28,7 +28,7 @@ from gorila.sim.model import Prediction, Setup, Stragglers, simulate
 STRAGGLED = " + stragglers"
 COLUMNS = ("mode", "condition", "workers", "shards", "nodes", "param_cache", "updates_per_s", "gradients_per_s",
            "env_steps_per_s", "speedup", "efficiency", "staleness_mean", "rejected_fraction", "shard_busy",
-           "shard_link_busy", "cache_pulls_per_s", "cache_reads_per_s", "bytes_per_update")
+           "shard_link_busy", "cache_versions_per_s", "cache_reads_per_s", "bytes_per_update")
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ def _line(label: str, point: Point) -> str:
     p = point.prediction
     return (f"{label:>24} {p.workers:>6} {p.updates_per_s:>11.1f} {p.env_steps_per_s:>12.0f} {point.speedup:>8.2f} "
             f"{p.staleness_mean:>9.2f} {p.rejected_fraction:>8.3f} {p.shard_busy:>6.2f} {p.shard_link_busy:>6.2f} "
-            f"{p.cache_pulls_per_s:>8.1f} {p.bytes_per_update:>12.3g}")
+            f"{p.cache_versions_per_s:>8.1f} {p.bytes_per_update:>12.3g}")
 
 
 HEADER = (f"{'rule':>24} {'workers':>6} {'updates/s':>11} {'env steps/s':>12} {'speedup':>8} {'staleness':>9} "

@@ -2,11 +2,13 @@
 
 Model retrieval: N actors (threads spread over ``--nodes`` simulated nodes, each node a process)
 read the newest parameters as fast as they can while a learner publishes a new version every
-``--publish-ms``; without a cache every read is a pull from the server (Ray calls, as from another
-node), with one every node's actors read its cache's shared memory and only the caches pull (each
-told of a new version by the server). The seed's own scale is ``--readers 512 --model-mb 16``
-(Menger: the cache cut the mean read latency about 4.0 times there); each point's reduction is
-printed beside it and written to bench.json.
+``--publish-ms``; without a cache (``none``) every read is a pull from the server (Ray calls, as
+from another node); with one every node's actors read its cache's shared memory, and the cache is
+either sent each version by the server (``push``, as a run's caches are) or long-polls it and
+pulls each version (``poll``). Each point reports the read latency and the parameters' age: how
+many versions and seconds behind the learner each read was. The seed's own scale is
+``--readers 512 --model-mb 16`` (Menger: the cache cut the mean read latency about 4.0 times
+there); each point's reduction is printed beside it and written to bench.json.
 Replay writes: N writers add one row of a payload at a time to 1 replay shard, or to one shard per
 group of writers (``--groups``). The limit beside each latency is a memcpy of the same bytes,
 measured in the same run.
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gorila.bench.menger.age import parameter_age
 from gorila.bench.menger.nodes import ReaderNode, WriterNode, bench_cache
 from gorila.bench.ps import NATURE_CNN_PARAMS, memcpy_seconds
 from gorila.bench.report import bench_dir, write_bench_json
@@ -38,8 +41,10 @@ if TYPE_CHECKING:
     from gorila.runtime.ray_runtime import RayRuntime
 
 PAYLOADS = {"16K": 16 << 10, "1M": 1 << 20, "16M": 16 << 20}
+#: How actors read: from the server, or from their node's cache that is sent each version or polls for it.
+READ_MODES = ("none", "poll", "push")
 READ_FIELDS = ("cache", "readers", "reads", "read_latency_mean_ms", "read_latency_p99_ms", "read_latency_max_ms",
-               "server_reads_per_s",
+               "age_versions_mean", "age_versions_p99", "age_ms_mean", "age_ms_p99", "server_reads_per_s",
                "server_reads_per_version_per_node", "versions", "publish_ms", "limit_memcpy_ms", "ratio")
 # Menger's reported figure (Google AI, 2020): with the cache, the mean read latency of 512 actors reading a
 # 16 MB model was about 4.0 times lower.
@@ -69,6 +74,9 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     parser = command_parser("gorila bench menger", __doc__)
     parser.add_argument("--part", choices=("reads", "writes", "both"), default="both", help="which figure")
     parser.add_argument("--readers", type=count_list, default="1,4,16,64,256", help="reading actors per point")
+    parser.add_argument("--caches", type=_read_modes, default=READ_MODES,
+                        help="how the actors read, comma-separated: none (the server), poll or push (a cache per "
+                             "node that polls the server, or that the server sends each version)")
     parser.add_argument("--writers", type=count_list, default="1,4,16,64,256", help="writing actors per point")
     parser.add_argument("--payloads", type=_payloads, default="16K,1M,16M", help="row payloads of the writes")
     parser.add_argument("--nodes", type=_positive(int), default=2, help="simulated nodes the actors spread over")
@@ -91,22 +99,33 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def _read_modes(text: str) -> tuple[str, ...]:
+    modes = tuple(dict.fromkeys(text.split(",")))
+    if not modes or any(m not in READ_MODES for m in modes):
+        raise argparse.ArgumentTypeError(f"a comma-separated list of {', '.join(READ_MODES)}, got {text!r}")
+    return modes
+
+
 class Publisher:
-    """The learner: pushes a gradient every ``period_s`` on a thread, timing each push."""
+    """The learner: pushes a gradient every ``period_s`` on a thread, timing each push and noting
+    when each version became the server's (its reply: ``published``, for the reads' age)."""
 
     def __init__(self, client: ParameterClient, size: int, period_s: float):
         self.client, self.period_s = client, period_s
         self.grad = np.full(size, 1e-6, np.float32)
         self.times: list[float] = []
+        self.published: list[tuple[float, int]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         self.client.params()
+        self.published.append((time.time(), self.client.version))
         while not self._stop.wait(self.period_s):
             began = time.perf_counter()
             self.client.push(self.grad)
             self.times.append(time.perf_counter() - began)
+            self.published.append((time.time(), self.client.version))
 
     def __enter__(self) -> Publisher:
         self._thread.start()
@@ -127,41 +146,55 @@ def _reads(runtime: RayRuntime, args: argparse.Namespace) -> list[dict[str, Any]
     spec = ServerSpec(rule=UpdateRule.asynchronous(), optimizer="sgd", lr=1e-3)
     shards = runtime.start_shards(spec, np.zeros(args.params, np.float32))
     server = shards.ray_call_server()  # readers on other nodes reach the server by Ray calls
-    cache = CacheSpec(prefix=f"gorila-bench-{time.monotonic_ns() % 10**8}-params", size=args.params)
-    nodes = runtime.start_services(functools.partial(_reader_node, server, cache, args.buffers_per_node), args.nodes,
+    tag = time.monotonic_ns() % 10**8
+    nodes = runtime.start_services(functools.partial(_reader_node, server, args.buffers_per_node), args.nodes,
                                    name="reader-node")
     limit = memcpy_seconds(args.params * 4) * 1e3
     rows: list[dict[str, Any]] = []
-    caches: ServiceGroup | None = None  # the node caches: started for the second pass (cached)
-    for cached in (False, True):
-        if cached:  # started only now: their probes would load the server during the runs without them
-            caches = runtime.start_services(functools.partial(bench_cache, server, cache), args.nodes, name="cache")
+    for mode in args.caches:
+        cache = CacheSpec(prefix=f"gorila-bench-{tag}-{mode}-params", size=args.params)
+        caches: ServiceGroup | None = None
+        if mode != "none":  # started only now: they would load the server during the other modes' runs
+            caches = runtime.start_services(functools.partial(bench_cache, server, cache, mode == "push"),
+                                            args.nodes, name=f"cache-{mode}")
         for readers in args.readers:
-            per_node = [len(range(k, readers, args.nodes)) for k in range(args.nodes)]
-            pulls_before = sum(s["pulls"] for s in caches.call("stats")) if caches is not None else 0
-            version_before = shards.pull()[1][0]
-            with Publisher(shards.server.client(0), args.params, args.publish_ms / 1e3) as publisher:
-                pending = [ep.call("read", n, cached, args.seconds) for ep, n in zip(nodes.endpoints(), per_node)
-                           if n]
-                results = [p.result(600.0) for p in pending]
-            versions = shards.pull()[1][0] - version_before
-            latencies = [x for r in results for x in r["latencies_s"]]
-            server_reads = sum(r["server_reads"] for r in results)
-            if caches is not None:
-                server_reads += sum(s["pulls"] for s in caches.call("stats")) - pulls_before
-            mean, p99, most = _stats(latencies)
-            # Without caches the nodes with readers pull; with them, every node's cache does.
-            used_nodes = args.nodes if cached else sum(1 for n in per_node if n)
-            rows.append({"cache": "node" if cached else "none", "readers": readers, "reads": len(latencies),
-                         "read_latency_mean_ms": mean, "read_latency_p99_ms": p99, "read_latency_max_ms": most,
-                         "server_reads_per_s": server_reads / args.seconds,
-                         "server_reads_per_version_per_node": server_reads / max(versions, 1) / used_nodes,
-                         "versions": versions, "publish_ms": _stats(publisher.times)[0],
-                         "limit_memcpy_ms": limit, "ratio": mean / limit})
+            rows.append(_read_point(shards, nodes, caches, cache, mode, readers, args, limit))
             _print_read(rows[-1])
-    if caches is not None:  # unlinks their shared memory (the runtime's shutdown kills the processes)
-        caches.call("close")
+        if caches is not None:  # unlinks their shared memory (the runtime's shutdown kills the processes)
+            caches.call("close")
     return rows
+
+
+def _read_point(shards: Any, nodes: ServiceGroup, caches: ServiceGroup | None, cache: CacheSpec, mode: str,
+                readers: int, args: argparse.Namespace, limit: float) -> dict[str, Any]:
+    """One point: ``readers`` actors reading for ``args.seconds`` while the learner publishes."""
+    per_node = [len(range(k, readers, args.nodes)) for k in range(args.nodes)]
+    pulls_before = sum(s["pulls"] for s in caches.call("stats")) if caches is not None else 0
+    version_before = shards.pull()[1][0]
+    with Publisher(shards.server.client(0), args.params, args.publish_ms / 1e3) as publisher:
+        pending = [ep.call("read", n, cache, mode != "none", args.seconds)
+                   for ep, n in zip(nodes.endpoints(), per_node) if n]
+        results = [p.result(600.0) for p in pending]
+    versions = shards.pull()[1][0] - version_before
+    latencies = [x for r in results for x in r["latencies_s"]]
+    server_reads = sum(r["server_reads"] for r in results)
+    if caches is not None:  # what the caches pulled: a poller every version, a pushed cache its catch-ups
+        server_reads += sum(s["pulls"] for s in caches.call("stats")) - pulls_before
+    behind, seconds = parameter_age(publisher.published, np.concatenate([r["read_at"] for r in results]),
+                                    np.concatenate([r["versions"] for r in results]))
+    mean, p99, most = _stats(latencies)
+    # Without caches the nodes with readers pull; with them, every node's cache does.
+    used_nodes = args.nodes if caches is not None else sum(1 for n in per_node if n)
+    return {"cache": mode, "readers": readers, "reads": len(latencies), "read_latency_mean_ms": mean,
+            "read_latency_p99_ms": p99, "read_latency_max_ms": most,
+            "age_versions_mean": float(behind.mean()) if behind.size else float("nan"),
+            "age_versions_p99": float(np.percentile(behind, 99)) if behind.size else float("nan"),
+            "age_ms_mean": float(seconds.mean()) * 1e3 if seconds.size else float("nan"),
+            "age_ms_p99": float(np.percentile(seconds, 99)) * 1e3 if seconds.size else float("nan"),
+            "server_reads_per_s": server_reads / args.seconds,
+            "server_reads_per_version_per_node": server_reads / max(versions, 1) / used_nodes,
+            "versions": versions, "publish_ms": _stats(publisher.times)[0], "limit_memcpy_ms": limit,
+            "ratio": mean / limit}
 
 
 def _writes(runtime: RayRuntime, args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -190,22 +223,23 @@ def _writes(runtime: RayRuntime, args: argparse.Namespace) -> list[dict[str, Any
     return rows
 
 
-def _reader_node(server: ParameterServer, cache: CacheSpec, buffers: int, node: int) -> ReaderNode:
-    return ReaderNode(server, cache, node, buffers)
+def _reader_node(server: ParameterServer, buffers: int, node: int) -> ReaderNode:
+    return ReaderNode(server, node, buffers)
 
 
-def reductions(reads: list[dict]) -> dict[int, float]:
-    """Per count of readers: the mean read latency without a cache over that with one."""
+def reductions(reads: list[dict], mode: str = "push") -> dict[int, float]:
+    """Per count of readers: the mean read latency without a cache over that with one (``mode``'s)."""
     by = {(r["cache"], r["readers"]): r["read_latency_mean_ms"] for r in reads}
-    return {n: by[("none", n)] / by[("node", n)] for (mode, n) in by if mode == "node" and ("none", n) in by}
+    return {n: by[("none", n)] / by[(mode, n)] for (m, n) in by if m == mode and ("none", n) in by}
 
 
 def _print_reductions(reads: list[dict], params: int) -> None:
     seed = SEED_READ_REDUCTION
-    for readers, reduction in reductions(reads).items():
-        print(f"read latency {reduction:5.1f}x lower with the cache at {readers} readers, "
-              f"{params * 4 / (1 << 20):.1f} MiB  (seed, Menger: ~{seed['read_latency_reduction']:.1f}x at "
-              f"{seed['readers']} actors, {seed['model_mb']} MB)", flush=True)
+    for mode in ("poll", "push"):
+        for readers, reduction in reductions(reads, mode).items():
+            print(f"read latency {reduction:5.1f}x lower with the {mode} cache at {readers} readers, "
+                  f"{params * 4 / (1 << 20):.1f} MiB  (seed, Menger: ~{seed['read_latency_reduction']:.1f}x at "
+                  f"{seed['readers']} actors, {seed['model_mb']} MB)", flush=True)
 
 
 def _writer_node(nodes: int, node: int) -> WriterNode:
@@ -215,7 +249,8 @@ def _writer_node(nodes: int, node: int) -> WriterNode:
 def _print_read(r: dict) -> None:
     print(f"reads   cache={r['cache']:4s} readers={r['readers']:4d}  mean {r['read_latency_mean_ms']:8.2f} ms  "
           f"p99 {r['read_latency_p99_ms']:8.2f} ms  max {r['read_latency_max_ms']:8.2f} ms  "
-          f"(memcpy {r['limit_memcpy_ms']:.2f} ms, x{r['ratio']:.1f})  "
+          f"(memcpy {r['limit_memcpy_ms']:.2f} ms, x{r['ratio']:.1f})  age {r['age_versions_mean']:.2f} "
+          f"versions, {r['age_ms_mean']:.1f} ms (p99 {r['age_ms_p99']:.1f} ms)  "
           f"server {r['server_reads_per_s']:8.1f} reads/s = {r['server_reads_per_version_per_node']:.2f} "
           f"per version per node  publish {r['publish_ms']:.1f} ms", flush=True)
 
@@ -242,14 +277,15 @@ def _plot(out: Path, reads: list[dict], writes: list[dict]) -> None:
     import matplotlib.pyplot as plt
 
     if reads:
-        fig, (lat, load) = plt.subplots(1, 2, figsize=(11, 4))
-        for mode in ("none", "node"):
+        fig, (lat, age, load) = plt.subplots(1, 3, figsize=(15, 4))
+        for mode in READ_MODES:
             mine = [r for r in reads if r["cache"] == mode]
-            label = "node cache" if mode == "node" else "no cache"
-            lat.plot([r["readers"] for r in mine], [r["read_latency_mean_ms"] for r in mine], "o-", label=label)
-            load.plot([r["readers"] for r in mine], [r["server_reads_per_s"] for r in mine], "o-", label=label)
+            label = {"none": "no cache", "poll": "node cache, polling", "push": "node cache, sent each version"}[mode]
+            for ax, key in ((lat, "read_latency_mean_ms"), (age, "age_ms_mean"), (load, "server_reads_per_s")):
+                ax.plot([r["readers"] for r in mine], [max(r[key], 1e-3) for r in mine], "o-", label=label)
         lat.axhline(reads[0]["limit_memcpy_ms"], color="gray", ls=":", label="memcpy (limit)")
-        for ax, what in ((lat, "mean read latency (ms)"), (load, "reads reaching the server per s")):
+        for ax, what in ((lat, "mean read latency (ms)"), (age, "mean age of the parameters read (ms)"),
+                         (load, "reads reaching the server per s")):
             ax.set(xscale="log", yscale="log", xlabel="reading actors", ylabel=what)
             ax.legend()
         fig.suptitle("Model retrieval with and without a cache per node")
@@ -281,7 +317,7 @@ def main(argv: list[str]) -> int:
     runtime = RayRuntime(address=args.address)
     try:
         # Every process started over the sweep (they are not stopped between points).
-        runtime.plan(1 + 3 * args.nodes + len(args.payloads) * (1 + args.groups))
+        runtime.plan(1 + (1 + len(args.caches)) * args.nodes + len(args.payloads) * (1 + args.groups))
         reads = _reads(runtime, args) if args.part in ("reads", "both") else []
         _print_reductions(reads, args.params)
         writes = _writes(runtime, args) if args.part in ("writes", "both") else []
@@ -292,9 +328,12 @@ def main(argv: list[str]) -> int:
     _plot(out, reads, writes)
     read_latency = {mode: {r["readers"]: {"mean": r["read_latency_mean_ms"], "p99": r["read_latency_p99_ms"],
                                           "max": r["read_latency_max_ms"]}
-                           for r in reads if r["cache"] == mode} for mode in ("none", "node")}
+                           for r in reads if r["cache"] == mode} for mode in args.caches}
     server_reads = {mode: {r["readers"]: r["server_reads_per_s"] for r in reads if r["cache"] == mode}
-                    for mode in ("none", "node")}
+                    for mode in args.caches}
+    age = {mode: {r["readers"]: {"versions_mean": r["age_versions_mean"], "versions_p99": r["age_versions_p99"],
+                                 "ms_mean": r["age_ms_mean"], "ms_p99": r["age_ms_p99"]}
+                  for r in reads if r["cache"] == mode} for mode in args.caches}
     write_latency: dict = {}
     inserts: dict = {}
     for r in writes:
@@ -304,8 +343,9 @@ def main(argv: list[str]) -> int:
         inserts.setdefault(mode, {}).setdefault(r["payload"], {})[r["writers"]] = r["insert_per_s"]
     write_bench_json(out, "menger", {**vars(args), "out": str(out)},
                      [{"figure": "reads", **r} for r in reads] + [{"figure": "writes", **r} for r in writes],
-                     read_latency_ms=read_latency, server_reads_per_s=server_reads,
+                     read_latency_ms=read_latency, parameter_age=age, server_reads_per_s=server_reads,
                      read_latency_reduction={"model_mb": args.params * 4 / (1 << 20), "by_readers": reductions(reads),
+                                             "by_readers_poll": reductions(reads, "poll"),
                                              "seed": SEED_READ_REDUCTION},
                      write_latency_ms=write_latency, insert_per_s=inserts)
     print(f"wrote {out / 'reads.csv'}, {out / 'writes.csv'} and their plots")

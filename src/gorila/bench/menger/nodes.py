@@ -27,9 +27,15 @@ def node_name(node: int) -> str:
     return f"sim{node}"
 
 
-def bench_cache(server: ParameterServer, spec: CacheSpec, node: int) -> ParamCache:
-    """Simulated node ``node``'s cache (a service factory)."""
-    cache = ParamCache(server.upstream(), spec.shm_name(node_name(node)), spec.size, spec.wait_s)
+def bench_cache(server: ParameterServer, spec: CacheSpec, pushed: bool, node: int) -> ParamCache:
+    """Simulated node ``node``'s cache (a service factory, run in the service's process): sent
+    each version by the server (``pushed``, as a run's caches are), or polling it."""
+    endpoint = None
+    if pushed:
+        from gorila.runtime.ray_processes import this_service  # Ray: in the service's process only
+
+        endpoint = this_service(f"bench cache {node}")
+    cache = ParamCache(server.upstream(), spec.shm_name(node_name(node)), spec.size, spec.wait_s, endpoint)
     cache.refresh()
     return cache.start()
 
@@ -49,8 +55,8 @@ def _run_threads(count: int, body: Callable[[int, list[float], threading.Barrier
 class ReaderNode:
     """One simulated node's reading actors (threads)::
 
-        node = ReaderNode(server, spec, node=1, buffers=8)
-        node.read(threads=256, cached=True, seconds=2.0)   # {"latencies_s": [...], "server_reads": 0}
+        node = ReaderNode(server, node=1, buffers=8)
+        node.read(threads=256, spec=cache_spec, cached=True, seconds=2.0)   # {"latencies_s": [...], ...}
 
     Without a cache a read is what a ``ParameterClient``'s pull does: every shard's slice asked of
     the server at once, each copied into the reader's vector as it comes; with one it is a
@@ -59,37 +65,54 @@ class ReaderNode:
     a 16 MB model do not need a copy each in this one machine's memory.
     """
 
-    def __init__(self, server: ParameterServer, spec: CacheSpec, node: int, buffers: int = 8):
+    def __init__(self, server: ParameterServer, node: int, buffers: int = 8):
         self.server, self.node = server, node
-        self.spec = replace(spec, locate=partial(node_name, node))
-        self.buffers = [np.zeros(spec.size, np.float32) for _ in range(buffers)]
+        self.buffers = [np.zeros(server.layout.size, np.float32) for _ in range(buffers)]
 
-    def _server_read(self, out: np.ndarray) -> None:
+    def _server_read(self, out: np.ndarray) -> int:
         parts = self.server.layout.split(out)
         pending = [endpoint.pull() for endpoint in self.server.endpoints]
+        versions = []
         for part, reply in zip(parts, pending):
-            params, _ = reply.result(self.server.timeout_s)
+            params, version = reply.result(self.server.timeout_s)
             np.copyto(part, params)
+            versions.append(version)
+        return min(versions)
 
-    def read(self, threads: int, cached: bool, seconds: float) -> dict:
+    def read(self, threads: int, spec: CacheSpec, cached: bool, seconds: float) -> dict:
+        """Every read's latency, and when it ended (``time.time()``, comparable with the learner's
+        clock on one machine) with the version it read; the reads that reached the server.
+        ``cached``: through this node's cache of ``spec``."""
+        spec = replace(spec, locate=partial(node_name, self.node))
         server_reads = [0] * threads
+        ends: list[list[tuple[float, int]]] = [[] for _ in range(threads)]
 
         def body(k: int, latencies: list[float], start: threading.Barrier) -> None:
             out = self.buffers[k % len(self.buffers)]
-            source = CachedSource(self.spec, self.server.client(k), out=out) if cached else None
-            read = source.pull if source is not None else partial(self._server_read, out)
+            source = CachedSource(spec, self.server.client(k), out=out) if cached else None
+
+            def read() -> int:
+                if source is None:
+                    return self._server_read(out)
+                source.pull()
+                return source.version
+
             read()  # warm-up: connections, page faults
             start.wait()
             deadline = time.perf_counter() + seconds
             while (began := time.perf_counter()) < deadline:
-                read()
+                version = read()
                 latencies.append(time.perf_counter() - began)
+                ends[k].append((time.time(), version))
             server_reads[k] = source.server_reads if source is not None else len(latencies)
             if source is not None:
                 source.close()
 
         latencies = _run_threads(threads, body)
-        return {"latencies_s": [x for per in latencies for x in per], "server_reads": sum(server_reads)}
+        read_at = np.array([t for per in ends for t, _ in per], float)
+        versions = np.array([v for per in ends for _, v in per], np.int64)
+        return {"latencies_s": [x for per in latencies for x in per], "server_reads": sum(server_reads),
+                "read_at": read_at, "versions": versions}
 
 
 class WriterNode:
