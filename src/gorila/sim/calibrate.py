@@ -1,9 +1,10 @@
 """``gorila simulate --calibrate``: measure this machine's costs for the simulator.
 
 * **compute**: the real workers' gradients (:class:`~gorila.agents.lstsq.learner.LstsqWorker`,
-  :class:`~gorila.agents.a3c.learner.A3CWorker`, built from their algorithms' plans as a run builds
-  them), timed in ``k`` processes computing at once for ``k`` = 1 and the machine's CPUs, so the
-  samples carry what concurrent workers share (cores, caches, memory bandwidth);
+  :class:`~gorila.agents.a3c.learner.A3CWorker` and :class:`~gorila.agents.impala.learner.ImpalaLearner`
+  on a batch of its actor's segments, built from their algorithms' plans as a run builds them), timed
+  in ``k`` processes computing at once for ``k`` = 1 and the machine's CPUs, so the samples carry
+  what concurrent workers share (cores, caches, memory bandwidth);
 * **apply**: :meth:`ParameterShard.push` of a gradient in process, per optimizer and size (the
   fresh parameters copied into the reply included);
 * **transport**: push+pull round trips through the same-node fast path of the Ray runtime
@@ -30,6 +31,7 @@ from gorila.bench.machine_limit import start_one_thread
 from gorila.bench.report import machine
 from gorila.params import ParameterShard, ServerSpec, UpdateRule
 from gorila.sim.calibration import Calibration, Workload
+from gorila.types import Segment
 
 if TYPE_CHECKING:
     from multiprocessing.queues import Queue
@@ -53,31 +55,46 @@ SIZES = (1_000, 30_000, 300_000, 1_687_206)  # parameters: a small MLP ... the N
 OPTIMIZERS = ("sgd", "rmsprop", "adagrad", "adam")
 
 
-def _worker(algo: str, workers: int, worker_id: int) -> tuple[Worker, Plan]:
+def _worker(algo: str, workers: int, worker_id: int) -> tuple[Worker, Plan, Any]:
     """Worker ``worker_id`` of ``workers``, built from the algorithm's plan on in-process shards,
-    and its plan."""
+    its plan, and what it learns from when that is not its own: lstsq's and A3C's worker (None),
+    IMPALA's learner (``--server process``: it pushes) and a batch of segments its plan's actor collected."""
+    from gorila.agents.rl_config import RLConfig
     from gorila.config import RunConfig
-    from gorila.runtime.local import LocalShards
+    from gorila.runtime.local import LocalServices, LocalShards
 
-    run = RunConfig(algo=algo, mode="async", runtime="local")
+    run = RunConfig(algo=algo, mode="async", runtime="local", server="process")
+    rl = RLConfig(env="CartPole-v1", device="cpu")
     if algo == "lstsq":
         from gorila.agents.lstsq.builder import make_plan as make_lstsq_plan
         from gorila.agents.lstsq.config import LstsqConfig
 
         plan = make_lstsq_plan(run, LstsqConfig(workers=workers, **LSTSQ))
+    elif algo == "impala":
+        from gorila.agents.impala.builder import make_plan as make_impala_plan
+        from gorila.agents.impala.config import ImpalaConfig
+
+        plan = make_impala_plan(run, ImpalaConfig(learners=workers), rl)
     else:
         from gorila.agents.a3c.builder import make_plan
         from gorila.agents.a3c.config import A3CConfig
-        from gorila.agents.rl_config import RLConfig
 
-        plan = make_plan(run, A3CConfig(workers=workers), RLConfig(env="CartPole-v1", device="cpu"))
+        plan = make_plan(run, A3CConfig(workers=workers), rl)
     shards = LocalShards(plan.spec, plan.initial_params(), 60.0)
-    return plan.groups({})[0].factory(worker_id, shards.server), plan  # neither algorithm has services
+    services = {s.name: LocalServices([s.bound(shards.server)(k) for k in range(s.count)]).endpoints()
+                for s in plan.services}
+    *actors, pusher = plan.groups(services)  # the group that pushes: the learners come after the actors
+    batch = None
+    if algo == "impala":
+        actor: Any = actors[0].factory(0, shards.server)  # a SegmentActor
+        batch = Segment.concatenate([actor.collect() for _ in range(plan.config["batch_size"])])
+    return pusher.factory(worker_id, shards.server), plan, batch
 
 
-def _gradient_timer(algo: str, worker: Any) -> Callable[[], float]:
+def _gradient_timer(algo: str, worker: Any, batch: Any) -> Callable[[], float]:
     """Seconds of one gradient of the real worker: its ``step`` without the push. ``worker`` is
-    an ``LstsqWorker`` or an ``A3CWorker``, as ``algo`` says: the timer calls their own methods."""
+    an ``LstsqWorker``, an ``A3CWorker`` or an ``ImpalaLearner``, as ``algo`` says: the timer calls
+    their own methods (IMPALA's loss on a batch of segments its plan's actor collected)."""
     if algo == "lstsq":
         def lstsq() -> float:
             w = worker.client.params()
@@ -85,6 +102,13 @@ def _gradient_timer(algo: str, worker: Any) -> Callable[[], float]:
             worker.gradient(w)
             return time.perf_counter() - t
         return lstsq
+    if algo == "impala":
+        def impala() -> float:
+            t = time.perf_counter()
+            worker.flat.set(worker.client.params())
+            worker.loss.gradients(worker.net, batch, worker.flat)
+            return time.perf_counter() - t
+        return impala
 
     def a3c() -> float:
         t = time.perf_counter()
@@ -100,8 +124,8 @@ def _timed_gradients(algo: str, workers: int, worker_id: int, seconds: float, ba
     import torch
 
     torch.set_num_threads(1)  # as in every gorila worker: the processes are the parallelism
-    worker, _ = _worker(algo, workers, worker_id)
-    timer = _gradient_timer(algo, worker)
+    worker, _, batch = _worker(algo, workers, worker_id)
+    timer = _gradient_timer(algo, worker, batch)
     for _ in range(3):  # warm-up: page in the rows, first allocations
         timer()
     barrier.wait(120)
@@ -128,8 +152,10 @@ def compute_samples(algo: str, concurrent: int, seconds: float) -> list[float]:
 
 
 def workload(algo: str, cpus: int, seconds: float) -> Workload:
-    _, plan = _worker(algo, 1, 0)
+    _, plan, _ = _worker(algo, 1, 0)
     steps = LSTSQ["n"] if algo == "lstsq" else plan.config["envs_per_actor"] * plan.config["unroll_length"]
+    if algo == "impala":
+        steps *= plan.config["batch_size"]  # segments a gradient learns from
     compute = {k: tuple(compute_samples(algo, k, seconds)) for k in sorted({1, cpus})}
     return Workload(algo=algo, params=int(plan.initial_params().size), optimizer=plan.spec.optimizer,
                     env_steps_per_gradient=float(steps), divides_data=algo == "lstsq", pipelined=algo != "lstsq",
@@ -194,7 +220,7 @@ def transport_round_trips(sizes: tuple[int, ...], rounds: int) -> list[tuple[int
         runtime.shutdown()
 
 
-def calibrate(seconds: float = 3.0, rounds: int = 30, algos: tuple[str, ...] = ("lstsq", "a3c"),
+def calibrate(seconds: float = 3.0, rounds: int = 30, algos: tuple[str, ...] = ("lstsq", "a3c", "impala"),
               progress: Callable[[str], None] = print) -> Calibration:
     """Measure everything (see the module doc)."""
     cpus = os.cpu_count() or 1

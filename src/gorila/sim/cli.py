@@ -5,6 +5,11 @@ Measure this machine once, then ask about any cluster::
     gorila simulate --calibrate --out calibration.json
     gorila simulate --calibration calibration.json --algo a3c --workers 1,2,4,...,4096 --shards 4 \\
         --nodes 4 --cores-per-node 16 --param-cache node --stragglers 0.05:4 --out sim-out
+
+and check its predictions against runs made on the calibrated machine (each run's own settings
+predicted, beside what it measured, and the error)::
+
+    gorila simulate --calibration calibration.json --check runs/lstsq-sync-2 runs/a3c-async-2
 """
 
 from __future__ import annotations
@@ -65,6 +70,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="measure this machine's costs (compute, shard apply, transport) and write them to --out")
     parser.add_argument("--calibration", type=Path, default=None, metavar="FILE",
                         help="the measured costs to predict from (written by --calibrate)")
+    parser.add_argument("--check", type=Path, nargs="+", default=None, metavar="RUN_DIR",
+                        help="predict each run's own settings (its rule, workers, shards, cache, straggler) on the "
+                             "calibrated machine and print the prediction beside what the run measured (updates and "
+                             "env steps per second, mean staleness) with the error; with --out, check.json there")
     parser.add_argument("--algo", default="a3c", choices=sorted(ALGORITHMS),
                         help="workload (dqn and apex: only with their costs added to the calibration file)")
     parser.add_argument("--mode", type=_modes, default=MODES, help="update rules, comma-separated")
@@ -113,7 +122,31 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     if args.calibrate:
         return _calibrate(args)
+    if args.check is not None:
+        return _check(args)
     return _simulate(args)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from gorila.atomic import write_json
+    from gorila.sim.calibration import Calibration
+    from gorila.sim.check import CHECK_HEADER, check_run
+
+    if args.calibration is None:
+        raise ConfigError("calibration", "required: write one with gorila simulate --calibrate --out FILE")
+    calibration = Calibration.load(args.calibration)
+    print("each run: measured → predicted (error)")
+    print(CHECK_HEADER)
+    checks = []
+    for run_dir in args.check:
+        checks.append(check_run(run_dir, calibration, seed=args.seed))
+        print(checks[-1].line(), flush=True)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        write_json(args.out / "check.json", {"calibration": str(args.calibration),
+                                              "runs": [c.as_dict() for c in checks]})
+        print(f"wrote {args.out / 'check.json'}")
+    return 0
 
 
 def _calibrate(args: argparse.Namespace) -> int:
