@@ -1,8 +1,9 @@
 """Issue 44, item 7: bad values an env returns are judged the same in training and in evaluation
-(one check, gorila.envs.faults.EnvCheck): observations of strings, outside the declared Box, and
-rewards that are strings or arrays are faults in both, never reach a policy and never crash the
-evaluator; the action sent respects ``Discrete.start`` in both; an env whose ``close()`` raises is
-logged and does not stop anything."""
+(one check, gorila.envs.faults.EnvCheck): observations of strings or NaN, and rewards that are
+strings or arrays, are faults in both, never reach a policy and never crash the evaluator; finite
+values past a float Box's declared bounds are the env's own (LunarLander-v3's heights) and reach
+it; the action sent respects ``Discrete.start`` in both; an env whose ``close()`` raises is logged
+and does not stop anything."""
 
 import logging
 
@@ -17,7 +18,7 @@ from gorila.envs.make import env_spaces
 from gorila.envs.vector import EnvRunner, GymnasiumBackend
 from gorila.errors import EnvFailedError
 
-BAD_VALUES = ["str_obs", "array_reward", "str_reward", "out_of_box"]
+BAD_VALUES = ["str_obs", "array_reward", "str_reward", "nan_obs"]
 
 
 @pytest.fixture(autouse=True)
@@ -53,11 +54,25 @@ def test_a_bad_value_in_evaluation_is_the_same_fault_its_episode_played_again(ho
     assert all(_clean(np.asarray(obs, np.float32)) and np.asarray(obs).dtype.kind == "f" for obs in policy.seen)
 
 
+def test_finite_values_past_a_float_box_bounds_are_no_fault_in_training_or_evaluation():
+    """Gymnasium's LunarLander-v3 reports heights past its Box's 2.5 whenever the lander climbs."""
+    runner = EnvRunner(GymnasiumBackend([lambda: FlakyEnv(fail_every=3, how="out_of_box")], "Flaky-out_of_box"))
+    rows = [runner.step(np.zeros(1, np.int64)) for _ in range(6)]
+    assert runner.env_failures == 0 and -1.0 in [float(x) for t in rows for x in t.next_obs.ravel()]
+    played = EvaluationEpisodes(registered("Flaky-out_of_box-3-eval", FlakyEnv, how="out_of_box", fail_every=3),
+                                episodes=2, epsilon=0.0, seed=0, noop_max=0)
+    try:
+        assert played.play(Watching())
+    finally:
+        played.close()
+    assert played.failures.count == 0 and len(played.returns) == 2
+
+
 def test_both_paths_name_the_same_fault_for_the_same_value():
-    training = EnvRunner(GymnasiumBackend([lambda: FlakyEnv(fail_every=3, how="out_of_box")], "same-id"))
+    training = EnvRunner(GymnasiumBackend([lambda: FlakyEnv(fail_every=3, how="nan_obs")], "same-id"))
     for _ in range(3):
         training.step(np.zeros(1, np.int64))
-    evaluation = EvaluationEpisodes(registered("Flaky-out_of_box-3", FlakyEnv, how="out_of_box", fail_every=3),
+    evaluation = EvaluationEpisodes(registered("Flaky-nan_obs-3", FlakyEnv, how="nan_obs", fail_every=3),
                                     episodes=1, epsilon=0.0, seed=0, noop_max=0)
     try:
         with pytest.raises(EnvFailedError):  # every episode fails at its third step: the evaluation fails
@@ -67,7 +82,7 @@ def test_both_paths_name_the_same_fault_for_the_same_value():
     trained, evaluated = training.backend.failures.last, evaluation.failures.last
     assert trained is not None and evaluated is not None
     said = trained.split(" env 0 ")[1], evaluated.split(" env 0 ")[1]
-    assert said[0] == said[1] and "outside its observation_space" in said[0]
+    assert said[0] == said[1] and "NaN or infinity" in said[0]
 
 
 def test_discrete_start_is_added_to_the_action_sent_in_training():

@@ -81,7 +81,7 @@ class FlakyEnv(CountingEnv):
         env = FlakyEnv(fail_every=7, how="str_obs")      # ["7"]: an observation of strings
         env = FlakyEnv(fail_every=7, how="array_reward") # [1.0]: a reward that is an array
         env = FlakyEnv(fail_every=7, how="str_reward")   # "1.0": a reward that is a string
-        env = FlakyEnv(fail_every=7, how="out_of_box")   # [-1.]: below the Box's low of 0
+        env = FlakyEnv(fail_every=7, how="out_of_box")   # [-1.]: below the Box's low of 0 (finite: no fault)
 
     The steps are counted over the process (``FlakyEnv.steps_in_process``; a test sets it back to
     0), not per copy, so that a copy rebuilt after a failure is not spared: the faults keep coming

@@ -1,7 +1,8 @@
 """What an actor does about an environment that fails: count it, judge whether to go on.
 
 An environment that raises in ``step`` or ``reset``, or returns an observation that does not fit
-its ``observation_space`` (not numbers, another shape, NaN or infinity, outside the Box's bounds) or a
+its ``observation_space`` (not numbers, another shape, NaN or infinity, outside an integer Box's
+bounds) or a
 reward that is not a finite number (NaN, infinity, a string, an array), is rebuilt
 by the vector backend and its episode so far is dropped; :class:`EnvFailures` counts the failures
 and, once ``limit`` of them fall within ``window_steps`` steps, raises :class:`~gorila.errors.EnvFailedError` naming the
@@ -69,8 +70,12 @@ class EnvCheck:
         check = EnvCheck("CartPole-v1", env.observation_space, env.action_space)
 
     An observation fits a Box when it holds numbers (bool, integers or floats: not strings, not
-    objects), has the Box's shape, holds no NaN or infinity (float Boxes) and lies within the Box's
-    bounds. Other spaces are not judged. Policies choose action indices ``0..n-1``; a
+    objects), has the Box's shape, holds no NaN or infinity (float Boxes) and, for a Box of
+    integers, lies within its bounds (values past them would wrap when stored in its dtype). A
+    float Box's bounds are the env's description, not a contract its dynamics keep: Gymnasium's
+    LunarLander-v3 reports heights past its Box's 2.5 whenever the lander climbs, with no
+    termination there (Gymnasium issues 377 and 752), so finite values past them are no fault.
+    Other spaces are not judged. Policies choose action indices ``0..n-1``; a
     ``Discrete(n, start=s)`` env takes ``s..s+n-1``, so :meth:`env_action` adds ``s``. For a ``Box``
     of actions a policy chooses flat float vectors, which :meth:`env_actions` reshapes to the Box's
     shape and clips to its bounds.
@@ -84,19 +89,11 @@ class EnvCheck:
         if isinstance(observation_space, gym.spaces.Box):  # self.box, narrowing the space's type
             self.dtype, self.shape = observation_space.dtype, observation_space.shape
             self.finite = self.dtype.kind == "f"
-            if self.finite:
-                # Infinite bounds as the dtype's largest values: one pair of comparisons then refuses
-                # NaN and infinity as well as values outside the bounds (cheaper than both tests apart).
-                largest = np.finfo(self.dtype).max
-                self.low = np.maximum(observation_space.low, -largest)
-                self.high = np.minimum(observation_space.high, largest)
-            else:
-                self.low, self.high = observation_space.low, observation_space.high
+            self.low, self.high = observation_space.low, observation_space.high
             # Bounds that are the dtype's own range (Atari's uint8 0..255, MinAtar's bools) hold every
             # value of it: compared only for observations of another dtype.
             info = np.iinfo(self.dtype) if self.dtype.kind in "iu" else None
-            self.bounded = self.finite or (info is not None and bool((self.low > info.min).any()
-                                                                     or (self.high < info.max).any()))
+            self.bounded = info is not None and bool((self.low > info.min).any() or (self.high < info.max).any())
 
     def observation(self, index: int, obs: object) -> str | None:
         """Why ``obs`` from env ``index`` does not fit the observation space, or None."""
@@ -126,11 +123,11 @@ class EnvCheck:
             return f"{what} of {array.dtype} values, not numbers: {_brief(array)}"
         if shape != self.shape:
             return f"{what} of shape {shape}; its observation_space has {self.shape}"
+        if self.finite:
+            return None if np.isfinite(array).all() else f"{what} of shape {shape} holding NaN or infinity"
         # count_nonzero of one mask: on a step's few values, a third of the time of two .all() calls
         if (self.bounded or array.dtype != self.dtype) and np.count_nonzero(
                 (array >= self.low) & (array <= self.high)) != array.size:
-            if self.finite and not np.isfinite(array).all():
-                return f"{what} of shape {shape} holding NaN or infinity"
             return f"{what} outside its observation_space {self.space}: {_brief(array)}"
         return None
 
