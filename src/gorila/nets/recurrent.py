@@ -39,13 +39,16 @@ CORE_HELP = ("recurrent core between the torso and the heads: lstm (the policy r
 class RecurrentActorCritic(nn.Module):
     """``torso -> LSTM(core_size) -> policy head, value head`` (see the module doc).
 
-    ``torso`` maps a batch of observations ``(M, *obs_shape)`` (``obs_rank`` axes) to ``(M, width)`` features: a
-    shared MLP for vectors, the convolutional torso for frames (``pixels``: scaled by 1/255 first),
-    MinAtar's for its grids. The policy head starts at 1% of its default scale, so the first policy
-    is close to uniform; the LSTM's weights start orthogonal and its biases at 0 (CleanRL's
-    ``ppo_atari_lstm.py``). As the feed-forward actor-critics' torsos, the torso and core count as
-    **policy** parameters in :meth:`param_groups`. With a :class:`GaussianHead` the policy output is
-    the mean followed by a state-independent ``log_std``, as :class:`~gorila.nets.actor_critic.ActorCritic`'s.
+    ``torso`` maps a batch of observations ``(M, *obs_shape)`` (``obs_rank`` axes) to ``(M, width)``
+    features: a shared MLP for vectors, the convolutional torso for frames (``pixels``: scaled by
+    1/255 first), MinAtar's for its grids. The policy head starts at 1% of its default scale, so the
+    first policy is close to uniform; the LSTM keeps torch's own start (uniform in ±1/√core_size, as
+    SB3-contrib's RecurrentPPO leaves it in RL-Zoo's settings): an orthogonal one is a QR
+    factorisation, whose rounding follows the number of threads it ran on, so the same seed would
+    give a network built in the driver and one built in a worker different weights. As the
+    feed-forward actor-critics' torsos, the torso and core count as **policy** parameters in
+    :meth:`param_groups`. With a :class:`GaussianHead` the policy output is the mean followed by a
+    state-independent ``log_std``, as :class:`~gorila.nets.actor_critic.ActorCritic`'s.
     """
 
     def __init__(self, torso: nn.Module, width: int, head: CategoricalHead | GaussianHead, core_size: int,
@@ -59,11 +62,6 @@ class RecurrentActorCritic(nn.Module):
         self.policy = nn.Linear(core_size, size)
         self.value = nn.Linear(core_size, 1)
         with torch.no_grad():
-            for name, param in self.core.named_parameters():
-                if name.startswith("weight"):
-                    nn.init.orthogonal_(param)
-                else:
-                    param.zero_()
             self.policy.weight.mul_(0.01)
             self.policy.bias.zero_()
         continuous = isinstance(head, GaussianHead)
@@ -127,6 +125,15 @@ class RecurrentActorCritic(nn.Module):
                 starts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """:meth:`unroll`."""
         return self.unroll(obs, state, starts)
+
+    def export_notes(self) -> dict[str, str]:
+        """The safetensors metadata of the exported network (``ckpt-*.model.safetensors``): its state, in words."""
+        return {"core": "lstm", "core_size": str(self.core_size),
+                "core_state": f"one (2, {self.core_size}) float32 array per env: the hidden state h then the cell "
+                              "state c of core (torch.nn.LSTM, one layer, sequence-first), zero at the start of every "
+                              "episode and carried from step to step",
+                "step": "features = torso(obs) (pixels / 255 first for frames); out, (h, c) = core(features[None], "
+                        "(h[None], c[None])); logits or Gaussian mean = policy(out[0]); value = value(out[0])"}
 
     def param_groups(self, flat: FlatParams) -> tuple[np.ndarray, np.ndarray]:
         """``(policy_mask, value_mask)`` over ``flat``'s vector: the value head, and the rest."""
