@@ -4,13 +4,13 @@
 #   tools/recurrent_acceptance.sh OUT_DIR            # from the repository root, after `make setup`
 #
 # 1. gorila/StatelessCartPole-v1 (CartPole-v1 without its velocities, target 475): LSTM IMPALA and LSTM PPO on
-#    seeds 0-2, each to the target (presets stateless-cartpole-impala, stateless-cartpole-ppo, on the embedded Ray);
+#    seeds 0-2, each to the target (presets stateless-cartpole-impala, stateless-cartpole-ppo; the embedded Ray);
 # 2. the same algorithms without the core (--core none), each given the budget the recurrent runs used (the most env
 #    steps any of its seeds took, and the same time limit), seeds 0-2;
 # 3. SB3-contrib's RecurrentPPO with RL-Zoo's CartPoleNoVel-v1 settings (tools/sb3_recurrent_peer.py), seeds 0-2, in
 #    a virtual environment of its own made under OUT_DIR (never gorila's);
-# 4. gorila/MemoryLength-v0 (a cue recalled 10 steps later, target 1): LSTM PPO (preset memory-length-ppo) and
-#    LSTM IMPALA against both without the core, the same budget, seeds 0-2.
+# 4. gorila/MemoryLength-v0 (a cue recalled 10 steps later, target 1): LSTM IMPALA and LSTM PPO (presets
+#    memory-length-impala, memory-length-ppo) against both without the core, the same budget, seeds 0-2.
 #
 # Before each run the load average is printed and logged (runs/<name>.load); each run's terminal output goes to
 # OUT_DIR/logs/<name>.log, its run directory to OUT_DIR/runs/<name>; OUT_DIR/summary.md and summary.json gather
@@ -32,8 +32,6 @@ PYTHON="$ROOT/.venv/bin/python"
 TIME_LIMIT_S=${TIME_LIMIT_S:-600}
 SEEDS=${SEEDS:-"0 1 2"}
 RUNTIME=${RUNTIME:-ray}
-STATELESS=gorila/StatelessCartPole-v1
-MEMORY=gorila/MemoryLength-v0
 [[ -x "$GORILA" ]] || { echo "no $GORILA: run make setup first" >&2; exit 2; }
 mkdir -p "$OUT/logs" "$OUT/runs"
 
@@ -95,19 +93,15 @@ for seed in $SEEDS; do
 done
 
 # 4. The memory task: recurrent against feed-forward on the same budget.
-for seed in $SEEDS; do
-    train "memory-ppo-lstm-seed$seed" --preset memory-length-ppo --seed "$seed"
-    train "memory-impala-lstm-seed$seed" --algo impala --env "$MEMORY" --core lstm --core-size 64 --hidden 64 \
-        --unroll-length 20 --eval-episodes 20 --seed "$seed" --total-steps 200000
-done
-budget=$(most_steps "memory-ppo-lstm")
-for seed in $SEEDS; do
-    train "memory-ppo-ff-seed$seed" --preset memory-length-ppo --core none --seed "$seed" --total-steps "$budget"
-done
-budget=$(most_steps "memory-impala-lstm")
-for seed in $SEEDS; do
-    train "memory-impala-ff-seed$seed" --algo impala --env "$MEMORY" --hidden 64 --unroll-length 20 \
-        --eval-episodes 20 --seed "$seed" --total-steps "$budget"
+for algo in impala ppo; do
+    for seed in $SEEDS; do
+        train "memory-$algo-lstm-seed$seed" --preset "memory-length-$algo" --seed "$seed"
+    done
+    budget=$(most_steps "memory-$algo-lstm")
+    for seed in $SEEDS; do
+        train "memory-$algo-ff-seed$seed" --preset "memory-length-$algo" --core none --seed "$seed" \
+            --total-steps "$budget"
+    done
 done
 
 # The figures side by side: each run's, then each group's medians.
