@@ -12,8 +12,13 @@ import torch
 
 from gorila.actors.segment_actor import SegmentActor
 from gorila.agents.impala.loss import ImpalaLoss
+from gorila.agents.ppo.builder import make_plan as ppo_plan
+from gorila.agents.ppo.config import PPOConfig
 from gorila.agents.ppo.loss import PPOLoss
+from gorila.agents.rl_config import RLConfig
+from gorila.config import RunConfig
 from gorila.envs.spec import EnvSpec
+from gorila.errors import ConfigError
 from gorila.inference.batching import BatchingRule
 from gorila.inference.channel import InferenceChannel, SlotLayout
 from gorila.inference.policies import RecurrentSampledPolicy
@@ -144,3 +149,14 @@ def test_the_inference_server_chooses_what_a_local_sampler_chooses_from_the_same
     finally:
         channel.close()
         inference.close()
+
+
+def test_ppo_refuses_more_minibatches_than_a_batch_has_sequences(tmp_path):
+    run = RunConfig(algo="ppo", runtime="local", run_dir=tmp_path)
+    def config(minibatches: int) -> PPOConfig:  # a batch: 2 segments of 4 envs
+        return PPOConfig(actors=2, envs_per_actor=4, minibatches=minibatches, core="lstm", core_size=8)
+
+    with pytest.raises(ConfigError) as refused:
+        ppo_plan(run, config(9), RLConfig(env=COUNTING))
+    assert refused.value.field == "minibatches"
+    ppo_plan(run, config(8), RLConfig(env=COUNTING))
