@@ -51,13 +51,15 @@ _FORMAT = "gorila-checkpoint/1"
 
 
 def save_checkpoint(directory: Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str, object],
-                    keep: int = 2, exports: Mapping[str, Mapping[str, np.ndarray]] | None = None) -> Path:
+                    keep: int = 2, exports: Mapping[str, Mapping[str, np.ndarray]] | None = None,
+                    export_notes: Mapping[str, Mapping[str, str]] | None = None) -> Path:
     """Write the next checkpoint into ``directory`` and delete all but the newest ``keep``.
 
     ``meta`` must be JSON-like (numpy scalars, tuples and paths are converted, see
     :func:`gorila.atomic.jsonable`). Each of ``exports`` (name -> arrays) is written as
     ``ckpt-<sequence>.<name>.safetensors`` before the sidecar, so a complete checkpoint has them
-    all; they are kept and deleted with it. Returns the path of the sidecar JSON.
+    all; they are kept and deleted with it; ``export_notes[name]`` goes into that file's
+    safetensors metadata (how to use what it holds). Returns the path of the sidecar JSON.
     """
     validate.integer("keep", keep, low=1)
     for group in (arrays, *(exports or {}).values()):
@@ -72,7 +74,7 @@ def save_checkpoint(directory: Path, arrays: Mapping[str, np.ndarray], meta: Map
     payload = safetensors.numpy.save({k: np.ascontiguousarray(v) for k, v in arrays.items()})
     # "pt": the tensors are a PyTorch state_dict (safetensors.torch.load_file reads them as such).
     export_payloads = {name: safetensors.numpy.save({k: np.ascontiguousarray(v) for k, v in group.items()},
-                                                    metadata={"format": "pt"})
+                                                    metadata={**(export_notes or {}).get(name, {}), "format": "pt"})
                        for name, group in (exports or {}).items()}
     try:
         sidecar = _write(directory, sequence, payload, export_payloads, meta)

@@ -4,6 +4,9 @@
     policy = load_policy("runs/dqn-CartPole-v1-20261122-081500", checkpoint="last")   # the newest periodic one
     action = policy(observation)
     report = evaluate("runs/dqn-CartPole-v1-20261122-081500")        # gorila.evaluate: scores as JSON
+
+A recurrent policy (``--core lstm``) remembers: ``policy.reset()`` at each episode's start, then
+``policy.step(obs)`` at each step (a feed-forward one's ``reset`` does nothing, so one loop plays both).
 """
 
 from __future__ import annotations
@@ -49,23 +52,71 @@ class Policy:
     best one was passed over) and ``meta`` that checkpoint's record (a best one's: ``version``,
     ``eval_return``, and the ``episodes``, ``seed``, ``epsilon``
     and ``noop_max`` it was judged with).
+
+    A recurrent policy (``state_shape`` is one env's core state, ``()`` for a feed-forward one)
+    carries each env's memory from call to call::
+
+        policy.reset()                     # a new episode (reset(batch=8): 8 envs side by side)
+        action = policy.step(obs)          # acts and remembers; policy(obs) is the same
+        policy.state                       # (batch, *state_shape): the LSTM's h and c, zero after reset
+
+    An env whose episode ends gets a fresh state by ``reset(batch)`` again, or ``step(obs,
+    starts=...)``: ``starts`` marks the envs whose ``obs`` begins an episode.
     """
 
-    def __init__(self, network: nn.Module, act: Callable[[np.ndarray], np.ndarray], *, env_id: str,
-                 observation_shape: tuple[int, ...], epsilon: float, saved: SavedRun):
+    def __init__(self, network: nn.Module, act: Callable[..., Any], *, env_id: str,
+                 observation_shape: tuple[int, ...], epsilon: float, saved: SavedRun,
+                 state_shape: tuple[int, ...] = ()):
         self.network, self._act = network, act
         self.env_id, self.observation_shape, self.epsilon = env_id, observation_shape, epsilon
+        self.state_shape = state_shape
+        self._state: np.ndarray | None = None
+        self._starts = np.ones(1, bool)
         self.run_dir, self.algo = saved.run_dir, saved.algo
         self.env_steps = saved.meta.get("env_steps", saved.meta.get("eval_env_steps"))
         self.checkpoint, self.meta = saved.checkpoint, saved.meta
         self.fallback = saved.fallback  # why the best checkpoint is not the one held, if it is not
 
     def __call__(self, obs: Any) -> int | np.ndarray:
+        return self.step(obs)
+
+    @property
+    def state(self) -> np.ndarray | None:
+        """A recurrent policy's core state of each env (a copy), None before a step or for a feed-forward one."""
+        return None if self._state is None else self._state.copy()
+
+    def reset(self, batch: int = 1) -> None:
+        """Start ``batch`` episodes: their core states are zero at the next step (nothing to do for
+        a feed-forward policy)."""
+        self._state = None if not self.state_shape else np.zeros((batch, *self.state_shape), np.float32)
+        self._starts = np.ones(batch, bool)
+
+    def step(self, obs: Any, starts: Any = None) -> int | np.ndarray:
+        """The action for ``obs`` (one observation, or a batch), remembered by a recurrent policy;
+        ``starts`` (bool, one per observation) marks observations that begin a new episode."""
         obs = np.asarray(obs)
         single = obs.shape == self.observation_shape
+        batch = obs[None] if single else obs
         with torch.no_grad():
-            actions = np.asarray(self._act(obs[None] if single else obs))
-        return int(actions[0]) if single else actions
+            if not self.state_shape:
+                actions = np.asarray(self._act(batch))
+            else:
+                if self._state is None or len(self._state) != len(batch):
+                    if self._state is not None:
+                        raise ValueError(f"the policy remembers {len(self._state)} envs and was given "
+                                         f"{len(batch)} observations: reset(batch={len(batch)}) first")
+                    self.reset(len(batch))
+                begun = self._starts if starts is None else self._starts | np.asarray(starts, bool).reshape(-1)
+                actions, self._state = self._act(batch, self._state, begun)
+                self._starts = np.zeros(len(batch), bool)
+        return int(actions[0]) if single else np.asarray(actions)
+
+    def batch_act(self, obs: np.ndarray, state: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A recurrent policy's actions for a batch whose states its caller keeps (``gorila eval``'s
+        episodes): ``(actions, states after the step)``."""
+        with torch.no_grad():
+            actions, after = self._act(obs, state, starts)
+        return np.asarray(actions), after
 
     def make_env(self, seed: int = 0, render_mode: str | None = None) -> gym.Env:
         """A new env of the run's id, preprocessed as in training (Atari frames 84x84, 4 stacked),
@@ -103,9 +154,11 @@ def load_policy(run_dir: Path | str, checkpoint: str = "best", *, env: str | Non
     assert observation_space.shape is not None  # every RL algorithm's network refused any other observations
     shape = tuple(observation_space.shape)
     act = policy_fn(net)
+    state_shape = tuple(getattr(act, "state_shape", ()))  # a recurrent policy's core state per env
     if saved.statistics.obs is not None:  # --normalize-obs: through the statistics it was judged with, frozen
         act = NormalizedPolicy(act, saved.statistics.obs)
-    return Policy(net, act, env_id=env_id, observation_shape=shape, epsilon=epsilon, saved=saved)
+    return Policy(net, act, env_id=env_id, observation_shape=shape, epsilon=epsilon, saved=saved,
+                  state_shape=state_shape)
 
 
 def evaluate(run_dir: Path | str, episodes: int = 10, *, epsilon: float | None = None, noop_max: int = 30,
@@ -120,9 +173,12 @@ def evaluate(run_dir: Path | str, episodes: int = 10, *, epsilon: float | None =
         writable_directory(Path(video_dir), "video")
     policy = load_policy(run_dir, checkpoint, env=env)
     epsilon = policy.epsilon if epsilon is None else epsilon
-    # a batch of observations in, a batch of actions out (a single observation would give an int)
-    scores = evaluation.evaluate(lambda obs: np.asarray(policy(obs)), policy.env_id, episodes, epsilon, seed=seed,
-                                 noop_max=noop_max, video_dir=None if video_dir is None else Path(video_dir))
+    # a batch of observations in, a batch of actions out (a single observation would give an int); a
+    # recurrent policy's network is played with each episode's state, which the episodes keep
+    scores = evaluation.evaluate(policy.batch_act if policy.state_shape else lambda obs: np.asarray(policy(obs)),
+                                 policy.env_id, episodes, epsilon, seed=seed, noop_max=noop_max,
+                                 video_dir=None if video_dir is None else Path(video_dir),
+                                 state_shape=policy.state_shape)
     mean = float(np.mean(scores))
     out = {"run_dir": str(policy.run_dir), "algo": policy.algo, "env": policy.env_id,
            "checkpoint": policy.checkpoint, "checkpoint_env_steps": policy.env_steps,

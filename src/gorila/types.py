@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -76,6 +76,12 @@ class Segment:
     failed): such a slot joins no loss term. ``log_probs`` are the behaviour policy's
     ``log mu(a_t|x_t)``; ``policy_version`` the server version of the parameters that chose each
     action. ``last_obs`` is the observation after the final step, the bootstrap of the segment.
+
+    A recurrent policy's segment (``--core lstm``) also carries ``core_state``, the core state each
+    env carried into the segment's first step, and ``starts[t, n]``, true where ``obs[t, n]`` begins
+    an episode (its state is zeroed before that step): the learner unrolls the network from
+    ``core_state`` over the segment with those resets and computes what the actor computed. Both are
+    None for a feed-forward policy.
     """
 
     obs: np.ndarray             # (T, N, *obs_shape)
@@ -88,6 +94,8 @@ class Segment:
     log_probs: np.ndarray       # (T, N) float32, of the behaviour policy
     policy_version: np.ndarray  # (T, N) int64
     last_obs: np.ndarray        # (N, *obs_shape)
+    core_state: np.ndarray | None = None  # (N, *state_shape) float32, recurrent policies only
+    starts: np.ndarray | None = None      # (T, N) bool, recurrent policies only
 
     def __post_init__(self) -> None:
         if len(self.final_obs) != int(self.truncated.sum()):
@@ -116,8 +124,9 @@ class Segment:
             return segments[0]
         if len({s.actions.shape[0] for s in segments}) != 1:
             raise ValueError("segments of different lengths cannot be batched")
-        sparse = ("last_obs", "final_obs")
-        joined = {f.name: np.concatenate([getattr(s, f.name) for s in segments], axis=1)
+        sparse = ("last_obs", "final_obs", "core_state")
+        joined: dict[str, Any] = {f.name: None if getattr(segments[0], f.name) is None
+                  else np.concatenate([getattr(s, f.name) for s in segments], axis=1)
                   for f in dataclasses.fields(cls) if f.name not in sparse}
         # Each segment's final observations are in its own (time, env) order; side by side, the
         # envs of every segment come before the next time step.
@@ -127,7 +136,10 @@ class Segment:
         envs = np.concatenate([n + offset for (_, n), offset in zip(where, offsets)])
         order = np.lexsort((envs, times))
         final_obs = np.concatenate([s.final_obs for s in segments])[order]
-        return cls(**joined, final_obs=final_obs, last_obs=np.concatenate([s.last_obs for s in segments]))
+        core_state = (None if segments[0].core_state is None
+                      else np.concatenate([s.core_state for s in segments]))
+        return cls(**joined, final_obs=final_obs, last_obs=np.concatenate([s.last_obs for s in segments]),
+                   core_state=core_state)
 
 
 class Batch(NamedTuple):

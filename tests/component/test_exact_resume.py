@@ -159,3 +159,13 @@ def test_an_impala_run_whose_learner_owns_its_parameters_resumes_exactly(tmp_pat
     whole, (resumed,) = _interrupted_and_resumed("impala", settings, tmp_path, rows=[4])
     assert len(whole) > 5 and any(r["loss"] for r in whole[:4])
     assert _work(resumed) == _work(whole)
+
+
+def test_a_recurrent_impala_run_resumes_exactly_with_its_actors_core_states(tmp_path):
+    """--core lstm: each actor's core state of every env, mid-episode, is in the snapshot, and the
+    resumed run logs the uninterrupted run's rows."""
+    settings = dict(runtime="local", seed=3, total_steps=4_000, stop_at_target=False, env="gorila/StatelessCartPole-v1",
+                    core="lstm", core_size=16, eval_episodes=2, eval_every_steps=800, checkpoint_every_s=1e-3)
+    whole, (resumed,) = _interrupted_and_resumed("impala", settings, tmp_path, rows=[4])
+    assert len(whole) > 5 and any(r["loss"] for r in whole[:4])
+    assert _work(resumed) == _work(whole)

@@ -12,7 +12,7 @@ from gorila.agents.rl_config import RLConfig
 from gorila.config import RunConfig
 from gorila.envs import CountingEnv
 from gorila.errors import ConfigError
-from gorila.nets.actor_critic_env import greedy_policy, learning_rates, make_network, network_for
+from gorila.nets.actor_critic_env import GreedyPolicy, greedy_policy, learning_rates, make_network, network_for
 from gorila.nets.flat import FlatParams
 from gorila.nets.heads import GaussianHead
 from gorila.params import LocalEndpoint, ParameterServer
@@ -271,7 +271,9 @@ def test_greedy_policy_takes_the_argmax_of_the_logits():
     net = make_network("CartPole-v1", (8,), False, 0)
     obs = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)
     logits, _ = net(torch.as_tensor(obs))
-    np.testing.assert_array_equal(greedy_policy(net)(obs), logits.argmax(-1).numpy())
+    policy = greedy_policy(net)
+    assert isinstance(policy, GreedyPolicy)  # a feed-forward network's: no core state
+    np.testing.assert_array_equal(policy(obs), logits.argmax(-1).numpy())
 
 
 def test_only_vector_or_image_observations():

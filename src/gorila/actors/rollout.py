@@ -43,11 +43,16 @@ class RolloutWorker:
     :class:`~gorila.envs.normalize.Normalizer` (``normalizer``) before they go to the server.
     Without one, ``log_probs`` holds, row by row, the log-probability of each action of the last
     step's transitions under the server's policy (a sampling one's ``log mu(a|x)``).
+
+    With a recurrent policy (``state_shape``, one env's core state) the server keeps each env's
+    state; each request says which of the group's observations begin an episode, and after a step
+    ``acted`` (the group's env indices), ``acted_starts`` (those flags) and ``core_state`` (the
+    states the server carried into that step, before its resets) say what the actions came from.
     """
 
     def __init__(self, envs: EnvSpec, endpoint: ServiceEndpoint, *, seed: int, timeout_s: float,
                  exploration: ExplorationSchedule | None = None, index: int = 0,
-                 normalize: Normalization | None = None):
+                 normalize: Normalization | None = None, state_shape: tuple[int, ...] = ()):
         k = envs.num_envs
         sizes = (k - k // 2, k // 2) if k > 1 else (1,)
         self.offsets = np.cumsum((0, *sizes[:-1]))
@@ -61,15 +66,21 @@ class RolloutWorker:
         action_shape, action_dtype = stored_action(actions)
         assert space.shape is not None  # a space without one (Dict, Text) has no slot layout
         self.client = InferenceClient(endpoint, SlotLayout(tuple(space.shape), np.dtype(space.dtype).str, sizes,
-                                                           action_shape, np.dtype(action_dtype).str), timeout_s)
+                                                           action_shape, np.dtype(action_dtype).str,
+                                                           tuple(state_shape)), timeout_s)
+        self.recurrent = bool(state_shape)
         self.exploration, self.index = exploration, index
         self.rng = np.random.default_rng(seed)
         self.version = -1
         self.next_group = 0
         self.dropped: list[int] = []  # envs (worker indices) that failed in the last step
         self.log_probs = np.zeros(0, np.float32)  # per row of the last step's transitions
+        self.acted = np.zeros(0, np.int64)
+        self.acted_starts = np.zeros(0, bool)
+        self.core_state = np.zeros((0, *state_shape), np.float32)
+        self.requested_starts: list[np.ndarray] = [runner.starts for runner in self.runners]
         for group, runner in enumerate(self.runners):
-            self.client.request(group, runner.observations)
+            self._request(group)
 
     @property
     def observation_space(self) -> gym.Space:
@@ -93,15 +104,27 @@ class RolloutWorker:
         self.next_group = (group + 1) % len(self.runners)
         actions, log_probs, self.version = self.client.sampled(group)
         runner = self.runners[group]
+        if self.recurrent:
+            self.acted = np.arange(runner.num_envs) + self.offsets[group]
+            self.acted_starts, self.core_state = self.requested_starts[group], self.client.core_state(group)
         if self.exploration is not None:
             actions = epsilon_greedy(actions, self.epsilon, int(runner.action_space.n), self.rng)
         t = runner.step(actions)
         self.dropped = [int(self.offsets[group]) + i for i in runner.dropped]
         self.log_probs = log_probs[t.env_index]  # the runner's rows are indexed within the group
-        self.client.request(group, runner.observations)
+        self._request(group)
         t = dataclasses.replace(t, env_index=t.env_index + self.offsets[group],
                                 policy_version=np.full(len(t), self.version, np.int64))
         return t, group
+
+    def _request(self, group: int) -> None:
+        """Ask for the actions of ``group``'s observations (a recurrent policy's: and where they begin episodes)."""
+        runner = self.runners[group]
+        if not self.recurrent:
+            self.client.request(group, runner.observations)
+            return
+        self.requested_starts[group] = runner.starts
+        self.client.request(group, runner.observations, runner.starts)
 
     @property
     def env_failures(self) -> int:

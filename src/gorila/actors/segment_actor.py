@@ -61,6 +61,12 @@ class SegmentActor:
     and pushed its R updates), then pulls (from its node's cache once that has the version), so
     every batch is acted on the learner's own version.
 
+    With a recurrent network (``--core lstm``) each env's core state is carried from step to step
+    (its sampler's, or with ``inference`` the server's, whose one env's shape ``state_shape``
+    gives), zeroed where an episode begins, and each segment carries the state its envs started
+    it with and where their episodes began (``core_state``, ``starts``): what the learner
+    unrolls the network from.
+
     With ``normalize`` (``--normalize-obs``, ``--normalize-reward``) its envs' observations and
     rewards are normalised before the network sees them and the segment stores them
     (:mod:`gorila.envs.normalize`); its report carries what its statistics gathered since the last,
@@ -81,12 +87,14 @@ class SegmentActor:
                  network_fn: Callable[[], Any] | None, queues: list[RemoteQueue], unroll_length: int,
                  refresh_every: int, gamma: float, seed: int, inference: ServiceEndpoint | None = None,
                  round_versions: int | None = None, normalize: Normalization | None = None,
-                 numpy_policy: NumpyNetwork | None = None):
+                 numpy_policy: NumpyNetwork | None = None, state_shape: tuple[int, ...] = ()):
         actor_seed = seed + 1000 * worker_id
         self.timeout_s = server.timeout_s
+        self.recurrent, self.state_shape = bool(state_shape), state_shape
+        self.acted_starts = np.zeros(0, bool)  # a recurrent policy's: the starts of the step just taken
         self.rollout = (None if inference is None else
                         RolloutWorker(envs, inference, seed=actor_seed, timeout_s=self.timeout_s, index=worker_id,
-                                      normalize=normalize))
+                                      normalize=normalize, state_shape=state_shape))
         self.runner: Any = None
         self.normalizer = None if self.rollout is None else self.rollout.normalizer
         if self.rollout is None:
@@ -94,7 +102,7 @@ class SegmentActor:
         self.flat: Any = None  # FlatParams of the network, where it acts in torch
         self.sampler: Any = None  # what draws its actions (none with an inference server)
         if self.rollout is None:
-            self.sampler, self.flat = _sampler(network_fn, numpy_policy, actor_seed)
+            self.sampler, self.flat = _sampler(network_fn, numpy_policy, actor_seed, self.runner.num_envs)
         self.source = server.source(worker_id) if self.rollout is None else None
         self.envs: Any = self.runner if self.rollout is None else self.rollout  # both count and close alike
         self.action_shape, self.action_dtype = stored_action(self.envs.action_space)
@@ -174,7 +182,15 @@ class SegmentActor:
         valid = np.zeros((T, N), bool)
         log_probs = np.zeros((T, N), np.float32)
         versions = np.full((T, N), self.version, np.int64)
+        starts = np.zeros((T, N), bool) if self.recurrent else None
+        core_state = None
+        if self.recurrent:  # with an inference server, its states are read a group at a time
+            core_state = self.sampler.state if self.rollout is None else np.zeros((N, *self.state_shape), np.float32)
         for t, step, logp, dropped in self._steps():
+            if starts is not None and core_state is not None:
+                acted, starts[t, acted] = self._acted()
+                if t == 0 and self.rollout is not None:
+                    core_state[acted] = self.rollout.core_state
             valid[:, dropped] = False  # an env that failed: its steps in this segment go
             rows = step.env_index
             obs[t, rows] = step.obs
@@ -194,7 +210,15 @@ class SegmentActor:
         return Segment(obs=obs, actions=actions, rewards=rewards, discounts=discounts, truncated=truncated,
                        final_obs=_in_order(cut_at, obs.shape[2:], obs.dtype), valid=valid, log_probs=log_probs,
                        policy_version=versions,
-                       last_obs=np.concatenate([runner.observations for runner in runners]))
+                       last_obs=np.concatenate([runner.observations for runner in runners]),
+                       core_state=core_state, starts=starts)
+
+    def _acted(self) -> tuple[Any, np.ndarray]:
+        """``(envs, starts)`` of the step just taken: which envs acted in it (all, or with an
+        inference server one group), and whether each one's observation began an episode."""
+        if self.rollout is None:
+            return slice(None), self.acted_starts
+        return self.rollout.acted, self.rollout.acted_starts
 
     def _steps(self) -> Iterator[tuple[int, Transitions, np.ndarray, list[int]]]:
         """``(t, transitions, log_probs, dropped)``: ``unroll_length`` steps of every env, each row
@@ -214,7 +238,11 @@ class SegmentActor:
         for t in range(self.unroll_length):
             began = time.thread_time()
             # a Box action unclipped, as its log-probability is of it
-            chosen, chosen_logp = self.sampler.sample_with_log_prob(self.runner.observations)
+            if self.recurrent:
+                self.acted_starts = self.runner.starts
+                chosen, chosen_logp = self.sampler.sample_with_log_prob(self.runner.observations, self.acted_starts)
+            else:
+                chosen, chosen_logp = self.sampler.sample_with_log_prob(self.runner.observations)
             acted = time.thread_time()
             step = self.runner.step(chosen)
             self.spent["act"] += acted - began
@@ -270,18 +298,22 @@ class SegmentActor:
 
 
 def _sampler(network_fn: Callable[[], Any] | None, numpy_policy: NumpyNetwork | None,
-             seed: int) -> tuple[Any, Any]:
+             seed: int, num_envs: int) -> tuple[Any, Any]:
     """``(sampler, flat)``: a :class:`~gorila.nets.numpy_sampler.NumpySampler` on the policy's numpy
     twin and no FlatParams, so the actor's process never imports torch (seconds of its start, and
-    torch's per-call cost on a few observations); else the torch network's sampler and its FlatParams."""
+    torch's per-call cost on a few observations); else the torch network's sampler (a recurrent
+    one's carries its ``num_envs`` envs' core state) and its FlatParams."""
     if numpy_policy is not None:
         return NumpySampler(numpy_policy, seed), None
     from gorila.nets.flat import FlatParams  # torch: imported only by an actor whose network runs in it
     from gorila.nets.numpy_policy import PolicySampler
+    from gorila.nets.recurrent import RecurrentActorCritic, RecurrentSampler
 
     if network_fn is None:
         raise ValueError("a segment actor acting on its own needs network_fn or its policy's numpy twin")
     net = network_fn()
+    if isinstance(net, RecurrentActorCritic):
+        return RecurrentSampler(net, seed, num_envs), FlatParams(net)
     return PolicySampler(net, seed), FlatParams(net)
 
 

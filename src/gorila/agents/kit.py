@@ -41,8 +41,8 @@ from gorila.driver.policy_evaluation import PolicyEvaluation
 from gorila.envs.spec import EnvSpec
 from gorila.errors import ConfigError
 from gorila.inference.batching import BatchingRule
-from gorila.inference.policies import GreedyQPolicy, SampledPolicy
-from gorila.inference.server import InferencePolicy, InferenceServer
+from gorila.inference.policies import GreedyQPolicy, RecurrentSampledPolicy, SampledPolicy
+from gorila.inference.server import InferencePolicy, InferenceServer, RecurrentInferencePolicy
 from gorila.learners.q_learner import QLearner
 from gorila.learners.replay_learner import ReplayLearner
 from gorila.learners.target import TargetUpdate
@@ -84,8 +84,8 @@ def cache_metrics(tiers: CacheTiers | None, readers: str) -> tuple[str, ...]:
             f"{readers}.server_reads", f"{readers}.param_staleness_mean") + rack
 
 
-def inference_service(policy: Callable[[], InferencePolicy], rule: BatchingRule, refresh_every: int,
-                      gpus: float = 0.0) -> ServiceSpec:
+def inference_service(policy: Callable[[], InferencePolicy | RecurrentInferencePolicy], rule: BatchingRule,
+                      refresh_every: int, gpus: float = 0.0) -> ServiceSpec:
     """The plan's inference server: one per run, on one node (rollout workers reach it through
     shared memory, so they must share its node); it pulls parameters every ``refresh_every``
     batches; ``gpus``: its share of a GPU (:meth:`RLConfig.gpu_shares`)."""
@@ -102,11 +102,12 @@ def greedy_q_inference(network_fn: Callable[[], nn.Module], rl: RLConfig, total_
 
 
 def sampled_inference(network_fn: Callable[[], nn.Module], rl: RLConfig, total_envs: int, refresh_every: int,
-                      seed: int, runtime: str, gpus: float = 0.0) -> ServiceSpec:
+                      seed: int, runtime: str, gpus: float = 0.0, recurrent: bool = False) -> ServiceSpec:
     """The inference server of a segment-actor plan (IMPALA, PPO): actions sampled from the
     actor-critic, returned with their log-probabilities, a batch being one env group of every actor
-    by default."""
-    policy = functools.partial(SampledPolicy, network_fn, device=rl.server_device(runtime), seed=seed)
+    by default; a ``recurrent`` network's server keeps each env's core state."""
+    kind = RecurrentSampledPolicy if recurrent else SampledPolicy
+    policy = functools.partial(kind, network_fn, device=rl.server_device(runtime), seed=seed)
     return inference_service(policy, rl.batching_rule(total_envs), refresh_every, gpus)
 
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from gorila.agents.atari_presets import ATARI_PRESETS, a3c_scaled
 from gorila.agents.preset import Preset
+from gorila.agents.recurrent_presets import RECURRENT_PRESETS
 from gorila.agents.registry import ALGORITHMS
 from gorila.envs.make import is_minatar
 from gorila.errors import ConfigError
@@ -202,6 +203,7 @@ _PRESETS = (
              {"env": "MinAtar/Breakout-v1", **settings}, "minatar")
       for algo, settings in MINATAR.items()),
     *_CONTINUOUS_PRESETS,
+    *RECURRENT_PRESETS,
 )
 
 #: The named presets by name (``--preset``), in the order ``gorila presets`` lists them.

@@ -128,7 +128,8 @@ class Evaluator:
             self.version, self.played_s = self.client.version, 0.0
             self.playing = EvaluationEpisodes(self.env_id, self.episodes, self.epsilon,
                                               seed=self.seed + self.evaluations, noop_max=self.noop_max,
-                                              failures=self.failures)
+                                              failures=self.failures,
+                                              state_shape=getattr(self.player, "state_shape", ()))
         seconds = self.slice_s
         if self.share is not None:
             since = started - self.slice_ended if self.slice_ended is not None else 0.0
@@ -158,7 +159,9 @@ class Evaluator:
 
 class TorchPlayer:
     """A torch network played by an :class:`Evaluator`: ``set(flat)`` loads the server's vector,
-    ``greedy(obs)`` is ``policy_fn(net)`` without gradients (torch imported here, not at import)."""
+    ``greedy(obs)`` is ``policy_fn(net)`` without gradients (torch imported here, not at import).
+    A recurrent policy's ``state_shape`` (one episode's core state) is its own; its ``greedy``
+    takes and gives the episodes' states too (:class:`~gorila.envs.evaluation.EvaluationEpisodes`)."""
 
     def __init__(self, network_fn: Callable[[], nn.Module], policy_fn: Callable[[nn.Module], Callable]):
         from gorila.nets import FlatParams
@@ -166,12 +169,13 @@ class TorchPlayer:
         self.net = network_fn().eval()
         self.flat = FlatParams(self.net)
         self.policy = policy_fn(self.net)
+        self.state_shape: tuple[int, ...] = tuple(getattr(self.policy, "state_shape", ()))
 
     def set(self, flat: np.ndarray) -> None:
         self.flat.set(flat)
 
-    def greedy(self, obs: np.ndarray) -> np.ndarray:
+    def greedy(self, obs: np.ndarray, *memory: np.ndarray) -> Any:
         import torch
 
         with torch.no_grad():
-            return self.policy(obs)
+            return self.policy(obs, *memory)

@@ -214,7 +214,7 @@ class Report:
         path = save_checkpoint(checkpoint_dir(self.out.run_dir, "last"),
                                {**arrays, **(self.workers.arrays() if self.workers is not None else {}),
                                 **(self.statistics.arrays() if self.statistics is not None else {})}, meta,
-                               exports=self._exports(arrays))
+                               exports=self._exports(arrays), export_notes=self._export_notes())
         steps = f"{meta['env_steps']:,} env steps, " if self.plan.budget.unit == "env_steps" else ""
         progress = f"{steps}{meta['updates']:,} updates"
         self.last_checkpoint = {"path": str(path.relative_to(self.out.run_dir)), "progress": progress}
@@ -227,7 +227,7 @@ class Report:
         arrays = {"shard0.params": params, **score.statistics}
         meta = {**score.best_meta, **(score.at or {})}
         path = save_checkpoint(checkpoint_dir(self.out.run_dir, "best"), arrays, meta, keep=1,
-                               exports=self._exports(arrays))
+                               exports=self._exports(arrays), export_notes=self._export_notes())
         self.best_checkpoint = {"version": meta.get("version"), "eval_return": score.value,
                                 "path": str(path.relative_to(self.out.run_dir))}
         self._best_saved = score, params
@@ -258,6 +258,12 @@ class Report:
 
             self._network = FlatParams(self.plan.network_fn())
         return {"model": self._network.state_dict(server_params(arrays))}
+
+    def _export_notes(self) -> dict[str, dict[str, str]]:
+        """What the exported network says of itself in its file's metadata: a recurrent one, its
+        core state (:meth:`~gorila.nets.recurrent.RecurrentActorCritic.export_notes`)."""
+        notes = getattr(self._network.module, "export_notes", None) if self._network is not None else None
+        return {"model": notes()} if callable(notes) else {}
 
     def summary(self, runtime: Runtime, train_s: float, stop_reason: str, signal: str | None = None, *,
                 offline: bool = False) -> dict[str, Any]:

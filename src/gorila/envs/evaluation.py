@@ -12,6 +12,7 @@ from collections.abc import Callable
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -28,17 +29,19 @@ from gorila.errors import ConfigError
 EVAL_MAX_STEPS = 27_000
 
 
-def evaluate(policy_fn: Callable[[np.ndarray], np.ndarray], env_id: str, episodes: int, epsilon: float,
-             seed: int, noop_max: int = 30, video_dir: Path | None = None) -> list[float]:
+def evaluate(policy_fn: Callable[..., Any], env_id: str, episodes: int, epsilon: float,
+             seed: int, noop_max: int = 30, video_dir: Path | None = None,
+             state_shape: tuple[int, ...] = ()) -> list[float]:
     """Unclipped returns of ``episodes`` episodes played ε-greedily with ``policy_fn``::
 
         scores = evaluate(lambda obs: q(torch.as_tensor(obs)).argmax(1).numpy(),
                           "ALE/Pong-v5", episodes=30, epsilon=0.05, seed=123)
 
-    ``policy_fn`` maps a batch of observations to greedy actions. See :class:`EvaluationEpisodes`
-    for the null-op starts and ``video_dir``.
+    ``policy_fn`` maps a batch of observations to greedy actions (a recurrent one, with its
+    ``state_shape``, as :class:`EvaluationEpisodes` says). See :class:`EvaluationEpisodes` for the
+    null-op starts and ``video_dir``.
     """
-    played = EvaluationEpisodes(env_id, episodes, epsilon, seed, noop_max, video_dir)
+    played = EvaluationEpisodes(env_id, episodes, epsilon, seed, noop_max, video_dir, state_shape=state_shape)
     try:
         played.play(policy_fn)
     finally:
@@ -78,17 +81,26 @@ class EvaluationEpisodes:
     An episode ends where the env ends it or after ``max_steps`` steps (default
     :data:`EVAL_MAX_STEPS`), no-ops included, whichever comes first; ``capped`` counts the episodes
     cut there.
+
+    With ``state_shape`` the policy is recurrent, ``policy_fn(obs, state, starts) -> (actions,
+    state)`` (:class:`~gorila.nets.recurrent.RecurrentGreedyPolicy`): each episode's core state is
+    kept here (so a slice's policy, built anew, goes on from it), the policy sees every live
+    episode's observation at every step, no-ops and ε's random actions included, as its memory
+    must, and ``starts`` marks each episode's first (and a dropped episode's new first) observation.
     """
 
     def __init__(self, env_id: str, episodes: int, epsilon: float, seed: int, noop_max: int = 30,
                  video_dir: Path | None = None, failures: EnvFailures | None = None,
-                 max_steps: int = EVAL_MAX_STEPS):
+                 max_steps: int = EVAL_MAX_STEPS, state_shape: tuple[int, ...] = ()):
         validate.integer("eval_episodes", episodes, low=1)
         validate.number("eval_epsilon", epsilon, low=0.0, high=1.0)
         validate.integer("noop_max", noop_max, low=0)
         validate.integer("max_steps", max_steps, low=1)
         self.env_id, self.epsilon, self.seed, self.video_dir = env_id, epsilon, seed, video_dir
         self.max_steps, self.capped = max_steps, 0
+        self.state_shape = tuple(state_shape)
+        self.core_state = np.zeros((episodes, *self.state_shape), np.float32)
+        self.starts = np.ones(episodes, bool)
         self.failures = failures or EnvFailures()
         self._steps = 0   # env steps played, the clock of the failures' window
         # All episodes run side by side, so the policy sees one batch per step instead of one
@@ -145,6 +157,7 @@ class EvaluationEpisodes:
                 fault = f"{self.env_id} env {i}: {type(err).__name__} in reset: {err}"
             if fault is None:
                 self.obs[i], self.totals[i], self.lengths[i], self.live[i] = o, 0.0, 0, True
+                self.starts[i] = True
                 self.noops[i] = int(self.rng.integers(0, self.noop_max + 1))
                 return
             self._rebuild(i, fault)
@@ -165,7 +178,7 @@ class EvaluationEpisodes:
         """Each episode's unclipped return so far (final once :attr:`done`)."""
         return [float(r) for r in self.totals]
 
-    def play(self, policy_fn: Callable[[np.ndarray], np.ndarray], seconds: float | None = None,
+    def play(self, policy_fn: Callable[..., Any], seconds: float | None = None,
              clock: Callable[[], float] = time.perf_counter) -> bool:
         """Step the live episodes until all have ended, or until ``seconds`` have passed (at least
         one step); returns whether all have ended. An env that raises, or returns an observation
@@ -186,19 +199,28 @@ class EvaluationEpisodes:
                 break
         return self.done
 
-    def _next_round(self, policy_fn: Callable[[np.ndarray], np.ndarray]) -> deque[tuple[int, int]]:
+    def _next_round(self, policy_fn: Callable[..., Any]) -> deque[tuple[int, int]]:
         """One action for every live episode: a no-op while it has some to play, else ε-greedy."""
         idx = np.flatnonzero(self.live)
+        remembered = None
+        if self.state_shape:  # a recurrent policy sees every live episode's observation
+            chosen, self.core_state[idx] = policy_fn(np.stack([self.obs[i] for i in idx]), self.core_state[idx],
+                                                     self.starts[idx])
+            self.starts[idx] = False
+            remembered = np.asarray(chosen)
         if self.n_actions is None:
-            chosen = np.asarray(policy_fn(np.stack([self.obs[i] for i in idx])))
-            return deque(zip(idx.tolist(), list(chosen)))
+            if remembered is None:
+                remembered = np.asarray(policy_fn(np.stack([self.obs[i] for i in idx])))
+            return deque(zip(idx.tolist(), list(remembered)))
         explore = self.rng.random(len(idx)) < self.epsilon
         actions = self.rng.integers(self.n_actions, size=len(idx))
         noop = self.noops[idx] > 0
         actions[noop] = 0
         self.noops[idx[noop]] -= 1
         greedy = ~explore & ~noop
-        if greedy.any():
+        if remembered is not None:
+            actions[greedy] = remembered[greedy]
+        elif greedy.any():
             actions[greedy] = np.asarray(policy_fn(np.stack([self.obs[i] for i in idx[greedy]])))
         return deque(zip(idx.tolist(), actions.tolist()))
 

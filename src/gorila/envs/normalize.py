@@ -276,6 +276,10 @@ class NormalizedRunner:
         return self.runner.dropped
 
     @property
+    def starts(self) -> np.ndarray:
+        return self.runner.starts
+
+    @property
     def env_failures(self) -> int:
         return self.runner.env_failures
 
@@ -307,10 +311,12 @@ class NormalizedPolicy:
     eval``, :func:`gorila.load_policy`)::
 
         act = NormalizedPolicy(greedy, stats)       # act(obs) is greedy(stats.normalize(obs))
+
+    A recurrent policy's further arguments (its state, the episodes' starts) pass through as they are.
     """
 
     def __init__(self, policy: Any, stats: RunningStats):
         self.policy, self.stats = policy, stats
 
-    def __call__(self, obs: np.ndarray) -> Any:
-        return self.policy(self.stats.normalize(obs))
+    def __call__(self, obs: np.ndarray, *memory: np.ndarray) -> Any:
+        return self.policy(self.stats.normalize(obs), *memory)

@@ -276,13 +276,15 @@ class EnvRunner:
     scores sum the raw (unclipped) rewards. An environment the backend rebuilt (it failed) gives no
     row either, and its episode so far is dropped: ``dropped`` lists those of the last step, so
     that whoever holds rows of the episode (n-step windows, a rollout) drops them too, and
-    ``env_failures`` counts the failures.
+    ``env_failures`` counts the failures. ``starts[i]`` is true where ``observations[i]`` begins an
+    episode (after a reset, hidden or not, or a rebuild): where a recurrent policy zeroes its memory.
     """
 
     def __init__(self, backend: VectorBackend):
         self.backend = backend
         self.num_envs = backend.num_envs
         self.observations = backend.reset()
+        self.starts = np.ones(self.num_envs, bool)
         self._resetting = np.zeros(self.num_envs, bool)
         self._hidden_resets = not backend.same_step_reset
         # The rows of a step in which every env stepped: built once, shared read-only by its transitions.
@@ -341,8 +343,13 @@ class EnvRunner:
                 self._finished.append(Episode(float(self._scores[i]), int(self._lengths[i]), int(i)))
             self._scores[scored] = 0.0
             self._lengths[scored] = 0
+        # The observations to act on next begin episodes where this step reset an env (a hidden reset,
+        # a rebuild) or, resetting within the step, where it ended one.
+        self.starts = np.zeros(self.num_envs, bool) if skipped is None else skipped.copy()
         if self._hidden_resets:
             self._resetting = done
+        else:
+            self.starts |= done
         return transitions
 
     def pop_episodes(self) -> list[Episode]:

@@ -16,6 +16,10 @@ Client side (:class:`~gorila.inference.client.InferenceClient` wraps it with rec
     actions, version = channel.receive(0)            # a copy of group 0's actions
     actions, log_probs, version = channel.receive_sampled(1)  # ... with log pi(a|x) of each (float32)
 
+A recurrent policy's layout has a ``state_shape``: each request also says which observations
+begin an episode (``starts``), and the server keeps each env's core state, writing beside the
+actions the state it carried into the step (``core_state``, before the starts' resets).
+
 Server side: :func:`listen` opens the socket, :func:`attach` maps a connecting client's block and
 returns its :class:`Slots`.
 """
@@ -45,13 +49,21 @@ _DIR_PREFIX = "gorila-inference-"
 class SlotLayout:
     """One client's block: for each group of ``groups[g]`` envs, their observations, their actions
     (an int64 index each, or with ``action_shape`` a float32 vector each: a Gaussian policy's), then
-    the float32 log-probability of each action under the policy that chose it."""
+    the float32 log-probability of each action under the policy that chose it; with ``state_shape``
+    (a recurrent policy's, one env's core state) then a start flag (a byte) and a float32 core state
+    for each env."""
 
     obs_shape: tuple[int, ...]
     obs_dtype: str
     groups: tuple[int, ...]
     action_shape: tuple[int, ...] = ()
     action_dtype: str = "<i8"
+    state_shape: tuple[int, ...] = ()
+
+    @property
+    def state_nbytes(self) -> int:
+        """An env's start flag and core state (none without ``state_shape``)."""
+        return 1 + 4 * int(np.prod(self.state_shape, dtype=np.int64)) if self.state_shape else 0
 
     @property
     def obs_nbytes(self) -> int:
@@ -63,28 +75,32 @@ class SlotLayout:
 
     @property
     def nbytes(self) -> int:
-        return sum(n * (self.obs_nbytes + self.action_nbytes + 4) for n in self.groups)
+        return sum(n * (self.obs_nbytes + self.action_nbytes + 4 + self.state_nbytes) for n in self.groups)
 
     def encode(self) -> bytes:
         return json.dumps({"obs_shape": list(self.obs_shape), "obs_dtype": self.obs_dtype,
                            "groups": list(self.groups), "action_shape": list(self.action_shape),
-                           "action_dtype": self.action_dtype}).encode()
+                           "action_dtype": self.action_dtype, "state_shape": list(self.state_shape)}).encode()
 
     @classmethod
     def decode(cls, data: bytes) -> SlotLayout:
         fields = json.loads(data)
         return cls(tuple(fields["obs_shape"]), str(fields["obs_dtype"]), tuple(fields["groups"]),
-                   tuple(fields["action_shape"]), str(fields["action_dtype"]))
+                   tuple(fields["action_shape"]), str(fields["action_dtype"]), tuple(fields["state_shape"]))
 
 
 class Slots:
-    """Views of a mapped block: ``obs[g]``, ``actions[g]`` and ``log_probs[g]`` for each group ``g``."""
+    """Views of a mapped block: ``obs[g]``, ``actions[g]`` and ``log_probs[g]`` for each group ``g``
+    (and a recurrent policy's ``starts[g]`` and ``core_state[g]``)."""
 
     def __init__(self, buffer: mmap.mmap, layout: SlotLayout):
         self.buffer, self.layout = buffer, layout
         self.obs: list[np.ndarray] = []
         self.actions: list[np.ndarray] = []
         self.log_probs: list[np.ndarray] = []
+        self.starts: list[np.ndarray] = []
+        self.core_state: list[np.ndarray] = []
+        state_size = int(np.prod(layout.state_shape, dtype=np.int64))
         offset = 0
         for n in layout.groups:
             self.obs.append(np.frombuffer(buffer, layout.obs_dtype, n * int(np.prod(layout.obs_shape)), offset)
@@ -96,6 +112,12 @@ class Slots:
             offset += n * layout.action_nbytes
             self.log_probs.append(np.frombuffer(buffer, np.float32, n, offset))
             offset += 4 * n
+            if layout.state_shape:
+                self.core_state.append(np.frombuffer(buffer, np.float32, n * state_size, offset)
+                                       .reshape(n, *layout.state_shape))
+                offset += 4 * n * state_size
+                self.starts.append(np.frombuffer(buffer, np.bool_, n, offset))
+                offset += n
 
 
 def listen() -> Listener:
@@ -133,8 +155,10 @@ class InferenceChannel:
         self.slots = Slots(block, layout)
         self._replies: dict[int, int] = {}  # replies read while waiting for another group's
 
-    def send(self, group: int, obs: np.ndarray) -> None:
+    def send(self, group: int, obs: np.ndarray, starts: np.ndarray | None = None) -> None:
         np.copyto(self.slots.obs[group], obs)
+        if starts is not None:
+            np.copyto(self.slots.starts[group], starts)
         try:
             self._sock.send(REQUEST.pack(group))
         except OSError as err:

@@ -20,6 +20,8 @@ class InferenceClient:
         client.request(0, obs0); client.request(1, obs1)      # both groups in flight
         actions, version = client.actions(0)                  # group 0's answer
         actions, log_probs, version = client.sampled(1)       # ... with each action's log pi(a|x)
+        client.request(0, obs0, starts0)                      # a recurrent policy's: episodes begun
+        client.core_state(0)                                  # the states its last answer came from
 
     The server's socket path comes from one call to its endpoint (a Ray call on the Ray runtime),
     made when connecting and again after the connection is lost: a restarted server listens on a
@@ -29,15 +31,24 @@ class InferenceClient:
     def __init__(self, endpoint: ServiceEndpoint, layout: SlotLayout, timeout_s: float):
         self.endpoint, self.layout, self.timeout_s = endpoint, layout, timeout_s
         self.channel: InferenceChannel | None = None
-        self.in_flight: dict[int, np.ndarray] = {}  # group -> the observations it asked about
+        # group -> the observations it asked about (and where they begin episodes)
+        self.in_flight: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
         self.reconnects = 0
 
-    def request(self, group: int, obs: np.ndarray) -> None:
-        self.in_flight[group] = obs
+    def request(self, group: int, obs: np.ndarray, starts: np.ndarray | None = None) -> None:
+        self.in_flight[group] = (obs, starts)
         try:
-            self._channel().send(group, obs)
+            self._channel().send(group, obs, starts)
         except ChannelLost:
             self._reconnect()
+
+    def core_state(self, group: int) -> np.ndarray:
+        """A recurrent policy's: a copy of the core states the server carried into ``group``'s last
+        answered step (read before the group's next request). A restarted server starts its envs'
+        states again from zero."""
+        if self.channel is None:
+            raise RuntimeError("core_state is read after an answer")
+        return self.channel.slots.core_state[group].copy()
 
     def actions(self, group: int) -> tuple[np.ndarray, int]:
         """Group ``group``'s actions and the ``policy_version`` that chose them."""
@@ -77,8 +88,8 @@ class InferenceClient:
         if self.channel is not None:
             self.channel.close()
         self.channel = None
-        for group, obs in self.in_flight.items():
-            self._channel().send(group, obs)
+        for group, (obs, starts) in self.in_flight.items():
+            self._channel().send(group, obs, starts)
 
     def close(self) -> None:
         if self.channel is not None:

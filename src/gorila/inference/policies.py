@@ -8,6 +8,8 @@ Both are built in the server's process from a picklable ``network_fn``::
     actions = greedy(obs)                                    # int64, one per observation
     actions, log_probs = sampled(obs)                        # and log pi(a|s) of each, float32
                                                              # (Box actions: float32 vectors, unclipped)
+    recurrent = RecurrentSampledPolicy(network_fn, seed=0)   # --core lstm: each env's core state in and out
+    actions, log_probs, state = recurrent(obs, state, starts)
 """
 
 from __future__ import annotations
@@ -60,3 +62,27 @@ class SampledPolicy(_NetworkPolicy):
         chosen, chosen_logp = head.sample(out, self.generator)
         return (chosen.cpu().numpy().astype(head.action_dtype, copy=False),
                 chosen_logp.cpu().numpy().astype(np.float32, copy=False))
+
+
+class RecurrentSampledPolicy(_NetworkPolicy):
+    """:class:`SampledPolicy` of a recurrent actor-critic
+    (:class:`~gorila.nets.recurrent.RecurrentActorCritic`): each env's core state comes in with
+    its observation, zeroed first where ``starts`` says an episode begins, and leaves advanced by
+    the step; the inference server keeps them. The same operations as an actor's own
+    :class:`~gorila.nets.recurrent.RecurrentSampler`, so both choose alike from the same states."""
+
+    def __init__(self, network_fn: Callable[[], nn.Module], device: str = "cpu", seed: int = 0) -> None:
+        super().__init__(network_fn, device)
+        self.generator = torch.Generator(self.device).manual_seed(seed)
+        self.state_shape: tuple[int, ...] = tuple(getattr(self.net, "state_shape"))
+
+    def __call__(self, obs: np.ndarray, state: np.ndarray,
+                 starts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        head: ActionHead = getattr(self.net, "head")
+        with torch.inference_mode():
+            out, _, after = getattr(self.net, "step")(observation_tensor(obs, self.device),
+                                                      torch.as_tensor(state, device=self.device),
+                                                      torch.as_tensor(starts, device=self.device))
+            chosen, chosen_logp = head.sample(out, self.generator)
+        return (chosen.cpu().numpy().astype(head.action_dtype, copy=False),
+                chosen_logp.cpu().numpy().astype(np.float32, copy=False), after.cpu().numpy())

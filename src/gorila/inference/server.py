@@ -18,6 +18,12 @@ policy on the whole batch, writes each request's actions (and their log-probabil
 own slot and replies with the ``policy_version`` used. Every ``refresh_every`` batches it pulls
 the newest parameters from its ParamSource. A client whose connection closes (its process died) is
 forgotten with the requests it had waiting. A restarted server listens on a new path; rollout workers ask for it again.
+
+With a recurrent policy (a :class:`RecurrentInferencePolicy`, ``--core lstm``) the server keeps
+each env's core state, as SEED RL's server does: one array per client and group, zero when the
+client connects, zeroed where a request says an episode begins, advanced by every answer; beside
+the actions it writes the states it carried into the step, which the client's segments start
+from. A restarted server's envs start again from zero.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -59,9 +65,25 @@ class InferencePolicy(Protocol):
     def __call__(self, obs: np.ndarray) -> np.ndarray | tuple[np.ndarray, np.ndarray]: ...
 
 
+@runtime_checkable
+class RecurrentInferencePolicy(Protocol):
+    """A policy with memory: each env's core state (``state_shape``) goes in and comes out::
+
+        actions, log_probs, state = policy(obs, state, starts)   # starts (B,) bool: zero those states first
+    """
+
+    state_shape: tuple[int, ...]
+
+    def load(self, params: np.ndarray) -> None: ...
+    def __call__(self, obs: np.ndarray, state: np.ndarray,
+                 starts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+
 class _Client:
     def __init__(self, conn: socket.socket, slots: Slots):
         self.conn, self.slots = conn, slots
+        # a recurrent policy's core state of each env, per group
+        self.states = [np.zeros((n, *slots.layout.state_shape), np.float32) for n in slots.layout.groups]
 
 
 @dataclass(frozen=True)
@@ -73,7 +95,8 @@ class _Request:
 class InferenceServer:
     """The run's batched policy, served to its rollout workers (see the module doc)."""
 
-    def __init__(self, service_id: int, server: ParameterServer, *, policy: Callable[[], InferencePolicy],
+    def __init__(self, service_id: int, server: ParameterServer, *,
+                 policy: Callable[[], InferencePolicy | RecurrentInferencePolicy],
                  rule: BatchingRule, refresh_every: int, clock: Callable[[], float] = time.monotonic):
         self.policy = policy()
         self.source = server.client(WORKER_ID_BASE + service_id)
@@ -197,8 +220,12 @@ class InferenceServer:
             self._refresh()
             self._since_refresh = 0
         obs = [r.client.slots.obs[r.group] for r in batch]
-        chosen = self.policy(obs[0] if len(obs) == 1 else np.concatenate(obs))
-        actions, log_probs = chosen if isinstance(chosen, tuple) else (chosen, np.zeros(len(chosen), np.float32))
+        joined = obs[0] if len(obs) == 1 else np.concatenate(obs)
+        if isinstance(self.policy, RecurrentInferencePolicy):
+            actions, log_probs = self._recurrent(self.policy, joined, batch)
+        else:
+            chosen = self.policy(joined)
+            actions, log_probs = chosen if isinstance(chosen, tuple) else (chosen, np.zeros(len(chosen), np.float32))
         self.batches += 1
         self._since_refresh += 1
         self.observations += len(actions)
@@ -214,3 +241,18 @@ class InferenceServer:
                 request.client.conn.send(REPLY.pack(request.group, self.version))
             except OSError:
                 self._forget(selector, request.client, lost=True)
+
+    @staticmethod
+    def _recurrent(policy: RecurrentInferencePolicy, obs: np.ndarray,
+                   batch: list[_Request]) -> tuple[np.ndarray, np.ndarray]:
+        """The batch's actions and log-probabilities from each env's core state, which the answer
+        advances; each slot gets the states carried into the step."""
+        carried = [r.client.states[r.group] for r in batch]
+        starts = [r.client.slots.starts[r.group] for r in batch]
+        actions, log_probs, after = policy(obs, np.concatenate(carried), np.concatenate(starts))
+        start = 0
+        for request, state in zip(batch, carried):
+            np.copyto(request.client.slots.core_state[request.group], state)
+            request.client.states[request.group] = after[start:start + len(state)]
+            start += len(state)
+        return actions, log_probs

@@ -17,16 +17,21 @@ sum there. Usage::
 
 On policy (``log_rhos = 0``, ``rho_bar, c_bar >= 1``) ``vs`` is the bootstrapped n-step return and
 ``pg_advantages`` GAE(lambda = 1). :func:`segment_forward` runs a network over a segment's steps and the
-observation after them in one pass; :func:`bootstrap_inputs` reads the segment's rewards, discounts and
-bootstrap value as V-trace and GAE take them.
+observation after them in one pass (a recurrent one unrolled from the segment's core state, reset where
+episodes begin); :func:`bootstrap_inputs` reads the segment's rewards, discounts and bootstrap value as
+V-trace and GAE take them.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import numpy as np
 import torch
 from torch import nn
 
 from gorila.nets.inputs import module_device, observation_tensor
+from gorila.nets.recurrent import RecurrentActorCritic
 from gorila.types import Segment
 
 
@@ -64,26 +69,68 @@ def vtrace_targets(log_rhos: torch.Tensor, discounts: torch.Tensor, rewards: tor
     return vs, pg_advantages
 
 
-def segment_forward(net: nn.Module, segment: Segment
-                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(obs, out, values, after)``: the segment's observations on ``net``'s device, and one forward
-    pass of ``net`` over them and the observation after them (``last_obs``): the steps' outputs and
-    values, and ``V(last_obs)`` without gradient, the bootstrap :func:`bootstrap_inputs` takes. A
-    second call for the bootstrap alone, at the actors' small batch, costs most of what the first does."""
+class Forward(NamedTuple):
+    """What :func:`segment_forward` gives: the segment's observations on the network's device, the
+    steps' policy outputs and values ``(T, N, ...)``, ``after``: ``V(last_obs)`` without gradient,
+    and, for a recurrent network, ``final``: the values of the truncated steps' final observations
+    (None for a feed-forward one, whose :func:`bootstrap_inputs` computes them)."""
+
+    obs: torch.Tensor
+    out: torch.Tensor
+    values: torch.Tensor
+    after: torch.Tensor
+    final: torch.Tensor | None = None
+
+
+def segment_forward(net: nn.Module, segment: Segment) -> Forward:
+    """One forward pass of ``net`` over the segment's observations and the observation after them
+    (``last_obs``): a second call for the bootstrap alone, at the actors' small batch, costs most of
+    what the first does. A :class:`~gorila.nets.recurrent.RecurrentActorCritic` is unrolled instead
+    (:func:`recurrent_forward`)."""
+    if isinstance(net, RecurrentActorCritic):
+        return recurrent_forward(net, segment)
     device = module_device(net)
     obs = observation_tensor(segment.obs, device)  # frames cross as bytes, cast by the network
     last = observation_tensor(segment.last_obs, device).unsqueeze(0)
     out, values = net(torch.cat([obs, last]))
-    return obs, out[:-1], values[:-1], values[-1].detach()
+    return Forward(obs, out[:-1], values[:-1], values[-1].detach())
 
 
-def bootstrap_inputs(net: nn.Module, segment: Segment, bootstrap: torch.Tensor
+def recurrent_forward(net: RecurrentActorCritic, segment: Segment) -> Forward:
+    """The network unrolled over the segment from the core state its envs carried into it
+    (``segment.core_state``), each env's state zeroed where ``segment.starts`` says its episode
+    begins: truncated backpropagation through time over the segment, the gradient flowing back to
+    its first step and no further. ``after`` is ``V(last_obs)`` from the state after the last step,
+    with no reset: where ``last_obs`` begins an episode, the last step ended one (or only reset the
+    env), so its discount is 0 and the bootstrap is never read. A truncated step's final
+    observation is valued from the state after that step, as the episode's next step would have been."""
+    if segment.core_state is None or segment.starts is None:
+        raise ValueError("a recurrent network learns from segments that carry core_state and starts")
+    device = module_device(net)
+    obs = observation_tensor(segment.obs, device)
+    starts = torch.as_tensor(segment.starts, device=device)
+    out, values, states = net.unroll(obs, torch.as_tensor(segment.core_state, device=device), starts)
+    with torch.no_grad():
+        last = observation_tensor(segment.last_obs, device)
+        _, after, _ = net.step(last, states[-1], torch.zeros(len(last), dtype=torch.bool, device=device))
+        final = None
+        cut = segment.truncated & segment.valid
+        if cut.any():
+            times, envs = np.nonzero(cut)
+            final_obs = observation_tensor(segment.final_values_at(cut), device)
+            _, final, _ = net.step(final_obs, states[times + 1, envs],
+                                   torch.zeros(len(times), dtype=torch.bool, device=device))
+    return Forward(obs, out, values, after, final)
+
+
+def bootstrap_inputs(net: nn.Module, segment: Segment, forward: Forward
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(rewards, discounts, bootstrap_value)`` of ``segment`` as V-trace and GAE read them, without
     gradient: a truncated step's reward gains ``discount * V(final_obs)`` and its discount becomes 0
     (the episode's sums end with the value of where it was cut); reset slots and failed envs get
-    discount 0 too, so no return flows across them; the bootstrap is ``V(last_obs)``, ``bootstrap``
-    (from :func:`segment_forward`). Tensors are on the device of ``net``'s parameters."""
+    discount 0 too, so no return flows across them; the bootstrap is ``V(last_obs)``,
+    ``forward.after`` (from :func:`segment_forward`, with the final values of a recurrent network).
+    Tensors are on the device of ``net``'s parameters."""
     device = module_device(net)
     valid = torch.as_tensor(segment.valid, device=device)
     rewards = torch.as_tensor(segment.rewards, dtype=torch.float32, device=device)
@@ -92,8 +139,9 @@ def bootstrap_inputs(net: nn.Module, segment: Segment, bootstrap: torch.Tensor
     truncated = torch.as_tensor(cut, device=device)
     with torch.no_grad():
         if cut.any():  # only the cut steps' final observations travel to the device
-            final = net(observation_tensor(segment.final_values_at(cut), device))[1]
+            final = (forward.final if forward.final is not None
+                     else net(observation_tensor(segment.final_values_at(cut), device))[1])
             rewards = rewards.clone()
             rewards[truncated] += discounts[truncated] * final
         discounts = torch.where(truncated | ~valid, torch.zeros_like(discounts), discounts)
-    return rewards, discounts, bootstrap
+    return rewards, discounts, forward.after

@@ -34,6 +34,7 @@ from gorila.driver.plan import Plan, ServiceSpec
 from gorila.envs.make import env_spaces
 from gorila.nets.actor_critic_env import EvaluationPolicy, evaluation_policy_for
 from gorila.nets.numpy_policy import numpy_policy
+from gorila.nets.recurrent import RecurrentActorCritic
 from gorila.trajectory import TrajectoryQueue
 
 STEPS_PER_CHUNK = 4
@@ -49,9 +50,11 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
     envs = rl.env_spec(cfg.envs_per_actor)
     normalize = rl.normalization(env_spaces(rl.env)[0], cfg.gamma)
     twin = numpy_policy(net)  # the actors and the evaluator play it without torch, where the network has one
+    # --core lstm: each env's core state, carried by its actor (or the inference server)
+    state_shape = net.state_shape if isinstance(net, RecurrentActorCritic) else ()
     actor = functools.partial(SegmentActor, envs=envs, network_fn=shipped_network_fn(network_fn, twin),
                               unroll_length=cfg.unroll_length, refresh_every=cfg.actor_refresh, gamma=cfg.gamma,
-                              seed=run.seed, normalize=normalize, numpy_policy=twin)
+                              seed=run.seed, normalize=normalize, numpy_policy=twin, state_shape=state_shape)
     loss = ImpalaLoss(cfg.gamma, cfg.entropy_coef, cfg.value_coef, cfg.rho_bar, cfg.c_bar, cfg.pg_rho_bar,
                       vtrace=cfg.vtrace == "on", max_grad_norm=cfg.max_grad_norm)
     rule = run.rule(num_workers=cfg.learners)
@@ -67,7 +70,7 @@ def make_plan(run: RunConfig, cfg: ImpalaConfig, rl: RLConfig) -> Plan:
     # server pulling every that many x --actor-refresh batches keeps --actor-refresh's policy lag.
     inference = (sampled_inference(network_fn, rl, cfg.actors * cfg.envs_per_actor,
                                    2 * cfg.unroll_length * cfg.actor_refresh, run.seed, run.runtime,
-                                   server_gpus),) if central else ()
+                                   server_gpus, recurrent=bool(state_shape)),) if central else ()
 
     return rl_plan(
         run, rl, algo="impala", net=net, network_fn=network_fn, policy_fn=policy_fn, eval_numpy=twin,

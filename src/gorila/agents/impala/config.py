@@ -15,6 +15,7 @@ from gorila import validate
 from gorila.driver.policy_evaluation import BACK_TO_BACK
 from gorila.errors import ConfigError
 from gorila.nets.encoders import ENCODER_HELP, ENCODERS
+from gorila.nets.recurrent import CORE_HELP, CORES
 from gorila.params import OPTIMIZERS
 
 VTRACE = ("on", "off")
@@ -67,6 +68,8 @@ class ImpalaConfig:
         "help": "one torso with a policy head and a value head instead of two networks (vector observations; frames "
                 "always share the Nature-CNN torso)"})
     encoder: str = field(default="nature", metadata={"help": ENCODER_HELP, "choices": ENCODERS})
+    core: str = field(default="none", metadata={"help": CORE_HELP, "choices": CORES})
+    core_size: int = field(default=256, metadata={"help": "width of the LSTM core's state (--core lstm)"})
     log_std_init: float = field(default=0.0, metadata={
         "help": "Box actions: the Gaussian's log standard deviation before training (0: a standard deviation of 1; "
                 "RL-Zoo's MuJoCo settings start at -2)"})
@@ -97,5 +100,7 @@ class ImpalaConfig:
         validate.boolean("shared_torso", self.shared_torso)
         validate.number("log_std_init", self.log_std_init, low=-20.0, high=2.0)
         validate.choice("encoder", self.encoder, ENCODERS)
+        validate.choice("core", self.core, CORES)
+        validate.integer("core_size", self.core_size, low=1, high=65536)
         if self.max_grad_norm is not None:
             validate.number("max_grad_norm", self.max_grad_norm, low=0.0, low_open=True)

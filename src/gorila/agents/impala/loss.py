@@ -46,8 +46,9 @@ class ImpalaLoss:
         weight = valid.float()
         count = weight.sum().clamp(min=1.0)
         flat.zero_grad()  # in place: the gradients stay views of flat's buffer
-        _, out, values, after = segment_forward(net, segment)
-        rewards, discounts, bootstrap = bootstrap_inputs(net, segment, after)
+        forward = segment_forward(net, segment)
+        out, values = forward.out, forward.values
+        rewards, discounts, bootstrap = bootstrap_inputs(net, segment, forward)
         head: ActionHead = getattr(net, "head")  # the actor-critic's action distribution (nets/heads.py)
         log_pi, entropies = head.log_prob_and_entropy(out, torch.as_tensor(segment.actions, device=device))
         behaviour = torch.as_tensor(segment.log_probs, dtype=torch.float32, device=device)

@@ -42,6 +42,7 @@ from gorila.envs.make import env_spaces
 from gorila.errors import ConfigError
 from gorila.nets.actor_critic_env import EvaluationPolicy, evaluation_policy_for
 from gorila.nets.numpy_policy import numpy_policy
+from gorila.nets.recurrent import RecurrentActorCritic
 from gorila.params import UpdateRule
 from gorila.params.learning_rate import LinearDecay
 from gorila.trajectory import TrajectoryQueue
@@ -69,12 +70,18 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
                    cfg.normalize_advantages, "gae" if run.mode == "sync" else "vtrace", cfg.rho_bar, cfg.rho_bar,
                    cfg.max_grad_norm)
     batch_size = cfg.batch_size or math.ceil(cfg.actors / cfg.learners)
+    if cfg.core != "none" and cfg.minibatches > batch_size * cfg.envs_per_actor:
+        # a recurrent network's minibatches are whole sequences, one per env of the batch's segments
+        raise ConfigError("minibatches", f"with --core {cfg.core} a minibatch is whole sequences, one per env: at most "
+                                         f"{batch_size * cfg.envs_per_actor} (segments a batch x --envs-per-actor)")
     normalize = rl.normalization(env_spaces(rl.env)[0], cfg.gamma)
     twin = numpy_policy(net)  # the actors and the evaluator play it without torch, where the network has one
+    # --core lstm: each env's core state, carried by its actor (or the inference server)
+    state_shape = net.state_shape if isinstance(net, RecurrentActorCritic) else ()
     actor = functools.partial(SegmentActor, envs=rl.env_spec(cfg.envs_per_actor),
                               network_fn=shipped_network_fn(network_fn, twin),
                               unroll_length=cfg.unroll_length, refresh_every=1, gamma=cfg.gamma, seed=run.seed,
-                              normalize=normalize, numpy_policy=twin,
+                              normalize=normalize, numpy_policy=twin, state_shape=state_shape,
                               # one learner, one update a push: its batch's pushes are the versions of a round
                               round_versions=cfg.epochs * cfg.minibatches if rounds else None)
     learner_gpus, server_gpus = rl.gpu_shares(run.runtime, cfg.learners, central)
@@ -87,7 +94,7 @@ def make_plan(run: RunConfig, cfg: PPOConfig, rl: RLConfig) -> Plan:
     # Central inference: the server pulls once per segment (2 x --unroll-length batches, the groups
     # alternating), as the actors of local inference do.
     inference = (sampled_inference(network_fn, rl, cfg.actors * cfg.envs_per_actor, 2 * cfg.unroll_length,
-                                   run.seed, run.runtime, server_gpus),) if central else ()
+                                   run.seed, run.runtime, server_gpus, recurrent=bool(state_shape)),) if central else ()
     # On the local runtime the groups take turns in one process, so an actor's chunk of k segments
     # acts all k on the same parameters: every batch after a learner chunk's first would be whole
     # batches (epochs x minibatches versions) old, its ratios mostly clipped away. One segment per
