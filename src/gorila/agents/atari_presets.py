@@ -85,4 +85,20 @@ ATARI_PRESETS = (
         "the paper samples each run's learning rate log-uniformly from 1e-4 to 1e-2; 7e-4 is the value "
         "later reproductions (OpenAI Baselines) settled on. Workers: one per CPU, at most the paper's 16",
         a3c_scaled),
+    Preset(
+        "pong-cpu", "impala",
+        "Espeholt et al. 2018, IMPALA, Appendix G (Table G.1: unroll 20, RMSProp ε 0.01, entropy 0.01, "
+        "γ 0.99, clipped rewards); OpenAI Baselines A2C on Atari (t_max 5, RMSProp 7e-4, gradient norm 0.5, "
+        "16 envs); Mnih et al. 2013's small CNN",
+        "IMPALA (V-trace) sized for a CPU: 2 actors x 16 EnvPool envs, 5-step segments taken one at a time, "
+        "RMSProp 7e-4, the 2-layer CNN of DQN 2013",
+        {"env": "ALE/Pong-v5", "mode": "async", "encoder": "mnih2013", "actors": 2, "envs_per_actor": 16,
+         "unroll_length": 5, "batch_size": 1, "optimizer": "rmsprop", "lr": 7e-4, "max_grad_norm": 0.5,
+         "entropy_coef": 0.01, "gamma": 0.99, "terminal_on_life_loss": True, "target_return": 18.0,
+         "eval_every_s": 120.0, "total_steps": 10_000_000},
+        "atari",
+        "not a paper's setting: IMPALA's learner with A2C's small steps. Batches of 320 samples (IMPALA's 32 x 20 "
+        "halved) and learning rates 6e-4 to 5e-3 had not moved Pong's return by 0.9 M steps here; one segment of "
+        "16 x 5 per update did (docs/environments.md, Atari). Life loss ends the learner's episode (Baselines' "
+        "EpisodicLife); games are scored whole"),
 )
