@@ -8,8 +8,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 # "36 s", "1.5 min", "43 minutes", "9.8 k frames/s": a number and the unit of a measured time or rate
-FIGURE = re.compile(r"(?<![\w.,-])((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)\s?(?:k\s)?(s|min|minutes|frames/s|steps/s|samples/s)(?!\w)")
-NUMBER = re.compile(r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")  # 27,717 and 0.89, not "31,116,"
+VALUE = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"  # 27,717 and 0.89, not "31,116,"
+FIGURE = re.compile(rf"(?<![\w.,-])({VALUE})\s?(?:k\s)?(s|min|minutes|frames/s|steps/s|samples/s)(?!\w)")
+NUMBER = re.compile(rf"(?<![\w.]){VALUE}")
 LINK = re.compile(r"\]\((docs/[\w/.-]+\.md)(?:#([\w-]+))?\)")
 # What the README states in seconds without measuring it: settings (evaluate every 10 s)
 SETTINGS = {"10 s"}
