@@ -76,6 +76,9 @@ class ShardStandIn:
     def connect(self) -> None:
         raise _unused("connect")
 
+    def subscribe(self, name: str, endpoint: ServiceEndpoint, held: int) -> Pending[int]:
+        raise _unused("subscribe")
+
 
 class ReplyStandIn:
     """A :class:`~gorila.reply.Pending` reply."""
