@@ -99,6 +99,6 @@ ATARI_PRESETS = (
         "atari",
         "not a paper's setting: IMPALA's learner with A2C's small steps. Batches of 320 samples (IMPALA's 32 x 20 "
         "halved) and learning rates 6e-4 to 5e-3 had not moved Pong's return by 0.9 M steps here; one segment of "
-        "16 x 5 per update did (docs/benchmarks.md, 'Pong learnt on a 2-core CPU'). Life loss ends the learner's episode (Baselines' "
-        "EpisodicLife); games are scored whole"),
+        "16 x 5 per update did (docs/benchmarks.md, 'Pong learnt on a 2-core CPU'). Life loss ends the learner's "
+        "episode (Baselines' EpisodicLife); games are scored whole"),
 )
