@@ -20,8 +20,8 @@ from torch import nn
 
 ENCODERS = ("nature", "mnih2013")
 ENCODER_HELP = ("image observations (Atari's frames): the convolutions of the shared torso, nature (Mnih et al. 2015: "
-                "3 convolutions, fc 512) or mnih2013 (Mnih et al. 2013, A3C's and IMPALA's shallow network: 2 "
-                "convolutions, fc 256, about twice the learner's samples a second on a CPU)")
+                "3 convolutions, fc 512) or mnih2013 (Mnih et al. 2013 and A3C's: 2 convolutions, fc 256, about twice "
+                "the learner's samples a second on a CPU; with --core lstm, IMPALA's shallow network)")
 
 #: ``(out_channels, kernel, stride)`` of each convolution, and the width of the layer after them.
 _LAYERS: dict[str, tuple[tuple[tuple[int, int, int], ...], int]] = {
